@@ -1,0 +1,42 @@
+# Every dependency comes from find_package / pkg-config; scripts/install_deps.sh
+# installs them from Debian packages.
+find_package(MPI REQUIRED COMPONENTS C)
+find_package(PkgConfig REQUIRED)
+# OpenBLAS by name: the generic libblas alternative may be the slow reference BLAS.
+pkg_check_modules(OpenBLAS REQUIRED IMPORTED_TARGET openblas)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(GTest REQUIRED)
+find_package(benchmark REQUIRED)
+find_package(Threads REQUIRED)
+find_package(Python3 COMPONENTS Interpreter)
+
+set(SEXTANT_HAVE_CUDA OFF)
+if(NOT SEXTANT_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    set(SEXTANT_HAVE_CUDA ON)
+  elseif(SEXTANT_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "SEXTANT_CUDA=ON but no CUDA compiler (nvcc) was found")
+  endif()
+endif()
+
+if(SEXTANT_HAVE_CUDA)
+  # sm_80 (A100) and sm_90 (H100/H200) machine code, plus PTX for newer parts.
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 80-real 90-real 90-virtual)
+  endif()
+  set(CMAKE_CUDA_STANDARD 17)  # CMake 3.25 knows no CUDA20 flags for nvcc
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+  enable_language(CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} REQUIRED)
+  add_library(sextant_nccl INTERFACE)
+  target_link_libraries(sextant_nccl INTERFACE ${NCCL_LIBRARY})
+  target_include_directories(sextant_nccl INTERFACE ${NCCL_INCLUDE_DIR})
+  message(STATUS "sextant: CUDA path ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, NCCL ${NCCL_LIBRARY})")
+else()
+  message(STATUS "sextant: CUDA path OFF (host only)")
+endif()

@@ -1,0 +1,72 @@
+#include "harness/case.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "harness/error.h"
+#include "harness/strings.h"
+
+namespace sextant {
+
+std::string CaseConfig::id() const {
+  std::string out = cat(suite, "/", name, " ranks=", ranks, " ", dtype_name(dtype));
+  std::string conf = to_string(parallel);
+  for (char& c : conf) c = c == ' ' ? '-' : c;
+  out += " " + conf;
+  for (auto it = params.begin(); it != params.end(); ++it) {
+    std::string value = it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
+    out += cat(" ", it.key(), "=", value);
+  }
+  if (!fault.empty()) out += " fault=" + fault;
+  return out;
+}
+
+void Metrics::add(const std::string& name, double value, const std::string& unit) {
+  j_[name] = {{"value", std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr)}, {"unit", unit}};
+}
+
+void Metrics::add_json(const std::string& name, nlohmann::json value) { j_[name] = std::move(value); }
+
+void Registry::add(CaseDef def) {
+  for (const CaseDef& c : cases_)
+    if (c.full_name() == def.full_name()) throw RuntimeError("case registered twice: " + def.full_name());
+  cases_.push_back(std::move(def));
+}
+
+std::vector<std::string> Registry::suites() const {
+  std::vector<std::string> out;
+  for (const CaseDef& c : cases_)
+    if (std::find(out.begin(), out.end(), c.suite) == out.end()) out.push_back(c.suite);
+  return out;
+}
+
+std::vector<const CaseDef*> Registry::select(const std::vector<std::string>& patterns) const {
+  std::vector<const CaseDef*> out;
+  auto add = [&](const CaseDef& c) {
+    if (std::find(out.begin(), out.end(), &c) == out.end()) out.push_back(&c);
+  };
+  if (patterns.empty()) {
+    for (const CaseDef& c : cases_) add(c);
+    return out;
+  }
+  for (const std::string& p : patterns) {
+    size_t slash = p.find('/');
+    std::string suite = p.substr(0, slash);
+    std::string name = slash == std::string::npos ? "" : p.substr(slash + 1);
+    bool suite_known = false, matched = false;
+    for (const CaseDef& c : cases_) {
+      if (c.suite != suite) continue;
+      suite_known = true;
+      if (name.empty() || c.name == name) {
+        add(c);
+        matched = true;
+      }
+    }
+    if (!suite_known)
+      throw UsageError(cat("unknown suite '", suite, "': known suites are ", join(suites(), ", ")));
+    if (!matched) throw UsageError(cat("unknown case '", p, "': run 'sextant list ", suite, "' to see its cases"));
+  }
+  return out;
+}
+
+}  // namespace sextant

@@ -1,0 +1,164 @@
+// A case, as in nccl-tests: a small table of functions that the harness
+// drives. The harness owns sweeps over rank counts, warm-up and timing,
+// cross-rank reduction, conformance bookkeeping and JSON; the case owns its
+// problem: which instances exist (configs), bad-input rules (validate), data
+// (setup), the timed regions (timed), the correctness check (check) and the
+// cost model that turns times into metrics (metrics).
+//
+// Adding a case = one file that builds a CaseTable<State> and one
+// registration line in its suite's register function.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/check.h"
+#include "harness/comm.h"
+#include "harness/grid_comms.h"
+#include "harness/timing.h"
+
+namespace sextant {
+
+// One concrete instance: what runs and what the results record.
+struct CaseConfig {
+  std::string suite, name;
+  nlohmann::json params = nlohmann::json::object();  // shapes and knobs
+  ParallelConfig parallel;  // its sizes multiply to `ranks`
+  int ranks = 1;            // group size the instance runs on
+  DType dtype = DType::f32;
+  std::string fault;        // planted fault, "" for none
+
+  std::string id() const;  // stable, human-readable; also the --dump folder name
+  // Typed parameter access (throws RuntimeError when missing).
+  int64_t i(const std::string& key) const { return params.at(key).get<int64_t>(); }
+  double f(const std::string& key) const { return params.at(key).get<double>(); }
+  std::string s(const std::string& key) const { return params.at(key).get<std::string>(); }
+  bool b(const std::string& key) const { return params.at(key).get<bool>(); }
+};
+
+// User options as one case's sweep sees them.
+struct SweepRequest {
+  int ranks = 1;                           // group size to enumerate instances for
+  std::vector<DType> dtypes;               // empty: the case's defaults
+  std::optional<ParallelConfig> parallel;  // pinned by --tp/--cp/...; else the case sweeps
+  nlohmann::json options = nlohmann::json::object();  // --seq 256, --set key=value, ...
+  std::string fault;
+  std::string profile = "default";  // default, ci, qualify
+
+  // Option value, or fallback when the user did not set it.
+  template <class T>
+  T get(const std::string& key, const T& fallback) const {
+    return options.contains(key) ? options.at(key).get<T>() : fallback;
+  }
+  std::vector<DType> dtypes_or(std::vector<DType> defaults) const { return dtypes.empty() ? defaults : dtypes; }
+};
+
+// What a running case can reach. Communicators are passed, never global.
+struct CaseContext {
+  const CaseConfig& config;
+  Communicator& comm;       // the instance's ranks, kernel backend (mpi or nccl)
+  Communicator& host_comm;  // the same ranks over MPI: checks and bookkeeping
+  const GridComms& grid;    // per-dimension communicators of config.parallel (over comm)
+  Communicator& self;       // this rank alone, kernel backend: baselines at world size 1
+  Device device = Device::host;
+  uint64_t seed = 0;
+  std::string out_dir;      // where a case may write side files (traces); may be empty
+};
+
+// Derived metrics: name -> {value, unit}.
+class Metrics {
+ public:
+  void add(const std::string& name, double value, const std::string& unit);
+  void add_json(const std::string& name, nlohmann::json value);  // structured extras
+  const nlohmann::json& json() const { return j_; }
+
+ private:
+  nlohmann::json j_ = nlohmann::json::object();
+};
+
+using RegionTimes = std::map<std::string, TimeStats>;
+
+// Type-erased case, as the harness sees it.
+class CaseState {
+ public:
+  virtual ~CaseState() = default;
+};
+struct CaseDef {
+  std::string suite, name, summary;
+  std::vector<std::string> faults;          // planted faults it understands
+  std::vector<std::string> table_metrics;   // metric columns for the live table
+  std::function<std::vector<CaseConfig>(const SweepRequest&)> configs;
+  std::function<void(const CaseConfig&)> validate;
+  std::function<std::unique_ptr<CaseState>(CaseContext&)> setup;
+  std::vector<std::string> regions;  // timed regions, primary first
+  std::function<void(CaseState&, const std::string&)> run;
+  std::function<void(CaseState&, Checker&)> check;
+  std::function<Metrics(CaseState&, const RegionTimes&)> metrics;
+  std::string full_name() const { return suite + "/" + name; }
+};
+
+// The typed table a case file fills in.
+template <class State>
+struct CaseTable {
+  std::string suite, name, summary;
+  std::vector<std::string> faults;
+  std::vector<std::string> table_metrics;
+  std::function<std::vector<CaseConfig>(const SweepRequest&)> configs;
+  std::function<void(const CaseConfig&)> validate = [](const CaseConfig&) {};
+  std::function<State(CaseContext&)> setup;
+  std::vector<std::pair<std::string, std::function<void(State&)>>> timed;
+  std::function<void(State&, Checker&)> check;
+  std::function<Metrics(State&, const RegionTimes&)> metrics = [](State&, const RegionTimes&) { return Metrics{}; };
+};
+
+template <class State>
+CaseDef make_case(CaseTable<State> t) {
+  struct Holder : CaseState {
+    explicit Holder(State s) : state(std::move(s)) {}
+    State state;
+  };
+  auto unwrap = [](CaseState& s) -> State& { return static_cast<Holder&>(s).state; };
+  CaseDef def{t.suite, t.name, t.summary, t.faults, t.table_metrics, t.configs, t.validate, {}, {}, {}, {}, {}};
+  def.setup = [setup = t.setup](CaseContext& ctx) -> std::unique_ptr<CaseState> {
+    return std::make_unique<Holder>(setup(ctx));
+  };
+  std::map<std::string, std::function<void(State&)>> regions;
+  for (auto& [name, fn] : t.timed) {
+    def.regions.push_back(name);
+    regions[name] = fn;
+  }
+  def.run = [regions, unwrap](CaseState& s, const std::string& region) { regions.at(region)(unwrap(s)); };
+  def.check = [check = t.check, unwrap](CaseState& s, Checker& c) {
+    if (check) check(unwrap(s), c);
+  };
+  def.metrics = [metrics = t.metrics, unwrap](CaseState& s, const RegionTimes& times) {
+    return metrics(unwrap(s), times);
+  };
+  return def;
+}
+
+// The cases a binary knows, in registration order.
+class Registry {
+ public:
+  void add(CaseDef def);
+  const std::vector<CaseDef>& cases() const { return cases_; }
+  std::vector<std::string> suites() const;
+  // Resolves "suite" or "suite/case" patterns ("" or none: everything).
+  // Throws UsageError naming an unknown suite or case.
+  std::vector<const CaseDef*> select(const std::vector<std::string>& patterns) const;
+
+ private:
+  std::vector<CaseDef> cases_;
+};
+
+// Every suite compiled into this binary (generated from suites/CMakeLists.txt).
+Registry all_suites();
+
+}  // namespace sextant

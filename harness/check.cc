@@ -1,0 +1,107 @@
+#include "harness/check.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "harness/error.h"
+#include "harness/npy.h"
+#include "harness/strings.h"
+
+namespace sextant {
+
+void to_json(nlohmann::json& j, const TensorCheck& c) {
+  auto finite = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
+  j = {{"name", c.name},       {"error", finite(c.error)}, {"base_error", finite(c.base_error)},
+       {"bound", c.bound},     {"max_abs", finite(c.max_abs)}, {"nonfinite", c.nonfinite},
+       {"count", c.count},     {"pass", c.pass}};
+}
+
+void to_json(nlohmann::json& j, const Conformance& c) {
+  j = {{"status", c.status}, {"tensors", c.tensors}, {"failures", c.failures}, {"notes", c.notes}};
+  if (c.checked > 0) {
+    j["wrong"] = c.wrong;
+    j["checked"] = c.checked;
+  }
+}
+
+Checker::Checker(Communicator& host_comm, DType dtype, DumpTarget dump)
+    : comm_(host_comm), dtype_(dtype), dump_(std::move(dump)) {
+  if (!dump_.dir.empty() && is_root()) {
+    std::filesystem::path dir = std::filesystem::path(dump_.dir) / dump_.case_dir;
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "params.json") << dump_.params.dump(2) << "\n";
+  }
+}
+
+void Checker::dump(const std::string& file, const Tensor& t) {
+  if (dump_.dir.empty() || !t.defined()) return;
+  write_npy((std::filesystem::path(dump_.dir) / dump_.case_dir / (file + ".npy")).string(), t);
+}
+
+void Checker::compare(const std::string& name, const Tensor& dist, const Tensor& base, const Tensor& ref) {
+  if (!is_root()) throw RuntimeError("Checker::compare is for the group's rank 0");
+  ErrorStats d = sextant::compare(dist, ref);
+  ErrorStats b = sextant::compare(base, ref);
+  TensorCheck c{name, d.rel_l2, b.rel_l2, conformance_bound(dtype_, b.nonfinite ? 0.0 : b.rel_l2),
+                d.max_abs, d.nonfinite, d.count, false};
+  c.pass = d.nonfinite == 0 && c.error <= c.bound;
+  if (!c.pass)
+    result_.failures.push_back(cat(name, ": error ", c.error, " > bound ", c.bound,
+                                   d.nonfinite ? cat(" (", d.nonfinite, " NaN/Inf)") : std::string()));
+  result_.tensors.push_back(c);
+  any_check_ = true;
+  dump(name + ".dist", dist);
+  dump(name + ".base", base);
+  dump(name + ".ref", ref);
+}
+
+void Checker::compare_with_bound(const std::string& name, const Tensor& dist, const Tensor& ref, double bound) {
+  if (!is_root()) throw RuntimeError("Checker::compare_with_bound is for the group's rank 0");
+  ErrorStats d = sextant::compare(dist, ref);
+  TensorCheck c{name, d.rel_l2, 0.0, bound, d.max_abs, d.nonfinite, d.count, false};
+  c.pass = d.nonfinite == 0 && c.error <= bound;
+  if (!c.pass) result_.failures.push_back(cat(name, ": error ", c.error, " > bound ", bound));
+  result_.tensors.push_back(c);
+  any_check_ = true;
+  dump(name + ".dist", dist);
+  dump(name + ".ref", ref);
+}
+
+void Checker::exact(const std::string& name, int64_t wrong, int64_t checked) {
+  local_wrong_ += wrong;
+  local_checked_ += checked;
+  if (wrong > 0) local_failures_.push_back(cat(name, ": ", wrong, " wrong elements on rank ", comm_.rank()));
+}
+
+void Checker::fail(const std::string& reason) { local_failures_.push_back(reason); }
+
+void Checker::note(const std::string& key, nlohmann::json value) { result_.notes[key] = std::move(value); }
+
+void Checker::input(const std::string& name, const Tensor& tensor) { dump(name, tensor); }
+
+Conformance Checker::finish() {
+  // Sum exact counts; gather every rank's failure lines on root.
+  double counts[3] = {static_cast<double>(local_wrong_), static_cast<double>(local_checked_),
+                      static_cast<double>(local_failures_.size())};
+  comm_.all_reduce(counts, counts, 3, DType::f64, ReduceOp::sum);
+  result_.wrong = static_cast<int64_t>(counts[0]);
+  result_.checked = static_cast<int64_t>(counts[1]);
+  if (counts[2] > 0) {
+    std::string mine;
+    for (const std::string& f : local_failures_) mine += f + "\n";
+    for (const std::string& text : all_gather_strings(comm_, mine))
+      for (const std::string& line : split(text, '\n'))
+        if (is_root() && !line.empty()) result_.failures.push_back(line);
+  }
+  // Root decides; everyone learns the verdict.
+  double verdict = 0;  // 0 skip, 1 pass, 2 fail
+  if (is_root()) {
+    bool checked_any = any_check_ || result_.checked > 0 || !result_.failures.empty();
+    verdict = !checked_any ? 0 : result_.failures.empty() ? 1 : 2;
+  }
+  comm_.broadcast(&verdict, 1, DType::f64, 0);
+  result_.status = verdict == 0 ? "skip" : verdict == 1 ? "pass" : "fail";
+  return result_;
+}
+
+}  // namespace sextant

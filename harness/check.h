@@ -1,0 +1,86 @@
+// Checker: collects a case's conformance verdict. The case gathers its
+// distributed tensors on the group's rank 0 (see assemble.h), computes the
+// float64 reference and the one-rank baseline there, and hands all three to
+// compare(); exact checks (small-integer collectives) report wrong-element
+// counts from every rank. finish() agrees the verdict across the group.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/comm.h"
+#include "harness/compare.h"
+#include "harness/tensor.h"
+
+namespace sextant {
+
+struct TensorCheck {
+  std::string name;
+  double error = 0;       // relative L2 of the distributed result vs reference
+  double base_error = 0;  // the same for the one-rank baseline
+  double bound = 0;       // max(2 * base_error, floor)
+  double max_abs = 0;
+  int64_t nonfinite = 0;
+  int64_t count = 0;
+  bool pass = false;
+};
+void to_json(nlohmann::json& j, const TensorCheck& c);
+
+struct Conformance {
+  std::string status = "skip";  // pass, fail, skip
+  std::vector<TensorCheck> tensors;
+  int64_t wrong = 0;    // exact checks: wrong elements, summed over ranks
+  int64_t checked = 0;  // exact checks: elements checked, summed over ranks
+  std::vector<std::string> failures;  // one line per failed check
+  nlohmann::json notes = nlohmann::json::object();  // suite facts (routing differences, ...)
+};
+void to_json(nlohmann::json& j, const Conformance& c);
+
+// Where --dump writes the tensors of checked cases (empty dir: no dump).
+struct DumpTarget {
+  std::string dir;
+  std::string case_dir;  // sub-folder for this case
+  nlohmann::json params;
+};
+
+class Checker {
+ public:
+  Checker(Communicator& host_comm, DType dtype, DumpTarget dump = {});
+
+  bool is_root() const { return comm_.rank() == 0; }
+  DType dtype() const { return dtype_; }
+  Communicator& comm() const { return comm_; }
+
+  // Root only. dist and base in the test dtype, ref in f64, same shape.
+  void compare(const std::string& name, const Tensor& dist, const Tensor& base, const Tensor& ref);
+  // Root only: as compare() with an explicit bound (for quantities whose
+  // baseline cannot be formed, e.g. exact values like counts).
+  void compare_with_bound(const std::string& name, const Tensor& dist, const Tensor& ref, double bound);
+  // Any rank: this rank's wrong-element count of an exact check.
+  void exact(const std::string& name, int64_t wrong, int64_t checked);
+  // Any rank: a failed invariant that is not a tensor error (e.g. a
+  // replicated weight that differs between replicas).
+  void fail(const std::string& reason);
+  // Root: a fact worth recording (e.g. tokens whose routing differs).
+  void note(const std::string& key, nlohmann::json value);
+  // Root: an input to dump with the case (no check).
+  void input(const std::string& name, const Tensor& tensor);
+
+  // Collective over the group: the verdict (details complete on root).
+  Conformance finish();
+
+ private:
+  void dump(const std::string& file, const Tensor& t);
+
+  Communicator& comm_;
+  DType dtype_;
+  DumpTarget dump_;
+  Conformance result_;
+  std::vector<std::string> local_failures_;
+  int64_t local_wrong_ = 0, local_checked_ = 0;
+  bool any_check_ = false;
+};
+
+}  // namespace sextant

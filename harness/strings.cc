@@ -1,0 +1,46 @@
+#include "harness/strings.h"
+
+#include <cmath>
+#include <cstdlib>
+
+#include "harness/error.h"
+
+namespace sextant {
+
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> out;
+  if (text.empty()) return out;
+  std::string item;
+  std::istringstream is(text);
+  while (std::getline(is, item, sep)) out.push_back(item);
+  if (text.back() == sep) out.emplace_back();
+  return out;
+}
+
+std::string format_bytes(double bytes) {
+  const char* units[] = {"B", "K", "M", "G", "T"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4 && std::fmod(bytes, 1024) == 0) {
+    bytes /= 1024;
+    ++u;
+  }
+  std::ostringstream os;
+  os << bytes << (u ? units[u] : "");
+  return os.str();
+}
+
+int64_t parse_bytes(const std::string& text, const std::string& what) {
+  char* end = nullptr;
+  double value = std::strtod(text.c_str(), &end);
+  std::string suffix(end ? end : "");
+  double scale = 1;
+  if (suffix == "K" || suffix == "k") scale = 1024.0;
+  else if (suffix == "M" || suffix == "m") scale = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "g") scale = 1024.0 * 1024 * 1024;
+  else if (!suffix.empty() && suffix != "B") value = -1;
+  if (text.empty() || end == text.c_str() || value < 0 || value * scale != std::floor(value * scale))
+    throw UsageError(cat(what, " '", text, "' is not a byte count (e.g. 64, 4K, 1M, 2G)"));
+  return static_cast<int64_t>(value * scale);
+}
+
+}  // namespace sextant

@@ -1,0 +1,35 @@
+// Small string helpers (GCC 12 has no <format>).
+#pragma once
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace sextant {
+
+// cat("--tp ", 3, " must divide ", 8) -> "--tp 3 must divide 8".
+template <class... Args>
+std::string cat(const Args&... args) {
+  std::ostringstream os;
+  (os << ... << args);
+  return os.str();
+}
+
+// join({1, 2, 4}, ",") -> "1,2,4".
+template <class T>
+std::string join(const std::vector<T>& items, const std::string& sep) {
+  std::ostringstream os;
+  for (size_t i = 0; i < items.size(); ++i) os << (i ? sep : "") << items[i];
+  return os.str();
+}
+
+// split("a,b", ',') -> {"a", "b"}; empty input gives {}.
+std::vector<std::string> split(const std::string& text, char sep);
+
+// Human-readable byte count: 1024 -> "1K", 3145728 -> "3M".
+std::string format_bytes(double bytes);
+
+// Parses "64", "4K", "1M", "2G" (powers of 1024). Throws UsageError naming `what`.
+int64_t parse_bytes(const std::string& text, const std::string& what);
+
+}  // namespace sextant

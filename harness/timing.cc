@@ -1,0 +1,73 @@
+#include "harness/timing.h"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+namespace sextant {
+
+namespace {
+double percentile(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  double pos = q * static_cast<double>(sorted.size() - 1);
+  size_t lo = static_cast<size_t>(std::floor(pos));
+  size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (pos - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
+}
+}  // namespace
+
+TimeStats summarize(std::vector<double> samples, int warmup) {
+  TimeStats s;
+  s.iters = static_cast<int>(samples.size());
+  s.warmup = warmup;
+  if (samples.empty()) return s;
+  std::sort(samples.begin(), samples.end());
+  s.min = samples.front();
+  s.max = samples.back();
+  s.median = percentile(samples, 0.5);
+  s.p10 = percentile(samples, 0.1);
+  s.p90 = percentile(samples, 0.9);
+  double sum = 0;
+  for (double x : samples) sum += x;
+  s.mean = sum / static_cast<double>(samples.size());
+  double var = 0;
+  for (double x : samples) var += (x - s.mean) * (x - s.mean);
+  var /= static_cast<double>(samples.size() > 1 ? samples.size() - 1 : 1);
+  s.cv_pct = s.mean > 0 ? 100.0 * std::sqrt(var) / s.mean : 0;
+  return s;
+}
+
+void to_json(nlohmann::json& j, const TimeStats& s) {
+  j = {{"unit", "s"},        {"median", s.median}, {"p10", s.p10}, {"p90", s.p90},   {"min", s.min},
+       {"max", s.max},       {"mean", s.mean},     {"cv_pct", s.cv_pct}, {"iters", s.iters}, {"warmup", s.warmup}};
+}
+
+TimeStats time_iterations(Communicator& comm, const TimingPlan& plan, const std::function<void()>& fn,
+                          const std::function<void()>& sync) {
+  for (int i = 0; i < plan.warmup; ++i) {
+    comm.barrier();
+    fn();
+    if (sync) sync();
+  }
+  std::vector<double> samples(static_cast<size_t>(plan.iters));
+  for (int i = 0; i < plan.iters; ++i) {
+    comm.barrier();
+    double start = now_seconds();
+    fn();
+    if (sync) sync();
+    samples[i] = now_seconds() - start;
+  }
+  // Stats traffic must not pollute the case's communication counters.
+  CommStats saved = comm.stats();
+  if (comm.device() == Device::host) {
+    comm.all_reduce(samples.data(), samples.data(), samples.size(), DType::f64, ReduceOp::max);
+  } else {
+    Tensor t = Tensor::from_values({plan.iters}, samples, DType::f64).to(comm.device());
+    comm.all_reduce(t, ReduceOp::max);
+    samples = t.to(Device::host).to_vector();
+  }
+  comm.stats() = saved;
+  return summarize(samples, plan.warmup);
+}
+
+}  // namespace sextant

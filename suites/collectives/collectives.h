@@ -1,0 +1,83 @@
+// The collectives suite, in the spirit of nccl-tests: each operation is a
+// small table (CollectiveOp) of buffer sizes, run, expected values and bus
+// bandwidth factor; the shared driver turns it into a sextant case.
+//
+// Inputs are small integers, so every sum is exact in f32 and bf16 and the
+// check is bitwise: wrong elements are counted on every rank and summed.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harness/case.h"
+#include "harness/comm.h"
+
+namespace sextant::collectives {
+
+// The state of one collective instance on one rank.
+struct CollectiveState {
+  std::unique_ptr<Communicator> faulty;  // set when a fault is planted
+  Communicator* comm = nullptr;          // the group the op runs on
+  int n = 1, rank = 0;
+  int64_t elements = 0;  // nccl-tests "size" in elements (whole buffer)
+  bool in_place = false;
+  DType dtype = DType::f32;
+  Device device = Device::host;
+  Tensor send, recv;                    // recv undefined when in place
+  std::vector<size_t> send_counts, send_displs, recv_counts, recv_displs;  // all_to_all_v
+  void* send_ptr = nullptr;
+  void* recv_ptr = nullptr;
+  // Where the result lands: recv (or send when in place), from this offset.
+  int64_t output_offset = 0, output_elements = 0;
+};
+
+// One operation. Sizes are in elements; `elements` is the whole buffer as
+// nccl-tests reports it (all_gather: the output, reduce_scatter: the input).
+struct CollectiveOp {
+  const char* name;
+  const char* summary;
+  bool has_in_place;
+  bool splits_over_ranks;  // elements must divide by the group size
+  double (*busbw_factor)(int n);
+  int64_t (*send_elements)(const CollectiveState&);
+  int64_t (*recv_elements)(const CollectiveState&);  // 0: the op works in place only
+  // Optional, after allocation: in-place pointers and output region, counts.
+  void (*prepare)(CollectiveState&);
+  void (*run)(CollectiveState&);
+  // Expected value of output element i on this rank, given the inputs below.
+  double (*expected)(const CollectiveState&, int64_t i);
+  // Input element i of rank r's send buffer.
+  double (*input)(const CollectiveState&, int rank, int64_t i);
+};
+
+// The exact input pattern: small integers in [-4, 4].
+double pattern(int rank, int64_t index);
+// Default input: pattern(rank, i).
+double plain_input(const CollectiveState&, int rank, int64_t i);
+
+double factor_all_reduce(int n);  // 2(n-1)/n
+double factor_n_minus_1(int n);   // (n-1)/n
+double factor_one(int n);         // 1
+
+// Builds the case from its table.
+CaseDef make_collective_case(const CollectiveOp& op);
+
+// Each operation file provides one of these.
+CaseDef all_reduce_case();
+CaseDef all_gather_case();
+CaseDef reduce_scatter_case();
+CaseDef all_to_all_case();
+CaseDef all_to_all_v_case();
+CaseDef sendrecv_case();
+CaseDef broadcast_case();
+CaseDef sp_identity_case();
+
+// Shared by the driver and the sp_identity case.
+std::vector<CaseConfig> sweep_sizes(const SweepRequest& req, const CollectiveOp& op);
+Communicator& group_for(CaseContext& ctx, std::unique_ptr<Communicator>& faulty);
+void validate_sizes(const CaseConfig& c, const CollectiveOp& op);
+Metrics bandwidth(double bytes, double factor, const TimeStats& t, const std::string& suffix = "");
+int64_t count_wrong(const Tensor& got, const std::function<double(int64_t)>& expected);
+
+}  // namespace sextant::collectives

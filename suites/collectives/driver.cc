@@ -1,0 +1,146 @@
+// The shared collective driver: sweep, setup, run, check and bandwidth.
+#include <cmath>
+
+#include "harness/comm_faulty.h"
+#include "harness/error.h"
+#include "harness/strings.h"
+#include "suites/collectives/collectives.h"
+
+namespace sextant::collectives {
+
+double pattern(int rank, int64_t index) { return static_cast<double>((rank * 131 + index * 7) % 9) - 4.0; }
+double plain_input(const CollectiveState&, int rank, int64_t i) { return pattern(rank, i); }
+double factor_all_reduce(int n) { return 2.0 * (n - 1) / n; }
+double factor_n_minus_1(int n) { return static_cast<double>(n - 1) / n; }
+double factor_one(int) { return 1.0; }
+
+namespace {
+int group_size_of(const SweepRequest& req) {
+  const std::string group = req.get<std::string>("group", "world");
+  if (group == "world") return req.ranks;
+  require(req.parallel.has_value(),
+          cat("--group ", group, " needs a pinned parallel config, e.g. --tp 2 --cp 2"));
+  RankGrid grid(*req.parallel, req.ranks);
+  return static_cast<int>(grid.group(parse_dim(group), 0).size());
+}
+}  // namespace
+
+std::vector<CaseConfig> sweep_sizes(const SweepRequest& req, const CollectiveOp& op) {
+  const bool ci = req.profile == "ci", qualify = req.profile == "qualify";
+  const int64_t min_bytes = req.get<int64_t>("min_bytes", 1024);
+  const int64_t max_bytes = req.get<int64_t>("max_bytes", ci ? 64 * 1024 : qualify ? (int64_t{1} << 30) : 4 << 20);
+  const int64_t factor = req.get<int64_t>("step_factor", ci ? 8 : qualify ? 2 : 4);
+  require(min_bytes > 0, cat("--min-bytes ", min_bytes, " must be positive"));
+  require(max_bytes >= min_bytes, cat("--max-bytes ", max_bytes, " must be at least --min-bytes ", min_bytes));
+  require(factor >= 2, cat("--step-factor ", factor, " must be at least 2"));
+  const std::string group = req.get<std::string>("group", "world");
+  const int n = group_size_of(req);
+  ParallelConfig parallel = req.parallel.value_or(ParallelConfig{1, 1, 1, req.ranks});
+  std::vector<CaseConfig> out;
+  for (DType dtype : req.dtypes_or({DType::f32, DType::bf16})) {
+    const int64_t unit = static_cast<int64_t>(dtype_size(dtype)) * (op.splits_over_ranks ? n : 1);
+    for (int64_t bytes = min_bytes; bytes <= max_bytes; bytes *= factor) {
+      // User-given sizes must split exactly; default ones are rounded down.
+      int64_t used = req.options.contains("min_bytes") ? bytes : std::max(unit, bytes / unit * unit);
+      for (bool in_place : op.has_in_place ? std::vector<bool>{false, true} : std::vector<bool>{false}) {
+        CaseConfig c;
+        c.params = {{"bytes", used}, {"in_place", in_place}, {"group", group}, {"group_size", n}};
+        c.parallel = parallel;
+        c.ranks = req.ranks;
+        c.dtype = dtype;
+        out.push_back(c);
+      }
+    }
+  }
+  return out;
+}
+
+void validate_sizes(const CaseConfig& c, const CollectiveOp& op) {
+  const int64_t n = c.i("group_size");
+  const int64_t unit = static_cast<int64_t>(dtype_size(c.dtype)) * (op.splits_over_ranks ? n : 1);
+  require(c.i("bytes") % unit == 0,
+          cat("message size ", c.i("bytes"), " B must be a multiple of the element size ", dtype_size(c.dtype),
+              op.splits_over_ranks ? cat(" times the group size ", n, " = ", unit) : std::string(), " for ",
+              op.name));
+}
+
+Communicator& group_for(CaseContext& ctx, std::unique_ptr<Communicator>& faulty) {
+  const std::string group = ctx.config.s("group");
+  Communicator& base = group == "world" ? ctx.comm : ctx.grid.get(parse_dim(group));
+  if (ctx.config.fault.empty()) return base;
+  faulty = std::make_unique<FaultyCommunicator>(base, ctx.config.fault);
+  return *faulty;
+}
+
+Metrics bandwidth(double bytes, double factor, const TimeStats& t, const std::string& suffix) {
+  Metrics m;
+  double algbw = t.median > 0 ? bytes / t.median / 1e9 : 0;
+  m.add("algbw" + suffix + "_GBps", algbw, "GB/s");
+  m.add("busbw" + suffix + "_GBps", algbw * factor, "GB/s");
+  m.add("busbw_factor" + suffix, factor, "1");
+  return m;
+}
+
+int64_t count_wrong(const Tensor& got, const std::function<double(int64_t)>& expected) {
+  Tensor host = got.is_host() ? got : got.to(Device::host);
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < host.numel(); ++i)
+    if (host.at(i) != expected(i)) ++wrong;
+  return wrong;
+}
+
+namespace {
+
+CollectiveState setup(const CollectiveOp& op, CaseContext& ctx) {
+  CollectiveState s;
+  s.comm = &group_for(ctx, s.faulty);
+  s.n = s.comm->size();
+  s.rank = s.comm->rank();
+  s.dtype = ctx.config.dtype;
+  s.device = ctx.device;
+  s.in_place = ctx.config.b("in_place");
+  s.elements = ctx.config.i("bytes") / static_cast<int64_t>(dtype_size(s.dtype));
+  s.send = Tensor::zeros({op.send_elements(s)}, s.dtype, s.device);
+  s.send_ptr = s.send.raw();
+  if (!s.in_place && op.recv_elements(s) > 0) {
+    s.recv = Tensor::zeros({op.recv_elements(s)}, s.dtype, s.device);
+    s.recv_ptr = s.recv.raw();
+  }
+  s.output_elements = s.recv.defined() ? s.recv.numel() : s.send.numel();
+  if (op.prepare) op.prepare(s);  // in-place pointers, all_to_all_v counts
+  return s;
+}
+
+// Fills the inputs, runs once, and counts wrong output elements on this rank.
+void check(const CollectiveOp& op, CollectiveState& s, Checker& checker) {
+  Tensor host = Tensor::empty(s.send.shape(), s.dtype);
+  for (int64_t i = 0; i < host.numel(); ++i) host.set(i, op.input(s, s.rank, i));
+  s.send.copy_from(host);
+  if (s.recv.defined()) s.recv.zero();
+  op.run(s);
+  const Tensor& buffer = s.recv.defined() ? s.recv : s.send;
+  Tensor out = narrow(buffer.to(Device::host), 0, s.output_offset, s.output_elements);
+  checker.exact(op.name, count_wrong(out, [&](int64_t i) { return op.expected(s, i); }), out.numel());
+}
+
+}  // namespace
+
+CaseDef make_collective_case(const CollectiveOp& op) {
+  CaseTable<CollectiveState> t;
+  t.suite = "collectives";
+  t.name = op.name;
+  t.summary = op.summary;
+  t.faults = FaultyCommunicator::faults();
+  t.table_metrics = {"algbw_GBps", "busbw_GBps"};
+  t.configs = [&op](const SweepRequest& req) { return sweep_sizes(req, op); };
+  t.validate = [&op](const CaseConfig& c) { validate_sizes(c, op); };
+  t.setup = [&op](CaseContext& ctx) { return setup(op, ctx); };
+  t.timed = {{"run", [&op](CollectiveState& s) { op.run(s); }}};
+  t.check = [&op](CollectiveState& s, Checker& c) { check(op, s, c); };
+  t.metrics = [&op](CollectiveState& s, const RegionTimes& times) {
+    return bandwidth(static_cast<double>(s.elements) * dtype_size(s.dtype), op.busbw_factor(s.n), times.at("run"));
+  };
+  return make_case(std::move(t));
+}
+
+}  // namespace sextant::collectives

@@ -1,0 +1,35 @@
+// reduce_scatter: rank r gets block r of the sum over ranks. busbw (n-1)/n.
+#include "suites/collectives/collectives.h"
+
+namespace sextant::collectives {
+namespace {
+
+int64_t per_rank(const CollectiveState& s) { return s.elements / s.n; }
+int64_t whole(const CollectiveState& s) { return s.elements; }
+
+void prepare(CollectiveState& s) {
+  if (!s.in_place) return;
+  // NCCL's in-place rule: recv == send + rank * recv_count.
+  s.recv_ptr = static_cast<char*>(s.send_ptr) + s.rank * per_rank(s) * dtype_size(s.dtype);
+  s.output_offset = s.rank * per_rank(s);
+  s.output_elements = per_rank(s);
+}
+
+void run(CollectiveState& s) {
+  s.comm->reduce_scatter(s.send_ptr, s.recv_ptr, static_cast<size_t>(per_rank(s)), s.dtype, ReduceOp::sum);
+}
+
+double expected(const CollectiveState& s, int64_t i) {
+  double sum = 0;
+  for (int r = 0; r < s.n; ++r) sum += pattern(r, s.rank * per_rank(s) + i);
+  return sum;
+}
+
+const CollectiveOp kReduceScatter{"reduce_scatter", "sum over ranks, block r on rank r",
+                                  true, true, factor_n_minus_1, whole, per_rank, prepare, run, expected, plain_input};
+
+}  // namespace
+
+CaseDef reduce_scatter_case() { return make_collective_case(kReduceScatter); }
+
+}  // namespace sextant::collectives
