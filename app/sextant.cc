@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <mutex>
 #include <thread>
@@ -190,7 +191,8 @@ int main(int argc, char** argv) {
   RunFlags flags;
   CLI::App* run = app.add_subcommand("run", "Run cases: check against the reference, time, write results JSON");
   add_run_flags(*run, flags);
-  run->set_config("--config", "", "Read options from a TOML or INI file (command-line flags win)");
+  CLI::Option* config =
+      run->set_config("--config", "", "Read options from a TOML or INI file (command-line flags win)");
   add_extra_commands(app);
 
   int code = 0;
@@ -207,6 +209,11 @@ int main(int argc, char** argv) {
       return 0;
     } catch (const CLI::ParseError& e) {
       throw UsageError(e.what());
+    }
+    // CLI11 ignores a missing config file silently; a user who names one means it.
+    if (config->count() > 0) {
+      const std::string path = config->as<std::string>();
+      require(std::ifstream(path).good(), "--config '" + path + "' is not a readable file");
     }
     if (list->parsed()) code = do_list(list_selection);
     else if (run->parsed()) code = do_run(flags, command_line(argc, argv));

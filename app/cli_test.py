@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Bad input to `sextant run`: one line on stderr naming the parameter and the
+rule, exit code 2, and no results file. Run by ctest with the binary and the
+mpiexec to use:  cli_test.py SEXTANT MPIEXEC."""
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SEXTANT = MPIEXEC = None
+
+# (ranks, arguments, text the error line must contain). Suites add their rows.
+BAD_INPUT = [
+    (4, ["--tp", "2", "--dp", "1"], "world size 4 must equal tp*cp*pp*dp = 2*1*1*1 = 2"),
+    (4, ["--tp", "3"], "tp*cp*pp = 3*1*1 = 3 must divide the world size 4"),
+    (4, ["--ep", "3"], "--ep 3 = 3 must divide tp*cp*dp = 4"),
+    (4, ["--tp", "2", "--etp", "4", "--ep", "2"], "must divide tp*cp*dp = 4"),
+    (2, ["nosuch"], "unknown suite 'nosuch'"),
+    (2, ["collectives/nosuch"], "unknown case 'collectives/nosuch'"),
+    (2, ["collectives", "--min-bytes", "6"], "message size 6 B must be a multiple of the element size 4"),
+    (4, ["collectives/all_gather", "--min-bytes", "8", "--max-bytes", "8"],
+     "must be a multiple of the element size 4 times the group size 4 = 16"),
+    (2, ["--config", "/nonexistent.toml"], "--config '/nonexistent.toml' is not a readable file"),
+    (2, ["--dtype", "fp8"], "--dtype 'fp8' must be one of f64, f32, bf16, f16"),
+    (2, ["--ranks", "8"], "--ranks 8 exceeds the world size 2"),
+    (2, ["--ranks", "1,x"], "--ranks '1,x' must be a comma-separated list of integers"),
+    (2, ["--profile", "huge"], "--profile 'huge' must be default, ci or qualify"),
+    (2, ["--group", "xp", "--tp", "2"], "--group 'xp' must be one of"),
+    (2, ["collectives", "--group", "tp"], "--group tp needs a pinned parallel config"),
+    (2, ["--fault", "nope"], "--fault 'nope' is not planted by any selected case"),
+    (2, ["--bogus"], "--bogus"),
+]
+
+
+def run(ranks, args, out):
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    iters = [] if "--iters" in args else ["--iters", "0"]
+    cmd = [MPIEXEC, "-np", str(ranks), "--oversubscribe", SEXTANT, "run", "-o", out] + iters + args
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+
+
+class BadInput(unittest.TestCase):
+    def test_each_rule(self):
+        for ranks, args, expected in BAD_INPUT:
+            with self.subTest(args=" ".join(args)), tempfile.TemporaryDirectory() as out:
+                p = run(ranks, args, out)
+                self.assertEqual(p.returncode, 2, f"{args}: exit {p.returncode}\n{p.stdout}\n{p.stderr}")
+                lines = [l for l in p.stderr.splitlines() if l.startswith("sextant:")]
+                self.assertEqual(len(lines), 1, f"{args}: expected one error line, got {lines}")
+                self.assertIn(expected, lines[0])
+                self.assertEqual(os.listdir(out), [], f"{args}: a results file was written")
+
+    def test_unwritable_output_folder(self):
+        with tempfile.NamedTemporaryFile() as f:
+            env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+            p = subprocess.run([MPIEXEC, "-np", "1", SEXTANT, "run", "-o", f.name], capture_output=True,
+                               text=True, env=env, timeout=60)
+            self.assertEqual(p.returncode, 2)
+            self.assertIn(f"--out '{f.name}' is not a directory", p.stderr)
+
+    def test_good_run_writes_one_file_and_exits_zero(self):
+        with tempfile.TemporaryDirectory() as out:
+            p = run(2, ["collectives/all_reduce", "--profile", "ci", "--iters", "1"], out)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertEqual(len([f for f in os.listdir(out) if f.endswith(".json")]), 1)
+            p = run(2, ["collectives/all_reduce", "--profile", "ci", "--iters", "1"], out)
+            self.assertEqual(len(os.listdir(out)), 2, "a second run must not overwrite the first")
+
+    def test_a_planted_fault_fails_the_run(self):
+        with tempfile.TemporaryDirectory() as out:
+            p = run(2, ["collectives/all_reduce", "--profile", "ci", "--fault", "drop_rank"], out)
+            self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+            self.assertIn("fail", p.stdout)
+
+
+if __name__ == "__main__":
+    SEXTANT, MPIEXEC = sys.argv[1], sys.argv[2]
+    unittest.main(argv=sys.argv[:1] + sys.argv[3:], verbosity=2)
