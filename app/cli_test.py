@@ -67,6 +67,24 @@ class BadInput(unittest.TestCase):
             p = run(2, ["collectives/all_reduce", "--profile", "ci", "--iters", "1"], out)
             self.assertEqual(len(os.listdir(out)), 2, "a second run must not overwrite the first")
 
+    def test_plan_finds_the_seeds_configs_valid_and_fitting(self):
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        rows = [
+            ["--model", "llama3-405b", "--device", "H100", "--gpus", "16384", "--global-batch", "2048",
+             "--check", "tp=8,pp=16,dp=128,recompute=full"],
+            ["--model", "deepseek-v3", "--device", "H800", "--gpus", "2048", "--global-batch", "15360",
+             "--check", "tp=1,pp=16,dp=128,ep=64,recompute=full"],
+        ]
+        for args in rows:
+            p = subprocess.run([SEXTANT, "plan"] + args, capture_output=True, text=True, env=env, timeout=120)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertIn("valid and fits in memory", p.stdout)
+        p = subprocess.run([SEXTANT, "plan", "--model", "llama2-70b", "--heads", "40", "--gpus", "64",
+                            "--global-batch", "1024", "--check", "tp=16,dp=4"],
+                           capture_output=True, text=True, env=env, timeout=60)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("tp 16 must divide heads 40", p.stderr)
+
     def test_a_planted_fault_fails_the_run(self):
         with tempfile.TemporaryDirectory() as out:
             p = run(2, ["collectives/all_reduce", "--profile", "ci", "--fault", "drop_rank"], out)

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "app/commands.h"
+#include "app/plan_command.h"
 #include "harness/cli.h"
 #include "harness/error.h"
 #include "harness/results.h"
@@ -183,6 +184,7 @@ int main(int argc, char** argv) {
       "  mpirun -np 4 sextant run collectives          busbw table like nccl-tests\n"
       "  mpirun -np 8 sextant run attention --cp 4 --tp 2 --seq 4096\n"
       "  sextant list                                  suites, cases and planted faults\n"
+      "  sextant plan --model llama3-405b --gpus 16384 --global-batch 2048   pick a parallel config\n"
       "Results are JSON (schema results/schema.json); scripts/report.py turns them into plots.");
   app.require_subcommand(1);
   std::vector<std::string> list_selection;
@@ -193,7 +195,7 @@ int main(int argc, char** argv) {
   add_run_flags(*run, flags);
   CLI::Option* config =
       run->set_config("--config", "", "Read options from a TOML or INI file (command-line flags win)");
-  add_extra_commands(app);
+  CLI::App* plan = add_plan_command(app);
 
   int code = 0;
   try {
@@ -217,7 +219,7 @@ int main(int argc, char** argv) {
     }
     if (list->parsed()) code = do_list(list_selection);
     else if (run->parsed()) code = do_run(flags, command_line(argc, argv));
-    else code = run_extra_command(app);
+    else if (plan->parsed()) code = run_plan_command();
   } catch (const UsageError& e) {
     if (rank == 0) std::cerr << "sextant: " << e.what() << "\n";
     code = 2;

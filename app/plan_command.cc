@@ -1,0 +1,169 @@
+#include "app/plan_command.h"
+
+#include <mpi.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "harness/error.h"
+#include "harness/strings.h"
+#include "kernels/model/planner.h"
+
+namespace sextant {
+
+namespace {
+
+struct PlanFlags {
+  std::string model = "llama3-405b", device = "H100", check, json;
+  int64_t gpus = 0, gpus_per_node = 8, global_batch = 0, micro_batch = 1;
+  int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0, seq = 0;
+  int64_t experts = -1, topk = 0, moe_ffn = 0, moe_layers = -1;
+  double memory_gb = 0, peak_tflops = 0, nvlink = 0, network = 0, efficiency = 0;
+  int top = 10;
+};
+PlanFlags flags;
+
+void set_if(int64_t& field, int64_t value) {
+  if (value > 0) field = value;
+}
+void set_if(double& field, double value) {
+  if (value > 0) field = value;
+}
+
+plan::Config parse_config(const std::string& text) {
+  plan::Config c;
+  for (const std::string& item : split(text, ',')) {
+    size_t eq = item.find('=');
+    require(eq != std::string::npos, cat("--check '", text, "' must look like tp=8,pp=16,dp=128"));
+    std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (key == "recompute") {
+      require(value == "full" || value == "none", cat("--check recompute=", value, " must be full or none"));
+      c.recompute = value == "full" ? plan::Recompute::full : plan::Recompute::none;
+      continue;
+    }
+    int v = std::atoi(value.c_str());
+    if (key == "tp") c.tp = v;
+    else if (key == "cp") c.cp = v;
+    else if (key == "pp") c.pp = v;
+    else if (key == "dp") c.dp = v;
+    else if (key == "ep") c.ep = v;
+    else if (key == "etp") c.etp = v;
+    else if (key == "vpp") c.vpp = v;
+    else throw UsageError(cat("--check key '", key, "' must be one of tp, cp, pp, dp, ep, etp, vpp, recompute"));
+  }
+  c.sp = c.tp > 1;
+  return c;
+}
+
+std::string row(int index, const plan::Estimate& e) {
+  const double gib = 1024.0 * 1024 * 1024;
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "%4d  %-34s %6.1f %6.1f %6.1f %6.1f %7.1f %4s %8.3f %6.1f%%  %7.3f %7.3f %6.3f %6.3f %6.3f %6.3f %6.3f",
+                index, e.config.to_string().c_str(), e.weights / gib, e.gradients / gib, e.optimizer / gib,
+                e.activations / gib, e.memory / gib, e.fits ? "yes" : "no", e.step, 100 * e.mfu, e.compute,
+                e.bubble, e.tp_comm, e.cp_comm, e.ep_comm, e.dp_comm, e.pp_comm);
+  return buf;
+}
+
+const char* kHeader =
+    "#     config                             weight   grad    opt    act   total fits   step_s    MFU "
+    "  compute  bubble     tp     cp     ep     dp     pp";
+
+}  // namespace
+
+CLI::App* add_plan_command(CLI::App& app) {
+  CLI::App* p = app.add_subcommand(
+      "plan", "Estimate memory, step time and MFU of every valid parallel config for a model on a cluster");
+  p->footer(
+      "Examples:\n"
+      "  sextant plan --model llama3-405b --gpus 16384 --global-batch 2048 --check tp=8,pp=16,dp=128,recompute=full\n"
+      "  sextant plan --model deepseek-v3 --device H800 --gpus 2048 --global-batch 15360 --check tp=1,pp=16,dp=128,ep=64\n"
+      "Memory is per GPU on the heaviest pipeline stage (bf16 weights, fp32 grads, Adam sharded by the\n"
+      "distributed optimizer, activations after Korthikanti et al. 2022); time is a roofline plus an\n"
+      "alpha-beta model of the exposed communication. Formulas: kernels/model/planner.cc.");
+  p->add_option("--model", flags.model, "Preset: " + join(plan::model_presets(), ", "));
+  p->add_option("--layers", flags.layers, "Override: layers");
+  p->add_option("--hidden", flags.hidden, "Override: hidden size");
+  p->add_option("--heads", flags.heads, "Override: attention heads");
+  p->add_option("--kv-heads", flags.kv_heads, "Override: KV heads");
+  p->add_option("--ffn", flags.ffn, "Override: dense FFN width");
+  p->add_option("--vocab", flags.vocab, "Override: vocabulary");
+  p->add_option("--seq", flags.seq, "Override: sequence length");
+  p->add_option("--experts", flags.experts, "Override: routed experts (0: dense)");
+  p->add_option("--topk", flags.topk, "Override: experts per token");
+  p->add_option("--moe-ffn", flags.moe_ffn, "Override: expert FFN width");
+  p->add_option("--moe-layers", flags.moe_layers, "Override: number of MoE layers");
+  p->add_option("--device", flags.device, "GPU: H100, H800, H200, A100, B200");
+  p->add_option("--gpus", flags.gpus, "GPUs in the cluster")->required();
+  p->add_option("--gpus-per-node", flags.gpus_per_node, "GPUs per node (TP stays inside a node)");
+  p->add_option("--memory-gb", flags.memory_gb, "Override: GPU memory (GiB)");
+  p->add_option("--peak-tflops", flags.peak_tflops, "Override: dense bf16 peak TFLOP/s per GPU");
+  p->add_option("--nvlink-GBps", flags.nvlink, "Override: NVLink bandwidth per GPU (GB/s)");
+  p->add_option("--network-GBps", flags.network, "Override: network bandwidth per GPU (GB/s)");
+  p->add_option("--gemm-efficiency", flags.efficiency, "Achievable fraction of peak for matmuls (0.75)");
+  p->add_option("--global-batch", flags.global_batch, "Sequences per step")->required();
+  p->add_option("--micro-batch", flags.micro_batch, "Sequences per microbatch");
+  p->add_option("--top", flags.top, "Configs to list");
+  p->add_option("--check", flags.check, "Evaluate one config, e.g. tp=8,pp=16,dp=128,recompute=full");
+  p->add_option("--json", flags.json, "Also write every estimate as JSON here");
+  return p;
+}
+
+int run_plan_command() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  plan::ModelSpec m = plan::model_preset(flags.model);
+  set_if(m.layers, flags.layers);
+  set_if(m.hidden, flags.hidden);
+  set_if(m.heads, flags.heads);
+  set_if(m.kv_heads, flags.kv_heads);
+  set_if(m.ffn, flags.ffn);
+  set_if(m.vocab, flags.vocab);
+  set_if(m.seq, flags.seq);
+  if (flags.experts >= 0) m.experts = flags.experts;
+  if (flags.moe_layers >= 0) m.moe_layers = flags.moe_layers;
+  set_if(m.topk, flags.topk);
+  set_if(m.moe_ffn, flags.moe_ffn);
+  require(m.experts == 0 || (m.topk > 0 && m.topk <= m.experts),
+          cat("--topk ", m.topk, " must be between 1 and --experts ", m.experts));
+  require(m.moe_layers <= m.layers, cat("--moe-layers ", m.moe_layers, " must not exceed --layers ", m.layers));
+  plan::ClusterSpec c = plan::cluster_preset(flags.device, flags.gpus);
+  require_positive("--gpus", flags.gpus);
+  c.gpus_per_node = flags.gpus_per_node;
+  set_if(c.memory_gb, flags.memory_gb);
+  set_if(c.peak_tflops, flags.peak_tflops);
+  set_if(c.nvlink_GBps, flags.nvlink);
+  set_if(c.network_GBps, flags.network);
+  set_if(c.gemm_efficiency, flags.efficiency);
+  plan::TrainSpec t{flags.global_batch, flags.micro_batch};
+  require_positive("--global-batch", t.global_batch);
+
+  std::vector<plan::Estimate> all = plan::search(m, c, t);
+  std::optional<plan::Estimate> checked;
+  if (!flags.check.empty()) checked = plan::estimate(m, c, t, parse_config(flags.check));
+  if (rank != 0) return 0;
+  size_t fitting = 0;
+  for (const plan::Estimate& e : all) fitting += e.fits;
+  std::printf("# %s: %.1fB parameters (%.1fB active), seq %ld, global batch %ld sequences\n", m.name.c_str(),
+              m.total_params() / 1e9, m.active_params() / 1e9, static_cast<long>(m.seq),
+              static_cast<long>(t.global_batch));
+  std::printf("# %ld x %s (%.0f GiB, %.0f TFLOP/s bf16, %ld per node); %zu valid configs, %zu fit in memory\n",
+              static_cast<long>(c.gpus), c.device.c_str(), c.memory_gb, c.peak_tflops,
+              static_cast<long>(c.gpus_per_node), all.size(), fitting);
+  std::printf("# memory in GiB per GPU (heaviest stage); times in seconds per step (exposed)\n%s\n", kHeader);
+  for (int i = 0; i < flags.top && i < static_cast<int>(all.size()); ++i) std::printf("%s\n", row(i + 1, all[i]).c_str());
+  if (checked) {
+    std::printf("# --check %s\n%s\n", flags.check.c_str(), row(0, *checked).c_str());
+    std::printf("# %s\n", checked->fits ? "valid and fits in memory" : "valid but does NOT fit in memory");
+  }
+  if (!flags.json.empty()) {
+    nlohmann::json j = {{"model", m.name}, {"gpus", c.gpus}, {"device", c.device}, {"estimates", all}};
+    std::ofstream(flags.json) << j.dump(1) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace sextant

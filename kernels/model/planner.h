@@ -1,0 +1,90 @@
+// The parallel-config planner (`sextant plan`): the seeds' design function
+// done properly. Given a model, a cluster and a global batch, it enumerates
+// every valid (tp, cp, pp, dp, ep, etp, vpp, sp, recompute) config and
+// estimates per-GPU memory and step time with a simple roofline plus
+// alpha-beta communication model. Every formula is written out in
+// planner.cc and echoed in --json output, so an estimate can be audited.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace sextant::plan {
+
+struct ModelSpec {
+  std::string name;
+  int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0, seq = 0;
+  // MoE: `moe_layers` of the layers use `experts` routed experts (top-k) of
+  // width moe_ffn, plus `shared_experts` always-active experts of that width.
+  int64_t moe_layers = 0, experts = 0, topk = 0, moe_ffn = 0, shared_experts = 0;
+  bool swiglu = false;  // 3 matrices per MLP instead of 2
+  // Attention parameters per layer when not plain MHA/GQA (e.g. MLA); 0: h(q + 2kv) + qh.
+  double attention_params_override = 0;
+  bool causal = true;
+
+  int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }
+  int64_t dhead() const { return head_dim > 0 ? head_dim : hidden / heads; }
+  int64_t dense_layers() const { return layers - moe_layers; }
+  double attention_params() const;     // per layer: h(q + 2kv) + qh
+  double mlp_params(int64_t width) const;  // (2 or 3) h width
+  double embedding_params() const;     // input embedding + LM head (untied)
+  double total_params() const;
+  double active_params() const;        // per token
+};
+
+struct ClusterSpec {
+  std::string device = "H100";
+  int64_t gpus = 8, gpus_per_node = 8;
+  double memory_gb = 80, peak_tflops = 989;  // dense bf16
+  double nvlink_GBps = 450;    // per GPU, one direction (H100 NVLink 4: 900 GB/s bidirectional)
+  double network_GBps = 50;    // per GPU (400 Gb/s InfiniBand NDR)
+  double latency_us = 10;      // alpha of every collective step
+  double gemm_efficiency = 0.75;  // achievable fraction of peak for the model's matmuls
+  double usable_memory = 0.9;     // leave room for the CUDA context and fragmentation
+};
+
+struct TrainSpec {
+  int64_t global_batch = 0;  // sequences per step
+  int64_t micro_batch = 1;   // sequences per microbatch
+};
+
+enum class Recompute { none, full };
+
+struct Config {
+  int tp = 1, cp = 1, pp = 1, dp = 1, ep = 1, etp = 1, vpp = 1;
+  bool sp = false;
+  Recompute recompute = Recompute::none;
+  bool distributed_optimizer = true;
+  std::string to_string() const;
+};
+
+struct Estimate {
+  Config config;
+  int64_t microbatches = 0;
+  // Memory per GPU on the most loaded pipeline stage, bytes.
+  double weights = 0, gradients = 0, optimizer = 0, activations = 0, memory = 0;
+  bool fits = false;
+  // Seconds per step (exposed, i.e. not hidden behind compute).
+  double compute = 0, tp_comm = 0, cp_comm = 0, ep_comm = 0, dp_comm = 0, pp_comm = 0, bubble = 0, step = 0;
+  double model_flops = 0, mfu = 0, tokens_per_s = 0;
+};
+void to_json(nlohmann::json& j, const Estimate& e);
+
+// Throws UsageError (one line naming the rule) when the config is invalid for
+// the model and cluster.
+void validate(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t, const Config& cfg);
+Estimate estimate(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t, const Config& cfg);
+// Every valid config, fitting ones first, then by estimated step time.
+std::vector<Estimate> search(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t);
+
+// Megatron's num_floating_point_operations for one step (REFERENCE.md).
+double model_flops_per_step(const ModelSpec& m, int64_t sequences);
+
+// Named presets (throw UsageError naming the known ones).
+ModelSpec model_preset(const std::string& name);
+ClusterSpec cluster_preset(const std::string& device, int64_t gpus);
+std::vector<std::string> model_presets();
+
+}  // namespace sextant::plan
