@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""Turn sextant results into a report: PNG figures, a self-contained
+index.html (figures embedded, so the page can be mailed) and summary.md.
+
+    python3 scripts/report.py results/*.json -o out/report
+    python3 scripts/report.py out/results -o out/report      # a folder of runs
+
+Several files (runs, machines) go into one report; their lines are told
+apart by line style and a label (device x world size). Suites that are not in
+the results are skipped with a line saying so. Exit status: 0 when every
+section was drawn or skipped for lack of data, 1 when a section failed to
+draw (the rest of the report is still written), 2 on bad input.
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from sextant_results.load import ResultsError, expand_paths, load_runs  # noqa: E402
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=__doc__.split("\n\n", 1)[1])
+    parser.add_argument("results", nargs="+", help="results files or folders of them")
+    parser.add_argument("-o", "--out", required=True, help="folder for the figures, index.html and summary.md")
+    parser.add_argument("--title", default="sextant report", help="page title")
+    args = parser.parse_args(argv)
+
+    paths = expand_paths(args.results)
+    if not paths:
+        print("report: no results files (*.json, not schema.json) in " + " ".join(args.results), file=sys.stderr)
+        return 2
+    try:
+        runs = load_runs(paths)
+    except ResultsError as e:
+        print(f"report: {e}", file=sys.stderr)
+        return 2
+    from sextant_results.report import build_report  # imports matplotlib: only when there is work
+
+    result = build_report(runs, args.out, args.title)
+    for s in result.sections:
+        if s.skipped:
+            print(f"report: {s.title}: skipped: {s.skipped}")
+        else:
+            print(f"report: {s.title}: {len(s.figures)} figure(s), {len(s.tables)} table(s)")
+    for error in result.errors:
+        print(f"report: ERROR in {error}", file=sys.stderr)
+    print(f"report: {result.html} ({len(result.figures)} figures), {result.markdown}")
+    return 1 if result.errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""What every figure module shares: the Section / Figure / Table records a
+module returns, the headless matplotlib setup, and small formatting helpers.
+
+A figure module exposes `build(runs, out) -> Section`. It returns
+Section.skip(...) when its suite is absent, never raises for missing data."""
+import os
+from dataclasses import dataclass, field
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: no display, no GUI toolkit
+import matplotlib.pyplot as plt  # noqa: E402
+
+# Run i is drawn with LINESTYLES[i]; series within a run get colours.
+LINESTYLES = ["-", "--", ":", "-."]
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+STATUS_COLOURS = {"pass": "#4daf4a", "near": "#ff9f1c", "fail": "#e41a1c", "error": "#7b1fa2",
+                  "caught": "#9ecae1", "skip": "#bdbdbd", "absent": "#ffffff"}
+
+
+@dataclass
+class Figure:
+    file: str     # PNG name inside the output folder
+    title: str
+    caption: str
+
+
+@dataclass
+class Table:
+    title: str
+    columns: list
+    rows: list    # lists of cell strings, same length as columns
+
+
+@dataclass
+class Section:
+    title: str
+    figures: list = field(default_factory=list)
+    tables: list = field(default_factory=list)
+    notes: list = field(default_factory=list)  # one-line remarks shown under the title
+    skipped: str = ""                          # set when the section has nothing to show
+
+    @staticmethod
+    def skip(title, reason):
+        return Section(title=title, skipped=reason)
+
+
+class FigureWriter:
+    """Saves matplotlib figures into the report folder and records them."""
+
+    def __init__(self, out_dir, dpi=110):
+        self.out_dir = out_dir
+        self.dpi = dpi
+        os.makedirs(out_dir, exist_ok=True)
+
+    def save(self, fig, name, title, caption):
+        fig.suptitle(title, fontsize=12, fontweight="bold")
+        fig.savefig(os.path.join(self.out_dir, name), dpi=self.dpi, bbox_inches="tight")
+        plt.close(fig)
+        return Figure(file=name, title=title, caption=caption)
+
+
+def subplots(nrows, ncols, width=5.0, height=3.6, **kw):
+    """A grid of axes (always 2-D) sized per panel, laid out without overlaps."""
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False,
+                             layout="constrained", **kw)
+    return fig, axes
+
+
+def power_of_two_axis(ax, values, label):
+    """A log2 x axis ticked at the values themselves (1, 2, 4, 8), not 2^k."""
+    ticks = sorted(set(values))
+    ax.set_xscale("log", base=2)
+    if ticks:
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.minorticks_off()
+    ax.set_xlabel(label)
+
+
+def systems_caption(runs):
+    """'System: ...' for a caption: one clause per run that contributed."""
+    if len(runs) == 1:
+        return f"System: {runs[0].describe()}."
+    return "Systems: " + "; ".join(f"[{r.label}] {r.describe()}" for r in runs) + "."
+
+
+def runs_used(runs, pairs):
+    """The runs that appear in (run, case) pairs, in run order."""
+    used = {id(r) for r, _ in pairs}
+    return [r for r in runs if id(r) in used]
+
+
+def position(runs, run):
+    return next(i for i, r in enumerate(runs) if r is run)
+
+
+def run_style(runs, run):
+    """Line style of a run among the runs drawn in one figure."""
+    return LINESTYLES[position(runs, run) % len(LINESTYLES)]
+
+
+def series_label(base, run, runs):
+    """The legend names the run only when the figure draws several."""
+    return f"{base} [{run.label}]" if len(runs) > 1 else base
+
+
+def fmt(x, digits=3):
+    """Compact number for tables: 1.23e-05, 0.0123, 12.3, 1.23e+04; '-' for None."""
+    if x is None:
+        return "-"
+    if isinstance(x, bool):
+        return str(x).lower()
+    if isinstance(x, int):
+        return str(x)
+    if x == 0:
+        return "0"
+    a = abs(x)
+    if a >= 1e4 or a < 1e-3:
+        return f"{x:.{digits - 1}e}"
+    return f"{x:.{digits}g}"
+
+
+def fmt_bytes(n):
+    """1024 -> '1K', 4194304 -> '4M' (binary, as sextant's --min-bytes takes them)."""
+    for unit, size in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= size and n % size == 0:
+            return f"{n // size}{unit}"
+    return f"{n}B" if n < 1024 else f"{n / 1024:.3g}K"
+
+
+def as_percent(value, unit):
+    """A fraction (unit '1' or '') or a percentage (unit '%') as a percentage."""
+    if value is None:
+        return None
+    return value if unit == "%" else 100.0 * value
+
+
+def legend(ax, **kw):
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(fontsize=7, **kw)

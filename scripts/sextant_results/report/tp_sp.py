@@ -1,0 +1,65 @@
+"""Tensor and sequence parallelism: TFLOP/s per rank vs tp per block, and the
+activation memory per rank that sequence parallelism saves."""
+from ..load import cases_of, distinguishing_params, metric, par, param
+from .common import (MARKERS, Section, Table, fmt, legend, power_of_two_axis, run_style, runs_used, series_label,
+                     subplots, systems_caption)
+
+TITLE = "Tensor / sequence parallel blocks"
+PANELS = [("tflops_per_rank", "TFLOP/s per rank (fwd+bwd)", 1.0),
+          ("activation_bytes_per_rank", "activations held per rank (MiB)", 1 / 2**20)]
+
+
+def base_label(case):
+    return f"{param(case, 'block', case['case'])}{' +sp' if param(case, 'sp', False) else ''}"
+
+
+def label(case, extra_keys=()):
+    extras = [case["dtype"] if k == "dtype" else f"{k}={param(case, k)}" for k in extra_keys]
+    return " ".join([base_label(case)] + extras)
+
+
+def figure(runs, pairs, out):
+    keys = distinguishing_params([c for _, c in pairs], lambda c: (base_label(c), par(c, "tp")),
+                                 exclude=("block", "sp"))
+    labels = sorted({label(c, keys) for _, c in pairs})
+    fig, axes = subplots(1, len(PANELS), width=5.2, height=3.6)
+    for col, (name, ylabel, scale) in enumerate(PANELS):
+        ax = axes[0][col]
+        lines = {}
+        for run, c in pairs:
+            if metric(c, name) is not None:  # several configs at one tp (dp > 1): the best
+                pts = lines.setdefault((run.index, label(c, keys)), (run, {}))[1]
+                v = metric(c, name) * scale
+                pts[par(c, "tp")] = v if name != "tflops_per_rank" else max(v, pts.get(par(c, "tp"), v))
+        for (_, lab), (run, pts) in sorted(lines.items()):
+            i = labels.index(lab)
+            xs = sorted(pts)
+            ax.plot(xs, [pts[x] for x in xs], run_style(runs, run), color=f"C{i % 10}",
+                    marker=MARKERS[i % len(MARKERS)], markersize=4, label=series_label(lab, run, runs))
+        power_of_two_axis(ax, [par(c, "tp") for _, c in pairs], "tp (tensor-parallel ranks)")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, alpha=0.3)
+        legend(ax)
+    caption = (f"Column/row-parallel blocks with and without sequence parallelism (+sp): throughput per rank and "
+               f"the activation bytes each rank holds between forward and backward. "
+               f"{systems_caption(runs_used(runs, pairs))}")
+    return out.save(fig, "tp_sp.png", "TP/SP blocks: throughput and activation memory vs tp", caption)
+
+
+def table(runs, pairs):
+    rows = [[run.label, param(c, "block", c["case"]), fmt(bool(param(c, "sp", False))), str(par(c, "tp")),
+             c["dtype"], fmt(metric(c, "tflops_per_rank")), fmt(metric(c, "activation_bytes_per_rank")),
+             fmt(metric(c, "layernorm_activation_bytes_per_rank"))]
+            for run, c in sorted(pairs, key=lambda rc: (rc[0].index, label(rc[1]), par(rc[1], "tp")))]
+    return Table("TP/SP instances", ["run", "block", "sp", "tp", "dtype", "TFLOP/s/rank", "activation B/rank",
+                                     "layernorm act. B/rank"], rows)
+
+
+def build(runs, out):
+    pairs = [(r, c) for r, c in cases_of(runs, "tp_sp") if not c.get("fault")]
+    if not pairs:
+        return Section.skip(TITLE, "no tp_sp cases in the results")
+    if not any(metric(c, "tflops_per_rank") is not None for _, c in pairs):
+        return Section.skip(TITLE, "tp_sp cases carry no timing (run with --iters > 0)")
+    runs = runs_used(runs, pairs)
+    return Section(TITLE, figures=[figure(runs, pairs, out)], tables=[table(runs, pairs)])

@@ -1,0 +1,187 @@
+"""compare.py as a CI gate, on candidates derived from a real run: an
+unchanged file passes; a 20% slowdown, a conformance failure, an uncaught
+planted fault and a missing case fail it; directions and thresholds hold."""
+import tempfile
+import unittest
+
+from helpers import REAL_FIXTURE, SYNTHETIC_FIXTURE, derived, load, run_script, write
+from sextant_results.compare import HIGHER, INFO, LOWER, Thresholds, compare_docs, direction
+
+
+def slow_down(case, factor):
+    """The case as if it ran factor x slower: times up, rates down."""
+    for stats in case["perf"]["time"].values():
+        for k in ("median", "p10", "p90", "min", "max", "mean"):
+            stats[k] *= factor
+    for m in case["perf"]["metrics"].values():
+        if isinstance(m, dict) and str(m.get("unit", "")).endswith("/s") and m.get("value"):
+            m["value"] /= factor
+
+
+def timed_case(doc, ranks=4):
+    """Index of a multi-rank, out-of-place case with a non-zero busbw."""
+    return next(i for i, c in enumerate(doc["cases"]) if c["ranks"] == ranks and not c["params"]["in_place"])
+
+
+class Gate(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+
+    def candidate(self, edit, path=REAL_FIXTURE):
+        return write(derived(path, edit), self.tmp.name, "candidate.json")
+
+    def test_unchanged_file_passes(self):
+        for path in (REAL_FIXTURE, SYNTHETIC_FIXTURE):
+            with self.subTest(path):
+                rc, out, err = run_script("compare.py", path, path)
+                self.assertEqual(rc, 0, out + err)
+                self.assertIn("0 regressed", out)
+                self.assertIn("verdict: PASS", out)
+
+    def test_20_percent_slowdown_of_every_case_fails(self):
+        rc, out, _ = run_script("compare.py", REAL_FIXTURE,
+                                self.candidate(lambda d: [slow_down(c, 1.2) for c in d["cases"]]))
+        self.assertEqual(rc, 1, out)
+        self.assertIn("REGRESSED beyond threshold", out)
+        self.assertIn("+20.0%", out)      # times
+        self.assertIn("-16.7%", out)      # bandwidths: 1/1.2
+        self.assertIn("verdict: FAIL", out)
+
+    def test_one_slow_case_is_named(self):
+        doc = load(REAL_FIXTURE)
+        i = timed_case(doc)
+        rc, out, _ = run_script("compare.py", REAL_FIXTURE, self.candidate(lambda d: slow_down(d["cases"][i], 1.2)))
+        self.assertEqual(rc, 1, out)
+        regressed = out.split("REGRESSED beyond threshold")[1].split("\n\n")[0]
+        self.assertIn(doc["cases"][i]["id"], regressed)
+        self.assertIn("busbw_GBps", regressed)
+        self.assertIn("time.run", regressed)
+        self.assertEqual(len({l.split("  ")[1] for l in regressed.splitlines()[3:]}), 1, regressed)
+
+    def test_threshold_overrides_and_only(self):
+        cand = self.candidate(lambda d: [slow_down(c, 1.2) for c in d["cases"]])
+        self.assertEqual(run_script("compare.py", REAL_FIXTURE, cand, "--threshold", "25")[0], 0)
+        rc, out, _ = run_script("compare.py", REAL_FIXTURE, cand, "--threshold", "25", "--threshold", "busbw_GBps=10")
+        self.assertEqual(rc, 1, out)
+        self.assertNotIn("time.run", out.split("REGRESSED")[1].split("\n\n")[0])
+        rc, out, _ = run_script("compare.py", REAL_FIXTURE, cand, "--threshold", "time.*=25", "--only", "time.*")
+        self.assertEqual(rc, 0, out)
+
+    def test_speedup_is_an_improvement_not_a_failure(self):
+        rc, out, _ = run_script("compare.py", REAL_FIXTURE,
+                                self.candidate(lambda d: [slow_down(c, 1 / 1.2) for c in d["cases"]]))
+        self.assertEqual(rc, 0, out)
+        self.assertIn("improved beyond threshold", out)
+
+    def test_conformance_failure_fails(self):
+        def fail_one(doc):
+            c = doc["cases"][7]
+            c["conformance"].update(status="fail", wrong=12, failures=["all_reduce: 12 wrong elements on rank 1"])
+        rc, out, _ = run_script("compare.py", REAL_FIXTURE, self.candidate(fail_one))
+        self.assertEqual(rc, 1, out)
+        self.assertIn("CONFORMANCE (1)", out)
+        self.assertIn(load(REAL_FIXTURE)["cases"][7]["id"] + ": conformance failed: all_reduce: 12 wrong", out)
+
+    def test_error_record_fails(self):
+        def break_one(doc):
+            doc["cases"][3]["error"] = "rank 0 setup: out of memory"
+        rc, out, _ = run_script("compare.py", REAL_FIXTURE, self.candidate(break_one))
+        self.assertEqual(rc, 1, out)
+        self.assertIn("could not run: rank 0 setup: out of memory", out)
+
+    def test_planted_faults_must_fail(self):
+        """A fault case that fails is the check working; one that passes is the gate's problem."""
+        def plant(status):
+            def edit(doc):
+                for d in (doc,):
+                    c = d["cases"][0]
+                    c["fault"] = "drop_rank"
+                    c["conformance"]["status"] = status
+                    c["conformance"]["failures"] = ["all_reduce: 1 wrong"] if status == "fail" else []
+            return edit
+        base = write(derived(REAL_FIXTURE, plant("fail")), self.tmp.name, "base.json")
+        self.assertEqual(run_script("compare.py", base, base)[0], 0)
+        rc, out, _ = run_script("compare.py", base, self.candidate(plant("pass")))
+        self.assertEqual(rc, 1, out)
+        self.assertIn("planted fault 'drop_rank' was not caught", out)
+
+    def test_cases_on_one_side_are_listed(self):
+        doc = load(REAL_FIXTURE)
+        gone, new = doc["cases"][0]["id"], doc["cases"][1]["id"] + " (new)"
+
+        def edit(d):
+            del d["cases"][0]
+            d["cases"][0]["params"]["bytes"] += 4096  # a different instance now
+            d["cases"][0]["id"] += " (new)"
+        cand = self.candidate(edit)
+        rc, out, _ = run_script("compare.py", REAL_FIXTURE, cand)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("only in the baseline (2; fails the gate", out)
+        self.assertIn(gone, out)
+        self.assertIn("only in the candidate (1; new, not compared)", out)
+        self.assertIn(new, out)
+        self.assertEqual(run_script("compare.py", REAL_FIXTURE, cand, "--allow-missing")[0], 0)
+
+    def test_dropped_check_fails(self):
+        def skip(doc):
+            doc["cases"][2]["conformance"].update(status="skip", tensors=[], failures=[])
+            doc["cases"][2]["conformance"].pop("wrong")
+            doc["cases"][2]["conformance"].pop("checked")
+        rc, out, _ = run_script("compare.py", REAL_FIXTURE, self.candidate(skip))
+        self.assertEqual(rc, 1, out)
+        self.assertIn("not checked in the candidate", out)
+
+    def test_staged_timings_are_flagged(self):
+        def staged(doc):
+            doc["cases"][0]["perf"]["metrics"]["comm"] = {"backend": "mpi-staged", "overlap": False,
+                                                          "timings_representative": False}
+        rc, out, _ = run_script("compare.py", REAL_FIXTURE, self.candidate(staged))
+        self.assertEqual(rc, 0, out)
+        self.assertIn("warning: the candidate's timings do not represent the hardware", out)
+
+    def test_bad_usage(self):
+        rc, _, err = run_script("compare.py", REAL_FIXTURE, REAL_FIXTURE, "--threshold", "busbw_GBps=fast")
+        self.assertEqual(rc, 2)
+        self.assertIn("'fast' must be a percentage", err)
+        rc, _, err = run_script("compare.py", REAL_FIXTURE, "/nonexistent.json")
+        self.assertEqual(rc, 2)
+        self.assertIn("cannot read", err)
+
+
+class Rules(unittest.TestCase):
+    def test_directions(self):
+        self.assertEqual(direction("busbw_GBps", "GB/s"), HIGHER)
+        self.assertEqual(direction("tflops_per_rank", "TFLOP/s"), HIGHER)
+        self.assertEqual(direction("tokens_per_s", "tokens/s"), HIGHER)
+        self.assertEqual(direction("mfu", "1"), HIGHER)
+        self.assertEqual(direction("time.fwd_bwd", "s"), LOWER)
+        self.assertEqual(direction("makespan_s", "s"), LOWER)
+        self.assertEqual(direction("bubble_measured_mean", "1"), LOWER)
+        self.assertEqual(direction("load_balance", "1"), LOWER)
+        for fact in ("busbw_factor", "bytes_sent_per_rank", "bubble_closed_form", "bubble_simulated",
+                     "imbalance_expert", "peak_tflops", "flops_per_step"):
+            self.assertEqual(direction(fact, "TFLOP/s" if fact == "peak_tflops" else "1"), INFO, fact)
+
+    def test_thresholds_exact_then_glob_then_default(self):
+        t = Thresholds(5, {"time.*": 20, "time.run": 30})
+        self.assertEqual((t("time.run"), t("time.fwd"), t("busbw_GBps")), (30, 20, 5))
+
+    def test_facts_that_change_are_shown_not_gated(self):
+        base = load(REAL_FIXTURE)
+        cand = derived(REAL_FIXTURE, lambda d: d["cases"][0]["perf"]["metrics"]["busbw_factor"].update(value=9.0))
+        result = compare_docs(base, cand)
+        self.assertFalse(result.failed)
+        self.assertEqual([(c.metric, c.verdict) for c in result.of("changed")], [("busbw_factor", "changed")])
+
+    def test_min_time_turns_short_cases_into_noise(self):
+        base = load(REAL_FIXTURE)
+        cand = derived(REAL_FIXTURE, lambda d: [slow_down(c, 1.2) for c in d["cases"]])
+        result = compare_docs(base, cand, min_time=1.0)  # every case is shorter than a second
+        self.assertFalse(result.failed)
+        self.assertFalse(result.of("regressed"))
+        self.assertTrue(result.of("noise"))
+
+
+if __name__ == "__main__":
+    unittest.main()

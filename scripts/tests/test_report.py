@@ -1,0 +1,221 @@
+"""report.py: every figure from the fixtures (a real collectives run and the
+synthetic suites), a self-contained non-empty index.html and summary.md;
+missing suites are skipped with a reason, never an exception."""
+import base64
+import os
+import re
+import tempfile
+import unittest
+
+import helpers
+from helpers import REAL_FIXTURE, SYNTHETIC_FIXTURE, derived, run_script, write
+from sextant_results.load import load_runs
+from sextant_results.report import SECTIONS, build_report, conformance, pipeline
+
+EVERY_FIGURE = ["conformance_0.png", "conformance_1.png", "collectives_busbw_f32.png", "collectives_busbw_bf16.png",
+                "collectives_peak_busbw.png", "tp_sp.png", "attention_cp.png", "moe_bandwidth.png",
+                "moe_imbalance.png", "pipeline_bubble.png", "pipeline_gantt.png", "step_mfu.png", "scaling.png"]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+class FullReport(unittest.TestCase):
+    """One report over all fixtures (and stored real runs), built once."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.out = cls.tmp.name
+        cls.inputs = [REAL_FIXTURE, SYNTHETIC_FIXTURE] + [p for p in helpers.real_results() if p != REAL_FIXTURE]
+        cls.rc, cls.stdout, cls.stderr = run_script("report.py", *cls.inputs, "-o", cls.out)
+        with open(os.path.join(cls.out, "index.html"), encoding="utf-8") as f:
+            cls.html = f.read()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_exit_status_and_no_section_failed(self):
+        self.assertEqual(self.rc, 0, self.stdout + self.stderr)
+        self.assertNotIn("skipped", self.stdout)
+        self.assertNotIn("ERROR", self.stderr)
+
+    def test_every_figure_is_a_png(self):
+        for name in EVERY_FIGURE:
+            with self.subTest(name):
+                path = os.path.join(self.out, name)
+                self.assertTrue(os.path.isfile(path), f"{name} missing; have {sorted(os.listdir(self.out))}")
+                with open(path, "rb") as f:
+                    self.assertEqual(f.read(8), PNG_MAGIC)
+                self.assertGreater(os.path.getsize(path), 10_000)
+
+    def test_html_embeds_every_figure_with_a_caption(self):
+        images = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", self.html)
+        self.assertEqual(len(images), len(os.listdir(self.out)) - 2)  # all PNGs; not index.html, summary.md
+        self.assertGreaterEqual(len(images), len(EVERY_FIGURE))
+        self.assertTrue(all(base64.b64decode(i)[:8] == PNG_MAGIC for i in images))
+        self.assertEqual(self.html.count("<figcaption>"), len(images))
+        self.assertNotIn("src='http", self.html)  # nothing to fetch: the page can be mailed
+        for caption in re.findall(r"<figcaption>(.*?)</figcaption>", self.html, re.S):
+            self.assertRegex(caption, r"System(s)?: ")
+            self.assertIn("backend mpi", caption)
+
+    def test_html_has_tables_and_flags_the_failure(self):
+        self.assertGreaterEqual(self.html.count("<table>"), 8)
+        self.assertIn("skip_ring_step", self.html)           # the planted fault in the problem table
+        self.assertIn("near", self.html)                     # the near-bound instance
+        self.assertIn("SYNTHETIC fixture", self.html)        # synthetic runs are labelled as such
+
+    def test_summary_markdown_links_figures_and_has_tables(self):
+        with open(os.path.join(self.out, "summary.md"), encoding="utf-8") as f:
+            md = f.read()
+        for name in EVERY_FIGURE:
+            self.assertIn(f"]({name})", md)
+        self.assertIn("| run | system |", md)
+        self.assertIn("### Peak busbw", md)
+
+
+class MissingData(unittest.TestCase):
+    def test_missing_suites_are_skipped_with_a_line(self):
+        with tempfile.TemporaryDirectory() as out:
+            rc, stdout, stderr = run_script("report.py", REAL_FIXTURE, "-o", out)
+            self.assertEqual(rc, 0, stdout + stderr)
+            for suite in ("attention", "moe", "pipeline", "step", "tp_sp"):
+                self.assertRegex(stdout, rf"skipped: no {suite} cases in the results")
+            with open(os.path.join(out, "index.html"), encoding="utf-8") as f:
+                self.assertIn("Skipped: no attention cases", f.read())
+            self.assertTrue(os.path.isfile(os.path.join(out, "collectives_busbw_f32.png")))
+
+    def test_every_section_survives_empty_and_untimed_runs(self):
+        def untimed(doc):  # as `sextant run --iters 0`: checks only
+            for c in doc["cases"]:
+                c["perf"] = {"time": {}, "metrics": {}}
+
+        def empty(doc):
+            doc["cases"] = []
+            helpers.recount(doc)
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, edit in (("untimed", untimed), ("empty", empty)):
+                with self.subTest(name):
+                    path = write(derived(SYNTHETIC_FIXTURE, edit), tmp, f"{name}.json")
+                    result = build_report(load_runs([path]), os.path.join(tmp, name))
+                    self.assertEqual(result.errors, [])
+                    self.assertEqual(len(result.sections), len(SECTIONS))
+                    drawn = [s.title for s in result.sections if not s.skipped]
+                    self.assertEqual(drawn, ["Conformance"] if name == "untimed" else [])
+                    self.assertGreater(os.path.getsize(result.html), 500)
+
+    def test_a_broken_section_is_reported_and_the_rest_written(self):
+        def corrupt_timeline(doc):  # a suite writing a timeline in a shape nobody agreed on
+            doc["cases"] = [c for c in doc["cases"] if c["suite"] in ("pipeline", "step")]
+            for c in doc["cases"]:
+                if c["suite"] == "pipeline":
+                    c["perf"]["metrics"]["timeline"] = [[["nonsense"]]]
+        with tempfile.TemporaryDirectory() as tmp:
+            path = write(derived(SYNTHETIC_FIXTURE, corrupt_timeline), tmp, "odd.json")
+            rc, stdout, stderr = run_script("report.py", path, "-o", os.path.join(tmp, "out"))
+            self.assertEqual(rc, 1)
+            self.assertIn("ERROR in Pipeline schedules", stderr)
+            self.assertIn("report: Training step (MFU and throughput): 1 figure(s)", stdout)
+            self.assertTrue(os.path.isfile(os.path.join(tmp, "out", "index.html")))
+
+    def test_bad_input_exits_2(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            rc, _, stderr = run_script("report.py", os.path.join(tmp, "absent.json"), "-o", tmp)
+            self.assertEqual(rc, 2)
+            self.assertIn("cannot read", stderr)
+
+
+class ConformanceCells(unittest.TestCase):
+    """The colour of a cell: error/bound, exact counts, errors, planted faults."""
+
+    @staticmethod
+    def case(status="pass", tensors=(), wrong=None, fault=None, error=None):
+        checks = [{"name": n, "error": e, "bound": b, "nonfinite": 0} for n, e, b in tensors]
+        conf = {"status": status, "tensors": checks, "failures": [] if status != "fail" else ["x"]}
+        if wrong is not None:
+            conf.update(wrong=wrong, checked=100)
+        c = {"suite": "s", "case": "c", "dtype": "f32", "ranks": 2, "fault": fault, "conformance": conf}
+        if error:
+            c["error"] = error
+        return c
+
+    def test_categories(self):
+        C = self.case
+        self.assertEqual(conformance.category(C(tensors=[("a", 1e-3, 1e-2)])), "pass")
+        self.assertEqual(conformance.category(C(tensors=[("a", 1e-3, 1e-2), ("b", 6e-3, 1e-2)])), "near")
+        self.assertEqual(conformance.category(C("fail", tensors=[("a", 2e-2, 1e-2)])), "fail")
+        self.assertEqual(conformance.category(C("fail", wrong=3)), "fail")
+        self.assertEqual(conformance.category(C("pass", wrong=0)), "pass")
+        self.assertEqual(conformance.category(C("fail", error="boom")), "error")
+        self.assertEqual(conformance.category(C("skip")), "skip")
+        self.assertEqual(conformance.category(C("fail", wrong=3, fault="drop_rank")), "caught")
+        self.assertEqual(conformance.category(C("pass", wrong=0, fault="drop_rank")), "fail")
+        self.assertEqual(conformance.cell_text(C("pass", wrong=0, fault="drop_rank")), "not caught")
+
+    def test_ratio_is_the_worst_tensor_and_nonfinite_is_infinite(self):
+        c = self.case(tensors=[("a", 1e-3, 1e-2), ("b", 4e-3, 1e-2)])
+        self.assertAlmostEqual(conformance.bound_ratio(c), 0.4)
+        c["conformance"]["tensors"].append({"name": "n", "error": None, "bound": 1e-2, "nonfinite": 2})
+        self.assertEqual(conformance.cell_text(c), "NaN/Inf")
+
+
+class Captions(unittest.TestCase):
+    def test_staged_runs_say_their_timings_are_not_representative(self):
+        def staged(doc):
+            doc["system"]["backend"] = "mpi-staged"
+            doc["cases"][0]["perf"]["metrics"]["comm"] = {"backend": "mpi-staged", "overlap": False,
+                                                          "timings_representative": False}
+        with tempfile.TemporaryDirectory() as tmp:
+            run = load_runs([write(derived(REAL_FIXTURE, staged), tmp, "staged.json")])[0]
+            self.assertIn("backend mpi-staged (timings not representative of the hardware)", run.describe())
+        self.assertNotIn("not representative", load_runs([REAL_FIXTURE])[0].describe())
+
+
+class Failures(unittest.TestCase):
+    def test_failed_and_errored_instances_are_reported(self):
+        def break_two(doc):
+            doc["cases"] = doc["cases"][:24]  # the ranks-1 cases: a quicker report
+            doc["cases"][0]["conformance"].update(status="fail", wrong=5, failures=["all_reduce: 5 wrong elements"])
+            doc["cases"][1].update(error="rank 0 setup: out of memory")
+            doc["cases"][1]["conformance"]["status"] = "fail"
+            helpers.recount(doc)
+        with tempfile.TemporaryDirectory() as tmp:
+            runs = load_runs([write(derived(REAL_FIXTURE, break_two), tmp, "broken.json")])
+            result = build_report(runs, os.path.join(tmp, "out"))
+            self.assertEqual(result.errors, [])
+            table = next(t for s in result.sections for t in s.tables if t.title.startswith("Failures"))
+            self.assertEqual([row[2:] for row in table.rows],
+                             [["fail", "all_reduce: 5 wrong elements"], ["error", "rank 0 setup: out of memory"]])
+            with open(result.html, encoding="utf-8") as f:
+                self.assertIn("<p class=fail>Conformance: 22 instances pass, 1 fail, 1 could not run", f.read())
+
+
+class Timelines(unittest.TestCase):
+    def test_the_three_json_forms_read_alike(self):
+        row0, row1 = [[0, "F", 0, 0.0, 1.0]], [[1, "F", 0, 1.0, 2.0], [1, "B", 0, 2.0, 4.0]]
+        expected = [[(0, "F", 0, 0.0, 1.0)], [(1, "F", 0, 1.0, 2.0), (1, "B", 0, 2.0, 4.0)]]
+        as_dicts = [{"stage": a[0], "type": a[1], "microbatch": a[2], "start_s": a[3], "end_s": a[4]} for a in row1]
+        for form in ([row0, row1], {"1": row1, "0": row0}, [{"rank": 1, "actions": as_dicts},
+                                                            {"rank": 0, "actions": row0}]):
+            self.assertEqual(pipeline.timeline_actions(form), expected)
+
+
+class SeveralRuns(unittest.TestCase):
+    def test_two_runs_of_one_machine_get_distinct_labels(self):
+        def later(doc):
+            doc["run"].update(id="later", start="2026-12-01T00:00:00Z")
+        with tempfile.TemporaryDirectory() as tmp:
+            second = write(derived(REAL_FIXTURE, later), tmp, "later.json")
+            runs = load_runs([REAL_FIXTURE, second])
+            self.assertNotEqual(runs[0].label, runs[1].label)
+            self.assertIn("2026-12-01T00:00:00Z", runs[1].label)
+            result = build_report(runs, os.path.join(tmp, "out"))
+            self.assertEqual(result.errors, [])
+            busbw = next(f for f in result.figures if f.file == "collectives_busbw_f32.png")
+            self.assertIn("Systems: ", busbw.caption)
+            self.assertIn(runs[1].label, busbw.caption)
+            self.assertEqual(sum(f.file.startswith("conformance_") for f in result.figures), 2)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Validate sextant results files against results/schema.json.
+
+    python3 scripts/validate.py results/*.json
+    python3 scripts/validate.py out/results          # every *.json in a folder
+
+One line per file: "ok" with the case count, or "INVALID" with the JSON path
+of the first problem (and how many more there are). Exit status 0 when every
+file is valid, 1 when any is not, 2 on bad usage. After the schema, checks
+what a schema cannot: unique ids, the run summary matches the cases, and
+tp*cp*pp*dp equals the case's rank count.
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from sextant_results.load import SCHEMA_PATH, ResultsError, expand_paths, read_document  # noqa: E402
+from sextant_results.schema import load_schema, validate_document  # noqa: E402
+
+
+def check_file(path, schema, show_all=False):
+    """(ok, line) for one file."""
+    try:
+        doc = read_document(path)
+    except ResultsError as e:
+        return False, f"{path}: INVALID: {str(e).removeprefix(path + ': ')}"
+    problems = validate_document(doc, schema)
+    if not problems:
+        summary = doc["run"]["summary"]
+        return True, (f"{path}: ok ({summary['cases']} cases: {summary['pass']} pass, {summary['fail']} fail, "
+                      f"{summary['skip']} skip, {summary['error']} error)")
+    where, message = problems[0]
+    more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+    line = f"{path}: INVALID at {where}: {message}{more}"
+    if show_all:
+        line += "".join(f"\n    {w}: {m}" for w, m in problems[1:])
+    return False, line
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=__doc__.split("\n\n", 1)[1])
+    parser.add_argument("files", nargs="+", help="results files or folders of them")
+    parser.add_argument("--schema", default=SCHEMA_PATH, help="schema file (default: results/schema.json)")
+    parser.add_argument("--all", action="store_true", help="list every problem, not only the first")
+    args = parser.parse_args(argv)
+    try:
+        schema = load_schema(args.schema)
+    except (OSError, ValueError) as e:
+        print(f"validate: cannot use schema {args.schema}: {e}", file=sys.stderr)
+        return 2
+    paths = expand_paths(args.files)
+    if not paths:
+        print("validate: no results files (*.json, not schema.json) in " + " ".join(args.files), file=sys.stderr)
+        return 2
+    all_ok = True
+    for path in paths:
+        ok, line = check_file(path, schema, args.all)
+        print(line)
+        all_ok &= ok
+    return 0 if all_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
