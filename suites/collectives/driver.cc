@@ -12,7 +12,8 @@ double pattern(int rank, int64_t index) { return static_cast<double>((rank * 131
 double plain_input(const CollectiveState&, int rank, int64_t i) { return pattern(rank, i); }
 double factor_all_reduce(int n) { return 2.0 * (n - 1) / n; }
 double factor_n_minus_1(int n) { return static_cast<double>(n - 1) / n; }
-double factor_one(int) { return 1.0; }
+// Nothing crosses ranks in a group of one: report no bus bandwidth there.
+double factor_one(int n) { return n > 1 ? 1.0 : 0.0; }
 
 namespace {
 int group_size_of(const SweepRequest& req) {
