@@ -15,6 +15,9 @@ namespace sextant {
 class UsageError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+  // Optional multi-line context printed after the message (e.g. a pipeline
+  // schedule grid with the failing step marked).
+  virtual std::string details() const { return {}; }
 };
 
 // Something failed while running (MPI/NCCL/CUDA call, I/O, broken invariant).

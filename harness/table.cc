@@ -13,8 +13,9 @@ std::string fixed(const char* fmt, double value) {
   std::snprintf(buf, sizeof buf, fmt, value);
   return buf;
 }
+// Left-aligned in `width` columns, and always followed by at least one space.
 std::string pad(std::string s, size_t width) {
-  if (s.size() < width) s.append(width - s.size(), ' ');
+  s.append(s.size() < width ? width - s.size() : 1, ' ');
   return s;
 }
 std::string lpad(const std::string& s, size_t width) {
@@ -37,7 +38,7 @@ std::string metric_name(const std::string& key) {
 
 std::string table_header(const CaseDef& def) {
   std::string h = cat("# ", def.full_name(), ": ", def.summary, "\n# ", pad("progress", 10), pad("ranks", 6),
-                      pad("config", 24), pad("dtype", 6), lpad("time(us)", 12));
+                      pad("config", 28), pad("dtype", 6), lpad("time(us)", 12));
   for (const std::string& m : def.table_metrics) h += lpad(metric_name(m), 12);
   h += "  check";
   return h;
@@ -45,7 +46,7 @@ std::string table_header(const CaseDef& def) {
 
 std::string table_row(const CaseDef& def, const CaseRecord& r, size_t index, size_t total) {
   std::string row = cat("  ", pad(cat("[", index, "/", total, "]"), 10), pad(std::to_string(r.config.ranks), 6),
-                        pad(to_string(r.config.parallel), 24), pad(dtype_name(r.config.dtype), 6));
+                        pad(to_string(r.config.parallel), 28), pad(dtype_name(r.config.dtype), 6));
   const std::string primary = def.regions.empty() ? "" : def.regions.front();
   auto t = r.times.find(primary);
   row += lpad(t == r.times.end() ? "-" : fixed("%.1f", t->second.median * 1e6), 12);
