@@ -1,15 +1,82 @@
 #include "app/commands.h"
 
+#include <mpi.h>
+
+#include "harness/comm_staged.h"
 #include "harness/error.h"
+#include "harness/gpu_binding.h"
+#include "harness/strings.h"
+#if defined(SEXTANT_HAVE_CUDA)
+#include "harness/comm_nccl.h"
+#endif
 
 namespace sextant {
 
-CommFactory make_comm_factory(Device device) {
-  if (device == Device::host) return {};
-  throw UsageError("--device cuda is not available yet in this build");
+namespace {
+
+// `run --comm`: which kernel communicator GPU runs use.
+std::string& comm_choice() {
+  static std::string choice = "auto";
+  return choice;
+}
+// What make_comm_factory picked (the results' system.backend).
+std::string& chosen() {
+  static std::string backend = "mpi";
+  return backend;
 }
 
-void add_extra_commands(CLI::App&) {}
+constexpr const char* kCommHelp =
+    "Kernel communicator for --device cuda: auto (default) picks nccl when every rank has a GPU of its own "
+    "(ranks per node <= visible GPUs, GPUs told apart by UUID) and staged otherwise; nccl (one process per GPU, "
+    "communication on its own stream overlapping compute); staged (MPI moves device buffers through host memory, "
+    "so several ranks can share one GPU; timings are labeled not representative; with --device host it stages "
+    "through host memory, a test of that path on machines without GPUs)";
+
+CommFactory nccl_factory() {
+#if defined(SEXTANT_HAVE_CUDA)
+  chosen() = "nccl";
+  return [](MpiCommunicator& group) -> std::unique_ptr<Communicator> { return NcclCommunicator::create(group); };
+#else
+  throw UsageError("--comm nccl needs a CUDA build");
+#endif
+}
+
+CommFactory staged_factory(Device device) {
+  chosen() = "mpi-staged";
+  auto memory = device == Device::cuda ? cuda_staging() : host_staging();
+  return [memory](MpiCommunicator& group) -> std::unique_ptr<Communicator> {
+    return StagedCommunicator::create(group, memory);
+  };
+}
+
+}  // namespace
+
+CommFactory make_comm_factory(Device device) {
+  const std::string& choice = comm_choice();
+  if (device == Device::host) {
+    require(choice != "nccl", "--comm nccl needs --device cuda (host runs use MPI, or staged to test that path)");
+    return choice == "staged" ? staged_factory(device) : CommFactory{};
+  }
+  // Collective over the world: every rank binds its GPU and all reach the same choice.
+  GpuBinding gpus = bind_gpus(MPI_COMM_WORLD);
+  if (choice == "staged") return staged_factory(device);
+  if (choice == "nccl") {
+    require(!gpus.shared, cat("--comm nccl needs one GPU per rank: ", gpus.ranks_per_node, " ranks per node share ",
+                              gpus.visible_gpus, " visible GPU", gpus.visible_gpus == 1 ? "" : "s",
+                              " (use --comm staged, or fewer ranks)"));
+    return nccl_factory();
+  }
+  return gpus.shared ? staged_factory(device) : nccl_factory();
+}
+
+std::string chosen_comm_backend() { return chosen(); }
+
+void add_extra_commands(CLI::App& app) {
+  CLI::App* run = app.get_subcommand("run");
+  run->add_option("--comm", comm_choice(), kCommHelp)
+      ->check(CLI::IsMember({"auto", "nccl", "staged"}))
+      ->group("Where and how");
+}
 
 int run_extra_command(CLI::App&) { return 0; }
 

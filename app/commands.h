@@ -10,6 +10,8 @@ namespace sextant {
 
 // Kernel communicators for --device (empty for the host: MPI itself).
 CommFactory make_comm_factory(Device device);
+// The backend make_comm_factory chose: "mpi", "nccl" or "mpi-staged".
+std::string chosen_comm_backend();
 // Registers further subcommands on the app.
 void add_extra_commands(CLI::App& app);
 // Runs whichever extra subcommand was parsed; returns its exit code.

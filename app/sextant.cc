@@ -17,6 +17,7 @@
 
 #include "app/commands.h"
 #include "app/plan_command.h"
+#include "harness/blas.h"
 #include "harness/cli.h"
 #include "harness/error.h"
 #include "harness/results.h"
@@ -114,6 +115,7 @@ int do_run(const RunFlags& flags, const std::string& cmdline) {
                                                      : std::filesystem::path(flags.junit).parent_path().string(),
                                                  "--junit");
   CommFactory factory = make_comm_factory(options.device);
+  if (root && !blas_core_warning().empty()) std::cerr << "sextant: warning: " << blas_core_warning() << "\n";
   if (root && !flags.quiet)
     std::cout << "# sextant " << kVersionString << ": " << plan.size() << " case instances at ranks "
               << join(plan_rank_counts(plan), ",") << " of " << world->size() << " (" << device_name(options.device)
@@ -133,7 +135,7 @@ int do_run(const RunFlags& flags, const std::string& cmdline) {
   };
   std::vector<CaseRecord> records = execute_plan(plan, *world, options, hooks, factory);
 
-  nlohmann::json system = describe_system(*world, options.device, factory ? "see cases" : "mpi");
+  nlohmann::json system = describe_system(*world, options.device, chosen_comm_backend());
   int status = 0;
   if (root) {
     for (const CaseRecord& r : records)
@@ -196,6 +198,7 @@ int main(int argc, char** argv) {
   CLI::Option* config =
       run->set_config("--config", "", "Read options from a TOML or INI file (command-line flags win)");
   CLI::App* plan = add_plan_command(app);
+  add_extra_commands(app);  // run --comm (app/commands.cc)
 
   int code = 0;
   try {
@@ -221,7 +224,7 @@ int main(int argc, char** argv) {
     else if (run->parsed()) code = do_run(flags, command_line(argc, argv));
     else if (plan->parsed()) code = run_plan_command();
   } catch (const UsageError& e) {
-    if (rank == 0) std::cerr << "sextant: " << e.what() << "\n";
+    if (rank == 0) std::cerr << "sextant: " << e.what() << "\n" << e.details();
     code = 2;
   } catch (const std::exception& e) {
     // A runtime failure may leave other ranks inside a collective: end the job.

@@ -7,7 +7,8 @@ function(sextant_test name)
     set(T_TIMEOUT 300)
   endif()
   add_test(NAME ${name} COMMAND ${name})
-  set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "unit;${T_LABELS}")
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "unit;${T_LABELS}"
+                       ENVIRONMENT "${SEXTANT_TEST_ENV}")
 endfunction()
 
 # sextant_mpi_test(NAME SOURCES... LIBS... NP n...): a GoogleTest run under
@@ -36,5 +37,5 @@ function(sextant_add_mpi_command test_name np timeout labels)
     LABELS "${labels}"
     PROCESSORS 1
     # OpenMPI refuses root without these; CI containers run as root.
-    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;OPENBLAS_NUM_THREADS=1")
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;${SEXTANT_TEST_ENV}")
 endfunction()

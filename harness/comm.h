@@ -49,6 +49,11 @@ class Communicator {
   virtual int size() const = 0;
   virtual std::string backend() const = 0;  // "mpi", "nccl", ...
   virtual Device device() const = 0;         // where its buffers live
+  // Whether communication runs on its own stream, overlapping compute (nccl).
+  virtual bool overlaps_compute() const { return false; }
+  // False where timings do not represent the hardware (mpi-staged: device
+  // buffers copied through host memory, several ranks on one GPU).
+  virtual bool timings_representative() const { return true; }
 
   virtual void all_reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op) = 0;
   virtual void reduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype, ReduceOp op) = 0;

@@ -23,4 +23,42 @@ void cuda_synchronize();
 // Whether ptr is device memory (false in host-only builds).
 bool is_device_pointer(const void* ptr);
 
+// The GPU this process uses (cudaSetDevice); one per process, chosen before
+// the first allocation (app/commands.cc: node-local rank % visible GPUs).
+void cuda_set_device(int index);
+int cuda_current_device();
+// The 16-byte UUID of the current device (tells physical GPUs apart when
+// each rank sees a different CUDA_VISIBLE_DEVICES).
+std::string cuda_device_uuid();
+
+// Streams, as opaque cudaStream_t handles so host code needs no CUDA header.
+// The compute stream (per thread, current device) is where every op runs
+// (kernels/ops/cuda/cuda_common.h wraps it). It is a blocking stream, so the
+// synchronous copies of the harness (legacy default stream) order with it.
+void* cuda_compute_stream();
+// Side streams (a communicator's own stream) whose work a timed region must
+// include. cuda_join_side_streams makes the compute stream wait for all work
+// issued on them so far (no host wait).
+void cuda_register_side_stream(void* stream);
+void cuda_unregister_side_stream(void* stream);
+void cuda_join_side_streams();
+
+// Times one region of GPU work with a pair of CUDA events on the compute
+// stream (DESIGN.md: GPU regions are timed with events). stop() first joins
+// the side streams, so communication issued in the region is counted, then
+// waits for the end event. Throws in builds without CUDA.
+class CudaRegionTimer {
+ public:
+  CudaRegionTimer();
+  ~CudaRegionTimer();
+  CudaRegionTimer(const CudaRegionTimer&) = delete;
+  CudaRegionTimer& operator=(const CudaRegionTimer&) = delete;
+  void start();
+  double stop();  // seconds from start() until all work issued since is done
+
+ private:
+  void* start_ = nullptr;
+  void* stop_ = nullptr;
+};
+
 }  // namespace sextant

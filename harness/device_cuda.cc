@@ -2,6 +2,8 @@
 #include <cuda_runtime.h>
 
 #include <fstream>
+#include <map>
+#include <mutex>
 
 #include "harness/device.h"
 #include "harness/error.h"
@@ -46,6 +48,104 @@ void cuda_memset_zero(void* ptr, size_t bytes) {
 }
 
 void cuda_synchronize() { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
+
+void cuda_set_device(int index) {
+  int count = cuda_device_count();
+  if (count == 0) throw UsageError("--device cuda: no CUDA device is visible on this machine");
+  if (index < 0 || index >= count) throw RuntimeError(cat("cuda_set_device: device ", index, " of ", count));
+  check(cudaSetDevice(index), "cudaSetDevice");
+}
+
+int cuda_current_device() {
+  int index = 0;
+  check(cudaGetDevice(&index), "cudaGetDevice");
+  return index;
+}
+
+std::string cuda_device_uuid() {
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, cuda_current_device()), "cudaGetDeviceProperties");
+  return std::string(prop.uuid.bytes, sizeof prop.uuid.bytes);
+}
+
+void* cuda_compute_stream() {
+  thread_local cudaStream_t stream = [] {
+    cudaStream_t s = nullptr;
+    // Blocking (not cudaStreamNonBlocking): it orders with the legacy default
+    // stream of cudaMemcpy / cudaMemset, so a harness copy never reads an
+    // unfinished result and a kernel never reads a half-copied input.
+    check(cudaStreamCreate(&s), "cudaStreamCreate");
+    return s;
+  }();
+  return stream;
+}
+
+namespace {
+// Registered side streams, each with the event used to join it.
+struct SideStreams {
+  std::mutex mutex;
+  std::map<cudaStream_t, cudaEvent_t> events;
+};
+SideStreams& side_streams() {
+  static SideStreams s;
+  return s;
+}
+}  // namespace
+
+void cuda_register_side_stream(void* stream) {
+  cudaEvent_t event = nullptr;
+  check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  SideStreams& s = side_streams();
+  std::lock_guard lock(s.mutex);
+  s.events[static_cast<cudaStream_t>(stream)] = event;
+}
+
+void cuda_unregister_side_stream(void* stream) {
+  SideStreams& s = side_streams();
+  std::lock_guard lock(s.mutex);
+  auto it = s.events.find(static_cast<cudaStream_t>(stream));
+  if (it == s.events.end()) return;
+  cudaEventDestroy(it->second);
+  s.events.erase(it);
+}
+
+void cuda_join_side_streams() {
+  auto compute = static_cast<cudaStream_t>(cuda_compute_stream());
+  SideStreams& s = side_streams();
+  std::lock_guard lock(s.mutex);
+  for (auto& [stream, event] : s.events) {
+    check(cudaEventRecord(event, stream), "cudaEventRecord");
+    check(cudaStreamWaitEvent(compute, event, 0), "cudaStreamWaitEvent");
+  }
+}
+
+CudaRegionTimer::CudaRegionTimer() {
+  cudaEvent_t a = nullptr, b = nullptr;
+  check(cudaEventCreate(&a), "cudaEventCreate");
+  check(cudaEventCreate(&b), "cudaEventCreate");
+  start_ = a;
+  stop_ = b;
+}
+
+CudaRegionTimer::~CudaRegionTimer() {
+  cudaEventDestroy(static_cast<cudaEvent_t>(start_));
+  cudaEventDestroy(static_cast<cudaEvent_t>(stop_));
+}
+
+void CudaRegionTimer::start() {
+  check(cudaEventRecord(static_cast<cudaEvent_t>(start_), static_cast<cudaStream_t>(cuda_compute_stream())),
+        "cudaEventRecord");
+}
+
+double CudaRegionTimer::stop() {
+  cuda_join_side_streams();
+  auto end = static_cast<cudaEvent_t>(stop_);
+  check(cudaEventRecord(end, static_cast<cudaStream_t>(cuda_compute_stream())), "cudaEventRecord");
+  check(cudaEventSynchronize(end), "cudaEventSynchronize");
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start_), end), "cudaEventElapsedTime");
+  return 1e-3 * ms;
+}
 
 bool is_device_pointer(const void* ptr) {
   cudaPointerAttributes attributes{};

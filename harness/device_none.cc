@@ -18,6 +18,17 @@ void cuda_copy(void*, const void*, size_t) { no_cuda(); }
 void cuda_memset_zero(void*, size_t) { no_cuda(); }
 void cuda_synchronize() {}
 bool is_device_pointer(const void*) { return false; }
+void cuda_set_device(int) { no_cuda(); }
+int cuda_current_device() { no_cuda(); }
+std::string cuda_device_uuid() { no_cuda(); }
+void* cuda_compute_stream() { no_cuda(); }
+void cuda_register_side_stream(void*) { no_cuda(); }
+void cuda_unregister_side_stream(void*) {}
+void cuda_join_side_streams() {}
+CudaRegionTimer::CudaRegionTimer() { no_cuda(); }
+CudaRegionTimer::~CudaRegionTimer() = default;
+void CudaRegionTimer::start() { no_cuda(); }
+double CudaRegionTimer::stop() { no_cuda(); }
 
 }  // namespace sextant
 

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <thread>
 
+#include "harness/blas.h"
 #include "harness/error.h"
 #include "harness/peaks.h"
 #include "harness/strings.h"
@@ -112,6 +113,7 @@ nlohmann::json describe_system(Communicator& world, Device device, const std::st
                         {"mpi", mpi},
                         {"blas", openblas_get_config()},
                         {"blas_threads", openblas_get_num_threads()},
+                        {"blas_core", blas_core()},
                         {"compiler", kCompiler},
                         {"cuda_built", cuda_built()}};
   for (const auto& [key, value] : cuda_versions()) sys[key] = value;

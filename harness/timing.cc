@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 namespace sextant {
@@ -42,20 +43,34 @@ void to_json(nlohmann::json& j, const TimeStats& s) {
        {"max", s.max},       {"mean", s.mean},     {"cv_pct", s.cv_pct}, {"iters", s.iters}, {"warmup", s.warmup}};
 }
 
+IterationClock wall_clock(std::function<void()> sync) {
+  auto start = std::make_shared<double>(0.0);
+  return {[start] { *start = now_seconds(); },
+          [start, sync = std::move(sync)] {
+            if (sync) sync();
+            return now_seconds() - *start;
+          }};
+}
+
 TimeStats time_iterations(Communicator& comm, const TimingPlan& plan, const std::function<void()>& fn,
                           const std::function<void()>& sync) {
+  return time_iterations(comm, plan, fn, wall_clock(sync));
+}
+
+TimeStats time_iterations(Communicator& comm, const TimingPlan& plan, const std::function<void()>& fn,
+                          const IterationClock& clock) {
   for (int i = 0; i < plan.warmup; ++i) {
     comm.barrier();
+    clock.start();
     fn();
-    if (sync) sync();
+    clock.stop();
   }
   std::vector<double> samples(static_cast<size_t>(plan.iters));
   for (int i = 0; i < plan.iters; ++i) {
     comm.barrier();
-    double start = now_seconds();
+    clock.start();
     fn();
-    if (sync) sync();
-    samples[i] = now_seconds() - start;
+    samples[i] = clock.stop();
   }
   // Stats traffic must not pollute the case's communication counters.
   CommStats saved = comm.stats();

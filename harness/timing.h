@@ -33,6 +33,19 @@ struct TimingPlan {
 TimeStats time_iterations(Communicator& comm, const TimingPlan& plan, const std::function<void()>& fn,
                           const std::function<void()>& sync = {});
 
+// How one iteration is measured: start() just before fn, stop() just after
+// it, returning the seconds the iteration took once its work is complete.
+// GPU runs use CUDA events on the compute stream (CudaRegionTimer).
+struct IterationClock {
+  std::function<void()> start;
+  std::function<double()> stop;
+};
+// The wall clock, with `sync` (may be empty) run before reading it.
+IterationClock wall_clock(std::function<void()> sync = {});
+// As above, measured by `clock`.
+TimeStats time_iterations(Communicator& comm, const TimingPlan& plan, const std::function<void()>& fn,
+                          const IterationClock& clock);
+
 // Monotonic wall clock in seconds.
 inline double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();

@@ -81,6 +81,7 @@ class ScheduleError : public UsageError {
       : UsageError(message), grid_(std::move(grid)), marks_(std::move(marks)) {}
   const std::string& grid() const { return grid_; }
   const std::vector<GridMark>& marks() const { return marks_; }
+  std::string details() const override { return grid_; }
 
  private:
   std::string grid_;

@@ -1,5 +1,6 @@
 #include "kernels/ops/cuda/cuda_common.h"
 
+#include "harness/device.h"
 #include "harness/error.h"
 #include "harness/strings.h"
 
@@ -14,14 +15,9 @@ void check_cublas(cublasStatus_t status, const char* what) {
 }
 
 cudaStream_t compute_stream() {
-  thread_local cudaStream_t stream = [] {
-    cudaStream_t s = nullptr;
-    // A blocking stream: it orders with the legacy default stream that the
-    // harness uses for copies, so a copy never reads an unfinished result.
-    check_cuda(cudaStreamCreate(&s), "cudaStreamCreate");
-    return s;
-  }();
-  return stream;
+  // Owned by the harness, so its region timer and communicators order
+  // against the same stream the ops run on.
+  return static_cast<cudaStream_t>(cuda_compute_stream());
 }
 
 cublasHandle_t cublas_handle() {

@@ -9,7 +9,8 @@ namespace sextant::ops::cuda {
 
 void check_cuda(cudaError_t status, const char* what);
 void check_cublas(cublasStatus_t status, const char* what);
-// The stream every op runs on (per thread, current device).
+// The stream every op runs on (per thread, current device): the harness's
+// cuda_compute_stream(). Communicators order against it with events.
 cudaStream_t compute_stream();
 // A cuBLAS handle bound to compute_stream().
 cublasHandle_t cublas_handle();

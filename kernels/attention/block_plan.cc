@@ -1,0 +1,55 @@
+#include <time.h>
+
+#include "kernels/attention/kv_exchange.h"
+
+namespace sextant::cp {
+
+namespace {
+
+// The key positions the kernel believes in for member k_member's block, seen
+// from q_member. Under the planted off-by-one, blocks received from other
+// members sit one position early: where such a block starts right after a
+// query row, that row also sees the block's first key (one pair per block
+// boundary; the member's own block stays exact).
+std::vector<int64_t> key_positions(const BlockPlan& plan, int q_member, int k_member) {
+  std::vector<int64_t> pos = plan.positions.at(k_member);
+  if (plan.faults.mask_off_by_one && k_member != q_member)
+    for (int64_t& p : pos) p -= 1;
+  return pos;
+}
+
+double cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+}  // namespace
+
+ops::AttentionMask BlockPlan::mask(int q_member, int k_member) const {
+  if (!causal) return ops::AttentionMask::none();
+  return ops::AttentionMask::causal_positions(positions.at(q_member), key_positions(*this, q_member, k_member));
+}
+
+ops::AttentionMask BlockPlan::mask_all(int q_member) const {
+  if (!causal) return ops::AttentionMask::none();
+  std::vector<int64_t> keys;
+  for (int m = 0; m < static_cast<int>(positions.size()); ++m) {
+    std::vector<int64_t> mine = key_positions(*this, q_member, m);
+    keys.insert(keys.end(), mine.begin(), mine.end());
+  }
+  return ops::AttentionMask::causal_positions(positions.at(q_member), std::move(keys));
+}
+
+void count_work(Stats* stats, int64_t scores, const ops::AttentionMask& mask, const Tensor& q, const Tensor& k) {
+  if (!stats) return;
+  stats->scores += scores;
+  stats->pairs += ops::visible_pairs(mask, q.dim(1), k.dim(1)) * q.dim(0) * q.dim(2);
+}
+
+ComputeTimer::ComputeTimer(Stats* stats) : stats_(stats), start_(stats ? cpu_seconds() : 0) {}
+ComputeTimer::~ComputeTimer() {
+  if (stats_) stats_->compute_s += cpu_seconds() - start_;
+}
+
+}  // namespace sextant::cp

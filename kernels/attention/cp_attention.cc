@@ -1,0 +1,127 @@
+#include "kernels/attention/cp_attention.h"
+
+#include <algorithm>
+
+#include "harness/error.h"
+#include "harness/strings.h"
+#include "kernels/attention/kv_exchange.h"
+#include "kernels/attention/ulysses.h"
+
+namespace sextant::cp {
+
+const std::vector<std::string>& Faults::names() {
+  static const std::vector<std::string> names = {"ring_skip_step", "lse_add",          "mask_off_by_one",
+                                                 "zigzag_order",   "dkv_not_returned", "ulysses_swap"};
+  return names;
+}
+
+Faults Faults::parse(const std::string& name) {
+  Faults f;
+  if (name.empty()) return f;
+  if (name == "ring_skip_step") f.ring_skips_last_step = true;
+  else if (name == "lse_add") f.lse_added = true;
+  else if (name == "mask_off_by_one") f.mask_off_by_one = true;
+  else if (name == "zigzag_order") f.zigzag_order_swapped = true;
+  else if (name == "dkv_not_returned") f.dkv_not_returned = true;
+  else if (name == "ulysses_swap") f.ulysses_swapped = true;
+  else throw UsageError(cat("--fault '", name, "' is not an attention fault (known: ", join(names(), ", "), ")"));
+  return f;
+}
+
+bool Faults::any() const {
+  return ring_skips_last_step || lse_added || mask_off_by_one || zigzag_order_swapped || dkv_not_returned ||
+         ulysses_swapped;
+}
+
+namespace {
+
+struct Geometry {
+  int a2a_size = 1, a2a_rank = 0, kv_size = 1, kv_rank = 0;
+  int cp() const { return a2a_size * kv_size; }
+  int cp_rank() const { return kv_rank * a2a_size + a2a_rank; }
+};
+
+Geometry geometry_of(const Comms& comms) {
+  Geometry g;
+  if (comms.a2a) g.a2a_size = comms.a2a->size(), g.a2a_rank = comms.a2a->rank();
+  if (comms.kv) g.kv_size = comms.kv->size(), g.kv_rank = comms.kv->rank();
+  return g;
+}
+
+// The chunks of CP rank c as the kernel believes them (the planted zigzag
+// fault swaps a rank's two chunks).
+std::vector<Chunk> chunks_of(const Options& o, int cp, int c) {
+  std::vector<Chunk> chunks = shard_chunks(o.layout, o.seq, cp, c);
+  if (o.faults.zigzag_order_swapped) std::reverse(chunks.begin(), chunks.end());
+  return chunks;
+}
+
+// Positions of each kv member's rows: after the Ulysses stage a member holds
+// the rows of its whole a2a group (A consecutive CP ranks), in group order.
+BlockPlan plan_for(const Options& o, const Geometry& g, Stats* stats) {
+  BlockPlan plan{o.causal, MemberPositions(g.kv_size), o.faults, stats};
+  for (int m = 0; m < g.kv_size; ++m)
+    for (int a = 0; a < g.a2a_size; ++a) {
+      std::vector<int64_t> rows = positions_of(chunks_of(o, g.cp(), m * g.a2a_size + a));
+      plan.positions[m].insert(plan.positions[m].end(), rows.begin(), rows.end());
+    }
+  return plan;
+}
+
+void check_inputs(const char* op, const Options& o, const Geometry& g, const Tensor& q, const Tensor& k,
+                  const Tensor& v) {
+  for (const Tensor* t : {&q, &k, &v})
+    if (!t->defined() || !t->is_host() || t->ndim() != 4)
+      throw RuntimeError(cat(op, ": q, k, v must be host tensors [b, n, h, d] (the CUDA path comes later)"));
+  if (q.dim(1) * g.cp() != o.seq || k.dim(1) != q.dim(1) || v.shape() != k.shape())
+    throw RuntimeError(cat(op, ": q ", shape_string(q.shape()), ", k ", shape_string(k.shape()), " do not hold seq ",
+                           o.seq, " / cp ", g.cp(), " rows"));
+}
+
+Tensor scatter(const Comms& c, const Options& o, const Tensor& x) {
+  return c.a2a ? scatter_heads(*c.a2a, x, o.faults.ulysses_swapped) : x;
+}
+
+}  // namespace
+
+Forward cp_attention_forward(const Comms& comms, const Options& o, const Tensor& q, const Tensor& k, const Tensor& v,
+                             Stats* stats) {
+  const Geometry g = geometry_of(comms);
+  check_inputs("cp_attention_forward", o, g, q, k, v);
+  const BlockPlan plan = plan_for(o, g, stats);
+  // [b, n, h, d] -> [b, A n, h/A, d]
+  const Tensor q2 = scatter(comms, o, q), k2 = scatter(comms, o, k), v2 = scatter(comms, o, v);
+  ops::AttentionOut part = comms.kv && o.kv_exchange == KvExchange::allgather
+                               ? allgather_forward(*comms.kv, q2, k2, v2, plan)
+                               : ring_forward(comms.kv, q2, k2, v2, plan);
+  Tensor out = part.out.to(q.dtype());  // round once, before the inverse all-to-all
+  if (!comms.a2a) return {out, part.lse};
+  return {gather_heads(*comms.a2a, out), gather_heads_stat(*comms.a2a, part.lse)};
+}
+
+Grads cp_attention_backward(const Comms& comms, const Options& o, const Tensor& q, const Tensor& k, const Tensor& v,
+                            const Tensor& out, const Tensor& lse, const Tensor& dout, Stats* stats) {
+  const Geometry g = geometry_of(comms);
+  check_inputs("cp_attention_backward", o, g, q, k, v);
+  const BlockPlan plan = plan_for(o, g, stats);
+  Tensor delta;  // [b, hq, n] = rowsum(dout * out), before the heads move
+  {
+    ComputeTimer timer(stats);
+    delta = ops::attention_delta(out, dout);
+  }
+  // The backward is stateless: it redoes the forward's all-to-all of q, k, v
+  // instead of keeping the head-scattered copies alive between the passes.
+  const Tensor q2 = scatter(comms, o, q), k2 = scatter(comms, o, k), v2 = scatter(comms, o, v);
+  const Tensor dout2 = scatter(comms, o, dout);
+  const Tensor lse2 = comms.a2a ? scatter_heads_stat(*comms.a2a, lse) : lse;
+  const Tensor delta2 = comms.a2a ? scatter_heads_stat(*comms.a2a, delta) : delta;
+  ops::AttentionGrads grads = comms.kv && o.kv_exchange == KvExchange::allgather
+                                  ? allgather_backward(*comms.kv, q2, k2, v2, dout2, lse2, delta2, plan)
+                                  : ring_backward(comms.kv, q2, k2, v2, dout2, lse2, delta2, plan);
+  Grads result{grads.dq.to(q.dtype()), grads.dk.to(k.dtype()), grads.dv.to(v.dtype())};
+  if (!comms.a2a) return result;
+  return {gather_heads(*comms.a2a, result.dq), gather_heads(*comms.a2a, result.dk),
+          gather_heads(*comms.a2a, result.dv)};
+}
+
+}  // namespace sextant::cp

@@ -1,0 +1,104 @@
+// Context-parallel attention: the sequence is sharded over the CP group and
+// every query row still attends to every key row it may see. One entry point
+// composes the variants from two stages:
+//
+//   1. Ulysses (a2a), optional: an all-to-all over the a2a group scatters
+//      the heads and gathers the sequence, [b, n, h, d] -> [b, A n, h/A, d]
+//      (DeepSpeed-Ulysses); the inverse all-to-all brings the output back.
+//   2. KV exchange over the kv group, for the rows the rank now holds:
+//        ring       p2p: K/V blocks travel around the ring with isend/irecv,
+//                   the next block in flight while the current one is
+//                   computed; partial results merge by LSE. Backward sends
+//                   the dK/dV accumulators along with their blocks so they
+//                   are home after a full turn (Liu et al. 2023; TE).
+//        allgather  all-gather K/V, attend locally, reduce-scatter dK/dV
+//                   (Llama 3).
+//      With no kv group the rank attends to its own rows (local attention).
+//
+//   variant     a2a group      kv group
+//   p2p         -              CP, ring
+//   allgather   -              CP, allgather
+//   a2a         CP             -
+//   a2a+p2p     A consecutive  cp/A, ring      (cp = a2a_size x p2p_size)
+//
+// Causal masks use the global positions of the rows (layout.h), so the same
+// code serves contiguous and zigzag shards. Tensor parallelism composes from
+// outside: each TP rank passes its own heads.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "harness/comm.h"
+#include "harness/tensor.h"
+#include "kernels/attention/layout.h"
+
+namespace sextant::cp {
+
+// Planted faults (DESIGN.md: a suite is only as good as the faults it
+// catches). Each one is a bug a real implementation could have.
+struct Faults {
+  bool ring_skips_last_step = false;   // ring_skip_step: the ring stops one block short
+  bool lse_added = false;              // lse_add: partial LSEs merged by adding, not log-sum-exp
+  bool mask_off_by_one = false;        // mask_off_by_one: the causal mask is off by one at block
+                                       //   boundaries: blocks from other members sit one position early,
+                                       //   so the row before a block sees its first key
+  bool zigzag_order_swapped = false;   // zigzag_order: the kernel places a rank's two chunks in
+                                       //   swapped order
+  bool dkv_not_returned = false;       // dkv_not_returned: the dK/dV accumulators skip their last hop
+                                       //   and stay on the rank before their owner
+  bool ulysses_swapped = false;        // ulysses_swap: the all-to-all reads its blocks with the
+                                       //   heads and sequence dims swapped
+
+  static const std::vector<std::string>& names();
+  static Faults parse(const std::string& name);  // "" -> none; unknown -> UsageError
+  bool any() const;
+};
+
+enum class KvExchange { ring, allgather };
+
+struct Options {
+  bool causal = false;
+  Layout layout = Layout::contiguous;
+  int64_t seq = 0;  // global sequence length
+  KvExchange kv_exchange = KvExchange::ring;
+  Faults faults;
+};
+
+// The groups a rank runs in (null: stage absent). With a2a size A and kv size
+// P the CP group has A*P ranks and CP rank c = (kv rank) * A + (a2a rank): an
+// a2a group is A consecutive CP ranks.
+struct Comms {
+  Communicator* a2a = nullptr;
+  Communicator* kv = nullptr;
+};
+
+// What a call did, accumulated over calls: compute is the attention math
+// (block kernels, merges, accumulator adds) in CPU seconds of this process,
+// so ranks sharing a core still report their own work.
+struct Stats {
+  double compute_s = 0;
+  int64_t scores = 0;  // score entries computed (tiles not fully masked; includes masked waste)
+  int64_t pairs = 0;   // visible (query, key) pairs x batch x heads: the work the layout hands out
+};
+
+struct Forward {
+  Tensor out;  // [b, n, hq, d] in the dtype of q
+  Tensor lse;  // [b, hq, n] f32
+};
+struct Grads {
+  Tensor dq;      // [b, n, hq, d] in the dtype of q
+  Tensor dk, dv;  // [b, n, hk, d]
+};
+
+// q: [b, n, hq, d]; k, v: [b, n, hk, d] — this rank's rows (layout order,
+// n = seq / cp) and heads.
+Forward cp_attention_forward(const Comms& comms, const Options& options, const Tensor& q, const Tensor& k,
+                             const Tensor& v, Stats* stats = nullptr);
+
+// out, lse from the forward; dout: [b, n, hq, d].
+Grads cp_attention_backward(const Comms& comms, const Options& options, const Tensor& q, const Tensor& k,
+                            const Tensor& v, const Tensor& out, const Tensor& lse, const Tensor& dout,
+                            Stats* stats = nullptr);
+
+}  // namespace sextant::cp

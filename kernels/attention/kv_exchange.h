@@ -1,0 +1,61 @@
+// Stage 2 of cp_attention.h: the KV exchange over the kv group, for the rows
+// a rank holds. Inputs and outputs of one member:
+//   q, dout: [b, n, hq, d];  k, v: [b, n, hk, d]   (storage dtype)
+//   out: [b, n, hq, d] f32;  lse, delta: [b, hq, n] f32;  dq, dk, dv f32.
+// A null group means a group of one: the rank attends to its own rows.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "harness/comm.h"
+#include "kernels/attention/cp_attention.h"
+#include "kernels/ops/attention_block.h"
+
+namespace sextant::cp {
+
+// Global positions of the rows of every kv-group member, in member order.
+using MemberPositions = std::vector<std::vector<int64_t>>;
+
+// What every block computation of a stage needs.
+struct BlockPlan {
+  bool causal = false;
+  MemberPositions positions;
+  Faults faults;
+  Stats* stats = nullptr;
+
+  // Mask of member q_member's queries against member k_member's keys.
+  ops::AttentionMask mask(int q_member, int k_member) const;
+  // Mask of member q_member's queries against the keys of all members in order.
+  ops::AttentionMask mask_all(int q_member) const;
+};
+
+// Adds one block's work to stats (may be null): its score entries computed
+// and its visible pairs (q: [b, sq, hq, d], k: [b, sk, hk, d]).
+void count_work(Stats* stats, int64_t scores, const ops::AttentionMask& mask, const Tensor& q, const Tensor& k);
+
+// Adds the CPU seconds of its scope to stats->compute_s (stats may be null).
+class ComputeTimer {
+ public:
+  explicit ComputeTimer(Stats* stats);
+  ~ComputeTimer();
+  ComputeTimer(const ComputeTimer&) = delete;
+  ComputeTimer& operator=(const ComputeTimer&) = delete;
+
+ private:
+  Stats* stats_;
+  double start_;
+};
+
+ops::AttentionOut ring_forward(Communicator* ring, const Tensor& q, const Tensor& k, const Tensor& v,
+                               const BlockPlan& plan);
+ops::AttentionGrads ring_backward(Communicator* ring, const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Tensor& dout, const Tensor& lse, const Tensor& delta, const BlockPlan& plan);
+
+ops::AttentionOut allgather_forward(Communicator& group, const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const BlockPlan& plan);
+ops::AttentionGrads allgather_backward(Communicator& group, const Tensor& q, const Tensor& k, const Tensor& v,
+                                       const Tensor& dout, const Tensor& lse, const Tensor& delta,
+                                       const BlockPlan& plan);
+
+}  // namespace sextant::cp

@@ -1,0 +1,16 @@
+// Reorders blocks of a tensor: the copy behind every all-to-all and
+// all-gather layout change of CP attention (rows of the last dim move whole).
+#pragma once
+
+#include <vector>
+
+#include "harness/tensor.h"
+
+namespace sextant::cp {
+
+// x viewed as `view` (same element count, any dtype); returns a new tensor
+// whose dim i is view dim order[i]. The last dim must stay last.
+//   permute_rows(x, {b, n, P, h, d}, {2, 0, 1, 3, 4}) -> [P, b, n, h, d]
+Tensor permute_rows(const Tensor& x, const Shape& view, const std::vector<int>& order);
+
+}  // namespace sextant::cp

@@ -1,0 +1,136 @@
+// Ring attention (p2p): member r starts with its own K/V block; at step i it
+// holds the block of member r - i, computes its queries against it, and
+// meanwhile passes the block on to r + 1 and receives the next from r - 1
+// (isend/irecv posted before the compute, waited after it). After P steps
+// every query has seen every key; partial results merge by their LSE.
+//
+// Backward recomputes each block with the final O and LSE. dQ accumulates
+// locally; the dK/dV accumulator of a block travels with it: member r adds its
+// contribution and sends the sum to r + 1 while computing the next step, and
+// one last hop after the final step takes every accumulator home.
+#include <algorithm>
+#include <limits>
+
+#include "kernels/attention/kv_exchange.h"
+
+namespace sextant::cp {
+
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+enum Tag { kTagK = 0, kTagV = 1, kTagDk = 2, kTagDv = 3 };
+
+// Sends `mine` to the next member and receives the previous member's into
+// `incoming` (allocated like `mine`); the caller waits on the requests.
+std::vector<RequestPtr> pass_on(Communicator& ring, const std::vector<const Tensor*>& mine,
+                                const std::vector<Tensor*>& incoming, int first_tag) {
+  const int n = ring.size(), next = (ring.rank() + 1) % n, prev = (ring.rank() + n - 1) % n;
+  std::vector<RequestPtr> requests;
+  ring.group_start();
+  for (size_t i = 0; i < mine.size(); ++i) {
+    *incoming[i] = Tensor::empty(mine[i]->shape(), mine[i]->dtype(), mine[i]->device());
+    requests.push_back(ring.irecv(incoming[i]->raw(), static_cast<size_t>(mine[i]->numel()), mine[i]->dtype(), prev,
+                                  first_tag + static_cast<int>(i)));
+  }
+  for (size_t i = 0; i < mine.size(); ++i)
+    requests.push_back(ring.isend(mine[i]->raw(), static_cast<size_t>(mine[i]->numel()), mine[i]->dtype(), next,
+                                  first_tag + static_cast<int>(i)));
+  ring.group_end();
+  return requests;
+}
+
+// Planted fault: the LSEs are added instead of combined by log-sum-exp (the
+// output weights still come from the stable merge, so only later merges and
+// the backward see the damage).
+void merge_adding_lse(Tensor& out, Tensor& lse, const Tensor& out_b, const Tensor& lse_b) {
+  const Tensor before = lse.clone();
+  ops::attention_merge(out, lse, out_b, lse_b);
+  float* l = lse.data<float>();
+  const float* a = before.data<float>();
+  const float* b = lse_b.data<float>();
+  for (int64_t i = 0; i < lse.numel(); ++i)
+    if (a[i] != kNegInf && b[i] != kNegInf) l[i] = a[i] + b[i];
+}
+
+void add_into(Tensor& acc, const Tensor& x) {
+  float* a = acc.data<float>();
+  const float* b = x.data<float>();
+  for (int64_t i = 0; i < acc.numel(); ++i) a[i] += b[i];
+}
+
+}  // namespace
+
+ops::AttentionOut ring_forward(Communicator* ring, const Tensor& q, const Tensor& k, const Tensor& v,
+                               const BlockPlan& plan) {
+  const int members = ring ? ring->size() : 1, me = ring ? ring->rank() : 0;
+  // acc: out [b, n, hq, d] f32 and lse [b, hq, n], empty (-inf) until a block is merged
+  ops::AttentionOut acc{Tensor::zeros(q.shape(), DType::f32),
+                        Tensor::empty({q.dim(0), q.dim(2), q.dim(1)}, DType::f32)};
+  float* lse = acc.lse.data<float>();
+  std::fill(lse, lse + acc.lse.numel(), kNegInf);
+  Tensor k_cur = k, v_cur = v;
+  const int steps = plan.faults.ring_skips_last_step ? members - 1 : members;
+  for (int step = 0; step < steps; ++step) {
+    const int src = (me - step + members) % members;  // whose K/V block this is
+    Tensor k_next, v_next;
+    std::vector<RequestPtr> inflight;
+    if (step + 1 < members) inflight = pass_on(*ring, {&k_cur, &v_cur}, {&k_next, &v_next}, kTagK);
+    const ops::AttentionMask mask = plan.mask(me, src);
+    if (ops::visibility(mask) != ops::Visibility::none) {
+      ComputeTimer timer(plan.stats);
+      ops::AttentionOut part = ops::attention_block_forward(q, k_cur, v_cur, mask, DType::f32);
+      count_work(plan.stats, part.scores, mask, q, k_cur);
+      if (plan.faults.lse_added) merge_adding_lse(acc.out, acc.lse, part.out, part.lse);
+      else ops::attention_merge(acc.out, acc.lse, part.out, part.lse);
+    }
+    wait_all(inflight);
+    if (step + 1 < members) k_cur = k_next, v_cur = v_next;
+  }
+  return acc;
+}
+
+ops::AttentionGrads ring_backward(Communicator* ring, const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Tensor& dout, const Tensor& lse, const Tensor& delta, const BlockPlan& plan) {
+  const int members = ring ? ring->size() : 1, me = ring ? ring->rank() : 0;
+  ops::AttentionGrads grads{Tensor::zeros(q.shape(), DType::f32), {}, {}};
+  Tensor k_cur = k, v_cur = v;
+  // f32 [b, n, hk, d]: the accumulators of the block held last step
+  Tensor dk_acc = Tensor::zeros(k.shape(), DType::f32), dv_acc = Tensor::zeros(k.shape(), DType::f32);
+  const int steps = plan.faults.ring_skips_last_step ? members - 1 : members;
+  for (int step = 0; step < steps; ++step) {
+    const int src = (me - step + members) % members;
+    Tensor k_next, v_next, dk_in, dv_in;
+    std::vector<RequestPtr> inflight;
+    if (step + 1 < members) inflight = pass_on(*ring, {&k_cur, &v_cur}, {&k_next, &v_next}, kTagK);
+    if (step > 0)  // last step's accumulators move on with their block, which the next member now holds
+      for (RequestPtr& r : pass_on(*ring, {&dk_acc, &dv_acc}, {&dk_in, &dv_in}, kTagDk))
+        inflight.push_back(std::move(r));
+    Tensor dk_step = Tensor::zeros(k.shape(), DType::f32), dv_step = Tensor::zeros(k.shape(), DType::f32);
+    const ops::AttentionMask mask = plan.mask(me, src);
+    if (ops::visibility(mask) != ops::Visibility::none) {
+      ComputeTimer timer(plan.stats);
+      const int64_t scores = ops::attention_block_backward_accumulate(q, k_cur, v_cur, dout, lse, delta, mask,
+                                                                      grads.dq, dk_step, dv_step);
+      count_work(plan.stats, scores, mask, q, k_cur);
+    }
+    wait_all(inflight);
+    if (step > 0) {
+      ComputeTimer timer(plan.stats);
+      add_into(dk_step, dk_in);
+      add_into(dv_step, dv_in);
+    }
+    dk_acc = dk_step, dv_acc = dv_step;
+    if (step + 1 < members) k_cur = k_next, v_cur = v_next;
+  }
+  // The accumulators now belong to the next member: one more hop takes them home.
+  if (members > 1 && !plan.faults.dkv_not_returned) {
+    Tensor dk_home, dv_home;
+    std::vector<RequestPtr> home = pass_on(*ring, {&dk_acc, &dv_acc}, {&dk_home, &dv_home}, kTagDk);
+    wait_all(home);
+    dk_acc = dk_home, dv_acc = dv_home;
+  }
+  grads.dk = dk_acc, grads.dv = dv_acc;
+  return grads;
+}
+
+}  // namespace sextant::cp

@@ -1,0 +1,41 @@
+#include "kernels/moe/experts.h"
+
+#include "kernels/ops/gelu.h"
+#include "kernels/ops/gemm.h"
+
+namespace sextant::moe {
+
+namespace {
+Tensor as_f32(const Tensor& t) { return t.dtype() == DType::f32 ? t : t.to(DType::f32); }
+}  // namespace
+
+Tensor expert_forward(const Tensor& in, const Tensor& w1, const Tensor& w2, ExpertSaved& saved) {
+  const int64_t n = in.dim(0), h = in.dim(1), f = w1.dim(1);
+  saved.in = in;
+  saved.a = Tensor::empty({n, f}, in.dtype());
+  saved.g = Tensor::empty({n, f}, in.dtype());
+  Tensor out = Tensor::empty({n, h}, in.dtype());
+  if (n == 0) return out;
+  ops::gemm(in, false, w1, false, saved.a);   // a: [n, f] = in [n, h] W1 [h, f]
+  ops::gelu_forward(saved.a, saved.g);        // g: [n, f]
+  ops::gemm(saved.g, false, w2, false, out);  // out: [n, h] = g [n, f] W2 [f, h]
+  return out;
+}
+
+ExpertGrads expert_backward(const Tensor& dout, const ExpertSaved& saved, const Tensor& w1, const Tensor& w2) {
+  const int64_t n = dout.dim(0), h = dout.dim(1), f = w1.dim(1);
+  ExpertGrads g{Tensor::empty({n, h}, dout.dtype()), Tensor::zeros({h, f}, DType::f32),
+                Tensor::zeros({f, h}, DType::f32)};
+  if (n == 0) return g;
+  Tensor dg = Tensor::empty({n, f}, dout.dtype());
+  ops::gemm(dout, false, w2, true, dg);  // dg: [n, f] = dout [n, h] W2^T
+  Tensor da = Tensor::empty({n, f}, dout.dtype());
+  ops::gelu_backward(dg, saved.a, da);   // da: [n, f]
+  ops::gemm(da, false, w1, true, g.din);  // din: [n, h] = da [n, f] W1^T
+  const Tensor dout32 = as_f32(dout), da32 = as_f32(da);
+  ops::gemm(as_f32(saved.g), true, dout32, false, g.dw2);  // dW2: [f, h] = g^T dout
+  ops::gemm(as_f32(saved.in), true, da32, false, g.dw1);   // dW1: [h, f] = in^T da
+  return g;
+}
+
+}  // namespace sextant::moe

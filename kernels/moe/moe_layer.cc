@@ -1,0 +1,144 @@
+#include "kernels/moe/moe_layer.h"
+
+#include <algorithm>
+
+#include "harness/error.h"
+#include "harness/strings.h"
+#include "kernels/moe/dispatcher_common.h"
+#include "kernels/ops/gemm.h"
+
+namespace sextant::moe {
+
+const std::vector<std::string>& MoeFaults::names() {
+  static const std::vector<std::string> n = {"wrong_rank", "combine_no_probs", "unpermute_order", "no_edp_reduce",
+                                             "capacity_drop"};
+  return n;
+}
+
+MoeFaults MoeFaults::parse(const std::string& name) {
+  MoeFaults f;
+  if (name.empty()) return f;
+  if (name == "wrong_rank") f.wrong_rank = true;
+  else if (name == "combine_no_probs") f.combine_without_probs = true;
+  else if (name == "unpermute_order") f.unpermute_wrong_order = true;
+  else if (name == "no_edp_reduce") f.skip_edp_reduce = true;
+  else if (name == "capacity_drop") f.capacity_wrong_drop = true;
+  else throw UsageError(cat("--fault '", name, "' must be one of ", join(names(), ", ")));
+  return f;
+}
+
+bool MoeFaults::any() const {
+  return wrong_rank || combine_without_probs || unpermute_wrong_order || skip_edp_reduce || capacity_wrong_drop;
+}
+
+namespace {
+Tensor as_f32(const Tensor& t) { return t.dtype() == DType::f32 ? t : t.to(DType::f32); }
+Tensor as_dtype(const Tensor& t, DType dtype) { return t.dtype() == dtype ? t : t.to(dtype); }
+}  // namespace
+
+MoeLayer::MoeLayer(const MoeOptions& options, const MoeComms& comms, MoeWeights weights)
+    : options_(options), comms_(comms), weights_(std::move(weights)) {
+  if (!comms.tokens || !comms.ep || !comms.etp || !comms.edp)
+    throw RuntimeError("MoeLayer: the token, EP, ETP and EDP communicators are required");
+  const int local = options.router.experts / comms.ep->size();
+  if (static_cast<int>(weights_.w1.size()) != local || static_cast<int>(weights_.w2.size()) != local)
+    throw RuntimeError(cat("MoeLayer: ", weights_.w1.size(), " / ", weights_.w2.size(), " expert weights for ", local,
+                           " local experts"));
+  options_.router.fault_wrong_drop = options.faults.capacity_wrong_drop;
+  const DispatchFaults df{options.faults.wrong_rank, options.faults.combine_without_probs,
+                          options.faults.unpermute_wrong_order};
+  dispatcher_ = make_dispatcher(options.dispatcher, {comms.ep, comms.etp}, options.router.experts, df);
+}
+
+Tensor MoeLayer::forward(const Tensor& x) {
+  const double start = now_seconds();
+  times_ = {};
+  dispatcher_->reset_stats();
+  x_ = x;
+  {
+    Stopwatch watch(times_.router_s);
+    routing_ = route(x, weights_.router, options_.router, *comms_.tokens);
+  }
+  std::vector<Tensor> in = dispatcher_->dispatch(x, routing_);
+  std::vector<Tensor> out(in.size());
+  saved_.assign(in.size(), {});
+  {
+    Stopwatch watch(times_.experts_s);
+    for (size_t l = 0; l < in.size(); ++l) {
+      out[l] = expert_forward(in[l], weights_.w1[l], weights_.w2[l], saved_[l]);
+      times_.expert_flops += expert_flops(in[l].dim(0), in[l].dim(1), weights_.w1[l].dim(1));
+    }
+  }
+  Tensor y = dispatcher_->combine(out);
+  times_.forward_s = now_seconds() - start;
+  return y;
+}
+
+MoeGrads MoeLayer::backward(const Tensor& dy) {
+  const double start = now_seconds();
+  const DType dtype = dy.dtype();
+  std::vector<float> dprob(static_cast<size_t>(routing_.slots.slots()), 0.0f);
+  std::vector<Tensor> dout = dispatcher_->combine_backward(dy, dprob);
+  std::vector<Tensor> din(dout.size()), dw1(dout.size()), dw2(dout.size());
+  {
+    Stopwatch watch(times_.experts_s);
+    for (size_t l = 0; l < dout.size(); ++l) {
+      ExpertGrads g = expert_backward(dout[l], saved_[l], weights_.w1[l], weights_.w2[l]);
+      din[l] = g.din;
+      dw1[l] = g.dw1;
+      dw2[l] = g.dw2;
+    }
+  }
+  Tensor dx = dispatcher_->dispatch_backward(din);
+  MoeGrads grads;
+  Tensor drouter = Tensor::zeros(weights_.router.shape(), DType::f32);
+  {
+    Stopwatch watch(times_.router_s);
+    const Tensor dlogits = router_logits_grad(routing_, dprob, options_.router);  // [T, E]
+    grads.dx = router_input_grad(dlogits, dx);
+    ops::gemm(as_f32(x_), true, dlogits, false, drouter);  // dW_r: [h, E] = x^T dlogits
+  }
+  {
+    Stopwatch watch(times_.grad_reduce_s);
+    comms_.tokens->all_reduce(drouter, ReduceOp::sum);
+    reduce_expert_grads(dw1, dw2);
+  }
+  grads.router = as_dtype(drouter, weights_.router.dtype());
+  for (size_t l = 0; l < dw1.size(); ++l) {
+    grads.w1.push_back(as_dtype(dw1[l], dtype));
+    grads.w2.push_back(as_dtype(dw2[l], dtype));
+  }
+  times_.backward_s = now_seconds() - start;
+  times_.dispatch = dispatcher_->stats();
+  return grads;
+}
+
+// dx + dlogits W_r^T, accumulated in f32: dlogits [T, E], W_r [h, E], dx [T, h].
+Tensor MoeLayer::router_input_grad(const Tensor& dlogits, Tensor dx) {
+  Tensor acc = dx.dtype() == DType::f32 ? dx : dx.to(DType::f32);
+  ops::gemm(dlogits, false, as_f32(weights_.router), true, acc, 1.0f, 1.0f);
+  return as_dtype(acc, dx.dtype());
+}
+
+// One all-reduce over EDP of every local expert's f32 gradients, packed.
+void MoeLayer::reduce_expert_grads(std::vector<Tensor>& dw1, std::vector<Tensor>& dw2) {
+  if (comms_.edp->size() == 1 || options_.faults.skip_edp_reduce) return;
+  std::vector<Tensor*> parts;
+  for (size_t l = 0; l < dw1.size(); ++l) {
+    parts.push_back(&dw1[l]);
+    parts.push_back(&dw2[l]);
+  }
+  int64_t total = 0;
+  for (Tensor* t : parts) total += t->numel();
+  Tensor packed = Tensor::empty({total}, DType::f32);
+  float* at = packed.data<float>();
+  for (Tensor* t : parts) at = std::copy_n(t->data<float>(), t->numel(), at);
+  comms_.edp->all_reduce(packed, ReduceOp::sum);
+  const float* from = packed.data<float>();
+  for (Tensor* t : parts) {
+    std::copy_n(from, t->numel(), t->data<float>());
+    from += t->numel();
+  }
+}
+
+}  // namespace sextant::moe

@@ -1,0 +1,396 @@
+#include "kernels/ops/attention_block.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "harness/error.h"
+#include "harness/strings.h"
+#include "kernels/ops/gemm.h"
+#include "kernels/ops/host_common.h"
+#include "kernels/ops/vector_math.h"
+
+// Row loops (max, exp, scaling) get AVX-512 / AVX2 clones picked at load
+// time: the build is portable (no -march) and exp is a quarter of the work.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define SEXTANT_ROW_LOOP __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define SEXTANT_ROW_LOOP
+#endif
+
+namespace sextant::ops {
+
+AttentionMask AttentionMask::causal_blocks(int64_t q_start, int64_t sq, int64_t k_start, int64_t sk) {
+  AttentionMask m;
+  m.causal = true;
+  m.q_pos.resize(static_cast<size_t>(sq));
+  m.k_pos.resize(static_cast<size_t>(sk));
+  std::iota(m.q_pos.begin(), m.q_pos.end(), q_start);
+  std::iota(m.k_pos.begin(), m.k_pos.end(), k_start);
+  return m;
+}
+
+AttentionMask AttentionMask::causal_positions(std::vector<int64_t> q_pos, std::vector<int64_t> k_pos) {
+  AttentionMask m;
+  m.causal = true;
+  m.q_pos = std::move(q_pos);
+  m.k_pos = std::move(k_pos);
+  return m;
+}
+
+Visibility visibility(const AttentionMask& mask) {
+  if (!mask.causal) return Visibility::full;
+  if (mask.q_pos.empty() || mask.k_pos.empty()) return Visibility::none;
+  auto [q_min, q_max] = std::minmax_element(mask.q_pos.begin(), mask.q_pos.end());
+  auto [k_min, k_max] = std::minmax_element(mask.k_pos.begin(), mask.k_pos.end());
+  if (*k_max <= *q_min) return Visibility::full;
+  if (*k_min > *q_max) return Visibility::none;
+  return Visibility::partial;
+}
+
+int64_t visible_pairs(const AttentionMask& mask, int64_t sq, int64_t sk) {
+  if (!mask.causal) return sq * sk;
+  std::vector<int64_t> keys = mask.k_pos;
+  std::sort(keys.begin(), keys.end());
+  int64_t pairs = 0;
+  for (int64_t p : mask.q_pos) pairs += std::upper_bound(keys.begin(), keys.end(), p) - keys.begin();
+  return pairs;
+}
+
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+// Tile edges: 128 x 128 scores (64 KiB) stay in L2 next to their Q, K, V rows.
+constexpr int64_t kTileQ = 128;
+constexpr int64_t kTileK = 256;
+
+// Sizes of one call, checked once.
+struct Dims {
+  int64_t b = 0, sq = 0, sk = 0, hq = 0, hk = 0, d = 0;
+  int64_t group = 1;  // query heads per kv head
+  float scale = 1;    // 1/sqrt(d)
+  int64_t ldq() const { return hq * d; }  // row stride of q, out, dout, dq
+  int64_t ldk() const { return hk * d; }  // row stride of k, v, dk, dv
+  // Row i of head h in batch bi of a [b, s, heads, d] tensor.
+  int64_t q_row(int64_t bi, int64_t i, int64_t h) const { return ((bi * sq + i) * hq + h) * d; }
+  int64_t k_row(int64_t bi, int64_t j, int64_t g) const { return ((bi * sk + j) * hk + g) * d; }
+  // Entry i of head h in batch bi of a [b, hq, sq] tensor (lse, delta).
+  int64_t stat(int64_t bi, int64_t h, int64_t i) const { return (bi * hq + h) * sq + i; }
+};
+
+Dims check_dims(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
+  require_host(op, {{"q", &q}, {"k", &k}, {"v", &v}});
+  if (q.ndim() != 4 || k.ndim() != 4)
+    throw RuntimeError(cat(op, ": q ", shape_string(q.shape()), " and k ", shape_string(k.shape()),
+                           " must be [b, s, h, d]"));
+  Dims g;
+  g.b = q.dim(0), g.sq = q.dim(1), g.hq = q.dim(2), g.d = q.dim(3);
+  g.sk = k.dim(1), g.hk = k.dim(2);
+  if (k.dim(0) != g.b || k.dim(3) != g.d)
+    throw RuntimeError(cat(op, ": k ", shape_string(k.shape()), " does not fit q ", shape_string(q.shape())));
+  require_shape(op, "v", v, k.shape());
+  if (g.hk <= 0 || g.hq % g.hk != 0)
+    throw RuntimeError(cat(op, ": kv heads ", g.hk, " must divide query heads ", g.hq));
+  if (mask.causal && (static_cast<int64_t>(mask.q_pos.size()) != g.sq ||
+                      static_cast<int64_t>(mask.k_pos.size()) != g.sk))
+    throw RuntimeError(cat(op, ": mask has ", mask.q_pos.size(), " query and ", mask.k_pos.size(),
+                           " key positions for a block of ", g.sq, " x ", g.sk));
+  g.group = g.hq / g.hk;
+  g.scale = g.d > 0 ? 1.0f / std::sqrt(static_cast<float>(g.d)) : 1.0f;
+  return g;
+}
+
+// Rows [start, start + rows) whose global positions run pos, pos + 1, ...
+struct Tile {
+  int64_t start = 0, rows = 0, pos = 0;
+};
+
+// Cuts n rows into tiles of at most `size` rows, never across a jump in
+// positions (a zigzag shard's two chunks, a gathered sequence's blocks), so
+// that every tile is one contiguous stretch of the sequence.
+std::vector<Tile> tiles_of(const std::vector<int64_t>& pos, int64_t n, int64_t size) {
+  std::vector<Tile> tiles;
+  for (int64_t i = 0; i < n;) {
+    int64_t j = i + 1;
+    while (j < n && j - i < size && (pos.empty() || pos[j] == pos[j - 1] + 1)) ++j;
+    tiles.push_back({i, j - i, pos.empty() ? i : pos[i]});
+    i = j;
+  }
+  return tiles;
+}
+
+Visibility classify(bool causal, const Tile& q, const Tile& k) {
+  if (!causal || k.pos + k.rows - 1 <= q.pos) return Visibility::full;
+  if (k.pos > q.pos + q.rows - 1) return Visibility::none;
+  return Visibility::partial;
+}
+
+// The columns of key tile k that some row of query tile q may see: the
+// whole tile unless the diagonal crosses it, then the prefix up to the last
+// query's position (the rest would be computed only to be masked).
+Tile visible_columns(Visibility tm, const Tile& q, const Tile& k) {
+  if (tm != Visibility::partial) return k;
+  return {k.start, std::min(k.rows, q.pos + q.rows - k.pos), k.pos};
+}
+
+// Keys of tile k that query row r of tile q may see: always a prefix.
+int64_t visible_prefix(Visibility tm, const Tile& q, int64_t r, const Tile& k) {
+  if (tm == Visibility::full) return k.rows;
+  return std::clamp<int64_t>(q.pos + r - k.pos + 1, 0, k.rows);
+}
+
+// Online softmax of one score row s[0..n) whose first `limit` entries are
+// visible: updates the running max m and sum l, leaves P = exp(s - m) in s
+// (0 where masked) and returns the factor that rescales the row's output.
+SEXTANT_ROW_LOOP float softmax_update(float* s, int64_t n, int64_t limit, float& m, float& l) {
+  if (limit == 0) {
+    std::fill(s, s + n, 0.0f);
+    return 1.0f;
+  }
+  const float m_new = std::max(m, lane_max(s, limit));
+  const float alpha = m == kNegInf ? 0.0f : vexp(m - m_new);
+  const float sum = lane_sum<float>(limit, [&](int64_t j) {
+    float p = vexp(s[j] - m_new);
+    s[j] = p;
+    return p;
+  });
+  std::fill(s + limit, s + n, 0.0f);
+  l = l * alpha + sum;
+  m = m_new;
+  return alpha;
+}
+
+SEXTANT_ROW_LOOP void scale_row(float* x, int64_t n, float factor) {
+  for (int64_t j = 0; j < n; ++j) x[j] *= factor;
+}
+
+// P = exp(s - lse) on the visible prefix, 0 elsewhere (and for rows that see
+// no key at all, lse = -inf).
+SEXTANT_ROW_LOOP void probabilities(float* s, int64_t n, int64_t limit, float lse) {
+  if (lse == kNegInf) limit = 0;
+  for (int64_t j = 0; j < limit; ++j) s[j] = vexp(s[j] - lse);
+  std::fill(s + limit, s + n, 0.0f);
+}
+
+// dS = P * (dP - D), written over dP.
+SEXTANT_ROW_LOOP void score_grad(const float* p, float* dp, int64_t n, float delta) {
+  for (int64_t j = 0; j < n; ++j) dp[j] = p[j] * (dp[j] - delta);
+}
+
+// Forward of one (batch, head): every query tile against every key tile.
+struct ForwardArgs {
+  const Dims& g;
+  const float *q, *k, *v;
+  const std::vector<Tile>& q_tiles;
+  const std::vector<Tile>& k_tiles;
+  bool causal;
+  float* out;  // f32 [b, sq, hq, d]
+  float* lse;  // [b, hq, sq]
+};
+
+int64_t forward_head(const ForwardArgs& a, int64_t bi, int64_t h, std::vector<float>& s, std::vector<float>& acc) {
+  const Dims& g = a.g;
+  const int64_t kvh = h / g.group;
+  int64_t scores = 0;
+  float m[kTileQ], l[kTileQ];
+  for (const Tile& qt : a.q_tiles) {
+    std::fill(acc.begin(), acc.begin() + qt.rows * g.d, 0.0f);
+    std::fill(m, m + qt.rows, kNegInf);
+    std::fill(l, l + qt.rows, 0.0f);
+    const float* qp = a.q + g.q_row(bi, qt.start, h);
+    for (const Tile& k_tile : a.k_tiles) {
+      const Visibility tm = classify(a.causal, qt, k_tile);
+      if (tm == Visibility::none) continue;
+      const Tile kt = visible_columns(tm, qt, k_tile);
+      const float* kp = a.k + g.k_row(bi, kt.start, kvh);
+      const float* vp = a.v + g.k_row(bi, kt.start, kvh);
+      // s: [q rows, k rows] = scale * Q K^T
+      gemm_f32(false, true, qt.rows, kt.rows, g.d, g.scale, qp, g.ldq(), kp, g.ldk(), 0.0f, s.data(), kTileK);
+      for (int64_t r = 0; r < qt.rows; ++r) {
+        float alpha = softmax_update(&s[r * kTileK], kt.rows, visible_prefix(tm, qt, r, kt), m[r], l[r]);
+        if (alpha != 1.0f) scale_row(&acc[r * g.d], g.d, alpha);
+      }
+      // acc: [q rows, d] += P V
+      gemm_f32(false, false, qt.rows, g.d, kt.rows, 1.0f, s.data(), kTileK, vp, g.ldk(), 1.0f, acc.data(), g.d);
+      scores += qt.rows * kt.rows;
+    }
+    for (int64_t r = 0; r < qt.rows; ++r) {
+      float* o = a.out + g.q_row(bi, qt.start + r, h);
+      const bool seen = l[r] > 0.0f;
+      for (int64_t x = 0; x < g.d; ++x) o[x] = seen ? acc[r * g.d + x] / l[r] : 0.0f;
+      a.lse[g.stat(bi, h, qt.start + r)] = seen ? m[r] + std::log(l[r]) : kNegInf;
+    }
+  }
+  return scores;
+}
+
+// Backward of one (batch, head), accumulating into dq, dk, dv (f32).
+struct BackwardArgs {
+  const Dims& g;
+  const float *q, *k, *v, *dout, *lse, *delta;
+  const std::vector<Tile>& q_tiles;
+  const std::vector<Tile>& k_tiles;
+  bool causal;
+  float *dq, *dk, *dv;
+};
+
+int64_t backward_head(const BackwardArgs& a, int64_t bi, int64_t h, std::vector<float>& p, std::vector<float>& dp) {
+  const Dims& g = a.g;
+  const int64_t kvh = h / g.group;
+  int64_t scores = 0;
+  for (const Tile& qt : a.q_tiles) {
+    const float* qp = a.q + g.q_row(bi, qt.start, h);
+    const float* dop = a.dout + g.q_row(bi, qt.start, h);
+    float* dqp = a.dq + g.q_row(bi, qt.start, h);
+    const float* lse = a.lse + g.stat(bi, h, qt.start);
+    const float* delta = a.delta + g.stat(bi, h, qt.start);
+    for (const Tile& k_tile : a.k_tiles) {
+      const Visibility tm = classify(a.causal, qt, k_tile);
+      if (tm == Visibility::none) continue;
+      const Tile kt = visible_columns(tm, qt, k_tile);
+      const int64_t krow = g.k_row(bi, kt.start, kvh);
+      // p: [q rows, k rows] = exp(scale * Q K^T - LSE)
+      gemm_f32(false, true, qt.rows, kt.rows, g.d, g.scale, qp, g.ldq(), a.k + krow, g.ldk(), 0.0f, p.data(), kTileK);
+      for (int64_t r = 0; r < qt.rows; ++r)
+        probabilities(&p[r * kTileK], kt.rows, visible_prefix(tm, qt, r, kt), lse[r]);
+      // dV += P^T dO;  dP = dO V^T;  dS = P * (dP - D)
+      gemm_f32(true, false, kt.rows, g.d, qt.rows, 1.0f, p.data(), kTileK, dop, g.ldq(), 1.0f, a.dv + krow, g.ldk());
+      gemm_f32(false, true, qt.rows, kt.rows, g.d, 1.0f, dop, g.ldq(), a.v + krow, g.ldk(), 0.0f, dp.data(), kTileK);
+      for (int64_t r = 0; r < qt.rows; ++r) score_grad(&p[r * kTileK], &dp[r * kTileK], kt.rows, delta[r]);
+      // dQ += scale dS K;  dK += scale dS^T Q
+      gemm_f32(false, false, qt.rows, g.d, kt.rows, g.scale, dp.data(), kTileK, a.k + krow, g.ldk(), 1.0f, dqp,
+               g.ldq());
+      gemm_f32(true, false, kt.rows, g.d, qt.rows, g.scale, dp.data(), kTileK, qp, g.ldq(), 1.0f, a.dk + krow,
+               g.ldk());
+      scores += qt.rows * kt.rows;
+    }
+  }
+  return scores;
+}
+
+void require_f32(const char* op, const char* name, const Tensor& t, const Shape& shape) {
+  require_shape(op, name, t, shape);
+  if (t.dtype() != DType::f32) throw RuntimeError(cat(op, ": ", name, " must be f32, not ", dtype_name(t.dtype())));
+}
+
+}  // namespace
+
+AttentionOut attention_block_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
+                                     DType out_dtype) {
+  const Dims g = check_dims("attention_block_forward", q, k, v, mask);
+  AttentionOut result;
+  result.out = Tensor::empty(q.shape(), out_dtype);
+  result.lse = Tensor::empty({g.b, g.hq, g.sq}, DType::f32);
+  HostIn<float> q32(q), k32(k), v32(v);
+  HostOut<float> out32(result.out);
+  const std::vector<Tile> q_tiles = tiles_of(mask.q_pos, g.sq, kTileQ);
+  const std::vector<Tile> k_tiles = tiles_of(mask.k_pos, g.sk, kTileK);
+  ForwardArgs args{g, q32.get(), k32.get(), v32.get(), q_tiles, k_tiles, mask.causal, out32.get(),
+                   result.lse.data<float>()};
+  std::vector<float> s(kTileQ * kTileK), acc(kTileQ * std::max<int64_t>(g.d, 1));
+  for (int64_t bi = 0; bi < g.b; ++bi)
+    for (int64_t h = 0; h < g.hq; ++h) result.scores += forward_head(args, bi, h, s, acc);
+  out32.store();
+  return result;
+}
+
+Tensor attention_delta(const Tensor& out, const Tensor& dout) {
+  require_host("attention_delta", {{"out", &out}, {"dout", &dout}});
+  require_shape("attention_delta", "dout", dout, out.shape());
+  if (out.ndim() != 4)
+    throw RuntimeError("attention_delta: out " + shape_string(out.shape()) + " must be [b, s, h, d]");
+  const int64_t b = out.dim(0), s = out.dim(1), h = out.dim(2), d = out.dim(3);
+  Tensor delta = Tensor::empty({b, h, s}, DType::f32);
+  HostIn<float> o32(out), do32(dout);
+  float* dst = delta.data<float>();
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t i = 0; i < s; ++i)
+      for (int64_t hh = 0; hh < h; ++hh) {
+        const float* o = o32.get() + ((bi * s + i) * h + hh) * d;
+        const float* dO = do32.get() + ((bi * s + i) * h + hh) * d;
+        dst[(bi * h + hh) * s + i] = lane_sum<float>(d, [&](int64_t x) { return o[x] * dO[x]; });
+      }
+  return delta;
+}
+
+int64_t attention_block_backward_accumulate(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
+                                            const Tensor& lse, const Tensor& delta, const AttentionMask& mask,
+                                            Tensor& dq, Tensor& dk, Tensor& dv) {
+  const char* op = "attention_block_backward";
+  const Dims g = check_dims(op, q, k, v, mask);
+  require_host(op, {{"dout", &dout}, {"lse", &lse}, {"delta", &delta}, {"dq", &dq}, {"dk", &dk}, {"dv", &dv}});
+  require_shape(op, "dout", dout, q.shape());
+  require_f32(op, "lse", lse, {g.b, g.hq, g.sq});
+  require_f32(op, "delta", delta, {g.b, g.hq, g.sq});
+  require_f32(op, "dq", dq, q.shape());
+  require_f32(op, "dk", dk, k.shape());
+  require_f32(op, "dv", dv, k.shape());
+  HostIn<float> q32(q), k32(k), v32(v), do32(dout);
+  const std::vector<Tile> q_tiles = tiles_of(mask.q_pos, g.sq, kTileQ);
+  const std::vector<Tile> k_tiles = tiles_of(mask.k_pos, g.sk, kTileK);
+  BackwardArgs args{g,
+                    q32.get(),
+                    k32.get(),
+                    v32.get(),
+                    do32.get(),
+                    lse.data<float>(),
+                    delta.data<float>(),
+                    q_tiles,
+                    k_tiles,
+                    mask.causal,
+                    dq.data<float>(),
+                    dk.data<float>(),
+                    dv.data<float>()};
+  std::vector<float> p(kTileQ * kTileK), dp(kTileQ * kTileK);
+  int64_t scores = 0;
+  for (int64_t bi = 0; bi < g.b; ++bi)
+    for (int64_t h = 0; h < g.hq; ++h) scores += backward_head(args, bi, h, p, dp);
+  return scores;
+}
+
+AttentionGrads attention_block_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                        const Tensor& lse, const Tensor& dout, const AttentionMask& mask) {
+  AttentionGrads grads{Tensor::zeros(q.shape(), DType::f32), Tensor::zeros(k.shape(), DType::f32),
+                       Tensor::zeros(k.shape(), DType::f32)};
+  attention_block_backward_accumulate(q, k, v, dout, lse, attention_delta(out, dout), mask, grads.dq, grads.dk,
+                                      grads.dv);
+  return grads;
+}
+
+void attention_merge(Tensor& out, Tensor& lse, const Tensor& out_b, const Tensor& lse_b) {
+  const char* op = "attention_merge";
+  require_host(op, {{"out", &out}, {"lse", &lse}, {"out_b", &out_b}, {"lse_b", &lse_b}});
+  if (out.ndim() != 4) throw RuntimeError(cat(op, ": out ", shape_string(out.shape()), " must be [b, s, h, d]"));
+  const int64_t b = out.dim(0), s = out.dim(1), h = out.dim(2), d = out.dim(3);
+  require_f32(op, "out", out, out.shape());
+  require_f32(op, "out_b", out_b, out.shape());
+  require_f32(op, "lse", lse, {b, h, s});
+  require_f32(op, "lse_b", lse_b, {b, h, s});
+  float* o = out.data<float>();
+  float* l = lse.data<float>();
+  const float* ob = out_b.data<float>();
+  const float* lb = lse_b.data<float>();
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t hh = 0; hh < h; ++hh)
+      for (int64_t i = 0; i < s; ++i) {
+        const int64_t stat = (bi * h + hh) * s + i, row = ((bi * s + i) * h + hh) * d;
+        const float la = l[stat], lbv = lb[stat];
+        if (lbv == kNegInf) continue;  // b saw nothing: keep a (also when both are empty)
+        if (la == kNegInf) {           // a saw nothing: take b
+          std::copy(ob + row, ob + row + d, o + row);
+          l[stat] = lbv;
+          continue;
+        }
+        // out' = out - sigmoid(lse_b - lse) (out - out_b): the weight comes from
+        // the difference of the LSEs, never from exp(lse - lse'), which loses
+        // digits when |lse| is large.
+        const float diff = lbv - la;
+        const float wb = diff >= 0 ? 1.0f / (1.0f + std::exp(-diff)) : std::exp(diff) / (1.0f + std::exp(diff));
+        for (int64_t x = 0; x < d; ++x) o[row + x] += wb * (ob[row + x] - o[row + x]);
+        const float hi = std::max(la, lbv), lo = std::min(la, lbv);
+        l[stat] = hi + std::log1p(std::exp(lo - hi));
+      }
+}
+
+}  // namespace sextant::ops

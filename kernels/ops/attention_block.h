@@ -1,0 +1,88 @@
+// Attention on one (query block, key/value block) pair, forward and backward,
+// with the log-sum-exp (LSE) of every query row so that partial results over
+// several key blocks merge exactly (FlashAttention; TE context_parallel.py).
+//
+//   S = scale * Q K^T, scale = 1/sqrt(d), masked entries -inf
+//   O = softmax(S) V,  LSE_i = log sum_j exp(S_ij)
+// Backward from (Q, K, V, O, LSE, dO), with D_i = rowsum(dO * O)_i:
+//   P = exp(S - LSE); dV = P^T dO; dP = dO V^T; dS = P * (dP - D);
+//   dQ = scale dS K;  dK = scale dS^T Q.
+//
+// Layout BSHD: q [b, sq, hq, d], k and v [b, sk, hk, d] with hk dividing hq
+// (grouped-query attention: query head h reads kv head h / (hq / hk)).
+// LSE and D are [b, hq, sq] in f32. Storage f32, bf16 or f16; compute and
+// accumulation in f32.
+//
+// Host: the score matrix is walked in tiles through ops::gemm_f32 on
+// sub-matrices with an online softmax, so memory is O(tile), never O(sq*sk).
+// Tiles that the causal mask hides completely are skipped, which is what
+// makes a zigzag-sharded ring do half a block of work per step.
+// The CUDA version comes later behind the same functions; today a device
+// tensor is a RuntimeError.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "harness/tensor.h"
+
+namespace sextant::ops {
+
+// Which keys a query row may see. Rows carry their global sequence positions
+// so that a block of a sharded sequence (contiguous, zigzag, or gathered from
+// several ranks) is masked by where its rows really are.
+//   causal: key j is visible to query i iff k_pos[j] <= q_pos[i].
+struct AttentionMask {
+  bool causal = false;
+  std::vector<int64_t> q_pos;  // [sq] global positions of the query rows (causal only)
+  std::vector<int64_t> k_pos;  // [sk] global positions of the key rows (causal only)
+
+  static AttentionMask none() { return {}; }
+  // Query rows at q_start.., key rows at k_start.. (contiguous blocks).
+  static AttentionMask causal_blocks(int64_t q_start, int64_t sq, int64_t k_start, int64_t sk);
+  static AttentionMask causal_positions(std::vector<int64_t> q_pos, std::vector<int64_t> k_pos);
+};
+
+// How much of a block the mask lets through.
+enum class Visibility { full, partial, none };
+Visibility visibility(const AttentionMask& mask);
+
+// Number of visible (query, key) pairs of a block: the causal work it holds.
+int64_t visible_pairs(const AttentionMask& mask, int64_t sq, int64_t sk);
+
+struct AttentionOut {
+  Tensor out;          // [b, sq, hq, d] in the requested dtype
+  Tensor lse;          // [b, hq, sq] f32; -inf for rows that see no key (their out is 0)
+  int64_t scores = 0;  // score entries computed (b * hq * the entries of unmasked tiles)
+};
+
+// q: [b, sq, hq, d]; k, v: [b, sk, hk, d]. out in out_dtype (f32 to merge).
+AttentionOut attention_block_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
+                                     DType out_dtype = DType::f32);
+
+// D = rowsum(dout * out). out, dout: [b, sq, hq, d] -> [b, hq, sq] f32.
+Tensor attention_delta(const Tensor& out, const Tensor& dout);
+
+// Adds this block's gradients into f32 accumulators:
+//   dq: [b, sq, hq, d], dk and dv: [b, sk, hk, d] (all f32).
+// lse and delta: [b, hq, sq] f32, the final values over all key blocks.
+// Returns the score entries computed (as AttentionOut::scores).
+int64_t attention_block_backward_accumulate(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
+                                            const Tensor& lse, const Tensor& delta, const AttentionMask& mask,
+                                            Tensor& dq, Tensor& dk, Tensor& dv);
+
+struct AttentionGrads {
+  Tensor dq, dk, dv;  // f32: [b, sq, hq, d], [b, sk, hk, d], [b, sk, hk, d]
+};
+// Whole-block backward: gradients of one block given its own out and lse.
+AttentionGrads attention_block_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                        const Tensor& lse, const Tensor& dout, const AttentionMask& mask);
+
+// Merges a partial result (out_b, lse_b) into (out, lse), in place, stably:
+//   lse' = max + log1p(exp(min - max)),  out' = out - sigmoid(lse_b - lse) (out - out_b)
+// (= exp(lse - lse') out + exp(lse_b - lse') out_b, without its cancellation at large lse).
+// A row with lse_b = -inf leaves (out, lse) alone; both -inf stays -inf with out 0.
+// out, out_b: [b, sq, h, d] f32; lse, lse_b: [b, h, sq] f32.
+void attention_merge(Tensor& out, Tensor& lse, const Tensor& out_b, const Tensor& lse_b);
+
+}  // namespace sextant::ops

@@ -1,0 +1,176 @@
+#include "kernels/ops/cross_entropy.h"
+
+#include <cmath>
+#include <vector>
+
+#include "harness/error.h"
+#include "harness/strings.h"
+#include "kernels/ops/host_common.h"
+#include "kernels/ops/simd.h"
+#include "kernels/ops/vector_math.h"
+
+namespace sextant::ops {
+
+namespace {
+
+void check_logits(const char* op, const Tensor& logits) {
+  require_host(op, {{"logits", &logits}});
+  require_rows(op, "logits", logits);
+}
+
+void check_targets(const char* op, const Tensor& logits, std::span<const int64_t> targets) {
+  if (static_cast<int64_t>(targets.size()) != rows_of(logits))
+    throw RuntimeError(cat(op, ": ", targets.size(), " targets for logits ", shape_string(logits.shape()),
+                           " (one per row: ", rows_of(logits), ")"));
+  for (size_t r = 0; r < targets.size(); ++r)
+    if (targets[r] < 0) throw RuntimeError(cat(op, ": target ", targets[r], " of row ", r, " is negative"));
+}
+
+void check_stats(const char* op, const CrossEntropyStats& s, int64_t rows) {
+  require_host(op, {{"max", &s.max}, {"sum_exp", &s.sum_exp}});
+  require_shape(op, "max", s.max, {rows});
+  require_shape(op, "sum_exp", s.sum_exp, {rows});
+}
+
+// Row kernels over logits [rows, n]; F = float runs on lane vectors (simd.h).
+template <class F>
+void row_max_rows(int64_t rows, int64_t n, const F* x, F* max) {
+  run_simd([&](auto) SEXTANT_INLINE_LAMBDA {
+    for (int64_t r = 0; r < rows; ++r) max[r] = lane_max(x + r * n, n);
+  });
+}
+template <class F>
+void sum_exp_rows(int64_t rows, int64_t n, const F* x, const F* max, F* sum_exp) {
+  run_simd([&](auto lanes) SEXTANT_INLINE_LAMBDA {
+    for (int64_t r = 0; r < rows; ++r) {
+      const F m = max[r];
+      sum_exp[r] = sum_map_lanes<decltype(lanes)::value, F>(
+          n, [m](auto v) SEXTANT_INLINE_LAMBDA { return vexp(v - m); }, x + r * n);
+    }
+  });
+}
+// dx[r, j] = scale[r] * exp(x[r, j] - max[r]) (the softmax part of the gradient).
+template <class F>
+void scaled_softmax_rows(int64_t rows, int64_t n, const F* x, const F* max, const F* scale, F* dx) {
+  run_simd([&](auto lanes) SEXTANT_INLINE_LAMBDA {
+    for (int64_t r = 0; r < rows; ++r) {
+      const F m = max[r], s = scale[r];
+      map_lanes<decltype(lanes)::value, F>(
+          n, dx + r * n, [m, s](auto v) SEXTANT_INLINE_LAMBDA { return s * vexp(v - m); }, x + r * n);
+    }
+  });
+}
+
+// Calls fn(F{}, rows, n) with the compute type of the logits.
+template <class Fn>
+void per_logits(const Tensor& logits, Fn&& fn) {
+  with_compute_type(logits.dtype(), [&](auto tag) { fn(tag, rows_of(logits), logits.dim(-1)); });
+}
+
+}  // namespace
+
+Tensor cross_entropy_row_max(const Tensor& logits) {
+  check_logits("cross_entropy_row_max", logits);
+  if (logits.dim(-1) == 0) throw RuntimeError("cross_entropy_row_max: logits have an empty vocabulary");
+  Tensor out = Tensor::empty({rows_of(logits)}, compute_dtype(logits.dtype()));
+  per_logits(logits, [&](auto tag, int64_t rows, int64_t n) {
+    using F = decltype(tag);
+    HostIn<F> x(logits);
+    row_max_rows<F>(rows, n, x.get(), out.data<F>());
+  });
+  return out;
+}
+
+Tensor cross_entropy_sum_exp(const Tensor& logits, const Tensor& row_max) {
+  const char* op = "cross_entropy_sum_exp";
+  check_logits(op, logits);
+  require_host(op, {{"row_max", &row_max}});
+  require_shape(op, "row_max", row_max, {rows_of(logits)});
+  Tensor out = Tensor::empty({rows_of(logits)}, compute_dtype(logits.dtype()));
+  per_logits(logits, [&](auto tag, int64_t rows, int64_t n) {
+    using F = decltype(tag);
+    HostIn<F> x(logits), m(row_max);
+    sum_exp_rows<F>(rows, n, x.get(), m.get(), out.data<F>());
+  });
+  return out;
+}
+
+Tensor cross_entropy_target_logit(const Tensor& logits, std::span<const int64_t> targets, int64_t vocab_start) {
+  const char* op = "cross_entropy_target_logit";
+  check_logits(op, logits);
+  check_targets(op, logits, targets);
+  Tensor out = Tensor::empty({rows_of(logits)}, compute_dtype(logits.dtype()));
+  per_logits(logits, [&](auto tag, int64_t rows, int64_t n) {
+    using F = decltype(tag);
+    F* t = out.data<F>();
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t local = targets[r] - vocab_start;
+      t[r] = (local >= 0 && local < n) ? F(logits.at(r * n + local)) : F(0);
+    }
+  });
+  return out;
+}
+
+Tensor cross_entropy_row_loss(const CrossEntropyStats& stats) {
+  const char* op = "cross_entropy_row_loss";
+  require_host(op, {{"target_logit", &stats.target_logit}});
+  const int64_t rows = stats.target_logit.numel();
+  check_stats(op, stats, rows);
+  Tensor out = Tensor::empty({rows}, compute_dtype(stats.max.dtype()));
+  with_compute_type(stats.max.dtype(), [&](auto tag) {
+    using F = decltype(tag);
+    HostIn<F> m(stats.max), s(stats.sum_exp), t(stats.target_logit);
+    F* loss = out.data<F>();
+    for (int64_t r = 0; r < rows; ++r) loss[r] = std::log(s.get()[r]) + m.get()[r] - t.get()[r];
+  });
+  return out;
+}
+
+double cross_entropy_loss(const CrossEntropyStats& stats, LossReduction reduction) {
+  Tensor rows = cross_entropy_row_loss(stats);
+  double total = 0;
+  for (int64_t r = 0; r < rows.numel(); ++r) total += rows.at(r);
+  return reduction == LossReduction::mean && rows.numel() > 0 ? total / static_cast<double>(rows.numel()) : total;
+}
+
+CrossEntropyForward cross_entropy_forward(const Tensor& logits, std::span<const int64_t> targets,
+                                          LossReduction reduction) {
+  check_logits("cross_entropy_forward", logits);
+  check_targets("cross_entropy_forward", logits, targets);
+  for (size_t r = 0; r < targets.size(); ++r)
+    if (targets[r] >= logits.dim(-1))
+      throw RuntimeError(
+          cat("cross_entropy_forward: target ", targets[r], " of row ", r, " is outside the vocab ", logits.dim(-1)));
+  CrossEntropyForward out;
+  out.stats.max = cross_entropy_row_max(logits);
+  out.stats.sum_exp = cross_entropy_sum_exp(logits, out.stats.max);
+  out.stats.target_logit = cross_entropy_target_logit(logits, targets, 0);
+  out.loss = cross_entropy_loss(out.stats, reduction);
+  return out;
+}
+
+void cross_entropy_backward(const Tensor& logits, std::span<const int64_t> targets, const CrossEntropyStats& stats,
+                            LossReduction reduction, float dloss, Tensor& dlogits, int64_t vocab_start) {
+  const char* op = "cross_entropy_backward";
+  check_logits(op, logits);
+  check_targets(op, logits, targets);
+  check_stats(op, stats, rows_of(logits));
+  require_host(op, {{"dlogits", &dlogits}});
+  require_shape(op, "dlogits", dlogits, logits.shape());
+  per_logits(logits, [&](auto tag, int64_t rows, int64_t n) {
+    using F = decltype(tag);
+    HostIn<F> x(logits), m(stats.max), s(stats.sum_exp);
+    HostOut<F> dx(dlogits);
+    const F w = reduction == LossReduction::mean && rows > 0 ? F(dloss) / F(rows) : F(dloss);
+    std::vector<F> scale(rows);
+    for (int64_t r = 0; r < rows; ++r) scale[r] = w / s.get()[r];
+    scaled_softmax_rows<F>(rows, n, x.get(), m.get(), static_cast<const F*>(scale.data()), dx.get());
+    for (int64_t r = 0; r < rows; ++r) {  // minus the one-hot target, where it lies in this slice
+      const int64_t local = targets[r] - vocab_start;
+      if (local >= 0 && local < n) dx.get()[r * n + local] -= w;
+    }
+    dx.store();
+  });
+}
+
+}  // namespace sextant::ops

@@ -1,0 +1,92 @@
+// gemm bf16 on the GPU: our wrapper (ops::gemm, row-major over cuBLAS)
+// beside cublasGemmEx called directly on the same buffers, in the same run,
+// interleaved size by size so clock drift hits both alike. Issue 10's goal:
+// the wrapper at >= 95% of direct cuBLAS at 8192^3.
+//
+// Timing: CUDA events around a batch of products (>= ~2 ms of work), after
+// warm-up; inputs random (never zeros: zeros run faster than real data).
+// Counter TFLOP/s = 2 m n k / time. Without a GPU every case reports the
+// reason as its error.
+#include <benchmark/benchmark.h>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <functional>
+
+#include "kernels/ops/cuda/cuda_common.h"
+#include "kernels/ops/gemm.h"
+#include "kernels/ops/random.h"
+
+namespace sextant::ops {
+namespace {
+
+struct Operands {
+  Tensor a, b, c;  // a: [m, k], b: [k, n], c: [m, n], bf16 on the GPU
+};
+
+Operands make_operands(int64_t s) {
+  return {random_tensor({s, s}, DType::bf16, {1, tensor_id("bench.gemm.a")}, Device::cuda),
+          random_tensor({s, s}, DType::bf16, {1, tensor_id("bench.gemm.b")}, Device::cuda),
+          Tensor::empty({s, s}, DType::bf16, Device::cuda)};
+}
+
+// The direct call: column-major C^T = B^T A^T, exactly what a cuBLAS user
+// writes for row-major data, same compute type and algorithm choice.
+void cublas_direct(Operands& o, int64_t s) {
+  const float alpha = 1.0f, beta = 0.0f;
+  const int n = static_cast<int>(s);
+  cuda::check_cublas(cublasGemmEx(cuda::cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, o.b.raw(),
+                                  CUDA_R_16BF, n, o.a.raw(), CUDA_R_16BF, n, &beta, o.c.raw(), CUDA_R_16BF, n,
+                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                     "cublasGemmEx");
+}
+
+void wrapper(Operands& o, int64_t) { gemm(o.a, false, o.b, false, o.c); }
+
+// Times `product` in event-timed batches; one benchmark iteration = one batch.
+void run_gemm(benchmark::State& state, const std::function<void(Operands&, int64_t)>& product) {
+  if (cuda_device_count() == 0) {
+    state.SkipWithError("no CUDA device visible: GPU benchmark not run");
+    return;
+  }
+  const int64_t s = state.range(0);
+  const double flops = 2.0 * s * s * s;
+  Operands o = make_operands(s);
+  const int batch = static_cast<int>(std::clamp(2e-3 * 500e12 / flops, 1.0, 1000.0));  // ~2 ms at 500 TFLOP/s
+  cudaStream_t stream = cuda::compute_stream();
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  for (int i = 0; i < 3; ++i) product(o, s);  // warm-up: handle, heuristics, clocks
+  cudaStreamSynchronize(stream);
+  for (auto _ : state) {
+    cudaEventRecord(start, stream);
+    for (int i = 0; i < batch; ++i) product(o, s);
+    cudaEventRecord(stop, stream);
+    cudaEventSynchronize(stop);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    state.SetIterationTime(1e-3 * ms);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  if (cudaGetLastError() != cudaSuccess) state.SkipWithError("CUDA error during the benchmark");
+  state.counters["TFLOP/s"] = benchmark::Counter(flops * batch / 1e12, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["batch"] = batch;
+  state.counters["size"] = static_cast<double>(s);
+}
+
+// Interleaved registration: for each size, wrapper then direct.
+const bool registered = [] {
+  for (int64_t s : {1024, 2048, 4096, 8192}) {
+    benchmark::RegisterBenchmark("gemm_bf16/wrapper", [](benchmark::State& st) { run_gemm(st, wrapper); })
+        ->Arg(s)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.3);
+    benchmark::RegisterBenchmark("gemm_bf16/cublas_direct", [](benchmark::State& st) { run_gemm(st, cublas_direct); })
+        ->Arg(s)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.3);
+  }
+  return true;
+}();
+
+}  // namespace
+}  // namespace sextant::ops

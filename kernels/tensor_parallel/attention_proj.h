@@ -1,0 +1,85 @@
+// The projections of a pre-LN self-attention sublayer under TP (+ SP), with
+// the core attention left to the caller (CP attention in a model; a
+// token-local stand-in in suites/tp_sp):
+//   ln      = LayerNorm(x)                     x: [b, s/tp | s, h]
+//   q, k, v = split(ln Wqkv + bqkv)            each [b, s, heads/tp, d]   (column-parallel, by heads)
+//   o       = core(q, k, v)                    [b, s, heads/tp, d]        (the caller's)
+//   y       = o Wo + bo                        [b, s/tp | s, h]           (row-parallel, by heads)
+// and the caller adds the residual x + y.
+//
+// Layouts. Wqkv is [h, 3 heads d] with its output columns ordered
+// (head, {q, k, v}, d) -- Megatron's interleaved layout -- so that a
+// contiguous column block is whole heads: rank r holds heads
+// [r heads/tp, (r+1) heads/tp) as Wqkv_r [h, 3 heads/tp d]. Wo is
+// [heads d, h] with rows ordered (head, d); rank r holds the same heads'
+// rows Wo_r [heads/tp d, h]. bo [h] is replicated.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "kernels/tensor_parallel/layernorm.h"
+#include "kernels/tensor_parallel/linear.h"
+
+namespace sextant::tp {
+
+struct AttentionDims {
+  int64_t hidden = 0, heads = 0, head_dim = 0;  // heads * head_dim need not equal hidden
+};
+
+struct AttentionProjWeights {
+  Tensor ln_gamma, ln_beta;  // [h], replicated
+  ColumnParallelLinear qkv;  // w [h, 3 heads/tp d], b [3 heads/tp d]
+  RowParallelLinear out;     // w [heads/tp d, h], b [h] replicated
+  int64_t local_heads = 0, head_dim = 0;
+};
+
+struct AttentionProjGrads {
+  Tensor ln_gamma, ln_beta;
+  LinearGrads qkv, out;
+  std::vector<Tensor*> replicated_over_tp() { return {&ln_gamma, &ln_beta, &out.db}; }
+  std::vector<Tensor*> all() { return {&ln_gamma, &ln_beta, &qkv.dw, &qkv.db, &out.dw, &out.db}; }
+};
+
+struct Qkv {
+  Tensor q, k, v;  // each [b, s, heads/tp, d]
+};
+
+// Held between forward and backward (the core's own activations are the caller's).
+struct AttentionProjSaved {
+  LayerNormSaved ln;  // the LayerNorm region
+  ColumnSaved qkv;    // ln output (gathered, or its shard under SP + regather)
+  RowSaved out;       // o [b, s, heads/tp d]
+  size_t bytes() const { return ln.bytes() + qkv.bytes() + out.bytes(); }
+  size_t layernorm_bytes() const { return ln.bytes(); }
+};
+
+// x: [b, s/tp, h] (SP) or [b, s, h] -> q, k, v of this rank's heads.
+Qkv qkv_forward(const TpGroup& g, const AttentionProjWeights& w, const Tensor& x, AttentionProjSaved& saved);
+// dq, dk, dv: [b, s, heads/tp, d] -> dx of the LayerNorm branch: like x (the
+// caller adds the residual's gradient). Writes grads.ln_*, grads.qkv.
+Tensor qkv_backward(const TpGroup& g, const AttentionProjWeights& w, const AttentionProjSaved& saved, const Qkv& dqkv,
+                    AttentionProjGrads& grads);
+// o: [b, s, heads/tp, d] -> y: [b, s/tp | s, h] (summed over TP, plus bo).
+Tensor out_proj_forward(const TpGroup& g, const AttentionProjWeights& w, const Tensor& o, AttentionProjSaved& saved);
+// dy: like y -> do: [b, s, heads/tp, d]. Writes grads.out (db partial under SP).
+Tensor out_proj_backward(const TpGroup& g, const AttentionProjWeights& w, const AttentionProjSaved& saved,
+                         const Tensor& dy, AttentionProjGrads& grads);
+
+// [b, s, heads, 3 d] (columns (head, {q,k,v}, d)) <-> q, k, v [b, s, heads, d].
+Qkv split_qkv(const Tensor& packed, int64_t heads, int64_t head_dim);
+Tensor merge_qkv(const Qkv& parts);
+
+// Shards of deterministic random weights named prefix + ".ln_gamma",
+// ".ln_beta", ".wqkv", ".bqkv", ".wo", ".bo" (scales: 1, 1, 1/sqrt(h), 0.1,
+// 1/sqrt(heads d), 0.1). tp_size 1 gives the whole tensors.
+AttentionProjWeights init_attention_proj_weights(const AttentionDims& dims, int tp_rank, int tp_size, DType dtype,
+                                                 uint64_t seed, const std::string& prefix);
+
+// Matrix-product FLOPs of forward + backward of both projections on `tokens` tokens.
+inline double attention_proj_flops(int64_t tokens, const AttentionDims& d) {
+  return 3 * 2.0 * tokens * d.hidden * (4 * d.heads * d.head_dim);
+}
+
+}  // namespace sextant::tp

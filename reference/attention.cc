@@ -1,0 +1,167 @@
+#include "reference/attention.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "harness/error.h"
+#include "harness/strings.h"
+
+namespace sextant::ref {
+
+namespace {
+
+// The inputs as f64 with their sizes: q, dout [b, s, hq, d]; k, v [b, s, hk, d].
+struct Attention {
+  int64_t b = 0, s = 0, hq = 0, hk = 0, d = 0;
+  double scale = 1;  // 1/sqrt(d)
+  bool causal = false;
+  Tensor q, k, v;
+
+  // Row i of head h in batch bi; k and v rows are those of the kv head h reads.
+  const double* q_row(int64_t bi, int64_t i, int64_t h) const {
+    return q.data<double>() + ((bi * s + i) * hq + h) * d;
+  }
+  const double* k_row(int64_t bi, int64_t j, int64_t h) const {
+    return k.data<double>() + ((bi * s + j) * hk + kv(h)) * d;
+  }
+  const double* v_row(int64_t bi, int64_t j, int64_t h) const {
+    return v.data<double>() + ((bi * s + j) * hk + kv(h)) * d;
+  }
+  int64_t kv(int64_t h) const { return h / (hq / hk); }  // the kv head query head h reads
+  int64_t keys_seen(int64_t i) const { return causal ? i + 1 : s; }
+};
+
+Tensor f64(const Tensor& t, const char* name) {
+  if (!t.defined() || !t.is_host()) throw RuntimeError(cat("reference attention: ", name, " must be a host tensor"));
+  return t.to(DType::f64);
+}
+
+Attention load(const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
+  if (q.ndim() != 4 || k.ndim() != 4 || v.shape() != k.shape() || k.dim(0) != q.dim(0) || k.dim(1) != q.dim(1) ||
+      k.dim(3) != q.dim(3) || q.dim(2) % k.dim(2) != 0)
+    throw RuntimeError(cat("reference attention: q ", shape_string(q.shape()), ", k ", shape_string(k.shape()),
+                           ", v ", shape_string(v.shape()), " must be [b, s, hq, d], [b, s, hk, d] with hk | hq"));
+  Attention a;
+  a.b = q.dim(0), a.s = q.dim(1), a.hq = q.dim(2), a.hk = k.dim(2), a.d = q.dim(3);
+  a.scale = 1.0 / std::sqrt(static_cast<double>(a.d));
+  a.causal = causal;
+  a.q = f64(q, "q"), a.k = f64(k, "k"), a.v = f64(v, "v");
+  return a;
+}
+
+double dot(const double* x, const double* y, int64_t n) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += x[i] * y[i];
+  return sum;
+}
+
+// Softmax of query row i of (batch bi, head h) over the keys it sees.
+struct SoftmaxRow {
+  std::vector<double> p;  // P_ij for j < keys_seen(i)
+  double lse = 0;         // log sum_j exp(S_ij)
+};
+
+SoftmaxRow softmax_row(const Attention& a, int64_t bi, int64_t h, int64_t i) {
+  const int64_t n = a.keys_seen(i);
+  std::vector<double> scores(n);
+  for (int64_t j = 0; j < n; ++j) scores[j] = a.scale * dot(a.q_row(bi, i, h), a.k_row(bi, j, h), a.d);
+  const double max = *std::max_element(scores.begin(), scores.end());
+  double sum = 0;
+  for (double x : scores) sum += std::exp(x - max);
+  SoftmaxRow row;
+  row.lse = max + std::log(sum);
+  row.p.resize(n);
+  for (int64_t j = 0; j < n; ++j) row.p[j] = std::exp(scores[j] - max) / sum;
+  return row;
+}
+
+// dS_ij = P_ij (dP_ij - sum_l P_il dP_il) with dP_ij = dO_i . V_j.
+std::vector<double> score_grads(const Attention& a, const SoftmaxRow& row, const double* dout_i, int64_t bi,
+                                int64_t h) {
+  const int64_t n = static_cast<int64_t>(row.p.size());
+  std::vector<double> dp(n);
+  double p_dot_dp = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    dp[j] = dot(dout_i, a.v_row(bi, j, h), a.d);
+    p_dot_dp += row.p[j] * dp[j];
+  }
+  std::vector<double> ds(n);
+  for (int64_t j = 0; j < n; ++j) ds[j] = row.p[j] * (dp[j] - p_dot_dp);
+  return ds;
+}
+
+}  // namespace
+
+AttentionResult attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
+  const Attention a = load(q, k, v, causal);
+  AttentionResult r{Tensor::zeros(q.shape(), DType::f64), Tensor::zeros({a.b, a.hq, a.s}, DType::f64)};
+  double* out = r.out.data<double>();
+  for (int64_t bi = 0; bi < a.b; ++bi)
+    for (int64_t h = 0; h < a.hq; ++h)
+      for (int64_t i = 0; i < a.s; ++i) {
+        const SoftmaxRow row = softmax_row(a, bi, h, i);
+        double* o = out + ((bi * a.s + i) * a.hq + h) * a.d;  // O_i = sum_j P_ij V_j
+        for (size_t j = 0; j < row.p.size(); ++j)
+          for (int64_t x = 0; x < a.d; ++x) o[x] += row.p[j] * a.v_row(bi, static_cast<int64_t>(j), h)[x];
+        r.lse.data<double>()[(bi * a.hq + h) * a.s + i] = row.lse;
+      }
+  return r;
+}
+
+AttentionGradients attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
+                                      bool causal) {
+  const Attention a = load(q, k, v, causal);
+  if (dout.shape() != q.shape()) throw RuntimeError("reference attention: dout must have the shape of q");
+  const Tensor dO = f64(dout, "dout");
+  AttentionGradients g{Tensor::zeros(q.shape(), DType::f64), Tensor::zeros(k.shape(), DType::f64),
+                       Tensor::zeros(k.shape(), DType::f64)};
+  for (int64_t bi = 0; bi < a.b; ++bi)
+    for (int64_t h = 0; h < a.hq; ++h)
+      for (int64_t i = 0; i < a.s; ++i) {
+        const SoftmaxRow row = softmax_row(a, bi, h, i);
+        const double* dout_i = dO.data<double>() + ((bi * a.s + i) * a.hq + h) * a.d;
+        const std::vector<double> ds = score_grads(a, row, dout_i, bi, h);
+        double* dq_i = g.dq.data<double>() + ((bi * a.s + i) * a.hq + h) * a.d;
+        for (size_t j = 0; j < ds.size(); ++j) {
+          const int64_t kv_row = ((bi * a.s + static_cast<int64_t>(j)) * a.hk + a.kv(h)) * a.d;
+          const double* k_j = a.k_row(bi, static_cast<int64_t>(j), h);
+          double* dk_j = g.dk.data<double>() + kv_row;
+          double* dv_j = g.dv.data<double>() + kv_row;
+          for (int64_t x = 0; x < a.d; ++x) {
+            dq_i[x] += a.scale * ds[j] * k_j[x];               // dQ = scale dS K
+            dk_j[x] += a.scale * ds[j] * a.q_row(bi, i, h)[x];  // dK = scale dS^T Q
+            dv_j[x] += row.p[j] * dout_i[x];                    // dV = P^T dO
+          }
+        }
+      }
+  return g;
+}
+
+AttentionRows attention_rows(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout, bool causal,
+                             const std::vector<int64_t>& rows) {
+  const Attention a = load(q, k, v, causal);
+  const Tensor dO = f64(dout, "dout");
+  const int64_t n = static_cast<int64_t>(rows.size());
+  AttentionRows r{Tensor::zeros({a.b, n, a.hq, a.d}, DType::f64), Tensor::zeros({a.b, a.hq, n}, DType::f64),
+                  Tensor::zeros({a.b, n, a.hq, a.d}, DType::f64)};
+  for (int64_t bi = 0; bi < a.b; ++bi)
+    for (int64_t h = 0; h < a.hq; ++h)
+      for (int64_t ri = 0; ri < n; ++ri) {
+        const int64_t i = rows[ri];
+        if (i < 0 || i >= a.s) throw RuntimeError(cat("reference attention: row ", i, " outside [0, ", a.s, ")"));
+        const SoftmaxRow row = softmax_row(a, bi, h, i);
+        const double* dout_i = dO.data<double>() + ((bi * a.s + i) * a.hq + h) * a.d;
+        const std::vector<double> ds = score_grads(a, row, dout_i, bi, h);
+        double* o = r.out.data<double>() + ((bi * n + ri) * a.hq + h) * a.d;
+        double* dq = r.dq.data<double>() + ((bi * n + ri) * a.hq + h) * a.d;
+        for (size_t j = 0; j < row.p.size(); ++j)
+          for (int64_t x = 0; x < a.d; ++x) {
+            o[x] += row.p[j] * a.v_row(bi, static_cast<int64_t>(j), h)[x];
+            dq[x] += a.scale * ds[j] * a.k_row(bi, static_cast<int64_t>(j), h)[x];
+          }
+        r.lse.data<double>()[(bi * a.hq + h) * n + ri] = row.lse;
+      }
+  return r;
+}
+
+}  // namespace sextant::ref

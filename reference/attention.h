@@ -1,0 +1,46 @@
+// Float64 reference attention over the whole sequence: plain softmax, no
+// blocking, no LSE tricks, no shared kernel code. It reads like the math:
+//   S = Q K^T / sqrt(d)  (causal: S_ij = -inf for j > i)
+//   P = softmax_j(S),  O = P V,  LSE_i = log sum_j exp(S_ij)
+//   dV = P^T dO,  dP = dO V^T,  dS_ij = P_ij (dP_ij - sum_l P_il dP_il),
+//   dQ = dS K / sqrt(d),  dK = dS^T Q / sqrt(d).
+// Grouped-query attention: query head h reads kv head h / (hq / hk); the
+// gradients of a kv head sum over the query heads that read it.
+//
+// Inputs may be any dtype (the test dtype's rounded values); results are f64.
+// Shapes: q, dout [b, s, hq, d]; k, v [b, s, hk, d]; lse [b, hq, s].
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "harness/tensor.h"
+
+namespace sextant::ref {
+
+struct AttentionResult {
+  Tensor out;  // [b, s, hq, d]
+  Tensor lse;  // [b, hq, s]
+};
+AttentionResult attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool causal);
+
+struct AttentionGradients {
+  Tensor dq;  // [b, s, hq, d]
+  Tensor dk;  // [b, s, hk, d]
+  Tensor dv;  // [b, s, hk, d]
+};
+AttentionGradients attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
+                                      bool causal);
+
+// Spot check for sequences too long for the whole reference: the query rows
+// at sequence positions `rows` (every batch and head), each computed from its
+// own row of scores, O(s d) per row.
+struct AttentionRows {
+  Tensor out;  // [b, rows, hq, d]
+  Tensor lse;  // [b, hq, rows]
+  Tensor dq;   // [b, rows, hq, d]
+};
+AttentionRows attention_rows(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout, bool causal,
+                             const std::vector<int64_t>& rows);
+
+}  // namespace sextant::ref

@@ -1,0 +1,42 @@
+#include "reference/cross_entropy.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "harness/compare.h"
+#include "harness/error.h"
+#include "harness/rng.h"
+#include "reference/gradcheck.h"
+
+namespace sextant::ref {
+namespace {
+
+TEST(RefCrossEntropy, ForwardMatchesHandComputedLosses) {
+  // Row 0: uniform over 2 -> log 2. Row 1: logits [0, ln 3], target 1 -> log(4/3).
+  Tensor logits = Tensor::from_values({2, 2}, {0, 0, 0, std::log(3.0)}, DType::f64);
+  std::vector<int64_t> targets{0, 1};
+  const double expected_sum = std::log(2.0) + std::log(4.0 / 3.0);
+  EXPECT_NEAR(cross_entropy_forward(logits, targets, Reduction::sum), expected_sum, 1e-15);
+  EXPECT_NEAR(cross_entropy_forward(logits, targets, Reduction::mean), expected_sum / 2, 1e-15);
+}
+
+TEST(RefCrossEntropy, BackwardMatchesFiniteDifferences) {
+  Tensor logits = random_tensor({2, 3, 6}, DType::f64, {9, tensor_id("logits"), 3.0});
+  std::vector<int64_t> targets{0, 5, 2, 2, 1, 4};
+  for (Reduction reduction : {Reduction::mean, Reduction::sum}) {
+    auto loss = [&](const Tensor& v) { return 0.7 * cross_entropy_forward(v, targets, reduction); };
+    EXPECT_LT(compare(cross_entropy_backward(logits, targets, reduction, 0.7), numeric_gradient(loss, logits)).rel_l2,
+              kGradcheckTolerance);
+  }
+}
+
+TEST(RefCrossEntropy, RejectsTargetsOutsideTheVocab) {
+  Tensor logits = Tensor::zeros({2, 4}, DType::f64);
+  std::vector<int64_t> bad{0, 4};
+  EXPECT_THROW(cross_entropy_forward(logits, bad, Reduction::sum), RuntimeError);
+}
+
+}  // namespace
+}  // namespace sextant::ref

@@ -1,0 +1,201 @@
+#include "reference/gpt.h"
+
+#include <cmath>
+
+#include "reference/attention.h"
+#include "reference/cross_entropy.h"
+#include "reference/embedding.h"
+#include "reference/f64_tensor.h"
+#include "reference/layernorm.h"
+#include "reference/linear.h"
+#include "reference/mlp.h"
+
+namespace sextant::ref {
+
+std::vector<Tensor*> GptLayer::tensors() {
+  std::vector<Tensor*> out{&ln1_gamma, &ln1_beta, &wqkv, &bqkv, &wo, &bo, &ln2_gamma, &ln2_beta};
+  if (is_moe) out.insert(out.end(), {&moe.router, &moe.w1, &moe.w2});
+  else out.insert(out.end(), {&w1, &b1, &w2, &b2});
+  return out;
+}
+
+std::vector<Tensor*> GptParams::tensors() {
+  std::vector<Tensor*> out{&embedding};
+  for (GptLayer& l : layers)
+    for (Tensor* t : l.tensors()) out.push_back(t);
+  out.insert(out.end(), {&lnf_gamma, &lnf_beta, &head});
+  return out;
+}
+
+GptParams GptParams::zeros_like() const {
+  GptParams z = *this;  // shares storage until replaced below
+  for (Tensor* t : z.tensors()) *t = Tensor::zeros(t->shape(), DType::f64);
+  return z;
+}
+
+namespace {
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor out = as_f64(a).clone();
+  const Tensor bb = as_f64(b);
+  for (int64_t i = 0; i < out.numel(); ++i) out.data<double>()[i] += bb.data<double>()[i];
+  return out;
+}
+
+// [B, s, 3 H d] with columns (head, {q,k,v}, d) -> q, k, v [B, s, H, d], and back.
+struct Qkv {
+  Tensor q, k, v;
+};
+Qkv split_heads(const Tensor& packed, int64_t heads, int64_t d) {
+  const int64_t rows = packed.numel() / (3 * heads * d);
+  Shape shape = packed.shape();
+  shape.back() = heads;
+  shape.push_back(d);
+  Qkv out{Tensor::empty(shape, DType::f64), Tensor::empty(shape, DType::f64), Tensor::empty(shape, DType::f64)};
+  const double* src = packed.data<double>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t j = 0; j < d; ++j) {
+        const int64_t base = r * 3 * heads * d + h * 3 * d + j, dst = (r * heads + h) * d + j;
+        out.q.data<double>()[dst] = src[base];
+        out.k.data<double>()[dst] = src[base + d];
+        out.v.data<double>()[dst] = src[base + 2 * d];
+      }
+  return out;
+}
+Tensor merge_heads(const Qkv& g, const Shape& packed_shape) {
+  Tensor out = Tensor::empty(packed_shape, DType::f64);
+  const int64_t heads = g.q.dim(-2), d = g.q.dim(-1), rows = g.q.numel() / (heads * d);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t j = 0; j < d; ++j) {
+        const int64_t base = r * 3 * heads * d + h * 3 * d + j, src = (r * heads + h) * d + j;
+        out.data<double>()[base] = g.q.data<double>()[src];
+        out.data<double>()[base + d] = g.k.data<double>()[src];
+        out.data<double>()[base + 2 * d] = g.v.data<double>()[src];
+      }
+  return out;
+}
+
+// The attention sublayer: y = x + Wo attention(split(LN1(x) Wqkv + bqkv)) + bo.
+Tensor attention_sublayer(const GptDims& d, const GptLayer& p, const Tensor& x) {
+  const Tensor a = layernorm_forward(x, p.ln1_gamma, p.ln1_beta, d.eps).y;
+  const Qkv qkv = split_heads(linear_forward(a, p.wqkv, p.bqkv), d.heads, d.head_dim);
+  Tensor o = attention_forward(qkv.q, qkv.k, qkv.v, true).out;
+  Shape flat = x.shape();
+  flat.back() = d.heads * d.head_dim;
+  return add(x, linear_forward(o.reshape(flat), p.wo, p.bo));
+}
+
+// dy -> dx, accumulating the sublayer's parameter gradients into g.
+Tensor attention_sublayer_backward(const GptDims& d, const GptLayer& p, const Tensor& x, const Tensor& dy,
+                                   GptLayer& g) {
+  const Tensor a = layernorm_forward(x, p.ln1_gamma, p.ln1_beta, d.eps).y;
+  const Tensor packed = linear_forward(a, p.wqkv, p.bqkv);
+  const Qkv qkv = split_heads(packed, d.heads, d.head_dim);
+  const Tensor o = attention_forward(qkv.q, qkv.k, qkv.v, true).out;
+  Shape flat = x.shape();
+  flat.back() = d.heads * d.head_dim;
+  const LinearGrads out = linear_backward(dy, o.reshape(flat), p.wo);
+  const AttentionGradients att = attention_backward(qkv.q, qkv.k, qkv.v, out.dx.reshape(o.shape()), true);
+  const LinearGrads in = linear_backward(merge_heads({att.dq, att.dk, att.dv}, packed.shape()), a, p.wqkv);
+  const LayerNormGrads ln = layernorm_backward(in.dx, x, p.ln1_gamma, d.eps);
+  g.wo = out.dw, g.bo = out.db, g.wqkv = in.dw, g.bqkv = in.db, g.ln1_gamma = ln.dgamma, g.ln1_beta = ln.dbeta;
+  return add(dy, ln.dx);
+}
+
+// The feed-forward sublayer: x + MLP(LN2(x)) or x + MoE(LN2(x)).
+// routing (optional): where a MoE layer sent each token.
+Tensor ffn_sublayer(const GptDims& d, const GptLayer& p, const Tensor& x, MoeRouting* routing = nullptr) {
+  if (!p.is_moe) return mlp_forward(x, {p.ln2_gamma, p.ln2_beta, p.w1, p.b1, p.w2, p.b2}, d.eps);
+  const Tensor a = layernorm_forward(x, p.ln2_gamma, p.ln2_beta, d.eps).y;
+  const int64_t tokens = rows_of(a);
+  MoeResult moe = moe_forward(a.reshape({tokens, d.hidden}), p.moe, d.moe);
+  if (routing) *routing = std::move(moe.routing);
+  return add(x, moe.y.reshape(x.shape()));
+}
+
+Tensor ffn_sublayer_backward(const GptDims& d, const GptLayer& p, const Tensor& x, const Tensor& dy, GptLayer& g) {
+  if (!p.is_moe) {
+    MlpGrads m = mlp_backward(dy, x, {p.ln2_gamma, p.ln2_beta, p.w1, p.b1, p.w2, p.b2}, d.eps);
+    g.ln2_gamma = m.dln_gamma, g.ln2_beta = m.dln_beta, g.w1 = m.dw1, g.b1 = m.db1, g.w2 = m.dw2, g.b2 = m.db2;
+    return m.dx;
+  }
+  const Tensor a = layernorm_forward(x, p.ln2_gamma, p.ln2_beta, d.eps).y;
+  const int64_t tokens = rows_of(a);
+  MoeGradients m = moe_backward(as_f64(dy).reshape({tokens, d.hidden}), a.reshape({tokens, d.hidden}), p.moe, d.moe);
+  const LayerNormGrads ln = layernorm_backward(m.dx.reshape(x.shape()), x, p.ln2_gamma, d.eps);
+  g.moe.router = m.drouter, g.moe.w1 = m.dw1, g.moe.w2 = m.dw2, g.ln2_gamma = ln.dgamma, g.ln2_beta = ln.dbeta;
+  return add(dy, ln.dx);
+}
+
+struct Batch {
+  std::vector<int64_t> inputs, targets;
+};
+Batch split_tokens(std::span<const int64_t> tokens, int64_t batch, int64_t seq) {
+  Batch b;
+  for (int64_t i = 0; i < batch; ++i)
+    for (int64_t t = 0; t < seq; ++t) {
+      b.inputs.push_back(tokens[i * (seq + 1) + t]);
+      b.targets.push_back(tokens[i * (seq + 1) + t + 1]);
+    }
+  return b;
+}
+
+}  // namespace
+
+GptStep gpt_forward_backward(const GptDims& d, const GptParams& p, std::span<const int64_t> tokens, int64_t batch) {
+  const Batch b = split_tokens(tokens, batch, d.seq);
+  GptStep step;
+  // Forward, keeping each sublayer's input.
+  std::vector<Tensor> inputs;  // [2 L] inputs of the attention / ffn sublayers
+  Tensor x = embedding_forward(b.inputs, p.embedding).reshape({batch, d.seq, d.hidden});
+  for (const GptLayer& layer : p.layers) {
+    inputs.push_back(x);
+    x = attention_sublayer(d, layer, x);
+    inputs.push_back(x);
+    if (layer.is_moe) step.routing.emplace_back();
+    x = ffn_sublayer(d, layer, x, layer.is_moe ? &step.routing.back() : nullptr);
+  }
+  const Tensor xf = layernorm_forward(x, p.lnf_gamma, p.lnf_beta, d.eps).y;
+  const Tensor logits = linear_forward(xf, p.head);
+  step.loss = cross_entropy_forward(logits, b.targets, Reduction::mean);
+  // Backward, sublayer by sublayer in reverse.
+  step.grads = p.zeros_like();
+  GptParams& g = step.grads;
+  const LinearGrads head = linear_backward(cross_entropy_backward(logits, b.targets, Reduction::mean), xf, p.head,
+                                           /*has_bias=*/false);
+  g.head = head.dw;
+  const LayerNormGrads lnf = layernorm_backward(head.dx, x, p.lnf_gamma, d.eps);
+  g.lnf_gamma = lnf.dgamma, g.lnf_beta = lnf.dbeta;
+  Tensor dx = lnf.dx;
+  for (int64_t l = d.layers - 1; l >= 0; --l) {
+    dx = ffn_sublayer_backward(d, p.layers[l], inputs[2 * l + 1], dx, g.layers[l]);
+    dx = attention_sublayer_backward(d, p.layers[l], inputs[2 * l], dx, g.layers[l]);
+  }
+  g.embedding = embedding_backward(b.inputs, dx.reshape({batch * d.seq, d.hidden}), d.vocab);
+  return step;
+}
+
+double gpt_loss(const GptDims& d, const GptParams& p, std::span<const int64_t> tokens, int64_t batch) {
+  const Batch b = split_tokens(tokens, batch, d.seq);
+  Tensor x = embedding_forward(b.inputs, p.embedding).reshape({batch, d.seq, d.hidden});
+  for (const GptLayer& layer : p.layers) x = ffn_sublayer(d, layer, attention_sublayer(d, layer, x));
+  const Tensor logits = linear_forward(layernorm_forward(x, p.lnf_gamma, p.lnf_beta, d.eps).y, p.head);
+  return cross_entropy_forward(logits, b.targets, Reduction::mean);
+}
+
+void gpt_adam_step(GptParams& params, GptParams& grads, GptAdam& s) {
+  if (s.step == 0) {
+    s.m = params.zeros_like();
+    s.v = params.zeros_like();
+  }
+  ++s.step;
+  std::vector<Tensor*> p = params.tensors(), g = grads.tensors(), m = s.m.tensors(), v = s.v.tensors();
+  for (size_t i = 0; i < p.size(); ++i) {
+    *p[i] = as_f64(*p[i]);
+    adam_step(*p[i], *g[i], *m[i], *v[i], s.step, s.config);
+  }
+}
+
+}  // namespace sextant::ref

@@ -1,0 +1,97 @@
+#include "reference/gpt.h"
+
+#include <gtest/gtest.h>
+
+#include "harness/compare.h"
+#include "harness/rng.h"
+#include "reference/gradcheck.h"
+
+namespace sextant::ref {
+namespace {
+
+GptDims tiny_dims() {
+  GptDims d;
+  d.vocab = 11, d.hidden = 8, d.heads = 2, d.head_dim = 3, d.ffn = 12, d.layers = 2, d.seq = 5;
+  d.moe.experts = 4, d.moe.topk = 2;
+  return d;
+}
+
+Tensor rnd(const Shape& s, const char* name, double scale) {
+  return random_tensor(s, DType::f64, {5, tensor_id(name), scale});
+}
+
+// Layer 0 dense, layer 1 MoE.
+GptParams tiny_params(const GptDims& d) {
+  const int64_t h = d.hidden, q = d.heads * d.head_dim, f = d.ffn, e = d.moe.experts;
+  GptParams p;
+  p.embedding = rnd({d.vocab, h}, "emb", 1.0);
+  for (int l = 0; l < d.layers; ++l) {
+    GptLayer L;
+    std::string n = "l" + std::to_string(l);
+    L.ln1_gamma = rnd({h}, (n + "g1").c_str(), 1.0), L.ln1_beta = rnd({h}, (n + "b1").c_str(), 0.1);
+    L.wqkv = rnd({h, 3 * q}, (n + "wqkv").c_str(), 0.5), L.bqkv = rnd({3 * q}, (n + "bqkv").c_str(), 0.1);
+    L.wo = rnd({q, h}, (n + "wo").c_str(), 0.5), L.bo = rnd({h}, (n + "bo").c_str(), 0.1);
+    L.ln2_gamma = rnd({h}, (n + "g2").c_str(), 1.0), L.ln2_beta = rnd({h}, (n + "b2").c_str(), 0.1);
+    L.is_moe = l == 1;
+    if (L.is_moe) {
+      L.moe.router = rnd({h, e}, (n + "router").c_str(), 1.0);
+      L.moe.w1 = rnd({e, h, f}, (n + "ew1").c_str(), 0.4), L.moe.w2 = rnd({e, f, h}, (n + "ew2").c_str(), 0.3);
+    } else {
+      L.w1 = rnd({h, f}, (n + "w1").c_str(), 0.4), L.b1 = rnd({f}, (n + "mb1").c_str(), 0.1);
+      L.w2 = rnd({f, h}, (n + "w2").c_str(), 0.3), L.b2 = rnd({h}, (n + "mb2").c_str(), 0.1);
+    }
+    p.layers.push_back(L);
+  }
+  p.lnf_gamma = rnd({h}, "gf", 1.0), p.lnf_beta = rnd({h}, "bf", 0.1);
+  p.head = rnd({h, d.vocab}, "head", 0.5);
+  return p;
+}
+
+std::vector<int64_t> tiny_tokens(const GptDims& d, int64_t batch) {
+  std::vector<int64_t> t;
+  for (int64_t i = 0; i < batch * (d.seq + 1); ++i)
+    t.push_back(static_cast<int64_t>(random_bits(1, tensor_id("tokens"), i) % d.vocab));
+  return t;
+}
+
+// Every parameter tensor's gradient against central finite differences.
+TEST(ReferenceGpt, BackwardMatchesFiniteDifferences) {
+  const GptDims d = tiny_dims();
+  const int64_t batch = 2;
+  const std::vector<int64_t> tokens = tiny_tokens(d, batch);
+  GptParams p = tiny_params(d);
+  GptStep step = gpt_forward_backward(d, p, tokens, batch);
+  EXPECT_NEAR(step.loss, gpt_loss(d, p, tokens, batch), 1e-12);
+  std::vector<Tensor*> params = p.tensors(), grads = step.grads.tensors();
+  ASSERT_EQ(params.size(), grads.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    Tensor original = params[i]->clone();
+    Tensor numeric = numeric_gradient(
+        [&](const Tensor& x) {
+          params[i]->copy_from(x);
+          return gpt_loss(d, p, tokens, batch);
+        },
+        original);
+    params[i]->copy_from(original);
+    EXPECT_LT(compare(*grads[i], numeric).rel_l2, kGradcheckTolerance) << "parameter tensor " << i;
+  }
+}
+
+TEST(ReferenceGpt, AdamStepsLowerTheLoss) {
+  const GptDims d = tiny_dims();
+  const std::vector<int64_t> tokens = tiny_tokens(d, 2);
+  GptParams p = tiny_params(d);
+  GptAdam adam;
+  adam.config.lr = 1e-2;
+  double first = 0, last = 0;
+  for (int s = 0; s < 5; ++s) {
+    GptStep step = gpt_forward_backward(d, p, tokens, 2);
+    (s == 0 ? first : last) = step.loss;
+    gpt_adam_step(p, step.grads, adam);
+  }
+  EXPECT_LT(last, first);
+  EXPECT_EQ(adam.step, 5);
+}
+
+}  // namespace
+}  // namespace sextant::ref

@@ -1,0 +1,21 @@
+// a2a+p2p (hierarchical, as TE's "a2a+p2p"): Ulysses inside groups of
+// a2a_size consecutive CP ranks, then a ring over the cp / a2a_size groups.
+// cp = a2a_size x p2p_size.
+#include "suites/attention/attention.h"
+
+namespace sextant::attention {
+namespace {
+
+const Variant kVariant{"a2a+p2p",
+                       "hierarchical: Ulysses inside a2a_size groups, a ring over the p2p_size groups",
+                       /*ulysses=*/true,
+                       /*kv_group=*/true,
+                       cp::KvExchange::ring,
+                       {"ring_skip_step", "lse_add", "mask_off_by_one", "zigzag_order", "dkv_not_returned",
+                        "ulysses_swap"}};
+
+}  // namespace
+
+CaseDef a2a_p2p_case() { return make_attention_case(kVariant); }
+
+}  // namespace sextant::attention

@@ -1,0 +1,102 @@
+// The attention suite: context-parallel attention (kernels/attention) against
+// a float64 whole-sequence reference, forward and backward. One case per CP
+// variant (p2p, a2a, allgather, a2a+p2p); each sweeps causal / non-causal,
+// contiguous / zigzag layout, MHA / GQA, f32 / bf16 and the CP (x TP) sizes
+// of the rank count. The shared driver (driver.cc) turns a Variant into a
+// case, like the collectives suite turns a CollectiveOp into one.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harness/case.h"
+#include "kernels/attention/cp_attention.h"
+
+namespace sextant::attention {
+
+// One CP variant as a case.
+struct Variant {
+  const char* name;     // case name and `variant` param
+  const char* summary;
+  bool ulysses;         // has the a2a stage
+  bool kv_group;        // has a KV exchange group
+  cp::KvExchange kv_exchange;
+  std::vector<std::string> faults;  // planted faults that can show in this variant
+};
+
+// The instance's problem, read from CaseConfig::params.
+struct Problem {
+  std::string variant;
+  cp::Layout layout = cp::Layout::contiguous;
+  bool causal = false;
+  int64_t seq = 0, batch = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  int a2a_size = 1, p2p_size = 1;  // cp = a2a_size x p2p_size
+  std::string reference;           // "full" or "spot" (sampled query rows)
+
+  static Problem of(const CaseConfig& config);
+  // Forward FLOPs of the whole problem: 4 b s^2 h d, halved when causal.
+  double flops_forward() const;
+};
+
+// What one rank holds: its batch rows (DP), heads (TP) and sequence chunks (CP).
+struct Shard {
+  int64_t batch0 = 0, batch = 0;
+  int64_t head0 = 0, heads = 0, kv_head0 = 0, kv_heads = 0;
+  std::vector<cp::Chunk> chunks;
+  int64_t rows = 0;  // sum of the chunk lengths
+};
+Shard shard_of(const Problem& p, const ParallelConfig& parallel, const RankCoords& coords);
+
+// The four inputs, as a rank's shard or (shard = whole problem) globally.
+struct Inputs {
+  Tensor q, k, v, dout;  // [b, n, h, d], [b, n, hk, d], [b, n, hk, d], [b, n, h, d]
+};
+Inputs make_inputs(const Problem& p, const Shard& shard, DType dtype, uint64_t seed);
+Shard whole(const Problem& p);
+
+// Per timed region: what the kernels reported, summed over the runs.
+struct RegionStats {
+  cp::Stats kernel;
+  int runs = 0;
+};
+
+struct State {
+  const Variant* variant = nullptr;
+  CaseConfig config;
+  Problem problem;
+  Shard shard;
+  uint64_t seed = 0;
+  Communicator* host = nullptr;  // checks and metrics
+  Communicator* self = nullptr;  // the one-rank baseline
+  Communicator* cp_comm = nullptr;
+  std::unique_ptr<Communicator> a2a_owned, kv_owned;     // a2a+p2p: the two sub-groups of CP
+  std::unique_ptr<Communicator> a2a_loop, kv_loop;       // compute_only: groups that move nothing
+  cp::Comms comms, loop_comms;
+  cp::Options options;  // with the planted fault, if any
+  Inputs in;
+  cp::Forward fwd;
+  cp::Grads grads;
+  std::map<std::string, RegionStats> regions;
+};
+
+// Driver pieces (driver.cc, check.cc, metrics.cc, sweep.cc).
+std::vector<CaseConfig> sweep(const Variant& v, const SweepRequest& req);
+void validate(const Variant& v, const CaseConfig& c);
+State setup(const Variant& v, CaseContext& ctx);
+void run_forward(State& s, const std::string& region);
+void run_forward_backward(State& s, const std::string& region, bool compute_only);
+void check(State& s, Checker& checker);
+Metrics metrics(State& s, const RegionTimes& times);
+// Traffic of the variant's formula, bytes per rank per iteration.
+double bytes_formula(const State& s, bool backward_too);
+
+CaseDef make_attention_case(const Variant& v);
+
+CaseDef p2p_case();
+CaseDef a2a_case();
+CaseDef allgather_case();
+CaseDef a2a_p2p_case();
+
+}  // namespace sextant::attention

@@ -1,0 +1,155 @@
+// Conformance (DESIGN.md): out, lse, dq, dk, dv of the distributed run against
+// the float64 whole-sequence reference, with the same kernel at cp = 1 (the
+// baseline) setting the bound. For sizes past the full reference, a spot check
+// on sampled query rows covers out, lse and dq.
+#include <algorithm>
+#include <deque>
+#include <numeric>
+
+#include "harness/assemble.h"
+#include "harness/rng.h"
+#include "harness/strings.h"
+#include "kernels/ops/attention_block.h"
+#include "reference/attention.h"
+#include "suites/attention/attention.h"
+
+namespace sextant::attention {
+
+namespace {
+
+struct Results {
+  Tensor out, lse, dq, dk, dv;
+};
+
+// This rank's piece of a [b, s, h, d] tensor (or [b, h, s] for a per-row
+// statistic) as blocks of the global tensor, one per sequence chunk.
+std::vector<Block> blocks_of(const Tensor& local, const Shard& s, bool kv, bool stat) {
+  const int64_t h0 = kv ? s.kv_head0 : s.head0;
+  std::vector<Block> blocks;
+  int64_t at = 0;
+  for (const cp::Chunk& c : s.chunks) {
+    if (stat) blocks.push_back({narrow(local, 2, at, c.length), {s.batch0, h0, c.start}});
+    else blocks.push_back({narrow(local, 1, at, c.length), {s.batch0, c.start, h0, 0}});
+    at += c.length;
+  }
+  return blocks;
+}
+
+// Collective: the global tensor on the group's root.
+Tensor gather(State& s, Checker& checker, const std::string& name, const Tensor& local, bool kv, bool stat) {
+  const Problem& p = s.problem;
+  const int64_t heads = kv ? p.kv_heads : p.heads;
+  const Shape global = stat ? Shape{p.batch, heads, p.seq} : Shape{p.batch, p.seq, heads, p.head_dim};
+  Assembled a = assemble(*s.host, blocks_of(local, s.shard, kv, stat), global, local.dtype());
+  if (checker.is_root() && (a.uncovered || a.mismatched))
+    checker.fail(cat(name, ": ", a.uncovered, " elements uncovered, ", a.mismatched, " replicas disagree"));
+  return a.tensor;
+}
+
+Results run_distributed(State& s) {
+  s.fwd = cp::cp_attention_forward(s.comms, s.options, s.in.q, s.in.k, s.in.v);
+  s.grads = cp::cp_attention_backward(s.comms, s.options, s.in.q, s.in.k, s.in.v, s.fwd.out, s.fwd.lse, s.in.dout);
+  for (Communicator* sub : {s.a2a_owned.get(), s.kv_owned.get()})
+    if (sub) sub->reset_stats();  // the timed regions count their own traffic
+  return {s.fwd.out, s.fwd.lse, s.grads.dq, s.grads.dk, s.grads.dv};
+}
+
+// The same kernel at cp = 1 through the one-rank communicator, unfaulted.
+Results baseline(State& s, const Inputs& in) {
+  const cp::Comms comms{s.variant->ulysses ? s.self : nullptr, s.variant->kv_group ? s.self : nullptr};
+  cp::Options o = s.options;
+  o.faults = {};
+  cp::Forward f = cp::cp_attention_forward(comms, o, in.q, in.k, in.v);
+  cp::Grads g = cp::cp_attention_backward(comms, o, in.q, in.k, in.v, f.out, f.lse, in.dout);
+  return {f.out, f.lse, g.dq, g.dk, g.dv};
+}
+
+struct Reference {
+  ref::AttentionResult fwd;
+  ref::AttentionGradients grads;
+};
+
+// The float64 reference depends on the problem and the rounded inputs only,
+// not on the variant or layout: keep the last few (the sweep repeats them).
+const Reference& full_reference(const Problem& p, DType dtype, uint64_t seed, const Inputs& in) {
+  static std::deque<std::pair<std::string, Reference>> cache;
+  const std::string key = cat(p.batch, " ", p.seq, " ", p.heads, " ", p.kv_heads, " ", p.head_dim, " ", p.causal,
+                              " ", dtype_name(dtype), " ", seed);
+  for (const auto& [k, r] : cache)
+    if (k == key) return r;
+  if (cache.size() >= 8) cache.pop_front();
+  cache.emplace_back(key, Reference{ref::attention_forward(in.q, in.k, in.v, p.causal),
+                                    ref::attention_backward(in.q, in.k, in.v, in.dout, p.causal)});
+  return cache.back().second;
+}
+
+// Sampled query positions, always with the first and last row (the one that
+// sees a single key under the causal mask, and the one that sees them all).
+std::vector<int64_t> sample_rows(int64_t seq, uint64_t seed) {
+  std::vector<int64_t> rows = {0, seq - 1};
+  for (uint64_t i = 0; i < 30; ++i) {
+    const uint64_t bits = random_bits(seed, tensor_id("attention.rows"), i);
+    rows.push_back(static_cast<int64_t>(bits % static_cast<uint64_t>(seq)));
+  }
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  return rows;
+}
+
+Tensor select_rows(const Tensor& t, int dim, const std::vector<int64_t>& rows) {
+  std::vector<Tensor> parts;
+  for (int64_t r : rows) parts.push_back(narrow(t, dim, r, 1));
+  return concat(parts, dim);
+}
+
+// The block kernel at cp = 1 on the sampled query rows against every key.
+Results spot_baseline(const Problem& p, const Inputs& in, const std::vector<int64_t>& rows, DType dtype) {
+  const Tensor q = select_rows(in.q, 1, rows), dout = select_rows(in.dout, 1, rows);
+  std::vector<int64_t> keys(static_cast<size_t>(p.seq));
+  std::iota(keys.begin(), keys.end(), 0);
+  const ops::AttentionMask mask =
+      p.causal ? ops::AttentionMask::causal_positions(rows, keys) : ops::AttentionMask::none();
+  ops::AttentionOut f = ops::attention_block_forward(q, in.k, in.v, mask, dtype);
+  Tensor dq = Tensor::zeros(q.shape(), DType::f32);
+  Tensor dk = Tensor::zeros(in.k.shape(), DType::f32), dv = Tensor::zeros(in.k.shape(), DType::f32);
+  ops::attention_block_backward_accumulate(q, in.k, in.v, dout, f.lse, ops::attention_delta(f.out, dout), mask, dq,
+                                           dk, dv);
+  return {f.out, f.lse, dq.to(dtype), {}, {}};
+}
+
+void check_full(State& s, Checker& checker, const Results& dist, const Inputs& in) {
+  const Reference& ref = full_reference(s.problem, s.config.dtype, s.seed, in);
+  const Results base = baseline(s, in);
+  checker.compare("out", dist.out, base.out, ref.fwd.out);
+  checker.compare("lse", dist.lse, base.lse, ref.fwd.lse);
+  checker.compare("dq", dist.dq, base.dq, ref.grads.dq);
+  checker.compare("dk", dist.dk, base.dk, ref.grads.dk);
+  checker.compare("dv", dist.dv, base.dv, ref.grads.dv);
+  checker.note("reference", "full");
+}
+
+void check_spot(State& s, Checker& checker, const Results& dist, const Inputs& in) {
+  const std::vector<int64_t> rows = sample_rows(s.problem.seq, s.seed);
+  const ref::AttentionRows ref = ref::attention_rows(in.q, in.k, in.v, in.dout, s.problem.causal, rows);
+  const Results base = spot_baseline(s.problem, in, rows, s.config.dtype);
+  checker.compare("out", select_rows(dist.out, 1, rows), base.out, ref.out);
+  checker.compare("lse", select_rows(dist.lse, 2, rows), base.lse, ref.lse);
+  checker.compare("dq", select_rows(dist.dq, 1, rows), base.dq, ref.dq);
+  checker.note("reference",
+               cat("spot: ", rows.size(), " sampled query rows; dk and dv need every row and are not checked"));
+}
+
+}  // namespace
+
+void check(State& s, Checker& checker) {
+  const Results local = run_distributed(s);
+  Results dist{gather(s, checker, "out", local.out, false, false), gather(s, checker, "lse", local.lse, false, true),
+               gather(s, checker, "dq", local.dq, false, false), gather(s, checker, "dk", local.dk, true, false),
+               gather(s, checker, "dv", local.dv, true, false)};
+  if (!checker.is_root()) return;
+  const Inputs in = make_inputs(s.problem, whole(s.problem), s.config.dtype, s.seed);
+  if (s.problem.reference == "spot") check_spot(s, checker, dist, in);
+  else check_full(s, checker, dist, in);
+}
+
+}  // namespace sextant::attention

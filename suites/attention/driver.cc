@@ -1,0 +1,97 @@
+// The shared driver: setup (shards and communicators), the timed regions, and
+// the case table of a Variant.
+#include "harness/error.h"
+#include "suites/attention/attention.h"
+#include "suites/attention/loopback_comm.h"
+
+namespace sextant::attention {
+
+namespace {
+
+// a2a+p2p: the a2a groups are a2a_size consecutive CP ranks, the kv (ring)
+// groups the ranks with the same place in their a2a group (cp_attention.h).
+void split_cp(State& s, int a2a_size) {
+  const int c = s.cp_comm->rank();
+  s.a2a_owned = s.cp_comm->split(c / a2a_size, c % a2a_size);
+  s.kv_owned = s.cp_comm->split(c % a2a_size, c / a2a_size);
+  s.comms = {s.a2a_owned.get(), s.kv_owned.get()};
+}
+
+// Traffic on the sub-groups counts as CP traffic: the harness reads the
+// counters of the grid's communicators only.
+void fold_traffic(State& s) {
+  for (Communicator* sub : {s.a2a_owned.get(), s.kv_owned.get()}) {
+    if (!sub) continue;
+    CommStats& into = s.cp_comm->stats();
+    for (const auto& [op, bytes] : sub->stats().bytes_sent) into.bytes_sent[op] += bytes;
+    for (const auto& [op, calls] : sub->stats().calls) into.calls[op] += calls;
+    sub->reset_stats();
+  }
+}
+
+}  // namespace
+
+State setup(const Variant& v, CaseContext& ctx) {
+  if (ctx.device != Device::host)
+    throw RuntimeError("attention suite: the attention block has no CUDA kernel yet; run with --device host");
+  State s;
+  s.variant = &v;
+  s.config = ctx.config;
+  s.problem = Problem::of(ctx.config);
+  s.seed = ctx.seed;
+  s.host = &ctx.host_comm;
+  s.self = &ctx.self;
+  s.cp_comm = &ctx.grid.get(Dim::cp);
+  RankCoords at = ctx.grid.coords();
+  if (at.cp != s.cp_comm->rank()) throw RuntimeError("attention suite: CP communicator rank differs from the grid");
+  s.shard = shard_of(s.problem, ctx.config.parallel, at);
+  s.in = make_inputs(s.problem, s.shard, ctx.config.dtype, s.seed);
+  if (v.ulysses && v.kv_group) split_cp(s, s.problem.a2a_size);
+  else if (v.ulysses) s.comms.a2a = s.cp_comm;
+  else s.comms.kv = s.cp_comm;
+  if (s.comms.a2a) s.a2a_loop = std::make_unique<LoopbackCommunicator>(*s.comms.a2a);
+  if (s.comms.kv) s.kv_loop = std::make_unique<LoopbackCommunicator>(*s.comms.kv);
+  s.loop_comms = {s.a2a_loop.get(), s.kv_loop.get()};
+  s.options.causal = s.problem.causal;
+  s.options.layout = s.problem.layout;
+  s.options.seq = s.problem.seq;
+  s.options.kv_exchange = v.kv_exchange;
+  s.options.faults = cp::Faults::parse(ctx.config.fault);
+  return s;
+}
+
+void run_forward(State& s, const std::string& region) {
+  RegionStats& r = s.regions[region];
+  s.fwd = cp::cp_attention_forward(s.comms, s.options, s.in.q, s.in.k, s.in.v, &r.kernel);
+  ++r.runs;
+  fold_traffic(s);
+}
+
+void run_forward_backward(State& s, const std::string& region, bool compute_only) {
+  RegionStats& r = s.regions[region];
+  const cp::Comms& comms = compute_only ? s.loop_comms : s.comms;
+  cp::Forward f = cp::cp_attention_forward(comms, s.options, s.in.q, s.in.k, s.in.v, &r.kernel);
+  s.grads = cp::cp_attention_backward(comms, s.options, s.in.q, s.in.k, s.in.v, f.out, f.lse, s.in.dout, &r.kernel);
+  ++r.runs;
+  fold_traffic(s);
+}
+
+CaseDef make_attention_case(const Variant& v) {
+  CaseTable<State> t;
+  t.suite = "attention";
+  t.name = v.name;
+  t.summary = v.summary;
+  t.faults = v.faults;
+  t.table_metrics = {"tflops_per_rank", "load_balance", "overlap_efficiency"};
+  t.configs = [&v](const SweepRequest& req) { return sweep(v, req); };
+  t.validate = [&v](const CaseConfig& c) { validate(v, c); };
+  t.setup = [&v](CaseContext& ctx) { return setup(v, ctx); };
+  t.timed = {{"fwd", [](State& s) { run_forward(s, "fwd"); }},
+             {"fwd_bwd", [](State& s) { run_forward_backward(s, "fwd_bwd", false); }},
+             {"compute_only", [](State& s) { run_forward_backward(s, "compute_only", true); }}};
+  t.check = check;
+  t.metrics = metrics;
+  return make_case(std::move(t));
+}
+
+}  // namespace sextant::attention

@@ -1,0 +1,200 @@
+// Which instances a rank count runs, the bad-input rules, and the shards.
+#include <algorithm>
+
+#include "harness/error.h"
+#include "harness/rng.h"
+#include "harness/strings.h"
+#include "suites/attention/attention.h"
+
+namespace sextant::attention {
+
+namespace {
+
+struct Sizes {
+  int64_t batch, seq, heads, head_dim;
+};
+
+// Small enough for two shared cores at every rank count; qualify is for GPUs
+// and checks by sampled rows.
+Sizes default_sizes(const std::string& profile) {
+  if (profile == "ci") return {2, 64, 16, 8};
+  if (profile == "qualify") return {1, 8192, 32, 128};
+  return {1, 256, 16, 16};
+}
+
+// Above this many score entries times head_dim (b h s^2 d) the float64
+// reference covers sampled query rows only.
+constexpr double kFullReferenceLimit = 1 << 28;
+
+// TP x CP splits of a rank count: all CP, and with 4+ ranks TP 2 (TP 4 too at
+// 8 ranks outside ci).
+std::vector<ParallelConfig> parallel_configs(const SweepRequest& req) {
+  if (req.parallel) return {*req.parallel};
+  std::vector<ParallelConfig> out = {ParallelConfig{1, req.ranks, 1, 1}};
+  if (req.ranks >= 4) out.push_back(ParallelConfig{2, req.ranks / 2, 1, 1});
+  if (req.ranks == 8 && req.profile != "ci") out.push_back(ParallelConfig{4, 2, 1, 1});
+  return out;
+}
+
+// (a2a_size, p2p_size) for a CP size. a2a+p2p takes the user's split, else
+// a2a 2 (a ring over cp/2); under a planted fault of the ring the ring must
+// have two members, so a2a is 1 up to cp 2.
+std::pair<int, int> split_of(const Variant& v, const SweepRequest& req, int cp) {
+  if (!v.ulysses) return {1, cp};
+  if (!v.kv_group) return {cp, 1};
+  const bool ring_fault = req.fault == "ring_skip_step" || req.fault == "lse_add" || req.fault == "dkv_not_returned" ||
+                          req.fault == "mask_off_by_one";
+  const int fallback = cp >= 4 || (cp >= 2 && !ring_fault) ? 2 : 1;
+  const int a2a = static_cast<int>(req.get<int64_t>("a2a_size", fallback));
+  const int p2p = static_cast<int>(req.get<int64_t>("p2p_size", a2a > 0 ? cp / a2a : 0));
+  return {a2a, p2p};
+}
+
+// GQA: a quarter of the query heads, but at least one per Ulysses member and
+// TP rank so the a2a variants can split them.
+std::vector<int64_t> kv_heads_list(const SweepRequest& req, int64_t heads, int64_t min_kv) {
+  if (req.options.contains("kv_heads")) return {req.get<int64_t>("kv_heads", heads)};
+  int64_t gqa = std::max<int64_t>(heads / 4, min_kv);
+  if (gqa <= 0 || heads % gqa != 0) gqa = heads;
+  if (gqa == heads) return {heads};
+  return {heads, gqa};
+}
+
+// Faults that need a causal mask (and a zigzag layout) to show.
+bool fault_can_show(const std::string& fault, bool causal, cp::Layout layout) {
+  if (fault == "mask_off_by_one") return causal;
+  if (fault == "zigzag_order") return causal && layout == cp::Layout::zigzag;
+  return true;
+}
+
+}  // namespace
+
+std::vector<CaseConfig> sweep(const Variant& v, const SweepRequest& req) {
+  const Sizes d = default_sizes(req.profile);
+  const int64_t batch = req.get<int64_t>("batch", d.batch), seq = req.get<int64_t>("seq", d.seq);
+  const int64_t heads = req.get<int64_t>("heads", d.heads), head_dim = req.get<int64_t>("head_dim", d.head_dim);
+  // Faults are planted in f32, where the floor is tight enough to see them.
+  const std::vector<DType> dtypes = req.dtypes_or(req.fault.empty() ? std::vector<DType>{DType::f32, DType::bf16}
+                                                                    : std::vector<DType>{DType::f32});
+  std::vector<bool> causals = {false, true};
+  if (req.options.contains("causal")) causals = {req.get<bool>("causal", false)};
+  std::vector<CaseConfig> out;
+  for (const ParallelConfig& parallel : parallel_configs(req)) {
+    const auto [a2a, p2p] = split_of(v, req, parallel.cp);
+    for (bool causal : causals) {
+      std::vector<cp::Layout> layouts = {cp::Layout::contiguous};
+      if (req.options.contains("layout")) layouts = {cp::parse_layout(req.get<std::string>("layout", ""))};
+      else if (causal) layouts.push_back(cp::Layout::zigzag);
+      for (cp::Layout layout : layouts) {
+        if (!fault_can_show(req.fault, causal, layout)) continue;
+        for (int64_t kv : kv_heads_list(req, heads, static_cast<int64_t>(a2a) * parallel.tp))
+          for (DType dtype : dtypes) {
+            const double size = static_cast<double>(batch) * heads * seq * seq * head_dim;
+            CaseConfig c;
+            c.params = {{"variant", v.name},   {"layout", cp::layout_name(layout)},
+                        {"causal", causal},    {"seq", seq},
+                        {"batch", batch},      {"heads", heads},
+                        {"kv_heads", kv},      {"head_dim", head_dim},
+                        {"a2a_size", a2a},     {"p2p_size", p2p},
+                        {"reference", req.get<std::string>("reference", size > kFullReferenceLimit ? "spot" : "full")}};
+            c.parallel = parallel;
+            c.ranks = req.ranks;
+            c.dtype = dtype;
+            out.push_back(c);
+          }
+      }
+    }
+  }
+  return out;
+}
+
+void validate(const Variant& v, const CaseConfig& c) {
+  const Problem p = Problem::of(c);
+  const ParallelConfig& par = c.parallel;
+  require_positive("--seq", p.seq);
+  require_positive("--batch", p.batch);
+  require_positive("--heads", p.heads);
+  require_positive("--kv-heads", p.kv_heads);
+  require_positive("--head-dim", p.head_dim);
+  require_divides("--kv-heads", p.kv_heads, "--heads", p.heads);
+  require_divides("--tp", par.tp, "--heads", p.heads);
+  require_divides("--tp", par.tp, "--kv-heads", p.kv_heads);
+  require_divides("--dp", par.dp, "--batch", p.batch);
+  require(par.pp == 1, cat("attention runs without pipeline stages: --pp ", par.pp, " must be 1"));
+  if (p.layout == cp::Layout::zigzag)
+    require(p.seq % (2 * par.cp) == 0,
+            cat("--seq ", p.seq, " must be divisible by 2*cp = ", 2 * par.cp, " for the zigzag layout"));
+  else
+    require(p.seq % par.cp == 0, cat("--seq ", p.seq, " must be divisible by cp ", par.cp));
+  require(p.a2a_size >= 1 && par.cp % p.a2a_size == 0,
+          cat("a2a_size ", p.a2a_size, " must divide cp ", par.cp, " (cp = a2a_size x p2p_size)"));
+  require(p.a2a_size * p.p2p_size == par.cp, cat("a2a_size ", p.a2a_size, " x p2p_size ", p.p2p_size, " = ",
+                                                 p.a2a_size * p.p2p_size, " must equal cp ", par.cp));
+  require(v.ulysses || p.a2a_size == 1, cat("variant ", v.name, " has no all-to-all: a2a_size ", p.a2a_size,
+                                            " must be 1"));
+  if (v.ulysses) {
+    const int64_t heads = p.heads / par.tp, kv = p.kv_heads / par.tp;
+    require(heads % p.a2a_size == 0, cat("a2a size ", p.a2a_size, " must divide the ", heads,
+                                         " heads per TP rank (--heads ", p.heads, " / --tp ", par.tp, ")"));
+    require(kv % p.a2a_size == 0, cat("a2a size ", p.a2a_size, " must divide the ", kv,
+                                      " KV heads per TP rank (--kv-heads ", p.kv_heads, " / --tp ", par.tp, ")"));
+  }
+  require(p.reference == "full" || p.reference == "spot",
+          cat("reference '", p.reference, "' must be full or spot"));
+  if (!c.fault.empty()) cp::Faults::parse(c.fault);
+}
+
+Problem Problem::of(const CaseConfig& c) {
+  Problem p;
+  p.variant = c.s("variant");
+  p.layout = cp::parse_layout(c.s("layout"));
+  p.causal = c.b("causal");
+  p.seq = c.i("seq"), p.batch = c.i("batch"), p.heads = c.i("heads"), p.kv_heads = c.i("kv_heads");
+  p.head_dim = c.i("head_dim");
+  p.a2a_size = static_cast<int>(c.i("a2a_size")), p.p2p_size = static_cast<int>(c.i("p2p_size"));
+  p.reference = c.s("reference");
+  return p;
+}
+
+double Problem::flops_forward() const {
+  return 4.0 * batch * static_cast<double>(seq) * seq * heads * head_dim * (causal ? 0.5 : 1.0);
+}
+
+Shard shard_of(const Problem& p, const ParallelConfig& par, const RankCoords& at) {
+  Shard s;
+  s.batch = p.batch / par.dp, s.batch0 = at.dp * s.batch;
+  s.heads = p.heads / par.tp, s.head0 = at.tp * s.heads;
+  s.kv_heads = p.kv_heads / par.tp, s.kv_head0 = at.tp * s.kv_heads;
+  s.chunks = cp::shard_chunks(p.layout, p.seq, par.cp, at.cp);
+  for (const cp::Chunk& c : s.chunks) s.rows += c.length;
+  return s;
+}
+
+Shard whole(const Problem& p) {
+  return {0, p.batch, 0, p.heads, 0, p.kv_heads, {{0, p.seq}}, p.seq};
+}
+
+namespace {
+// The shard of a global [batch, seq, heads, head_dim] tensor, chunk by chunk.
+Tensor shard_tensor(const Problem& p, const Shard& s, bool kv, const char* name, double scale, DType dtype,
+                    uint64_t seed) {
+  const int64_t heads = kv ? p.kv_heads : p.heads, h0 = kv ? s.kv_head0 : s.head0, h = kv ? s.kv_heads : s.heads;
+  const RandomSpec spec{seed, tensor_id(name), scale};
+  std::vector<Tensor> parts;
+  for (const cp::Chunk& c : s.chunks)
+    parts.push_back(random_block({p.batch, p.seq, heads, p.head_dim}, {s.batch0, c.start, h0, 0},
+                                 {s.batch, c.length, h, p.head_dim}, dtype, spec));
+  return parts.size() == 1 ? parts[0] : concat(parts, 1);
+}
+}  // namespace
+
+// Scales: q.k / sqrt(d) has standard deviation 2 * 1.5 / 3 = 1, a softmax
+// that is neither flat nor one-hot.
+Inputs make_inputs(const Problem& p, const Shard& s, DType dtype, uint64_t seed) {
+  return {shard_tensor(p, s, false, "attention.q", 2.0, dtype, seed),
+          shard_tensor(p, s, true, "attention.k", 1.5, dtype, seed),
+          shard_tensor(p, s, true, "attention.v", 1.0, dtype, seed),
+          shard_tensor(p, s, false, "attention.dout", 1.0, dtype, seed)};
+}
+
+}  // namespace sextant::attention

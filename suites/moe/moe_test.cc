@@ -1,0 +1,166 @@
+// The moe suite through the same registry the CLI uses: every instance
+// passes at every rank count with routing identical to the reference, every
+// planted fault fails its case, and bad input is refused before anything runs.
+#include <gtest/gtest.h>
+
+#include "harness/error.h"
+#include "harness/runner.h"
+#include "harness/testing/mpi_world.h"
+#include "kernels/moe/moe_layer.h"
+
+namespace sextant {
+void register_moe_suite(Registry&);
+namespace {
+
+using testing::world;
+
+Registry suite() {
+  Registry r;
+  register_moe_suite(r);
+  return r;
+}
+
+RunOptions small() {
+  RunOptions o;
+  o.selection = {"moe"};
+  o.profile = "ci";
+  o.timing = {0, 1};
+  o.rank_counts = {world().size()};
+  return o;
+}
+
+std::vector<CaseRecord> run(const RunOptions& o) {
+  Registry r = suite();
+  return execute_plan(plan_run(r, o, world().size()), world(), o, {});
+}
+
+double metric(const CaseRecord& r, const std::string& name) { return r.metrics.at(name).at("value").get<double>(); }
+
+TEST(Moe, EveryInstancePassesWithTheReferencesRouting) {
+  std::vector<CaseRecord> records = run(small());
+  if (world().rank() != 0) return;
+  ASSERT_FALSE(records.empty());
+  for (const CaseRecord& r : records) {
+    const std::string id = r.config.id();
+    EXPECT_EQ(r.conformance.status, "pass") << id << " " << r.error << " " << nlohmann::json(r.conformance).dump();
+    EXPECT_FALSE(r.conformance.notes.contains("routing_differs")) << id;
+    EXPECT_GE(r.conformance.tensors.size(), 5u) << id;  // y, dx, d_router, d_w1, d_w2 (+ losses)
+    EXPECT_EQ(r.conformance.wrong, 0) << id;              // expert loads and dropped count exact
+    for (const char* m : {"dispatch_GBps", "combine_GBps", "dispatch_GBps_aggregate", "imbalance_expert",
+                          "imbalance_rank", "dropped_tokens", "tokens_per_s", "expert_tflops", "a2a_share"})
+      EXPECT_TRUE(r.metrics.contains(m)) << id << " lacks " << m;
+    if (r.config.params["drop_policy"] != "none" && r.config.params["routing"] == "skewed") {
+      EXPECT_GT(metric(r, "dropped_tokens"), 0) << id << ": a skewed capacity case must drop";
+    }
+  }
+}
+
+TEST(Moe, SkewedRoutingLoadsTheHotExperts) {
+  RunOptions o = small();
+  o.dtypes = {DType::f32};
+  o.options = {{"dispatcher", "alltoall"}, {"experts", 16}, {"topk", 2}, {"drop_policy", "none"}, {"tokens", 512}};
+  std::map<std::string, double> imbalance;
+  for (const char* routing : {"uniform", "skewed"}) {
+    o.options["routing"] = routing;
+    std::vector<CaseRecord> records = run(o);
+    if (world().rank() != 0) continue;
+    ASSERT_FALSE(records.empty());
+    for (const CaseRecord& r : records) {
+      EXPECT_EQ(r.conformance.status, "pass") << r.config.id();
+      imbalance[routing] = std::max(imbalance[routing], metric(r, "imbalance_expert"));
+    }
+  }
+  if (world().rank() == 0) {
+    EXPECT_GT(imbalance["skewed"], 1.5 * imbalance["uniform"]);
+  }
+}
+
+// Each fault fails every instance where it can show (the sweep keeps only
+// those); at one rank the communication faults have no instance.
+TEST(Moe, EveryPlantedFaultIsCaught) {
+  for (const std::string& fault : moe::MoeFaults::names()) {
+    RunOptions o = small();
+    o.fault = fault;
+    std::vector<CaseRecord> records = run(o);
+    if (world().rank() != 0) continue;
+    if (world().size() >= 2) {
+      EXPECT_FALSE(records.empty()) << fault << " has no instance";
+    }
+    for (const CaseRecord& r : records) {
+      EXPECT_EQ(r.conformance.status, "fail") << fault << " was not caught by " << r.config.id();
+      EXPECT_TRUE(r.error.empty()) << r.error;
+      if (fault == "capacity_drop") {  // reported token by token, not hidden in an error norm
+        EXPECT_TRUE(r.conformance.notes.contains("routing_differs")) << r.config.id();
+      }
+      if (fault == "no_edp_reduce") {
+        bool replicas = false;
+        for (const std::string& f : r.conformance.failures) replicas |= f.find("replicas") != std::string::npos;
+        EXPECT_TRUE(replicas) << "EDP replicas should disagree in " << r.config.id();
+      }
+    }
+  }
+}
+
+// The default list reaches every value of every dimension; sweep=full is the cross product.
+TEST(Moe, SweepsReachEveryDimension) {
+  if (world().rank() != 0 || world().size() < 4) GTEST_SKIP() << "planning only, at 4+ ranks";
+  Registry r = suite();
+  RunOptions o;
+  o.selection = {"moe"};
+  o.rank_counts = {4};
+  std::set<std::string> seen;
+  for (const PlannedCase& p : plan_run(r, o, world().size())) {
+    const nlohmann::json& q = p.config.params;
+    seen.insert({"dispatcher=" + q["dispatcher"].get<std::string>(), "routing=" + q["routing"].get<std::string>(),
+                 "drop=" + q["drop_policy"].get<std::string>(), "topk=" + q["topk"].dump(),
+                 "experts=" + q["experts"].dump(), "pre_softmax=" + q["pre_softmax"].dump(),
+                 "etp=" + std::to_string(p.config.parallel.expert_tp()),
+                 "edp=" + std::to_string(p.config.parallel.edp()), "dtype=" + dtype_name(p.config.dtype)});
+  }
+  for (const char* v : {"dispatcher=alltoall", "dispatcher=allgather", "routing=uniform", "routing=skewed",
+                        "drop=none", "drop=probability", "drop=position", "topk=1", "topk=2", "experts=8",
+                        "experts=16", "pre_softmax=true", "etp=2", "edp=2", "dtype=f32", "dtype=bf16"})
+    EXPECT_TRUE(seen.count(v)) << v;
+  const size_t recipes = plan_run(r, o, world().size()).size();
+  o.options["sweep"] = "full";
+  EXPECT_GT(plan_run(r, o, world().size()).size(), 4 * recipes);
+}
+
+TEST(Moe, BadInputIsRefusedWithTheNumbers) {
+  if (world().rank() != 0 || world().size() < 4) GTEST_SKIP() << "planning only, at 4+ ranks";
+  Registry r = suite();
+  auto refused = [&](nlohmann::json options, std::optional<ParallelConfig> parallel, const std::string& message) {
+    RunOptions o;
+    o.selection = {"moe"};
+    o.options = std::move(options);
+    o.parallel = parallel;
+    if (!parallel) o.rank_counts = {4};
+    try {
+      plan_run(r, o, 4);
+      ADD_FAILURE() << "accepted: " << message;
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  };
+  ParallelConfig ep4{1, 1, 1, 4};
+  ep4.ep = 4;
+  ParallelConfig etp2{1, 1, 1, 4};
+  etp2.ep = 2;
+  etp2.etp = 2;
+  refused({{"experts", 6}}, ep4, "--ep 4 must divide --experts 6");
+  refused({{"ffn", 5}}, etp2, "--etp 2 must divide --ffn 5");
+  refused({{"topk", 9}, {"experts", 8}}, std::nullopt, "--topk 9 must be at most --experts 8");
+  refused({{"capacity_factor", 0}}, std::nullopt, "--set capacity_factor=0 must be positive");
+  refused({{"capacity_factor", -1.5}}, std::nullopt, "--set capacity_factor=-1.5 must be positive");
+  refused({{"tokens", 10}}, std::nullopt, "--set tokens=10 must be a multiple of the rank count 4");
+  refused({{"dispatcher", "p2p"}}, std::nullopt, "--set dispatcher='p2p' must be alltoall or allgather");
+  refused({{"pre_softmax", "yes"}}, std::nullopt, "--set pre_softmax=\"yes\" must be true or false");
+  refused({{"drop_policy", "random"}}, std::nullopt, "--set drop_policy='random' must be none, probability or position");
+  ParallelConfig too_big{1, 1, 1, 4};
+  too_big.ep = 4;
+  too_big.etp = 2;
+  refused({}, too_big, "--etp 2 x --ep 4 = 8 must divide tp*cp*dp = 4");
+}
+
+}  // namespace
+}  // namespace sextant

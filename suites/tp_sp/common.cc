@@ -1,0 +1,189 @@
+// What the three tp_sp cases share: sweep, bad-input rules, placement,
+// gathered comparison and the metrics.
+#include "harness/error.h"
+#include "harness/strings.h"
+#include "kernels/tensor_parallel/tp_group.h"
+#include "suites/tp_sp/tp_sp.h"
+
+namespace sextant::tp_sp {
+
+namespace {
+
+struct Sizes {
+  int64_t batch, seq, hidden, heads, ffn, vocab;
+};
+// Small enough that the float64 reference (plain loops) stays in seconds.
+Sizes profile_sizes(const std::string& profile) {
+  if (profile == "ci") return {4, 8, 16, 4, 32, 64};
+  if (profile == "qualify") return {4, 256, 512, 8, 2048, 4096};
+  return {4, 64, 128, 8, 512, 1024};
+}
+
+// The params a block records (METRICS.md, tp_sp): shared ones plus its own width.
+nlohmann::json block_params(const std::string& block, const Sizes& s) {
+  nlohmann::json j = {{"block", block}, {"batch", s.batch}, {"seq", s.seq}, {"hidden", s.hidden}};
+  if (block == "mlp") j["ffn"] = s.ffn;
+  if (block == "attn_proj") j["heads"] = s.heads;
+  if (block == "vocab") j["vocab"] = s.vocab;
+  return j;
+}
+
+int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+
+// (parallel config, regather) pairs to run at req.ranks.
+std::vector<std::pair<ParallelConfig, bool>> variants(const SweepRequest& req) {
+  const bool user_regather = req.options.contains("regather");
+  const bool regather = req.get<bool>("regather", true);
+  std::vector<std::pair<ParallelConfig, bool>> out;
+  if (req.parallel) {  // pinned: exactly that config
+    out.push_back({*req.parallel, regather});
+    return out;
+  }
+  for (int tp : {1, 2, 4}) {
+    if (tp > req.ranks || req.ranks % tp != 0) continue;
+    ParallelConfig pc{tp, 1, 1, req.ranks / tp};
+    out.push_back({pc, false});
+    if (tp == 1) continue;  // SP over one rank is the same run
+    pc.sp = true;
+    if (user_regather) {
+      out.push_back({pc, regather});
+    } else {
+      out.push_back({pc, true});   // Megatron's default: save the shard, all-gather again in backward
+      out.push_back({pc, false});  // save the gathered input: exactly the all-reduce path's bytes
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<CaseConfig> sweep(const SweepRequest& req, const std::string& block) {
+  Sizes s = profile_sizes(req.profile);
+  s.seq = req.get<int64_t>("seq", s.seq);
+  s.hidden = req.get<int64_t>("hidden", s.hidden);
+  s.heads = req.get<int64_t>("heads", s.heads);
+  s.ffn = req.get<int64_t>("ffn", s.ffn);
+  s.vocab = req.get<int64_t>("vocab", s.vocab);
+  std::vector<CaseConfig> out;
+  for (DType dtype : req.dtypes_or({DType::f32, DType::bf16}))
+    for (const auto& [parallel, regather] : variants(req)) {
+      Sizes sized = s;  // the default global batch is raised to a multiple of dp; a given one must divide
+      sized.batch = req.options.contains("batch") ? req.get<int64_t>("batch", s.batch)
+                                                  : round_up(s.batch, std::max(parallel.dp, 1));
+      CaseConfig c;
+      c.params = block_params(block, sized);
+      c.params["sp"] = parallel.sp;
+      if (parallel.sp) c.params["regather"] = regather;
+      c.parallel = parallel;
+      c.ranks = req.ranks;
+      c.dtype = dtype;
+      out.push_back(c);
+    }
+  return out;
+}
+
+Problem problem_of(const CaseConfig& c) {
+  Problem p;
+  p.block = c.s("block");
+  p.sp = c.parallel.sp;
+  p.regather = c.params.value("regather", true);
+  p.batch = c.i("batch");
+  p.seq = c.i("seq");
+  p.hidden = c.i("hidden");
+  p.heads = c.params.value("heads", int64_t{0});
+  p.ffn = c.params.value("ffn", int64_t{0});
+  p.vocab = c.params.value("vocab", int64_t{0});
+  p.tp = c.parallel.tp;
+  p.dp = c.parallel.dp;
+  return p;
+}
+
+void validate_problem(const CaseConfig& c) {
+  const Problem p = problem_of(c);
+  require(c.parallel.cp == 1, cat("tp_sp runs tp x dp: --cp ", c.parallel.cp, " must be 1"));
+  require(c.parallel.pp == 1, cat("tp_sp runs tp x dp: --pp ", c.parallel.pp, " must be 1"));
+  require_positive("--batch", p.batch);
+  require_positive("--seq", p.seq);
+  require_divides("--tp", p.tp, "--hidden", p.hidden);
+  if (p.block == "mlp") require_divides("--tp", p.tp, "--ffn", p.ffn);
+  if (p.block == "attn_proj") {
+    require_divides("--tp", p.tp, "--heads", p.heads);
+    require_divides("--heads", p.heads, "--hidden", p.hidden);
+  }
+  if (p.block == "vocab") require_divides("--tp", p.tp, "--vocab", p.vocab);
+  if (p.sp && p.seq % p.tp != 0)
+    throw UsageError(cat("--tp ", p.tp, " must divide --seq ", p.seq, " under --sp (each rank holds seq/tp tokens)"));
+  require_divides("--dp", p.dp, "--batch", p.batch);
+}
+
+Placement placement_of(const CaseContext& ctx, const Problem& p) {
+  Placement at;
+  at.tp_rank = ctx.grid.get(Dim::tp).rank();
+  at.dp_rank = ctx.grid.get(Dim::dp).rank();
+  at.batch = p.batch / p.dp;
+  at.batch_offset = at.batch * at.dp_rank;
+  const bool sharded = p.sp && p.tp > 1;
+  at.seq = sharded ? p.seq / p.tp : p.seq;
+  at.seq_offset = sharded ? at.seq * at.tp_rank : 0;
+  return at;
+}
+
+Env make_env(CaseContext& ctx) {
+  if (ctx.device != Device::host)
+    throw RuntimeError(
+        "tp_sp runs on the host only: kernels/tensor_parallel and its LayerNorm, GELU, "
+        "cross-entropy ops have no CUDA path yet");
+  Env e;
+  e.p = problem_of(ctx.config);
+  e.at = placement_of(ctx, e.p);
+  e.tp = std::make_unique<tp::TpGroup>(
+      tp::TpGroup{ctx.grid.get(Dim::tp), e.p.sp, e.p.regather, tp::parse_fault(ctx.config.fault)});
+  e.dp = &ctx.grid.get(Dim::dp);
+  e.self = &ctx.self;
+  e.seed = ctx.seed;
+  e.dtype = ctx.config.dtype;
+  return e;
+}
+
+tp::TpGroup baseline_group(const Env& env) { return tp::TpGroup{*env.self}; }
+
+void check_gathered(Checker& checker, const std::string& name, const std::vector<Block>& blocks, const Shape& global,
+                    const Tensor& base, const Tensor& ref) {
+  if (blocks.empty()) throw RuntimeError(cat("check_gathered ", name, ": this rank holds no block"));
+  Assembled a = assemble(checker.comm(), blocks, global, blocks.front().data.dtype());
+  if (!checker.is_root()) return;
+  if (a.uncovered > 0) checker.fail(cat(name, ": ", a.uncovered, " elements held by no rank"));
+  if (a.mismatched > 0) checker.fail(cat(name, ": ", a.mismatched, " replicated elements differ between ranks"));
+  checker.compare(name, a.tensor, base, ref);
+}
+
+size_t bytes_of(const std::vector<Tensor*>& tensors) {
+  size_t total = 0;
+  for (const Tensor* t : tensors)
+    if (t && t->defined()) total += t->nbytes();
+  return total;
+}
+
+Metrics block_metrics(const Env& env, const RegionTimes& times, double flops, size_t activation_bytes,
+                      size_t layernorm_bytes, size_t replicated_grad_bytes, size_t regathered_bytes,
+                      bool has_layernorm) {
+  const TimeStats& t = times.at("fwd_bwd");
+  const int ranks = env.p.tp * env.p.dp;
+  const bool sp = env.tp->sp();
+  Metrics m;
+  // Matrix-product FLOPs of the global forward + backward, shared evenly by the ranks.
+  m.add("tflops_per_rank", t.median > 0 ? flops / (t.median * ranks) / 1e12 : 0.0, "TFLOP/s");
+  m.add("activation_bytes_per_rank", static_cast<double>(activation_bytes), "B");
+  if (has_layernorm) m.add("layernorm_activation_bytes_per_rank", static_cast<double>(layernorm_bytes), "B");
+  // The two ways SP's traffic differs from the all-reduce path's (ring bytes per rank and iteration).
+  m.add("sp_grad_allreduce_bytes_per_rank",
+        sp ? static_cast<double>(ring_bytes_sent("all_reduce", replicated_grad_bytes, env.p.tp)) : 0.0, "B");
+  m.add("regather_bytes_per_rank",
+        sp && env.p.regather ? static_cast<double>(ring_bytes_sent("all_gather", regathered_bytes, env.p.tp)) : 0.0,
+        "B");
+  return m;
+}
+
+const std::vector<std::string>& faults() { return tp::fault_names(); }
+
+}  // namespace sextant::tp_sp

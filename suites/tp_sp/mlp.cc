@@ -1,0 +1,115 @@
+// Case tp_sp/mlp: the pre-LN MLP block LN -> column linear -> GELU -> row
+// linear -> residual (kernels/tensor_parallel/mlp.h) against reference/mlp.h.
+#include "kernels/tensor_parallel/mlp.h"
+
+#include "kernels/tensor_parallel/regions.h"
+#include "reference/mlp.h"
+#include "suites/tp_sp/tp_sp.h"
+
+namespace sextant::tp_sp {
+namespace {
+
+const char* kPrefix = "tp_sp.mlp";
+
+struct MlpState {
+  Env env;
+  tp::MlpWeights w;  // this rank's shards
+  Tensor x, dy;      // [b/dp, s/tp | s, h]
+  // Results of the last fwd_bwd.
+  Tensor y, dx;
+  tp::MlpGrads grads;
+  size_t activation_bytes = 0, layernorm_bytes = 0;
+};
+
+tp::MlpDims dims_of(const Problem& p) { return {p.hidden, p.ffn}; }
+Shape activation_shape(const Problem& p) { return {p.batch, p.seq, p.hidden}; }
+RandomSpec spec(const Env& e, const char* name) { return {e.seed, tensor_id(std::string(kPrefix) + name), 1.0}; }
+
+// One training step of the block on this rank: forward, backward, and the
+// gradient reductions (TP for replicated parameters under SP, then DP).
+void fwd_bwd(MlpState& s) {
+  const tp::TpGroup& g = *s.env.tp;
+  tp::MlpSaved saved;
+  s.y = tp::mlp_forward(g, s.w, s.x, saved);
+  s.activation_bytes = saved.bytes();
+  s.layernorm_bytes = saved.layernorm_bytes();
+  s.dx = tp::mlp_backward(g, s.w, saved, s.dy, s.grads);
+  tp::reduce_sequence_parallel_grads(g, s.grads.replicated_over_tp());
+  tp::all_reduce_grads(*s.env.dp, s.grads.all());
+}
+
+MlpState setup(CaseContext& ctx) {
+  MlpState s;
+  s.env = make_env(ctx);
+  const Problem& p = s.env.p;
+  const Placement& at = s.env.at;
+  s.w = tp::init_mlp_weights(dims_of(p), at.tp_rank, p.tp, s.env.dtype, s.env.seed, kPrefix);
+  const Shape local{at.batch, at.seq, p.hidden};
+  s.x = random_block(activation_shape(p), at.offset(), local, s.env.dtype, spec(s.env, ".x"));
+  s.dy = random_block(activation_shape(p), at.offset(), local, s.env.dtype, spec(s.env, ".dy"));
+  return s;
+}
+
+void check(MlpState& s, Checker& checker) {
+  fwd_bwd(s);
+  const Problem& p = s.env.p;
+  const Placement& at = s.env.at;
+  // Root: the whole problem in float64 and on one rank in the test dtype.
+  ref::MlpActivations ref_fwd;
+  ref::MlpGrads ref_bwd;
+  Tensor base_y, base_dx;
+  tp::MlpGrads base;
+  if (checker.is_root()) {
+    const Tensor x = random_tensor(activation_shape(p), s.env.dtype, spec(s.env, ".x"));
+    const Tensor dy = random_tensor(activation_shape(p), s.env.dtype, spec(s.env, ".dy"));
+    const tp::MlpWeights full = tp::init_mlp_weights(dims_of(p), 0, 1, s.env.dtype, s.env.seed, kPrefix);
+    const ref::MlpParams params{full.ln_gamma, full.ln_beta, full.fc1.w, full.fc1.b, full.fc2.w, full.fc2.b};
+    ref_fwd = ref::mlp_forward_activations(x, params);
+    ref_bwd = ref::mlp_backward(dy, x, params);
+    const tp::TpGroup one = baseline_group(s.env);
+    tp::MlpSaved saved;
+    base_y = tp::mlp_forward(one, full, x, saved);
+    base_dx = tp::mlp_backward(one, full, saved, dy, base);
+  }
+  const Shape act = activation_shape(p);
+  const int64_t ffn_offset = p.ffn / p.tp * at.tp_rank;
+  check_gathered(checker, "y", {{s.y, at.offset()}}, act, base_y, ref_fwd.y);
+  check_gathered(checker, "dx", {{s.dx, at.offset()}}, act, base_dx, ref_bwd.dx);
+  check_gathered(checker, "dln_gamma", {block_along(s.grads.ln_gamma, 0, 0)}, {p.hidden}, base.ln_gamma,
+                 ref_bwd.dln_gamma);
+  check_gathered(checker, "dln_beta", {block_along(s.grads.ln_beta, 0, 0)}, {p.hidden}, base.ln_beta, ref_bwd.dln_beta);
+  check_gathered(checker, "dw1", {block_along(s.grads.fc1.dw, 1, ffn_offset)}, {p.hidden, p.ffn}, base.fc1.dw,
+                 ref_bwd.dw1);
+  check_gathered(checker, "db1", {block_along(s.grads.fc1.db, 0, ffn_offset)}, {p.ffn}, base.fc1.db, ref_bwd.db1);
+  check_gathered(checker, "dw2", {block_along(s.grads.fc2.dw, 0, ffn_offset)}, {p.ffn, p.hidden}, base.fc2.dw,
+                 ref_bwd.dw2);
+  check_gathered(checker, "db2", {block_along(s.grads.fc2.db, 0, 0)}, {p.hidden}, base.fc2.db, ref_bwd.db2);
+}
+
+Metrics metrics(MlpState& s, const RegionTimes& times) {
+  const Problem& p = s.env.p;
+  const size_t elem = dtype_size(s.env.dtype);
+  const size_t ln_out_bytes = static_cast<size_t>(s.env.at.batch * p.seq * p.hidden) * elem;  // fc1's gathered input
+  return block_metrics(s.env, times, tp::mlp_flops(p.tokens(), dims_of(p)), s.activation_bytes, s.layernorm_bytes,
+                       bytes_of(s.grads.replicated_over_tp()), ln_out_bytes, true);
+}
+
+}  // namespace
+
+CaseDef mlp_case() {
+  CaseTable<MlpState> t;
+  t.suite = "tp_sp";
+  t.name = "mlp";
+  t.summary = "pre-LN MLP block (LN, column linear, GELU, row linear, residual) under TP / SP";
+  t.faults = {"skip_input_grad_reduce", "reduce_scatter_wrong_dim", "layernorm_wrong_axis"};
+  t.table_metrics = {"tflops_per_rank", "activation_bytes_per_rank", "layernorm_activation_bytes_per_rank"};
+  t.configs = [](const SweepRequest& req) { return sweep(req, "mlp"); };
+  t.validate = validate_problem;
+  t.setup = setup;
+  t.timed = {{"fwd_bwd", fwd_bwd}};
+  t.check = check;
+  t.metrics = metrics;
+  return make_case(std::move(t));
+}
+
+}  // namespace sextant::tp_sp

@@ -1,0 +1,85 @@
+// The tp_sp suite: tensor and sequence parallelism (kernels/tensor_parallel)
+// on three blocks -- the pre-LN MLP, the attention projections, and the
+// vocabulary-parallel embedding + LM head + cross-entropy -- at tp 1, 2, 4
+// (times dp to fill the ranks), SP off and on, f32 and bf16.
+//
+// Every instance runs one forward + backward on its shards, gathers the
+// output and every gradient (input and all weights) on rank 0, and compares
+// them with the float64 reference and the same kernels on one rank (the
+// baseline). Data parallelism splits the batch; weight gradients are summed
+// over DP, and under SP the replicated parameters' gradients over TP first.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harness/assemble.h"
+#include "harness/case.h"
+#include "kernels/tensor_parallel/tp_group.h"
+
+namespace sextant::tp_sp {
+
+// One instance's problem, from its params and parallel config.
+struct Problem {
+  std::string block;  // mlp, attn_proj, vocab
+  bool sp = false, regather = true;
+  int64_t batch = 0, seq = 0, hidden = 0, heads = 0, ffn = 0, vocab = 0;  // global sizes; unused ones 0
+  int tp = 1, dp = 1;
+  int64_t tokens() const { return batch * seq; }
+};
+Problem problem_of(const CaseConfig& c);
+
+// Where this rank's data lies in the global [batch, seq, ...] activations.
+struct Placement {
+  int tp_rank = 0, dp_rank = 0;
+  int64_t batch = 0, batch_offset = 0;  // this DP rank's samples
+  int64_t seq = 0, seq_offset = 0;      // tokens held outside the TP region (a shard under SP)
+  Shape offset() const { return {batch_offset, seq_offset, 0}; }
+};
+Placement placement_of(const CaseContext& ctx, const Problem& p);
+
+// The communicators and knobs every instance needs.
+struct Env {
+  Problem p;
+  Placement at;
+  std::unique_ptr<tp::TpGroup> tp;  // the distributed run (carries the planted fault)
+  Communicator* dp = nullptr;       // data-parallel group: weight gradients are summed over it
+  Communicator* self = nullptr;     // this rank alone: the one-rank baseline
+  uint64_t seed = 0;
+  DType dtype = DType::f32;
+};
+Env make_env(CaseContext& ctx);
+// The baseline's group: this rank alone, no SP, no fault.
+tp::TpGroup baseline_group(const Env& env);
+
+// Sweep (tp in {1, 2, 4} dividing the ranks, dp = ranks / tp; SP off, and on
+// with and without regather) and the bad-input rules.
+std::vector<CaseConfig> sweep(const SweepRequest& req, const std::string& block);
+void validate_problem(const CaseConfig& c);
+
+// Collective over the checker's group: assembles `blocks` on root and
+// compares the result with base (one rank, test dtype) and ref (f64) there;
+// replicas that disagree bit for bit fail the case.
+void check_gathered(Checker& checker, const std::string& name, const std::vector<Block>& blocks, const Shape& global,
+                    const Tensor& base, const Tensor& ref);
+
+// The metrics of METRICS.md's tp_sp row. flops: matrix-product FLOPs of the
+// global forward + backward; replicated_grad_bytes: bytes of the gradients
+// all-reduced over TP under SP; regathered_bytes: bytes of the full inputs
+// re-all-gathered in backward under SP + regather.
+Metrics block_metrics(const Env& env, const RegionTimes& times, double flops, size_t activation_bytes,
+                      size_t layernorm_bytes, size_t replicated_grad_bytes, size_t regathered_bytes,
+                      bool has_layernorm);
+
+// Bytes of the tensors in the list.
+size_t bytes_of(const std::vector<Tensor*>& tensors);
+
+// The suite's planted faults (kernels/tensor_parallel/tp_group.h).
+const std::vector<std::string>& faults();
+
+CaseDef mlp_case();
+CaseDef attn_proj_case();
+CaseDef vocab_case();
+
+}  // namespace sextant::tp_sp
