@@ -6,7 +6,7 @@ from ..load import cases_of, extra, metric, par, param
 from .common import Section, Table, fmt, legend, runs_used, subplots, systems_caption
 
 TITLE = "Pipeline schedules"
-SCHEDULE_ORDER = ["gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipev"]
+SCHEDULE_ORDER = ["gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipe-v"]
 ACTION_COLOURS = {"F": "#377eb8", "B": "#4daf4a", "I": "#ff7f00", "W": "#984ea3"}
 ACTION_NAMES = {"F": "F forward", "B": "B backward", "I": "I input grad", "W": "W weight grad"}
 

@@ -1,0 +1,205 @@
+// Conformance: one step of the schedule against the float64 reference and
+// the one-rank baseline. The loss and every weight gradient (each kind
+// stacked over the layers: dw1 is [layers, hidden, ffn]) are gathered on
+// the instance's rank 0 and compared there.
+#include <cmath>
+#include <map>
+#include <memory>
+
+#include "harness/assemble.h"
+#include "harness/rng.h"
+#include "harness/strings.h"
+#include "kernels/pipeline/timeline.h"
+#include "reference/mlp.h"
+#include "suites/pipeline/pipeline.h"
+
+namespace sextant::pipeline {
+
+namespace {
+
+// The weight gradients of a whole model, by kind, each stacked over layers.
+const std::vector<std::string> kKinds{"dln_gamma", "dln_beta", "dw1", "db1", "dw2", "db2"};
+
+Shape kind_shape(const std::string& kind, const Problem& p) {
+  const int64_t L = p.layers, h = p.hidden, f = p.ffn;
+  if (kind == "dw1") return {L, h, f};
+  if (kind == "db1") return {L, f};
+  if (kind == "dw2") return {L, f, h};
+  return {L, h};  // dln_gamma, dln_beta, db2
+}
+
+struct Gradients {
+  double loss = 0;
+  std::map<std::string, Tensor> grads;  // kind -> [layers, ...]
+};
+
+// The float64 reference: every global microbatch through every layer
+// (reference/mlp.h), the loss 0.5 ||y - t||^2 / (M b s) summed, and each
+// layer's gradients summed over the microbatches.
+Gradients reference(const MlpStagesConfig& c, const Problem& p) {
+  Gradients out;
+  for (const std::string& k : kKinds) out.grads[k] = Tensor::zeros(kind_shape(k, p), DType::f64);
+  std::vector<ref::MlpParams> params;
+  for (int64_t l = 0; l < c.layers; ++l) {
+    const tp::MlpWeights w = layer_weights(c, l, 0, 1);  // the test dtype's values, read as f64
+    params.push_back({w.ln_gamma, w.ln_beta, w.fc1.w, w.fc1.b, w.fc2.w, w.fc2.b});
+  }
+  const double scale = 1.0 / (static_cast<double>(c.total_microbatches) * c.batch * c.seq);
+  for (int g = 0; g < c.total_microbatches; ++g) {
+    std::vector<Tensor> xs{microbatch_input(c, g, 0, c.seq).to(DType::f64)};  // xs[l]: input of layer l
+    for (int64_t l = 0; l < c.layers; ++l) xs.push_back(ref::mlp_forward(xs[l], params[l]));
+    const std::vector<double> y = xs.back().to_vector(), t = microbatch_target(c, g, 0, c.seq).to_vector();
+    Tensor dy = Tensor::empty(xs.back().shape(), DType::f64);
+    for (size_t i = 0; i < y.size(); ++i) {
+      out.loss += 0.5 * (y[i] - t[i]) * (y[i] - t[i]) * scale;
+      dy.set(static_cast<int64_t>(i), (y[i] - t[i]) * scale);
+    }
+    for (int64_t l = c.layers - 1; l >= 0; --l) {
+      const ref::MlpGrads gr = ref::mlp_backward(dy, xs[l], params[l]);
+      const std::map<std::string, const Tensor*> by_kind{{"dln_gamma", &gr.dln_gamma},
+                                                         {"dln_beta", &gr.dln_beta},
+                                                         {"dw1", &gr.dw1},
+                                                         {"db1", &gr.db1},
+                                                         {"dw2", &gr.dw2},
+                                                         {"db2", &gr.db2}};
+      for (const auto& [kind, grad] : by_kind) {
+        Tensor& sum = out.grads[kind];
+        const int64_t n = grad->numel();
+        for (int64_t i = 0; i < n; ++i) sum.set(l * n + i, sum.at(l * n + i) + grad->at(i));
+      }
+      dy = gr.dx;
+    }
+  }
+  return out;
+}
+
+// Layer l's gradient of `kind` on this rank and where it sits in the stack.
+Block layer_block(tp::MlpGrads& g, const std::string& kind, int64_t layer, int64_t ffn_offset) {
+  auto one = [](const Tensor& t) {
+    Shape s{1};
+    s.insert(s.end(), t.shape().begin(), t.shape().end());
+    return t.reshape(s);
+  };
+  if (kind == "dln_gamma") return {one(g.ln_gamma), {layer, 0}};
+  if (kind == "dln_beta") return {one(g.ln_beta), {layer, 0}};
+  if (kind == "dw1") return {one(g.fc1.dw), {layer, 0, ffn_offset}};
+  if (kind == "db1") return {one(g.fc1.db), {layer, ffn_offset}};
+  if (kind == "dw2") return {one(g.fc2.dw), {layer, ffn_offset, 0}};
+  return {one(g.fc2.db), {layer, 0}};
+}
+
+// The baseline: the same stages on one rank in the test dtype, every layer
+// in one stage, microbatch after microbatch (F then the fused B).
+Gradients baseline(const MlpStagesConfig& full, const Problem& p, Communicator& self) {
+  MlpStagesConfig c = full;
+  c.stages = 1;
+  c.microbatches = c.total_microbatches;
+  c.first_microbatch = 0;
+  const tp::TpGroup one{self};
+  MlpStages model(c, one, {0});
+  model.zero_grad();
+  for (int mb = 0; mb < c.microbatches; ++mb) {
+    model.forward(0, mb, Tensor{});
+    model.backward(0, mb, Tensor{});
+  }
+  Gradients out;
+  out.loss = model.loss();
+  for (const std::string& k : kKinds) {
+    Tensor stacked = Tensor::zeros(kind_shape(k, p), tp::grad_dtype(c.dtype));
+    for (int64_t l = 0; l < c.layers; ++l) {
+      Block b = layer_block(model.grads(l), k, l, 0);
+      write_slice(stacked, 0, l, b.data);
+    }
+    out.grads[k] = stacked;
+  }
+  return out;
+}
+
+struct Expected {
+  Gradients ref, base;
+};
+
+// The reference and the baseline depend on the problem, not on the schedule
+// or the parallel config: computed once per problem and process (root only).
+const Expected& expected_for(const MlpStagesConfig& c, const Problem& p, Communicator& self) {
+  static std::map<std::string, std::unique_ptr<Expected>> cache;
+  const std::string key = cat(c.seed, " ", dtype_name(c.dtype), " L", c.layers, " h", c.hidden, " f", c.ffn, " b",
+                              c.batch, " s", c.seq, " M", c.total_microbatches);
+  std::unique_ptr<Expected>& slot = cache[key];
+  if (!slot) slot = std::make_unique<Expected>(Expected{reference(c, p), baseline(c, p, self)});
+  return *slot;
+}
+
+// A number that changes when any element of t does (for the agreement of
+// schedules): the dot product with fixed pseudo-random weights.
+double fingerprint(const Tensor& t) {
+  const RandomSpec spec{0, tensor_id("pipeline.fingerprint"), 1.0};
+  double sum = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) sum += t.at(i) * random_value(spec, static_cast<uint64_t>(i));
+  return sum;
+}
+
+Tensor scalar(double value, DType dtype) { return Tensor::from_values({1}, {value}, dtype); }
+
+// Activations must all be released by the end of the step, and the most held
+// at once must be what the schedule's order implies.
+void check_activations(PipelineState& s, Checker& checker) {
+  if (s.stages->held_activations() != 0)
+    checker.fail(cat("rank ", s.host->rank(), ": ", s.stages->held_activations(),
+                     " microbatches' activations still held after the step"));
+  const size_t chunks = s.schedule.stages_of(s.pp_rank).size();
+  const double expected = pp::peak_activations(s.schedule)[s.pp_rank] * static_cast<double>(chunks);
+  if (static_cast<double>(s.stages->peak_held_activations()) != expected)
+    checker.fail(cat("pipeline rank ", s.pp_rank, " held ", s.stages->peak_held_activations(),
+                     " chunk activations at once, the schedule implies ", expected));
+}
+
+// The model of the instance as one device holds it: every layer, every
+// microbatch of the global batch.
+MlpStagesConfig whole_model(const PipelineState& s) {
+  MlpStagesConfig c;
+  c.layers = s.p.layers;
+  c.hidden = s.p.hidden;
+  c.ffn = s.p.ffn;
+  c.batch = s.p.batch;
+  c.seq = s.p.seq;
+  c.microbatches = c.total_microbatches = s.p.total_microbatches();
+  c.dtype = s.dtype;
+  c.seed = s.seed;
+  return c;
+}
+
+}  // namespace
+
+void check(PipelineState& s, Checker& checker) {
+  run_step(s);
+  check_activations(s, checker);
+  const Problem& p = s.p;
+  // The loss lives on the last stage's ranks: summed over DP replicas and, under
+  // SP, over the TP ranks' token shards (without SP every TP rank holds all of it).
+  const bool holds_last = s.schedule.stage_rank[s.schedule.stages - 1] == s.pp_rank;
+  const double my_loss = holds_last && (p.sp || s.tp_rank == 0) ? s.stages->loss() : 0.0;
+  const double loss = s.host->all_reduce_value(my_loss, ReduceOp::sum);
+  const Expected* e = nullptr;
+  if (checker.is_root()) {
+    e = &expected_for(whole_model(s), p, *s.self);
+    checker.compare("loss", scalar(loss, DType::f64), scalar(e->base.loss, DType::f64),
+                    scalar(e->ref.loss, DType::f64));
+    checker.note("loss", loss);
+  }
+  const int64_t ffn_offset = p.ffn / p.tp * s.tp_rank;
+  nlohmann::json prints = nlohmann::json::object();
+  for (const std::string& kind : kKinds) {
+    std::vector<Block> blocks;
+    for (int64_t l : s.stages->layers()) blocks.push_back(layer_block(s.stages->grads(l), kind, l, ffn_offset));
+    Assembled a = assemble(*s.host, blocks, kind_shape(kind, p), tp::grad_dtype(s.dtype));
+    if (!checker.is_root()) continue;
+    if (a.uncovered > 0) checker.fail(cat(kind, ": ", a.uncovered, " elements held by no rank"));
+    if (a.mismatched > 0) checker.fail(cat(kind, ": ", a.mismatched, " replicated elements differ between ranks"));
+    checker.compare(kind, a.tensor, e->base.grads.at(kind), e->ref.grads.at(kind));
+    prints[kind] = fingerprint(a.tensor);
+  }
+  if (checker.is_root()) checker.note("grad_fingerprint", prints);
+}
+
+}  // namespace sextant::pipeline

@@ -1,0 +1,18 @@
+// csv: a user's own schedule, --set schedule_file=PATH: one row per
+// pipeline rank, one action <stage><F|B|I|W><microbatch> per cell. Validated
+// before anything runs (a broken rule: exit code 2 and the grid).
+#include "suites/pipeline/pipeline.h"
+
+namespace sextant::pipeline {
+namespace {
+
+const ScheduleKind kKind{"csv",
+                         "a user's schedule from --set schedule_file=PATH (CSV, one row per pipeline rank)",
+                         {},
+                         /*needs_full_pipeline=*/false};
+
+}  // namespace
+
+CaseDef csv_case() { return make_pipeline_case(kKind); }
+
+}  // namespace sextant::pipeline

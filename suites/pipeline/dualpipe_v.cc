@@ -1,0 +1,17 @@
+// dualpipe-v: DeepSeek's DualPipe cut to one V (torch's ScheduleDualPipeV):
+// ZB-V's placement, a main phase of F0 B1 / F1 B0 pairs, m >= 2p.
+#include "suites/pipeline/pipeline.h"
+
+namespace sextant::pipeline {
+namespace {
+
+const ScheduleKind kKind{"dualpipe-v",
+                         "DualPipeV: the V of ZB-V with DualPipe's F0 B1 / F1 B0 main phase (m >= 2p)",
+                         {2},
+                         /*needs_full_pipeline=*/false};
+
+}  // namespace
+
+CaseDef dualpipe_v_case() { return make_pipeline_case(kKind); }
+
+}  // namespace sextant::pipeline

@@ -1,0 +1,17 @@
+// gpipe: every microbatch's forward, then every backward (Huang et al. 2019).
+// Bubble (p-1)/(m+p-1) of the step; every rank holds all m microbatches.
+#include "suites/pipeline/pipeline.h"
+
+namespace sextant::pipeline {
+namespace {
+
+const ScheduleKind kKind{"gpipe",
+                         "every forward, then every backward (peak activations m per rank)",
+                         {1},
+                         /*needs_full_pipeline=*/false};
+
+}  // namespace
+
+CaseDef gpipe_case() { return make_pipeline_case(kKind); }
+
+}  // namespace sextant::pipeline

@@ -1,0 +1,106 @@
+// The pipeline suite: schedules (kernels/pipeline) running pre-LN MLP blocks
+// (kernels/tensor_parallel) as their stages, so TP (+ SP) and DP compose with
+// PP: the parallel config is tp x pp x dp. One case per schedule -- gpipe,
+// 1f1b, interleaved, zb-h1, zb-v, dualpipe-v -- plus csv, a user's own
+// schedule (--set schedule_file=PATH), swept over pp in {2, 4}, microbatches
+// m in {pp, 2pp, 4pp} and the chunks per rank v each schedule accepts.
+//
+// One step = every microbatch's forward and backward under the schedule,
+// weight gradients accumulated over microbatches (zero-bubble schedules run
+// the real I / W split), then reduced over TP (SP's replicated parameters)
+// and DP. The loss on the last stage is
+//   loss = sum over microbatches and tokens of 0.5 ||y - target||^2 / (M b s)
+// with M = dp * m microbatches of [b, s, h] in the global batch. Conformance:
+// the loss and every weight gradient after one step against the float64
+// reference (reference/mlp.h composed over layers and microbatches) and the
+// same stages run on one rank, microbatch after microbatch.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harness/case.h"
+#include "kernels/pipeline/executor.h"
+#include "kernels/pipeline/schedule.h"
+#include "suites/pipeline/mlp_stages.h"
+
+namespace sextant::pipeline {
+
+// A schedule case: its generator's name and the chunks per rank it accepts.
+struct ScheduleKind {
+  const char* name;  // gpipe, 1f1b, interleaved, zb-h1, zb-v, dualpipe-v, csv
+  const char* summary;
+  std::vector<int> chunks;   // v values the sweep runs (a pinned --vpp > 1 overrides)
+  bool needs_full_pipeline;  // m >= pp: the schedule's steady state (and closed form) needs it
+};
+
+// The problem of one instance, from its params and parallel config.
+struct Problem {
+  std::string schedule;       // a generator name, or "csv"
+  std::string schedule_file;  // csv only
+  int pp = 1, tp = 1, dp = 1, chunks = 1;
+  int stages = 1;        // pp * chunks (csv: the stages its rows run)
+  int microbatches = 1;  // m per pipeline (DP replica)
+  int64_t layers = 1, hidden = 0, ffn = 0, batch = 1, seq = 1;
+  bool sp = false;
+  int total_microbatches() const { return dp * microbatches; }
+};
+Problem problem_of(const CaseConfig& c);
+
+// Instances at req.ranks, and the bad-input rules (UsageError; a user CSV
+// that breaks a schedule rule throws pp::ScheduleError with the grid).
+std::vector<CaseConfig> sweep(const SweepRequest& req, const ScheduleKind& kind);
+void validate_problem(const CaseConfig& c, const ScheduleKind& kind);
+
+// The schedule an instance runs: generated, or loaded from its CSV file, with
+// a planted schedule fault (missing_backward, deadlock) applied. Not validated.
+pp::Schedule build_schedule(const Problem& p, const std::string& fault);
+
+// Planted faults. Schedule faults the validator must reject before anything
+// runs; executor and compute faults the check must catch.
+//   missing_backward  the last pipeline rank loses one microbatch's backward
+//   deadlock          stage 0 waits for microbatch 0's gradient before sending
+//                     microbatch 1's activation, which stage 1 wants first
+//   wrong_peer        the executor sends rank 0's first activation astray
+//   accumulate_twice  W of microbatch 0 adds its weight gradients twice
+const std::vector<std::string>& faults();
+
+// One rank's state of an instance.
+struct PipelineState {
+  Problem p;
+  pp::Schedule schedule;
+  std::unique_ptr<MlpStages> stages;
+  std::unique_ptr<pp::PipelineExecutor> executor;
+  Communicator* pp_comm = nullptr;
+  Communicator* dp_comm = nullptr;
+  Communicator* host = nullptr;  // the instance's ranks (checks, metrics)
+  Communicator* self = nullptr;  // this rank alone: the one-rank baseline
+  int tp_rank = 0, dp_rank = 0, pp_rank = 0;
+  uint64_t seed = 0;
+  DType dtype = DType::f32;
+  std::string id, out_dir;
+  double p2p_latency = 0;  // s, one boundary message between neighbours
+  // Per step run: this rank's recorded actions and the CPU seconds of each.
+  std::vector<std::vector<pp::TimedAction>> steps;
+  std::vector<std::vector<double>> steps_cpu;
+};
+
+// Setup and the timed step (driver.cc).
+PipelineState setup_state(CaseContext& ctx);
+void run_step(PipelineState& s);  // zero grads, the schedule, TP/DP gradient reduction
+
+void check(PipelineState& s, Checker& checker);                        // check.cc
+Metrics pipeline_metrics(PipelineState& s, const RegionTimes& times);  // metrics.cc
+
+CaseDef make_pipeline_case(const ScheduleKind& kind);
+
+CaseDef gpipe_case();
+CaseDef one_f_one_b_case();
+CaseDef interleaved_case();
+CaseDef zb_h1_case();
+CaseDef zb_v_case();
+CaseDef dualpipe_v_case();
+CaseDef csv_case();
+
+}  // namespace sextant::pipeline

@@ -1,0 +1,18 @@
+// zb-h1: zero bubble (Qi et al. 2024) in 1F1B's memory: every backward is
+// split into I (input gradient) and W (weight gradient), and W is delayed to
+// fill the drain. Bubble (p-1)(F+I-W), a third of 1F1B's at equal costs.
+#include "suites/pipeline/pipeline.h"
+
+namespace sextant::pipeline {
+namespace {
+
+const ScheduleKind kKind{"zb-h1",
+                         "ZB-H1: 1F1B with the backward split into I and W, W delayed to fill the drain",
+                         {1},
+                         /*needs_full_pipeline=*/true};
+
+}  // namespace
+
+CaseDef zb_h1_case() { return make_pipeline_case(kKind); }
+
+}  // namespace sextant::pipeline
