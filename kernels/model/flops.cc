@@ -1,0 +1,29 @@
+#include "kernels/model/flops.h"
+
+#include "harness/strings.h"
+
+namespace sextant::model {
+
+plan::ModelSpec model_spec(const GptConfig& c) {
+  plan::ModelSpec m;
+  m.name = "step-gpt";
+  m.layers = c.layers, m.hidden = c.hidden, m.heads = c.heads, m.kv_heads = c.heads, m.head_dim = c.head_dim;
+  m.ffn = c.ffn, m.vocab = c.vocab, m.seq = c.seq;
+  m.moe_layers = c.moe_layer_count();
+  if (m.moe_layers > 0) m.experts = c.experts, m.topk = c.topk, m.moe_ffn = c.moe_ffn;
+  m.causal = true;
+  return m;
+}
+
+double step_flops(const GptConfig& c) { return plan::model_flops_per_step(model_spec(c), c.batch); }
+
+std::string step_flops_formula(const GptConfig& c) {
+  const int64_t q = c.heads * c.head_dim, moe = c.moe_layer_count(), dense = c.layers - moe;
+  return cat(
+      "T*[6h*(ffn*2*L_dense + moe_ffn*topk*2*L_moe) + 6L*(h*(q+2q) + q*h) + 6h*V] + 6*q*L*B*s^2 "
+      "(Megatron num_floating_point_operations, causal; T=B*s=",
+      c.batch, "*", c.seq, " h=", c.hidden, " ffn=", c.ffn, " L_dense=", dense, " moe_ffn=", c.moe_ffn,
+      " topk=", c.topk, " L_moe=", moe, " L=", c.layers, " q=", q, " V=", c.vocab, ")");
+}
+
+}  // namespace sextant::model

@@ -1,0 +1,27 @@
+// Model FLOPs of a training step, Megatron's num_floating_point_operations
+// (megatron/training/training.py; REFERENCE.md "FLOPs, throughput, MFU"),
+// with T = B * s tokens, q = heads * head_dim, F = 2 (GELU MLP, two matrices):
+//
+//   FLOPs = T [ 6 h (ffn F L_dense + moe_ffn topk F L_moe)     MLPs (MoE: the top-k experts)
+//             + 6 L (h (q + 2 q) + q h)                         QKV and output projections
+//             + 6 h V ]                                         LM head
+//         + 6 q L B s^2                                         causal attention scores (12 unmasked)
+//
+// Forward + backward = 3 x forward, a product with n weights costs 2n per
+// token forward. Router, LayerNorms, biases and the embedding lookup are not
+// counted (as in Megatron). The planner (planner.h) uses the same formula.
+#pragma once
+
+#include <string>
+
+#include "kernels/model/gpt_config.h"
+#include "kernels/model/planner.h"
+
+namespace sextant::model {
+
+plan::ModelSpec model_spec(const GptConfig& c);
+double step_flops(const GptConfig& c);
+// The formula with this model's numbers, for the JSON `flops_formula`.
+std::string step_flops_formula(const GptConfig& c);
+
+}  // namespace sextant::model

@@ -1,0 +1,166 @@
+#include "kernels/model/gpt_config.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "harness/error.h"
+#include "harness/strings.h"
+#include "kernels/pipeline/generators.h"
+
+namespace sextant::model {
+
+std::string cp_comm_name(CpComm c) {
+  switch (c) {
+    case CpComm::p2p:
+      return "p2p";
+    case CpComm::a2a:
+      return "a2a";
+    case CpComm::allgather:
+      return "allgather";
+    case CpComm::a2a_p2p:
+      return "a2a+p2p";
+  }
+  return "?";
+}
+
+CpComm parse_cp_comm(const std::string& name) {
+  for (CpComm c : {CpComm::p2p, CpComm::a2a, CpComm::allgather, CpComm::a2a_p2p})
+    if (cp_comm_name(c) == name) return c;
+  throw UsageError(cat("--set cp_comm='", name, "' must be p2p, a2a, allgather or a2a+p2p"));
+}
+
+int GptConfig::moe_layer_count() const { return static_cast<int>(std::count(moe.begin(), moe.end(), true)); }
+
+std::vector<bool> moe_layer_pattern(int64_t layers, int64_t every, const std::string& pattern) {
+  if (!pattern.empty()) {
+    require(static_cast<int64_t>(pattern.size()) == layers,
+            cat("--set moe_pattern=", pattern, " has ", pattern.size(), " entries but --layers is ", layers,
+                " (one 0/1 per layer)"));
+    std::vector<bool> out;
+    for (char ch : pattern) {
+      require(ch == '0' || ch == '1', cat("--set moe_pattern=", pattern, " must hold only 0 (dense) and 1 (MoE)"));
+      out.push_back(ch == '1');
+    }
+    return out;
+  }
+  require(every >= 0, cat("--set moe_every=", every, " must be 0 (no MoE) or positive"));
+  require(every <= layers, cat("--set moe_every=", every, " must be at most --layers ", layers,
+                               " (layer i is MoE when i % moe_every == 0)"));
+  std::vector<bool> out(static_cast<size_t>(std::max<int64_t>(layers, 0)), false);
+  for (int64_t i = 0; every > 0 && i < layers; ++i) out[i] = i % every == 0;
+  return out;
+}
+
+GptConfig gpt_config_from_json(const nlohmann::json& j) {
+  GptConfig c;
+  auto i64 = [&](const char* key, int64_t fallback) { return j.contains(key) ? j.at(key).get<int64_t>() : fallback; };
+  c.vocab = i64("vocab", c.vocab);
+  c.hidden = i64("hidden", c.hidden);
+  c.heads = i64("heads", c.heads);
+  c.head_dim = i64("head_dim", c.heads > 0 ? c.hidden / c.heads : c.head_dim);
+  c.ffn = i64("ffn", 4 * c.hidden);
+  c.layers = i64("layers", c.layers);
+  c.seq = i64("seq", c.seq);
+  c.moe = moe_layer_pattern(c.layers, i64("moe_every", 0), j.value("moe_pattern", std::string()));
+  c.experts = static_cast<int>(i64("experts", c.experts));
+  c.topk = static_cast<int>(i64("topk", c.topk));
+  c.moe_ffn = i64("moe_ffn", c.ffn);
+  c.dispatcher = moe::parse_dispatcher(j.value("dispatcher", std::string("alltoall")));
+  c.batch = i64("batch", c.batch);
+  c.microbatches = static_cast<int>(i64("microbatches", c.microbatches));
+  c.schedule = j.value("schedule", c.schedule);
+  c.cp_comm = parse_cp_comm(j.value("cp_comm", std::string("p2p")));
+  c.a2a_size = static_cast<int>(i64("a2a_size", c.a2a_size));
+  c.cp_layout = cp::parse_layout(j.value("cp_layout", std::string("zigzag")));
+  c.regather = j.value("regather", c.regather);
+  c.distributed_optimizer = j.value("zero", c.distributed_optimizer);
+  c.adam.lr = j.value("lr", c.adam.lr);
+  c.adam.eps = j.value("adam_eps", c.adam.eps);
+  return c;
+}
+
+int64_t layers_per_stage(const GptConfig& c, const ParallelConfig& p) { return c.layers / (p.pp * p.vpp); }
+
+namespace {
+
+void validate_sizes(const GptConfig& c) {
+  for (auto [name, value] : {std::pair{"--vocab", c.vocab},
+                             {"--hidden", c.hidden},
+                             {"--heads", c.heads},
+                             {"--head-dim", c.head_dim},
+                             {"--ffn", c.ffn},
+                             {"--layers", c.layers},
+                             {"--seq", c.seq},
+                             {"--batch", c.batch},
+                             {"--microbatches", int64_t{c.microbatches}}})
+    require_positive(name, value);
+  require(static_cast<int64_t>(c.moe.size()) == c.layers,
+          cat("the MoE layer pattern has ", c.moe.size(), " entries but --layers is ", c.layers));
+  if (c.moe_layer_count() == 0) return;
+  require_positive("--experts", c.experts);
+  require_positive("--set moe_ffn", c.moe_ffn);
+  require(c.topk >= 1 && c.topk <= c.experts, cat("--topk ", c.topk, " must be between 1 and --experts ", c.experts));
+}
+
+void validate_tp(const GptConfig& c, const ParallelConfig& p) {
+  require_divides("--tp", p.tp, "--heads", c.heads);
+  require_divides("--tp", p.tp, "--ffn", c.ffn);
+  require_divides("--tp", p.tp, "--vocab", c.vocab);
+  if (c.moe_layer_count() > 0 && p.tp > 1)
+    require(p.sp, cat("MoE layers with --tp ", p.tp,
+                      " need --sp (Megatron requires sequence parallelism for expert parallelism under TP)"));
+}
+
+void validate_cp(const GptConfig& c, const ParallelConfig& p) {
+  const int64_t chunks = cp::layout_chunks(c.cp_layout, p.cp);
+  if (c.cp_layout == cp::Layout::zigzag)
+    require(c.seq % chunks == 0, cat("2 x --cp ", p.cp, " = ", chunks, " must divide --seq ", c.seq,
+                                     " (zigzag layout: 2 chunks per CP rank)"));
+  else
+    require_divides("--cp", p.cp, "--seq", c.seq);
+  const int64_t local = c.seq / p.cp;
+  if (p.sp && p.tp > 1)
+    require(local % p.tp == 0, cat("--tp ", p.tp, " must divide seq/cp = ", c.seq, "/", p.cp, " = ", local,
+                                   " under --sp (each TP rank holds a sequence shard)"));
+  const int64_t local_heads = c.heads / p.tp;
+  if (c.cp_comm == CpComm::a2a)
+    require(local_heads % p.cp == 0, cat("--cp ", p.cp, " must divide heads/tp = ", c.heads, "/", p.tp, " = ",
+                                         local_heads, " for cp_comm a2a (Ulysses scatters heads)"));
+  if (c.cp_comm == CpComm::a2a_p2p) {
+    require(c.a2a_size >= 1 && p.cp % c.a2a_size == 0,
+            cat("--set a2a_size=", c.a2a_size, " must divide --cp ", p.cp, " for cp_comm a2a+p2p"));
+    require(local_heads % c.a2a_size == 0,
+            cat("--set a2a_size=", c.a2a_size, " must divide heads/tp = ", local_heads, " for cp_comm a2a+p2p"));
+  }
+}
+
+void validate_ep(const GptConfig& c, const ParallelConfig& p) {
+  if (c.moe_layer_count() == 0) return;
+  require_divides("--ep", p.ep, "--experts", c.experts);
+  require_divides("--etp", p.expert_tp(), "--set moe_ffn", c.moe_ffn);
+}
+
+void validate_pp_dp(const GptConfig& c, const ParallelConfig& p) {
+  const int64_t stages = static_cast<int64_t>(p.pp) * p.vpp;
+  require(c.layers % stages == 0, cat("--pp ", p.pp, " x --vpp ", p.vpp, " = ", stages, " must divide --layers ",
+                                      c.layers, " (whole layers per pipeline stage)"));
+  const int64_t split = static_cast<int64_t>(p.dp) * c.microbatches;
+  require(c.batch % split == 0, cat("--dp ", p.dp, " x --microbatches ", c.microbatches, " = ", split,
+                                    " must divide --batch ", c.batch, " (whole sequences per microbatch)"));
+  pp::validate_schedule_request(c.schedule, p.pp, c.microbatches, p.vpp);
+  // The executor's message tags: 2 * stages * microbatches must fit MPI's 32768.
+  require(2 * stages * c.microbatches <= 32768,
+          cat("2 x stages x --microbatches = ", 2 * stages * c.microbatches, " exceeds MPI's 32768 message tags"));
+}
+
+}  // namespace
+
+void validate(const GptConfig& c, const ParallelConfig& p) {
+  validate_sizes(c);
+  validate_tp(c, p);
+  validate_cp(c, p);
+  validate_ep(c, p);
+  validate_pp_dp(c, p);
+}
+
+}  // namespace sextant::model

@@ -1,0 +1,65 @@
+// The GPT that the 6D training step runs (sizes, MoE layer pattern, how the
+// step is parallelised beyond the rank grid), and the rules a parallel config
+// must meet for it. One table of rules, checked before anything runs.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "harness/grid.h"
+#include "kernels/attention/layout.h"
+#include "kernels/moe/dispatcher.h"
+#include "kernels/ops/adam.h"
+
+namespace sextant::model {
+
+// How core attention runs over the CP group (kernels/attention/cp_attention.h).
+enum class CpComm { p2p, a2a, allgather, a2a_p2p };
+std::string cp_comm_name(CpComm c);             // "p2p", "a2a", "allgather", "a2a+p2p"
+CpComm parse_cp_comm(const std::string& name);  // throws UsageError
+
+struct GptConfig {
+  // The model (global sizes), as reference/gpt.h defines it.
+  int64_t vocab = 512, hidden = 64, heads = 4, head_dim = 16, ffn = 256, layers = 4, seq = 64;
+  std::vector<bool> moe;  // [layers]: the layer's feed-forward is MoE (else a dense GELU MLP)
+  int experts = 8, topk = 2;
+  int64_t moe_ffn = 256;  // width of each expert
+  moe::DispatcherKind dispatcher = moe::DispatcherKind::alltoall;
+  double eps = 1e-5;  // LayerNorm
+
+  // The step.
+  int64_t batch = 16;             // global batch: sequences of seq + 1 tokens per step
+  int microbatches = 1;           // per DP replica and step
+  std::string schedule = "1f1b";  // kernels/pipeline generator
+  CpComm cp_comm = CpComm::p2p;
+  int a2a_size = 2;  // a2a+p2p: Ulysses group size (cp = a2a_size x ring size)
+  cp::Layout cp_layout = cp::Layout::zigzag;
+  bool regather = true;                // SP: column-parallel inputs saved as shards, all-gathered again for dW
+  bool distributed_optimizer = false;  // ZeRO-1: optimizer state sharded over the gradient groups
+  ops::AdamConfig adam{1e-3, 0.9, 0.999, 1e-8, 0.0};
+
+  int moe_layer_count() const;
+  int64_t tokens_per_step() const { return batch * seq; }
+};
+
+// Megatron's moe_layer_freq: every > 0 makes layer i MoE when i % every == 0;
+// a non-empty pattern ("0101", one digit per layer) wins. Throws UsageError
+// when the pattern does not fit the layer count.
+std::vector<bool> moe_layer_pattern(int64_t layers, int64_t every, const std::string& pattern);
+
+// From a step case's params (keys: vocab, hidden, heads, head_dim, ffn,
+// layers, seq, moe_every, moe_pattern, experts, topk, moe_ffn, dispatcher,
+// batch, microbatches, schedule, cp_comm, a2a_size, cp_layout, regather,
+// zero, lr). Missing keys keep the defaults above.
+GptConfig gpt_config_from_json(const nlohmann::json& params);
+
+// Every rule the model imposes on a parallel config; throws UsageError with
+// one line naming the parameters and numbers, e.g. "--tp 3 must divide --heads 4".
+void validate(const GptConfig& c, const ParallelConfig& p);
+
+// Layers per pipeline stage (stages = pp * vpp), and the stage of a layer.
+int64_t layers_per_stage(const GptConfig& c, const ParallelConfig& p);
+
+}  // namespace sextant::model

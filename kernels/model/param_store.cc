@@ -1,0 +1,56 @@
+#include "kernels/model/param_store.h"
+
+#include <algorithm>
+
+#include "harness/error.h"
+#include "harness/strings.h"
+
+namespace sextant::model {
+
+ParamStore::ParamStore(const GptConfig& config, const ParallelConfig& parallel, const RankCoords& coords,
+                       const std::vector<int>& layers, bool with_embedding, bool with_head)
+    : specs_(param_specs(config)) {
+  for (int i = 0; i < static_cast<int>(specs_.size()); ++i) {
+    const ParamSpec& spec = specs_[i];
+    const bool held = spec.layer >= 0            ? std::count(layers.begin(), layers.end(), spec.layer) > 0
+                      : spec.name == "embedding" ? with_embedding
+                                                 : with_head;
+    if (!held) continue;
+    for (const ParamBlock& b : blocks_of(specs_, i, parallel, coords)) {
+      Param p;
+      p.spec = &specs_[i];
+      p.block = b;
+      p.value = Tensor::zeros(b.local, DType::f32);
+      p.grad = Tensor::zeros(b.local, DType::f32);
+      p.exp_avg = Tensor::zeros(b.local, DType::f32);
+      p.exp_avg_sq = Tensor::zeros(b.local, DType::f32);
+      params_.push_back(std::move(p));
+    }
+  }
+}
+
+void ParamStore::initialize(uint64_t seed) {
+  for (Param& p : params_) {
+    p.value.copy_from(init_block(*p.spec, seed, p.block.offset, p.block.local, DType::f32));
+    p.grad.zero();
+    p.exp_avg.zero();
+    p.exp_avg_sq.zero();
+  }
+}
+
+void ParamStore::zero_grads() {
+  for (Param& p : params_) p.grad.zero();
+}
+
+Param& ParamStore::get(const std::string& name, int local_expert) {
+  for (Param& p : params_)
+    if (p.spec->name == name && p.block.local_expert == local_expert) return p;
+  throw RuntimeError(cat("ParamStore: this rank holds no block of ", name,
+                         local_expert >= 0 ? cat(" for local expert ", local_expert) : std::string()));
+}
+
+bool ParamStore::holds(const std::string& name) const {
+  return std::any_of(params_.begin(), params_.end(), [&](const Param& p) { return p.spec->name == name; });
+}
+
+}  // namespace sextant::model

@@ -1,0 +1,46 @@
+// The parameter blocks one rank holds (the layers of its pipeline stages,
+// the embedding with the first stage, the final LayerNorm and head with the
+// last), each with its f32 gradient accumulator and Adam state. Kernel
+// weight structs are views of these tensors (shared storage): the optimizer
+// updates them in place and every kernel sees the new values.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kernels/model/gpt_params.h"
+
+namespace sextant::model {
+
+struct Param {
+  const ParamSpec* spec = nullptr;
+  ParamBlock block;
+  Tensor value;                // [block.local] f32
+  Tensor grad;                 // [block.local] f32, summed over microbatches, then reduced
+  Tensor exp_avg, exp_avg_sq;  // Adam moments (unsharded optimizer)
+};
+
+class ParamStore {
+ public:
+  // Holds the blocks of the layers in [first_layer, last_layer) of stages
+  // this rank runs; with_embedding / with_head for the first / last stage.
+  ParamStore(const GptConfig& config, const ParallelConfig& parallel, const RankCoords& coords,
+             const std::vector<int>& layers, bool with_embedding, bool with_head);
+
+  // Initial values from the seed; gradients and Adam moments zeroed.
+  void initialize(uint64_t seed);
+  void zero_grads();
+
+  const std::vector<ParamSpec>& specs() const { return specs_; }
+  std::vector<Param>& params() { return params_; }
+  const std::vector<Param>& params() const { return params_; }
+  // The block of a named parameter (expert parameters: of a local expert).
+  Param& get(const std::string& name, int local_expert = -1);
+  bool holds(const std::string& name) const;
+
+ private:
+  std::vector<ParamSpec> specs_;
+  std::vector<Param> params_;
+};
+
+}  // namespace sextant::model

@@ -1,0 +1,73 @@
+#include "kernels/model/split_linear.h"
+
+#include "harness/error.h"
+#include "harness/strings.h"
+#include "kernels/ops/bias.h"
+#include "kernels/ops/gemm.h"
+#include "kernels/tensor_parallel/regions.h"
+
+namespace sextant::model {
+
+namespace {
+
+// dy: [..., out] @ w^T: [out, in] -> [..., in].
+Tensor times_transposed(const Tensor& dy, const Tensor& w) {
+  Shape shape = dy.shape();
+  shape.back() = w.dim(0);
+  Tensor dx = Tensor::empty(shape, dy.dtype(), dy.device());
+  ops::gemm(dy, false, w, true, dx);
+  return dx;
+}
+
+// dw += x^T dy over all rows, in f32 (the accumulator's dtype).
+void add_weight_grad(const Tensor& x, const Tensor& dy, Tensor& dw) {
+  if (dw.dtype() != DType::f32) throw RuntimeError("add_weight_grad: accumulators are f32");
+  Tensor acc = dw.reshape({x.dim(-1), dy.dim(-1)});
+  if (x.dtype() == DType::f32 && dy.dtype() == DType::f32)
+    ops::gemm(x, true, dy, false, acc, 1.0f, 1.0f);
+  else
+    ops::gemm(x.to(DType::f32), true, dy.to(DType::f32), false, acc, 1.0f, 1.0f);
+}
+
+void add_bias_grad(const Tensor& dy, Tensor& db) {
+  Tensor sums = Tensor::empty({dy.dim(-1)}, DType::f32, dy.device());
+  ops::bias_backward(dy, sums);
+  accumulate(db, sums);
+}
+
+}  // namespace
+
+void accumulate(Tensor& acc, const Tensor& x) {
+  if (acc.numel() != x.numel() || acc.dtype() != DType::f32)
+    throw RuntimeError(
+        cat("accumulate: ", shape_string(x.shape()), " into f32 accumulator ", shape_string(acc.shape())));
+  const Tensor src = x.dtype() == DType::f32 ? x : x.to(DType::f32);
+  float* a = acc.data<float>();
+  const float* b = src.data<float>();
+  for (int64_t i = 0, n = acc.numel(); i < n; ++i) a[i] += b[i];
+}
+
+Tensor column_backward_input(const tp::TpGroup& g, const tp::ColumnParallelLinear& layer, const Tensor& dy) {
+  return tp::enter_region_backward(g, times_transposed(dy, layer.w));  // [b, s, in] partial -> summed
+}
+
+void column_backward_weight(const tp::TpGroup& g, const tp::ColumnSaved& saved, const Tensor& dy, Tensor& dw,
+                            Tensor* db) {
+  const bool sharded = g.sp() && g.regather_input;
+  const Tensor x_full = sharded ? tp::enter_region_forward(g, saved.input) : saved.input;  // the re-all-gather
+  add_weight_grad(x_full, dy, dw);
+  if (db) add_bias_grad(dy, *db);
+}
+
+Tensor row_backward_input(const tp::TpGroup& g, const tp::RowParallelLinear& layer, const Tensor& dy, Tensor& dy_full) {
+  dy_full = tp::exit_region_backward(g, dy);  // [b, s, out]
+  return times_transposed(dy_full, layer.w);  // [b, s, in/tp]
+}
+
+void row_backward_weight(const tp::RowSaved& saved, const Tensor& dy_full, const Tensor& dy, Tensor& dw, Tensor* db) {
+  add_weight_grad(saved.input, dy_full, dw);
+  // The bias is added after the reduction: its gradient comes from the tokens this rank holds there.
+  if (db) add_bias_grad(dy, *db);
+}
+
+}  // namespace sextant::model

@@ -1,0 +1,86 @@
+// The zero-bubble split of the linears' backward (I now, W later) gives the
+// very numbers of tensor_parallel's fused backward, with and without SP,
+// and the timed communicator counts its calls. Runs at 1 and 2 ranks.
+#include "kernels/model/split_linear.h"
+
+#include <gtest/gtest.h>
+
+#include "harness/compare.h"
+#include "harness/rng.h"
+#include "harness/testing/mpi_world.h"
+#include "kernels/model/timed_comm.h"
+
+namespace sextant::model {
+namespace {
+
+using testing::world;
+
+Tensor rnd(const Shape& s, const char* name, int rank) {
+  return random_tensor(s, DType::f32, RandomSpec{11, tensor_id(name) + static_cast<uint64_t>(rank), 1.0});
+}
+
+void expect_same(const Tensor& a, const Tensor& b, const char* what) {
+  ASSERT_EQ(a.shape(), b.shape()) << what;
+  EXPECT_EQ(compare(a, b).max_abs, 0.0) << what << " differs from tensor_parallel's backward";
+}
+
+class SplitLinear : public ::testing::TestWithParam<bool> {};
+
+TEST_P(SplitLinear, ColumnParallelMatchesTheFusedBackward) {
+  const int n = world().size(), r = world().rank();
+  const tp::TpGroup g{world(), GetParam()};
+  const int64_t b = 2, s = 4 * n, in = 6, out = 4 * n;
+  const tp::ColumnParallelLinear layer{rnd({in, out / n}, "w", r), rnd({out / n}, "b", r)};
+  const Tensor x = rnd({b, g.local_seq(s), in}, "x", r), dy = rnd({b, s, out / n}, "dy", r);
+  tp::ColumnSaved saved;
+  tp::column_parallel_forward(g, layer, x, saved);
+  tp::LinearGrads fused;
+  const Tensor dx_fused = tp::column_parallel_backward(g, layer, saved, dy, fused);
+  const Tensor dx = column_backward_input(g, layer, dy);
+  Tensor dw = Tensor::zeros(layer.w.shape(), DType::f32), db = Tensor::zeros(layer.b.shape(), DType::f32);
+  column_backward_weight(g, saved, dy, dw, &db);
+  expect_same(dx, dx_fused, "dx");
+  expect_same(dw, fused.dw, "dw");
+  expect_same(db, fused.db, "db");
+  column_backward_weight(g, saved, dy, dw, &db);  // W accumulates
+  Tensor twice = fused.dw.clone();
+  accumulate(twice, fused.dw);
+  expect_same(dw, twice, "dw after two microbatches");
+}
+
+TEST_P(SplitLinear, RowParallelMatchesTheFusedBackward) {
+  const int n = world().size(), r = world().rank();
+  const tp::TpGroup g{world(), GetParam()};
+  const int64_t b = 2, s = 4 * n, in = 4 * n, out = 6;
+  const tp::RowParallelLinear layer{rnd({in / n, out}, "w", r), rnd({out}, "b", 0)};
+  const Tensor x = rnd({b, s, in / n}, "x", r), dy = rnd({b, g.local_seq(s), out}, "dy", r);
+  tp::RowSaved saved;
+  tp::row_parallel_forward(g, layer, x, saved);
+  tp::LinearGrads fused;
+  const Tensor dx_fused = tp::row_parallel_backward(g, layer, saved, dy, fused);
+  Tensor dy_full;
+  const Tensor dx = row_backward_input(g, layer, dy, dy_full);
+  Tensor dw = Tensor::zeros(layer.w.shape(), DType::f32), db = Tensor::zeros(layer.b.shape(), DType::f32);
+  row_backward_weight(saved, dy_full, dy, dw, &db);
+  expect_same(dx, dx_fused, "dx");
+  expect_same(dw, fused.dw, "dw");
+  expect_same(db, fused.db, "db");
+}
+
+INSTANTIATE_TEST_SUITE_P(SequenceParallel, SplitLinear, ::testing::Bool());
+
+TEST(TimedCommunicator, CountsCallsAndTimeOnItsClock) {
+  CommClock clock;
+  TimedCommunicator timed(world(), clock);
+  Tensor t = Tensor::zeros({4}, DType::f32);
+  timed.all_reduce(t);
+  timed.barrier();
+  EXPECT_EQ(clock.calls, 2);
+  EXPECT_GE(clock.seconds, 0.0);
+  std::unique_ptr<Communicator> half = timed.split(world().rank() % 2, world().rank());
+  half->barrier();  // a split is timed on the same clock
+  EXPECT_EQ(clock.calls, 3);
+}
+
+}  // namespace
+}  // namespace sextant::model

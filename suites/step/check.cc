@@ -1,0 +1,251 @@
+// Conformance (DESIGN.md): K steps of the distributed model from the initial
+// weights, and after every step its loss, every gradient (gathered from its
+// shards; replicas must agree bit for bit) and every parameter, against the
+// float64 reference (reference/gpt.h) with the same model at world size 1 as
+// the baseline. MoE routing is compared token by token: a token sent to
+// other experts than the reference's is reported by number and fails the case.
+#include "suites/step/check.h"
+
+#include <algorithm>
+
+#include "harness/assemble.h"
+#include "harness/grid_comms.h"
+#include "harness/strings.h"
+#include "kernels/model/data.h"
+#include "reference/gpt.h"
+#include "suites/step/step.h"
+
+namespace sextant::step {
+
+namespace {
+
+Tensor scalar(double v) { return Tensor::from_values({1}, {v}, DType::f64); }
+
+// Every parameter's value (or summed gradient) as a whole tensor on root.
+std::map<std::string, Tensor> gather_params(model::GptTrainer& t, Communicator& host, Checker* checker, bool grads) {
+  std::map<std::string, Tensor> out;
+  const std::vector<model::ParamSpec>& specs = t.params().specs();
+  for (int i = 0; i < static_cast<int>(specs.size()); ++i) {
+    std::vector<Block> blocks;
+    for (const model::Param& p : t.params().params())
+      if (p.block.spec == i) blocks.push_back({grads ? p.grad : p.value, p.block.offset});
+    Assembled a = assemble(host, blocks, specs[i].shape, DType::f32);
+    if (host.rank() != 0) continue;
+    if (checker && (a.uncovered || a.mismatched))
+      checker->fail(cat(specs[i].name, grads ? " gradient" : "", ": ", a.uncovered, " elements held by no rank, ",
+                        a.mismatched, " elements where replicas disagree"));
+    out[specs[i].name] = a.tensor;
+  }
+  return out;
+}
+
+// Blocks of consecutive global token rows of a [tokens, k] routing table.
+std::vector<Block> routing_blocks(const std::vector<int64_t>& token_index, const moe::SlotTable& slots) {
+  std::vector<Block> blocks;
+  const int k = slots.topk;
+  size_t start = 0;
+  for (size_t r = 1; r <= token_index.size(); ++r) {
+    if (r < token_index.size() && token_index[r] == token_index[r - 1] + 1) continue;
+    const int64_t rows = static_cast<int64_t>(r - start);
+    Tensor t = Tensor::empty({rows, k}, DType::f64);
+    for (int64_t i = 0; i < rows * k; ++i) t.data<double>()[i] = slots.expert[start * k + i];
+    blocks.push_back({t, {token_index[start], 0}});
+    start = r;
+  }
+  return blocks;
+}
+
+// Per MoE layer, the experts each token of the batch went to: [B s, k] on root.
+std::vector<Tensor> gather_routing(model::GptTrainer& t, Communicator& host, Checker* checker) {
+  const model::GptConfig& c = t.config();
+  std::vector<Tensor> out;
+  for (int l = 0; l < c.layers; ++l) {
+    if (!c.moe[l]) continue;
+    std::vector<Block> blocks;
+    for (const auto& layer : t.stages().layers())
+      if (layer->index() == l)
+        for (int mb = 0; mb < c.microbatches; ++mb)
+          for (Block& b : routing_blocks(t.stages().data(mb).token_index, layer->routing(mb).slots))
+            blocks.push_back(std::move(b));
+    Assembled a = assemble(host, blocks, {c.tokens_per_step(), c.topk}, DType::f64);
+    if (host.rank() == 0 && checker && (a.uncovered || a.mismatched))
+      checker->fail(cat("routing of layer ", l, ": ", a.uncovered, " slots of no rank, ", a.mismatched, " disagree"));
+    out.push_back(a.tensor);
+  }
+  return out;
+}
+
+}  // namespace
+
+RunRecord run_steps(model::GptTrainer& t, Communicator& host, int steps, Checker* checker) {
+  RunRecord run;
+  t.reset();
+  for (int k = 0; k < steps; ++k) {
+    StepRecord rec;
+    model::StepReport report;
+    t.forward_backward(report);
+    t.reduce_gradients();
+    t.gather_gradients();
+    rec.loss = report.loss;
+    rec.grads = gather_params(t, host, checker, true);
+    rec.routing = gather_routing(t, host, checker);
+    t.optimizer_step();
+    rec.params = gather_params(t, host, checker, false);
+    run.push_back(std::move(rec));
+  }
+  return run;
+}
+
+namespace {
+
+// The model's own keys (not how it is parallelised): what the baseline and
+// the reference depend on.
+std::string model_key(const model::GptConfig& c, uint64_t seed, int steps) {
+  std::string pattern;
+  for (bool m : c.moe) pattern += m ? '1' : '0';
+  return cat(c.vocab, " ", c.hidden, " ", c.heads, " ", c.head_dim, " ", c.ffn, " ", c.layers, " ", c.seq, " ", pattern,
+             " ", c.experts, " ", c.topk, " ", c.moe_ffn, " ", c.batch, " ", c.adam.lr, " ", c.adam.eps, " ", seed, " ",
+             steps);
+}
+
+Tensor routing_table(const ref::MoeRouting& r) {
+  Tensor t = Tensor::empty({r.tokens, r.topk}, DType::f64);
+  for (int64_t i = 0; i < r.tokens * r.topk; ++i) t.data<double>()[i] = r.expert[i];
+  return t;
+}
+
+ref::GptParams reference_params(const model::GptConfig& c, uint64_t seed) {
+  ref::GptParams p;
+  for (int l = 0; l < c.layers; ++l) {
+    p.layers.emplace_back();
+    p.layers.back().is_moe = c.moe[l];
+  }
+  const std::vector<model::ParamSpec> specs = model::param_specs(c);
+  std::vector<Tensor*> tensors = p.tensors();
+  if (tensors.size() != specs.size())
+    throw RuntimeError(cat("reference GPT has ", tensors.size(), " parameter tensors, the model ", specs.size()));
+  for (size_t i = 0; i < specs.size(); ++i) *tensors[i] = model::init_global(specs[i], seed, DType::f32).to(DType::f64);
+  return p;
+}
+
+std::map<std::string, Tensor> named(ref::GptParams& p, const std::vector<model::ParamSpec>& specs) {
+  std::map<std::string, Tensor> out;
+  std::vector<Tensor*> tensors = p.tensors();
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (tensors[i]->shape() != specs[i].shape)
+      throw RuntimeError(cat("reference ", specs[i].name, " is ", shape_string(tensors[i]->shape()), ", the model's ",
+                             shape_string(specs[i].shape)));
+    out[specs[i].name] = tensors[i]->clone();
+  }
+  return out;
+}
+
+}  // namespace
+
+const RunRecord& reference_run(const model::GptConfig& c, uint64_t seed, int steps) {
+  static std::map<std::string, RunRecord> cache;
+  const std::string key = model_key(c, seed, steps);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  ref::GptDims dims;
+  dims.vocab = c.vocab, dims.hidden = c.hidden, dims.heads = c.heads, dims.head_dim = c.head_dim, dims.ffn = c.ffn;
+  dims.layers = c.layers, dims.seq = c.seq, dims.eps = c.eps;
+  dims.moe.experts = c.experts, dims.moe.topk = c.topk;  // dropless, aux and z losses off
+  const std::vector<model::ParamSpec> specs = model::param_specs(c);
+  ref::GptParams params = reference_params(c, seed);
+  ref::GptAdam adam;
+  adam.config = {c.adam.lr, c.adam.beta1, c.adam.beta2, c.adam.eps, c.adam.weight_decay};
+  RunRecord run;
+  for (int k = 0; k < steps; ++k) {
+    const std::vector<int64_t> tokens = model::global_tokens(c, seed, k);
+    ref::GptStep step = ref::gpt_forward_backward(dims, params, tokens, c.batch);
+    StepRecord rec;
+    rec.loss = step.loss;
+    rec.grads = named(step.grads, specs);
+    for (const ref::MoeRouting& r : step.routing) rec.routing.push_back(routing_table(r));
+    ref::gpt_adam_step(params, step.grads, adam);
+    rec.params = named(params, specs);
+    run.push_back(std::move(rec));
+  }
+  return cache[key] = std::move(run);
+}
+
+const RunRecord& baseline_run(const model::GptConfig& dist, Communicator& self, uint64_t seed, int steps) {
+  static std::map<std::string, RunRecord> cache;
+  const std::string key = model_key(dist, seed, steps);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  // The same model on this rank alone: no parallelism, one microbatch, plain Adam.
+  model::GptConfig c = dist;
+  c.microbatches = 1;
+  c.schedule = "1f1b";
+  c.cp_comm = model::CpComm::p2p;
+  c.distributed_optimizer = false;
+  GridComms grid = make_grid_comms(self, ParallelConfig{});
+  model::ModelComms comms = model::make_model_comms(grid, self, self, self, c);
+  model::GptTrainer trainer(c, comms, seed);
+  return cache[key] = run_steps(trainer, self, steps, nullptr);
+}
+
+std::vector<int64_t> routing_differences(const Tensor& got, const Tensor& want) {
+  std::vector<int64_t> tokens;
+  const int64_t k = want.dim(1);
+  for (int64_t t = 0; t < want.dim(0); ++t) {
+    std::vector<double> a, b;
+    for (int64_t j = 0; j < k; ++j) a.push_back(got.at(t * k + j)), b.push_back(want.at(t * k + j));
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    if (a != b) tokens.push_back(t);
+  }
+  return tokens;
+}
+
+void compare_routing(Checker& checker, const std::string& who, const std::string& label, const Tensor& got,
+                     const Tensor& want) {
+  const std::vector<int64_t> differ = routing_differences(got, want);
+  if (differ.empty()) return;
+  const std::vector<int64_t> first(differ.begin(), differ.begin() + std::min<size_t>(differ.size(), 16));
+  checker.note(cat("routing_differs.", who, ".", label), {{"tokens", differ.size()}, {"first", first}});
+  checker.fail(cat(label, ": the ", who, " routes ", differ.size(), " of ", want.dim(0),
+                   " tokens to other experts than the float64 reference (first: ", join(first, ", "),
+                   "); routing flips make the gradients incomparable"));
+}
+
+// Slots per expert in a [T, k] routing table.
+std::vector<int64_t> expert_load(const Tensor& table, int experts) {
+  std::vector<int64_t> load(static_cast<size_t>(experts), 0);
+  for (int64_t i = 0; i < table.numel(); ++i) load.at(static_cast<size_t>(table.at(i))) += 1;
+  return load;
+}
+
+void check_train(State& s, Checker& checker) {
+  const RunRecord dist = run_steps(*s.trainer, *s.host, s.steps, &checker);
+  s.check_losses.clear();
+  for (const StepRecord& r : dist) s.check_losses.push_back(r.loss);
+  if (!checker.is_root()) return;
+  const RunRecord& base = baseline_run(s.model, *s.self, s.seed, s.steps);
+  const RunRecord& ref = reference_run(s.model, s.seed, s.steps);
+  checker.note("losses", s.check_losses);
+  checker.note("reference_losses", [&] {
+    std::vector<double> v;
+    for (const StepRecord& r : ref) v.push_back(r.loss);
+    return v;
+  }());
+  const std::vector<model::ParamSpec> specs = model::param_specs(s.model);
+  for (int k = 0; k < s.steps; ++k) {
+    const std::string step = cat("step", k + 1, ".");
+    checker.compare(step + "loss", scalar(dist[k].loss), scalar(base[k].loss), scalar(ref[k].loss));
+    for (size_t l = 0; l < ref[k].routing.size(); ++l) {
+      const std::string label = cat(step, "routing.moe", l);
+      if (k == 0) checker.note(cat("expert_load.moe", l), expert_load(dist[k].routing[l], s.model.experts));
+      compare_routing(checker, "distributed model", label, dist[k].routing[l], ref[k].routing[l]);
+      compare_routing(checker, "one-rank baseline", label, base[k].routing[l], ref[k].routing[l]);
+    }
+    for (const model::ParamSpec& p : specs)
+      checker.compare(step + "grad." + p.name, dist[k].grads.at(p.name), base[k].grads.at(p.name),
+                      ref[k].grads.at(p.name));
+    for (const model::ParamSpec& p : specs)
+      checker.compare(step + "param." + p.name, dist[k].params.at(p.name), base[k].params.at(p.name),
+                      ref[k].params.at(p.name));
+  }
+}
+
+}  // namespace sextant::step

@@ -1,0 +1,33 @@
+// What the conformance checks of the step suite share: a run of K steps
+// gathered on root, the float64 reference run and the one-rank baseline run
+// (both cached per process: they depend on the model, not on the parallel
+// config, so a sweep over configs computes them once).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "harness/check.h"
+#include "kernels/model/trainer.h"
+
+namespace sextant::step {
+
+struct StepRecord {  // one step, whole tensors on root
+  double loss = 0;
+  std::map<std::string, Tensor> grads, params;  // by parameter name: summed gradients, values after Adam
+  std::vector<Tensor> routing;                  // per MoE layer: [B s, k] expert ids of every token
+};
+using RunRecord = std::vector<StepRecord>;
+
+// Collective over host (the trainer's ranks): reset, then `steps` steps,
+// each gathered on root. With a checker, blocks no rank holds and replicas
+// that disagree bit for bit fail it.
+RunRecord run_steps(model::GptTrainer& trainer, Communicator& host, int steps, Checker* checker);
+// Root only, cached.
+const RunRecord& reference_run(const model::GptConfig& c, uint64_t seed, int steps);
+const RunRecord& baseline_run(const model::GptConfig& c, Communicator& self, uint64_t seed, int steps);
+// Tokens (rows) whose set of experts differs between two [T, k] tables.
+std::vector<int64_t> routing_differences(const Tensor& got, const Tensor& want);
+
+}  // namespace sextant::step

@@ -1,0 +1,207 @@
+// Which instances a rank count runs, at which sizes, and the bad-input rules.
+#include <algorithm>
+
+#include "harness/error.h"
+#include "harness/strings.h"
+#include "suites/step/step.h"
+
+namespace sextant::step {
+
+namespace {
+
+// Keys a user may set (--seq, --set schedule=zb-v, ...), with the profile
+// defaults. ci: tiny, for two shared cores; default: the model
+// (h 64, 4 heads, 4 layers of which 2 MoE with 8 experts top-2, vocab 512,
+// seq 64); qualify: larger, still within reach of the f64 reference.
+const std::vector<std::string> kModelKeys = {
+    "vocab", "hidden",  "heads",      "head_dim", "ffn",       "layers",   "seq", "moe_every", "moe_pattern", "experts",
+    "topk",  "moe_ffn", "dispatcher", "batch",    "cp_layout", "regather", "lr",  "adam_eps",  "steps"};
+const std::vector<std::string> kStepKeys = {"microbatches", "schedule", "cp_comm", "a2a_size", "zero"};
+
+nlohmann::json profile_sizes(const std::string& profile) {
+  if (profile == "ci")
+    return {{"vocab", 128},   {"hidden", 32}, {"heads", 4}, {"ffn", 64},     {"layers", 4}, {"seq", 32},
+            {"moe_every", 2}, {"experts", 8}, {"topk", 2},  {"moe_ffn", 32}, {"batch", 8},  {"steps", 3}};
+  if (profile == "qualify")
+    return {{"vocab", 1024},  {"hidden", 128}, {"heads", 8}, {"ffn", 512},     {"layers", 8}, {"seq", 128},
+            {"moe_every", 2}, {"experts", 8},  {"topk", 2},  {"moe_ffn", 256}, {"batch", 16}, {"steps", 3}};
+  return {{"vocab", 512},   {"hidden", 64}, {"heads", 4}, {"ffn", 256},     {"layers", 4}, {"seq", 64},
+          {"moe_every", 2}, {"experts", 8}, {"topk", 2},  {"moe_ffn", 128}, {"batch", 16}, {"steps", 3}};
+}
+
+ParallelConfig par(int tp, int cp, int pp, int dp, int ep = 1, bool sp = false, int vpp = 1, int etp = 0) {
+  ParallelConfig p{tp, cp, pp, dp, ep, etp, vpp, sp};
+  return p;
+}
+
+Recipe recipe(ParallelConfig p, nlohmann::json options = nlohmann::json::object()) { return {p, std::move(options)}; }
+
+}  // namespace
+
+// Adam's eps is 1e-5, not torch's 1e-8: Adam divides a gradient by its own
+// magnitude, so where a gradient is rounding noise around zero (the key bias:
+// softmax is shift-invariant, d loss / d b_k = 0 exactly) eps 1e-8 turns f32
+// noise of 1e-9 into whole lr steps that the float64 reference does not take.
+// Any f32 run (the one-rank baseline too) does that; with 1e-5 the amplification
+// lr / eps stays 100 and the parameter check measures the update, not noise.
+nlohmann::json default_params(const SweepRequest& req) {
+  nlohmann::json params = profile_sizes(req.profile);
+  params["adam_eps"] = 1e-5;
+  for (const std::string& key : kModelKeys)
+    if (req.options.contains(key)) params[key] = req.options.at(key);
+  return params;
+}
+
+// Together they exercise every dimension and variant: TP with SP, CP by
+// ring / all-to-all / all-gather / both, EP with and without ETP, PP with
+// 1F1B, interleaved, ZB-H1 and ZB-V (I/W split), DP with Adam and ZeRO-1,
+// and all six at once from 16 ranks. ci keeps the first ones of each count.
+std::vector<Recipe> recipes(int ranks, const std::string& profile) {
+  const bool sp = true;
+  std::vector<Recipe> all;
+  switch (ranks) {
+    case 1:
+      all = {recipe(par(1, 1, 1, 1), {{"microbatches", 2}})};
+      break;
+    case 2:
+      all = {recipe(par(2, 1, 1, 1, 1, sp)), recipe(par(1, 2, 1, 1)), recipe(par(1, 1, 2, 1), {{"microbatches", 2}}),
+             recipe(par(1, 1, 1, 2, 2), {{"zero", true}})};
+      break;
+    case 4:
+      all = {recipe(par(2, 2, 1, 1, 2, sp)),
+             recipe(par(1, 1, 2, 2, 2), {{"microbatches", 2}, {"schedule", "zb-h1"}, {"zero", true}}),
+             recipe(par(2, 1, 2, 1, 1, sp, 2), {{"microbatches", 2}, {"schedule", "interleaved"}}),
+             recipe(par(1, 2, 1, 2), {{"cp_comm", "a2a"}})};
+      break;
+    case 8:
+      all = {recipe(par(2, 2, 2, 1, 2, sp), {{"microbatches", 2}}),
+             recipe(par(1, 4, 1, 2), {{"cp_comm", "a2a+p2p"}, {"a2a_size", 2}}), recipe(par(1, 1, 1, 8)),
+             recipe(par(2, 1, 2, 2, 4, sp, 2, 1), {{"microbatches", 2}, {"schedule", "zb-v"}, {"zero", true}})};
+      break;
+    case 16:
+      all = {recipe(par(2, 2, 2, 2, 2, sp), {{"microbatches", 2}}),
+             recipe(par(2, 2, 2, 2, 4, sp, 2, 1),
+                    {{"microbatches", 2}, {"schedule", "zb-v"}, {"zero", true}, {"cp_comm", "allgather"}}),
+             recipe(par(1, 2, 2, 4, 8, false, 2),
+                    {{"microbatches", 2}, {"schedule", "interleaved"}, {"cp_comm", "a2a"}})};
+      break;
+    default:
+      all = {recipe(par(1, 1, 1, ranks))};
+  }
+  if (profile == "ci" && ranks >= 8) all.resize(ranks == 8 ? 2 : 1);  // two shared cores
+  return all;
+}
+
+namespace {
+std::vector<int> divisors(int n) {
+  std::vector<int> out;
+  for (int d = 1; d <= n; ++d)
+    if (n % d == 0) out.push_back(d);
+  return out;
+}
+}  // namespace
+
+// With pipeline stages, 2 pp microbatches per DP replica where the batch
+// allows (the 1F1B bubble is then (pp-1)/(3pp-1)), else one.
+Recipe recipe_for(const ParallelConfig& p, const nlohmann::json& params) {
+  const int64_t per_replica = params.value("batch", int64_t{16}) / p.dp;
+  const int m = p.pp > 1 && per_replica % (2 * p.pp) == 0 ? 2 * p.pp : 1;
+  return {p, {{"microbatches", m}}};
+}
+
+std::vector<Recipe> factorisations(int ranks, const nlohmann::json& params) {
+  const model::GptConfig base = model::gpt_config_from_json(params);
+  std::vector<Recipe> out;
+  for (int tp : divisors(ranks))
+    for (int cp : divisors(ranks / tp))
+      for (int pp : divisors(ranks / tp / cp)) {
+        const int dp = ranks / tp / cp / pp;
+        for (int ep : divisors(tp * cp * dp)) {
+          if (base.moe_layer_count() == 0 && ep > 1) continue;
+          const Recipe r = recipe_for(par(tp, cp, pp, dp, ep, tp > 1), params);
+          const ParallelConfig& p = r.parallel;
+          model::GptConfig c = base;
+          c.microbatches = r.options.at("microbatches").get<int>();
+          try {
+            validate(p, ranks);
+            model::validate(c, p);
+          } catch (const UsageError&) {
+            continue;
+          }
+          out.push_back(r);
+        }
+      }
+  return out;
+}
+
+std::string recipe_name(const ParallelConfig& p) {
+  std::string s = cat("tp", p.tp);
+  if (p.sp) s += "-sp";
+  s += cat("-cp", p.cp, "-pp", p.pp, "-dp", p.dp);
+  if (p.ep > 1) s += cat("-ep", p.ep);
+  if (p.etp > 0 && p.etp != p.tp) s += cat("-etp", p.etp);
+  if (p.vpp > 1) s += cat("-vpp", p.vpp);
+  return s;
+}
+
+ParallelConfig parse_recipe(const std::string& text, int ranks) {
+  ParallelConfig p;
+  p.dp = 0;
+  for (const std::string& part : split(text, '-')) {
+    if (part == "sp") {
+      p.sp = true;
+      continue;
+    }
+    size_t digits = part.find_first_of("0123456789");
+    const std::string dim = part.substr(0, digits);
+    int value = 0;
+    try {
+      value = digits == std::string::npos ? -1 : std::stoi(part.substr(digits));
+    } catch (const std::exception&) {
+      value = -1;
+    }
+    require(value > 0, cat("--set configs: '", part, "' in '", text, "' must look like tp2, cp4, ..., or sp"));
+    if (dim == "tp")
+      p.tp = value;
+    else if (dim == "cp")
+      p.cp = value;
+    else if (dim == "pp")
+      p.pp = value;
+    else if (dim == "dp")
+      p.dp = value;
+    else if (dim == "ep")
+      p.ep = value;
+    else if (dim == "etp")
+      p.etp = value;
+    else if (dim == "vpp")
+      p.vpp = value;
+    else
+      throw UsageError(
+          cat("--set configs: '", part, "' in '", text, "' names no dimension (tp, cp, pp, dp, ep, etp, vpp)"));
+  }
+  if (p.dp == 0) p.dp = std::max(1, ranks / (p.tp * p.cp * p.pp));
+  validate(p, ranks);
+  return p;
+}
+
+CaseConfig make_config(const SweepRequest& req, const nlohmann::json& params, const Recipe& r, DType dtype) {
+  CaseConfig c;
+  c.params = params;
+  for (auto it = r.options.begin(); it != r.options.end(); ++it) c.params[it.key()] = it.value();
+  for (const std::string& key : kStepKeys)  // the user's choices win over a recipe's
+    if (req.options.contains(key)) c.params[key] = req.options.at(key);
+  c.parallel = r.parallel;
+  c.ranks = req.ranks;
+  c.dtype = dtype;
+  return c;
+}
+
+void validate_config(const CaseConfig& c) {
+  require(c.dtype == DType::f32, cat("--dtype ", dtype_name(c.dtype),
+                                     ": the step suite runs f32 (its kernels' 16-bit master weights are not written)"));
+  const int64_t steps = c.params.value("steps", int64_t{3});
+  require(steps >= 1, cat("--set steps=", steps, " must be at least 1"));
+  model::validate(model::gpt_config_from_json(c.params), c.parallel);
+}
+
+}  // namespace sextant::step

@@ -1,0 +1,88 @@
+// The step suite: the full 6D training step of a small GPT (kernels/model:
+// TP x SP x CP x EP x PP x DP, dense and MoE layers, Adam or ZeRO-1) against
+// the float64 single-device reference (reference/gpt.h), step after step.
+//
+//   train   K steps from the same initial weights and data: the loss of every
+//           step, every gradient (gathered from its shards) and every
+//           parameter after each step against the reference, with the same
+//           model at world size 1 as the baseline (DESIGN.md policy); MoE
+//           routing compared token by token. Timed: one training step, with
+//           tokens/s, TFLOP/s, MFU, bubble and the time split per dimension.
+//   sweep   one model over every valid factorisation of the rank count (or a
+//           given list), each config timed in turn, ranked by throughput next
+//           to the planner's prediction.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harness/case.h"
+#include "kernels/model/trainer.h"
+
+namespace sextant::step {
+
+// ---- configs.cc: sizes per profile, the configs of a rank count, rules.
+
+// Model and step options of a profile (ci: tiny, default: the model).
+nlohmann::json default_params(const SweepRequest& req);
+// A parallel config with its step options (schedule, microbatches, cp_comm, ...).
+struct Recipe {
+  ParallelConfig parallel;
+  nlohmann::json options = nlohmann::json::object();
+};
+// The conformance configs of a rank count: together they exercise every
+// dimension, one of them all six at once from 16 ranks.
+std::vector<Recipe> recipes(int ranks, const std::string& profile);
+// Every valid factorisation of `ranks` for the model (tp, cp, pp, dp, ep;
+// SP whenever tp > 1; 1F1B with 2 pp microbatches where the batch allows).
+std::vector<Recipe> factorisations(int ranks, const nlohmann::json& params);
+// A config with the default step options for it (microbatches).
+Recipe recipe_for(const ParallelConfig& p, const nlohmann::json& params);
+// "tp2-sp-cp2-pp2-dp2-ep2" style names, both ways.
+std::string recipe_name(const ParallelConfig& p);
+ParallelConfig parse_recipe(const std::string& text, int ranks);
+// params + recipe options, validated; the case's CaseConfig.
+CaseConfig make_config(const SweepRequest& req, const nlohmann::json& params, const Recipe& r, DType dtype);
+// Bad input (throws UsageError with one line).
+void validate_config(const CaseConfig& c);
+
+// ---- the train case.
+
+// Measured host rates, for MFU against what this machine really does.
+struct HostRates {
+  double sgemm_tflops_per_rank = 0;  // f32 gemm while every rank runs one
+  double allreduce_busbw_GBps = 0;   // over the instance's ranks (0 at one rank)
+  double allreduce_latency_us = 0;
+};
+HostRates measure_host_rates(Communicator& comm);
+
+struct State {
+  CaseConfig config;
+  model::GptConfig model;
+  uint64_t seed = 0;
+  int steps = 3;  // K
+  Communicator* host = nullptr;
+  Communicator* self = nullptr;
+  Device device = Device::host;
+  std::unique_ptr<model::ModelComms> comms;
+  std::unique_ptr<model::GptTrainer> trainer;
+  std::vector<model::StepReport> history;  // the timed steps
+  std::vector<double> check_losses;        // the conformance run's K losses
+  HostRates rates;
+  nlohmann::json options;  // peak_tflops override etc.
+};
+
+State setup_train(CaseContext& ctx);
+// check.cc: conformance of K steps.
+void check_train(State& s, Checker& checker);
+// metrics.cc
+Metrics train_metrics(State& s, const RegionTimes& times);
+// The per-rank host peak (estimate) or the user's --peak-tflops, and its label.
+std::pair<double, std::string> peak_per_rank(const nlohmann::json& options, int ranks, Device device);
+
+CaseDef train_case();
+CaseDef sweep_case();
+
+}  // namespace sextant::step

@@ -1,0 +1,135 @@
+// The step suite through the registry the CLI uses (profile ci, tiny model):
+// every config of the rank count passes K = 3 steps against the float64
+// reference, the configs agree with each other, and every planted fault
+// fails the configs where it can show.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+
+#include "harness/runner.h"
+#include "harness/testing/mpi_world.h"
+#include "kernels/model/trainer.h"
+#include "suites/step/check.h"
+
+namespace sextant {
+void register_step_suite(Registry&);
+namespace {
+
+using testing::world;
+
+Registry suite() {
+  Registry r;
+  register_step_suite(r);
+  return r;
+}
+
+RunOptions ci(std::vector<std::string> selection = {"step/train"}) {
+  RunOptions o;
+  o.selection = std::move(selection);
+  o.profile = "ci";
+  o.timing = {0, 1};
+  o.rank_counts = {world().size()};
+  return o;
+}
+
+std::vector<CaseRecord> run(const RunOptions& o) {
+  Registry r = suite();
+  return execute_plan(plan_run(r, o, world().size()), world(), o, {});
+}
+
+double loss_at(const CaseRecord& r, size_t step) { return r.metrics.at("losses").at(step).get<double>(); }
+
+// The tightest checks of a record (error / bound), for the log.
+void print_margins(const CaseRecord& r) {
+  std::vector<TensorCheck> t = r.conformance.tensors;
+  std::sort(t.begin(), t.end(),
+            [](const TensorCheck& a, const TensorCheck& b) { return a.error / a.bound > b.error / b.bound; });
+  std::cout << r.config.id() << "\n";
+  for (size_t i = 0; i < std::min<size_t>(3, t.size()); ++i)
+    std::cout << "  " << t[i].name << " error " << t[i].error << " base " << t[i].base_error << " bound " << t[i].bound
+              << "\n";
+}
+
+// What failed, one line each (at most 12).
+std::string failures(const CaseRecord& r) {
+  std::string out;
+  int shown = 0;
+  for (const std::string& f : r.conformance.failures)
+    if (shown++ < 12) out += "  " + f + "\n";
+  for (const TensorCheck& t : r.conformance.tensors)
+    if (!t.pass && shown++ < 12)
+      out += "  " + t.name + " error " + std::to_string(t.error) + " bound " + std::to_string(t.bound) + "\n";
+  return out;
+}
+
+// A token routed to another expert set is found (the order within a token's top-k does not matter).
+TEST(Step, RoutingDifferencesAreFoundTokenByToken) {
+  const Tensor want = Tensor::from_values({3, 2}, {0, 1, 2, 3, 4, 5}, DType::f64);
+  const Tensor got = Tensor::from_values({3, 2}, {1, 0, 2, 4, 4, 5}, DType::f64);
+  EXPECT_EQ(step::routing_differences(got, want), std::vector<int64_t>{1});
+  EXPECT_TRUE(step::routing_differences(want, want).empty());
+}
+
+TEST(Step, EveryConfigMatchesTheReferenceForThreeSteps) {
+  std::vector<CaseRecord> records = run(ci());
+  if (world().rank() != 0) return;
+  ASSERT_FALSE(records.empty());
+  for (const CaseRecord& r : records) {
+    print_margins(r);
+    EXPECT_EQ(r.conformance.status, "pass") << r.config.id() << " " << r.error << "\n" << failures(r);
+    EXPECT_GT(r.conformance.tensors.size(), 100u) << r.config.id();
+    EXPECT_EQ(r.metrics.at("losses").size(), 3u) << r.config.id();
+    EXPECT_GT(r.metrics.at("tokens_per_s").at("value").get<double>(), 0) << r.config.id();
+    EXPECT_TRUE(r.metrics.contains("time_split")) << r.config.id();
+  }
+  // Every config against every other: the same losses, step by step.
+  for (const CaseRecord& a : records)
+    for (const CaseRecord& b : records)
+      for (size_t k = 0; k < 3; ++k)
+        EXPECT_NEAR(loss_at(a, k), loss_at(b, k), 1e-5 * std::abs(loss_at(b, k)))
+            << a.config.id() << " vs " << b.config.id() << " step " << k + 1;
+}
+
+// Each fault must fail every config where it can show (a fault invisible
+// at this rank count plants no instance).
+TEST(Step, EveryPlantedFaultIsCaught) {
+  if (world().size() < 2) GTEST_SKIP() << "faults need two ranks";
+  int planted = 0;
+  for (const std::string& fault : model::step_fault_names()) {
+    RunOptions o = ci();
+    o.fault = fault;
+    std::vector<CaseRecord> records = run(o);
+    if (world().rank() != 0) continue;
+    for (const CaseRecord& r : records) {
+      ++planted;
+      EXPECT_EQ(r.conformance.status, "fail") << fault << " was not caught by " << r.config.id();
+      EXPECT_TRUE(r.error.empty()) << fault << " crashed instead of failing the check: " << r.error;
+      const auto failed = std::count_if(r.conformance.tensors.begin(), r.conformance.tensors.end(),
+                                        [](const TensorCheck& t) { return !t.pass; });
+      EXPECT_GT(failed + static_cast<long>(r.conformance.failures.size()), 0) << fault << " " << r.config.id();
+      std::cout << fault << ": " << failed << " tensors fail in " << r.config.id() << "\n";
+    }
+  }
+  if (world().rank() == 0 && world().size() == 2) {
+    EXPECT_GE(planted, 5) << "every fault must show at 2 ranks";
+  }
+}
+
+TEST(Step, SweepRanksTheFactorisations) {
+  if (world().size() != 2) GTEST_SKIP() << "runs at 2 ranks";
+  RunOptions o = ci({"step/sweep"});
+  std::vector<CaseRecord> records = run(o);
+  if (world().rank() != 0) return;
+  ASSERT_EQ(records.size(), 1u);
+  const CaseRecord& r = records[0];
+  EXPECT_EQ(r.conformance.status, "pass") << r.error;
+  const nlohmann::json& ranking = r.metrics.at("ranking");
+  ASSERT_GE(ranking.size(), 3u);  // tp2, cp2, pp2, dp2 (with and without ep) at 2 ranks
+  for (size_t i = 1; i < ranking.size(); ++i)
+    EXPECT_GE(ranking[i - 1]["tokens_per_s"].get<double>(), ranking[i]["tokens_per_s"].get<double>());
+}
+
+}  // namespace
+}  // namespace sextant

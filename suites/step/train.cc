@@ -1,0 +1,158 @@
+// The train case: K conformance steps, then timed training steps.
+#include <algorithm>
+#include <cmath>
+
+#include "harness/error.h"
+#include "harness/peaks.h"
+#include "harness/strings.h"
+#include "harness/timing.h"
+#include "kernels/ops/gemm.h"
+#include "suites/step/step.h"
+
+namespace sextant::step {
+
+namespace {
+
+std::vector<Recipe> listed(const SweepRequest& req, const std::string& list, const nlohmann::json& params) {
+  std::vector<Recipe> out;
+  for (const std::string& name : split(list, ',')) out.push_back(recipe_for(parse_recipe(name, req.ranks), params));
+  return out;
+}
+
+// Pinned (--tp ...) or listed configs are the user's: validated strictly.
+// Our own recipes and factorisations are dropped where they do not fit the
+// user's sizes or step options (e.g. --set schedule=gpipe and a vpp 2 recipe).
+std::vector<CaseConfig> train_configs(const SweepRequest& req) {
+  nlohmann::json params = default_params(req);
+  if (req.options.contains("peak_tflops")) params["peak_tflops"] = req.options.at("peak_tflops");
+  const std::string mode = req.get<std::string>("sweep", "recipes");
+  std::vector<Recipe> list;
+  bool strict = true;
+  if (req.parallel) {
+    list = {recipe_for(*req.parallel, params)};
+  } else if (mode == "recipes") {
+    list = recipes(req.ranks, req.profile);
+    strict = false;
+  } else if (mode == "all") {
+    list = factorisations(req.ranks, params);
+    strict = false;
+  } else {
+    list = listed(req, mode, params);
+  }
+  // The model's own rules (sizes, MoE pattern) hold at any parallel config:
+  // the user's mistakes there fail loudly instead of filtering every recipe out.
+  model::validate(model::gpt_config_from_json(params), ParallelConfig{});
+  std::vector<CaseConfig> out;
+  std::string first_error;
+  for (DType dtype : req.dtypes_or({DType::f32}))
+    for (const Recipe& r : list) {
+      CaseConfig c = make_config(req, params, r, dtype);
+      if (!strict && dtype == DType::f32) {  // other dtypes reach validate_config's rule
+        try {
+          validate(c.parallel, c.ranks);
+          validate_config(c);
+        } catch (const UsageError& e) {
+          if (first_error.empty()) first_error = e.what();
+          continue;  // a recipe the user's sizes or options rule out
+        }
+      }
+      if (!req.fault.empty() &&
+          !model::step_fault_visible(req.fault, model::gpt_config_from_json(c.params), c.parallel))
+        continue;
+      out.push_back(std::move(c));
+    }
+  // The user's options ruled out every config of this rank count: say why.
+  if (out.empty() && !first_error.empty() && req.fault.empty() && !req.options.empty()) throw UsageError(first_error);
+  return out;
+}
+
+}  // namespace
+
+HostRates measure_host_rates(Communicator& comm) {
+  HostRates r;
+  // f32 gemm while every rank of the instance runs one (ranks share cores):
+  // the best of five 20 ms windows, so that a neighbour's burst does not
+  // pass for this machine's peak.
+  const int64_t n = 256;
+  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n, 0.0f);
+  comm.barrier();
+  double best = 0;
+  for (int window = 0; window < 5; ++window) {
+    int reps = 0;
+    const double start = now_seconds();
+    double elapsed = 0;
+    while (reps < 2 || elapsed < 0.02) {
+      ops::gemm_f32(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+      ++reps;
+      elapsed = now_seconds() - start;
+    }
+    best = std::max(best, 2.0 * n * n * n * reps / elapsed / 1e12);
+  }
+  r.sgemm_tflops_per_rank = comm.all_reduce_value(best, ReduceOp::sum) / comm.size();
+  if (comm.size() == 1) return r;
+  // all_reduce bus bandwidth (1 MiB) and latency (8 B), max over ranks per call.
+  std::vector<float> buf(1 << 18, 1.0f);
+  double t0 = 0;
+  for (int i = 0; i < 4; ++i) {
+    if (i == 1) comm.barrier(), t0 = now_seconds();  // the first is a warm-up
+    comm.all_reduce(buf.data(), buf.data(), buf.size(), DType::f32, ReduceOp::sum);
+  }
+  const double big = comm.all_reduce_value((now_seconds() - t0) / 3, ReduceOp::max);
+  const double n_ranks = comm.size();
+  r.allreduce_busbw_GBps = 2 * (n_ranks - 1) / n_ranks * buf.size() * 4.0 / big / 1e9;
+  double one = 0;
+  comm.barrier();
+  t0 = now_seconds();
+  for (int i = 0; i < 10; ++i) one = comm.all_reduce_value(one, ReduceOp::sum);
+  r.allreduce_latency_us = comm.all_reduce_value((now_seconds() - t0) / 10, ReduceOp::max) * 1e6;
+  return r;
+}
+
+std::pair<double, std::string> peak_per_rank(const nlohmann::json& params, int ranks, Device device) {
+  if (params.contains("peak_tflops")) return {params.at("peak_tflops").get<double>(), "--peak-tflops (per device)"};
+  if (device == Device::cuda) {
+    std::vector<DeviceInfo> gpus = describe_cuda_devices();
+    if (!gpus.empty() && gpus[0].peak_tflops > 0) return {gpus[0].peak_tflops, gpus[0].peak_source};
+    return {0, "unknown: pass --peak-tflops"};
+  }
+  const DeviceInfo host = describe_host();
+  return {host.peak_tflops / ranks, cat(host.peak_source, ", shared by ", ranks, " ranks (host f32 estimate)")};
+}
+
+State setup_train(CaseContext& ctx) {
+  if (ctx.device != Device::host)
+    throw RuntimeError(
+        "the step model runs on the host only: the CUDA paths of tensor_parallel, attention and moe "
+        "are not written yet");
+  State s;
+  s.config = ctx.config;
+  s.model = model::gpt_config_from_json(ctx.config.params);
+  s.seed = ctx.seed;
+  s.steps = static_cast<int>(ctx.config.params.value("steps", int64_t{3}));
+  s.host = &ctx.host_comm;
+  s.self = &ctx.self;
+  s.device = ctx.device;
+  s.comms = std::make_unique<model::ModelComms>(
+      model::make_model_comms(ctx.grid, ctx.comm, ctx.host_comm, ctx.self, s.model));
+  s.trainer = std::make_unique<model::GptTrainer>(s.model, *s.comms, s.seed, ctx.config.fault);
+  s.rates = measure_host_rates(ctx.host_comm);
+  return s;
+}
+
+CaseDef train_case() {
+  CaseTable<State> t;
+  t.suite = "step";
+  t.name = "train";
+  t.summary = "GPT training step under TP x SP x CP x EP x PP x DP vs the float64 reference, K steps";
+  t.faults = model::step_fault_names();
+  t.table_metrics = {"tokens_per_s", "mfu", "bubble_fraction"};
+  t.configs = train_configs;
+  t.validate = validate_config;
+  t.setup = setup_train;
+  t.timed = {{"step", [](State& s) { s.history.push_back(s.trainer->step()); }}};
+  t.check = check_train;
+  t.metrics = train_metrics;
+  return make_case(std::move(t));
+}
+
+}  // namespace sextant::step
