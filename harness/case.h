@@ -34,6 +34,7 @@ struct CaseConfig {
   int ranks = 1;            // group size the instance runs on
   DType dtype = DType::f32;
   std::string fault;        // planted fault, "" for none
+  Device device = Device::host;  // where it runs (--device): validate() refuses a device a case cannot use
 
   std::string id() const;  // stable, human-readable; also the --dump folder name
   // Typed parameter access (throws RuntimeError when missing).

@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <string>
 
+#include "harness/dtype.h"
+
 namespace sextant {
 
 enum class Device { host, cuda };
@@ -18,6 +20,16 @@ int cuda_device_count();    // 0 when not built or no GPU/driver
 void* cuda_malloc(size_t bytes);
 void cuda_free(void* ptr);
 void cuda_copy(void* dst, const void* src, size_t bytes);  // any direction, synchronous
+// Copies `height` rows of `width` bytes, row i from src + i * src_pitch to
+// dst + i * dst_pitch (cudaMemcpy2D), either side on the host or the device:
+// the strided copy behind narrow / write_slice of device tensors. Device to
+// device it is queued on the compute stream (ordered with the ops, no host
+// wait); with a host side it returns when the copy is done.
+void cuda_copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t height);
+// Converts n device elements from src_dtype to dst_dtype on the compute
+// stream, rounding as the host's Tensor::to does (through double, then
+// float for the 16-bit types, each step to nearest even). device_convert.cu.
+void cuda_convert(void* dst, DType dst_dtype, const void* src, DType src_dtype, size_t n);
 void cuda_memset_zero(void* ptr, size_t bytes);
 void cuda_synchronize();
 // Whether ptr is device memory (false in host-only builds).
@@ -46,10 +58,12 @@ void cuda_join_side_streams();
 // Times one region of GPU work with a pair of CUDA events on the compute
 // stream (DESIGN.md: GPU regions are timed with events). stop() first joins
 // the side streams, so communication issued in the region is counted, then
-// waits for the end event. Throws in builds without CUDA.
+// waits for the end event; with join_side_streams false it times the compute
+// stream's own work only (a kernel's compute time while communication is in
+// flight beside it). Throws in builds without CUDA.
 class CudaRegionTimer {
  public:
-  CudaRegionTimer();
+  explicit CudaRegionTimer(bool join_side_streams = true);
   ~CudaRegionTimer();
   CudaRegionTimer(const CudaRegionTimer&) = delete;
   CudaRegionTimer& operator=(const CudaRegionTimer&) = delete;
@@ -59,6 +73,7 @@ class CudaRegionTimer {
  private:
   void* start_ = nullptr;
   void* stop_ = nullptr;
+  bool join_side_streams_ = true;
 };
 
 }  // namespace sextant

@@ -43,6 +43,17 @@ void cuda_copy(void* dst, const void* src, size_t bytes) {
   if (bytes) check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy");
 }
 
+void cuda_copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t height) {
+  if (width == 0 || height == 0) return;
+  if (is_device_pointer(dst) && is_device_pointer(src)) {
+    check(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, height, cudaMemcpyDeviceToDevice,
+                            static_cast<cudaStream_t>(cuda_compute_stream())),
+          "cudaMemcpy2DAsync");
+    return;
+  }
+  check(cudaMemcpy2D(dst, dst_pitch, src, src_pitch, width, height, cudaMemcpyDefault), "cudaMemcpy2D");
+}
+
 void cuda_memset_zero(void* ptr, size_t bytes) {
   if (bytes) check(cudaMemset(ptr, 0, bytes), "cudaMemset");
 }
@@ -119,7 +130,7 @@ void cuda_join_side_streams() {
   }
 }
 
-CudaRegionTimer::CudaRegionTimer() {
+CudaRegionTimer::CudaRegionTimer(bool join_side_streams) : join_side_streams_(join_side_streams) {
   cudaEvent_t a = nullptr, b = nullptr;
   check(cudaEventCreate(&a), "cudaEventCreate");
   check(cudaEventCreate(&b), "cudaEventCreate");
@@ -138,7 +149,7 @@ void CudaRegionTimer::start() {
 }
 
 double CudaRegionTimer::stop() {
-  cuda_join_side_streams();
+  if (join_side_streams_) cuda_join_side_streams();
   auto end = static_cast<cudaEvent_t>(stop_);
   check(cudaEventRecord(end, static_cast<cudaStream_t>(cuda_compute_stream())), "cudaEventRecord");
   check(cudaEventSynchronize(end), "cudaEventSynchronize");

@@ -15,6 +15,8 @@ int cuda_device_count() { return 0; }
 void* cuda_malloc(size_t) { no_cuda(); }
 void cuda_free(void*) {}
 void cuda_copy(void*, const void*, size_t) { no_cuda(); }
+void cuda_copy_2d(void*, size_t, const void*, size_t, size_t, size_t) { no_cuda(); }
+void cuda_convert(void*, DType, const void*, DType, size_t) { no_cuda(); }
 void cuda_memset_zero(void*, size_t) { no_cuda(); }
 void cuda_synchronize() {}
 bool is_device_pointer(const void*) { return false; }
@@ -25,7 +27,7 @@ void* cuda_compute_stream() { no_cuda(); }
 void cuda_register_side_stream(void*) { no_cuda(); }
 void cuda_unregister_side_stream(void*) {}
 void cuda_join_side_streams() {}
-CudaRegionTimer::CudaRegionTimer() { no_cuda(); }
+CudaRegionTimer::CudaRegionTimer(bool) { no_cuda(); }
 CudaRegionTimer::~CudaRegionTimer() = default;
 void CudaRegionTimer::start() { no_cuda(); }
 double CudaRegionTimer::stop() { no_cuda(); }

@@ -58,6 +58,7 @@ std::vector<PlannedCase> plan_run(const Registry& registry, const RunOptions& o,
         c.suite = def->suite;
         c.name = def->name;
         c.fault = o.fault;
+        c.device = o.device;
         if (c.ranks != g) throw RuntimeError(cat(def->full_name(), " produced an instance for ", c.ranks,
                                                  " ranks while sweeping ", g));
         validate(c.parallel, c.ranks);

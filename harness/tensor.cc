@@ -83,8 +83,12 @@ Tensor Tensor::clone() const {
 }
 
 Tensor Tensor::to(DType dtype) const {
-  if (!is_host()) throw RuntimeError("Tensor::to(dtype) needs a host tensor");
   if (dtype == dtype_) return clone();
+  if (!is_host()) {  // a conversion kernel with the same rounding (device_convert.cu)
+    Tensor out = empty(shape_, dtype, device_);
+    cuda_convert(out.raw(), dtype, raw(), dtype_, static_cast<size_t>(numel()));
+    return out;
+  }
   Tensor out = empty(shape_, dtype);
   const int64_t n = numel();
   dispatch(dtype_, [&](auto src_tag) {
@@ -156,32 +160,37 @@ int normalize_dim(const Tensor& t, int dim) {
   if (dim < 0 || dim >= n) throw RuntimeError(cat("dim ", dim, " out of range for ", shape_string(t.shape())));
   return dim;
 }
-void require_host(const Tensor& t, const char* what) {
-  if (!t.is_host()) throw RuntimeError(cat(what, " needs host tensors"));
+// Copies `rows` rows of `width` bytes with the given pitches: memcpy on the
+// host, cudaMemcpy2D where either side is on the device.
+void copy_rows(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch, int64_t width, int64_t rows,
+               bool host) {
+  if (!host) {
+    cuda_copy_2d(dst, static_cast<size_t>(dst_pitch), src, static_cast<size_t>(src_pitch), static_cast<size_t>(width),
+                 static_cast<size_t>(rows));
+    return;
+  }
+  auto* d = static_cast<char*>(dst);
+  auto* s = static_cast<const char*>(src);
+  for (int64_t o = 0; o < rows; ++o) std::memcpy(d + o * dst_pitch, s + o * src_pitch, static_cast<size_t>(width));
 }
 }  // namespace
 
 Tensor narrow(const Tensor& t, int dim, int64_t start, int64_t length) {
-  require_host(t, "narrow");
   dim = normalize_dim(t, dim);
   if (start < 0 || length < 0 || start + length > t.shape()[dim])
     throw RuntimeError(cat("narrow [", start, ", ", start + length, ") out of range for dim ", dim, " of ",
                            shape_string(t.shape())));
   Shape shape = t.shape();
   shape[dim] = length;
-  Tensor out = Tensor::empty(shape, t.dtype());
+  Tensor out = Tensor::empty(shape, t.dtype(), t.device());
   Around a = around(t, dim);
-  auto* dst = static_cast<char*>(out.raw());
-  auto* src = static_cast<const char*>(t.raw());
-  for (int64_t o = 0; o < a.outer; ++o)
-    std::memcpy(dst + o * length * a.inner_bytes, src + (o * a.extent + start) * a.inner_bytes,
-                static_cast<size_t>(length * a.inner_bytes));
+  // Row o of the [outer, extent, inner] view contributes its bytes [start, start + length) x inner.
+  copy_rows(out.raw(), length * a.inner_bytes, static_cast<const char*>(t.raw()) + start * a.inner_bytes,
+            a.extent * a.inner_bytes, length * a.inner_bytes, a.outer, t.is_host());
   return out;
 }
 
 void write_slice(Tensor& dst, int dim, int64_t start, const Tensor& src) {
-  require_host(dst, "write_slice");
-  require_host(src, "write_slice");
   dim = normalize_dim(dst, dim);
   Shape expect = dst.shape();
   int64_t length = src.ndim() == dst.ndim() ? src.shape()[dim] : -1;
@@ -190,11 +199,8 @@ void write_slice(Tensor& dst, int dim, int64_t start, const Tensor& src) {
     throw RuntimeError(cat("write_slice: ", shape_string(src.shape()), " does not fit ", shape_string(dst.shape()),
                            " at ", start, " along dim ", dim));
   Around a = around(dst, dim);
-  auto* d = static_cast<char*>(dst.raw());
-  auto* s = static_cast<const char*>(src.raw());
-  for (int64_t o = 0; o < a.outer; ++o)
-    std::memcpy(d + (o * a.extent + start) * a.inner_bytes, s + o * length * a.inner_bytes,
-                static_cast<size_t>(length * a.inner_bytes));
+  copy_rows(static_cast<char*>(dst.raw()) + start * a.inner_bytes, a.extent * a.inner_bytes, src.raw(),
+            length * a.inner_bytes, length * a.inner_bytes, a.outer, dst.is_host() && src.is_host());
 }
 
 Tensor concat(const std::vector<Tensor>& parts, int dim) {
@@ -203,7 +209,7 @@ Tensor concat(const std::vector<Tensor>& parts, int dim) {
   Shape shape = parts[0].shape();
   shape[dim] = 0;
   for (const Tensor& p : parts) shape[dim] += p.shape()[dim];
-  Tensor out = Tensor::empty(shape, parts[0].dtype());
+  Tensor out = Tensor::empty(shape, parts[0].dtype(), parts[0].device());
   int64_t start = 0;
   for (const Tensor& p : parts) {
     write_slice(out, dim, start, p);

@@ -54,7 +54,7 @@ class Tensor {
   Tensor reshape(const Shape& shape) const;
   // Deep copies.
   Tensor clone() const;
-  Tensor to(DType dtype) const;    // host only; rounds to nearest even
+  Tensor to(DType dtype) const;    // same device; rounds to nearest even
   Tensor to(Device device) const;  // copies across devices (same dtype)
   void zero();
   void copy_from(const Tensor& src);  // same shape and dtype, any devices
@@ -78,12 +78,13 @@ class Tensor {
   Device device_ = Device::host;
 };
 
-// Host copy helpers along one dimension (used to shard and to assemble).
-// narrow: the [start, start+length) slice of dim, as a new contiguous tensor.
+// Copy helpers along one dimension (used to shard and to assemble), for host
+// and device tensors (device copies are cudaMemcpy2D on the compute stream).
+// narrow: the [start, start+length) slice of dim, as a new contiguous tensor on t's device.
 Tensor narrow(const Tensor& t, int dim, int64_t start, int64_t length);
-// concat: tensors equal except along dim, joined in order.
+// concat: tensors equal except along dim, joined in order, on the first part's device.
 Tensor concat(const std::vector<Tensor>& parts, int dim);
-// Writes src into dst at offset `start` along dim (all other dims equal).
+// Writes src into dst at offset `start` along dim (all other dims equal; any devices).
 void write_slice(Tensor& dst, int dim, int64_t start, const Tensor& src);
 // chunk i of n equal chunks along dim.
 Tensor chunk(const Tensor& t, int dim, int n, int i);

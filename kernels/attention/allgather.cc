@@ -34,7 +34,7 @@ ops::AttentionOut allgather_forward(Communicator& group, const Tensor& q, const 
                                     const BlockPlan& plan) {
   const Tensor k_all = gather_rows(group, k), v_all = gather_rows(group, v);  // [b, s, hk, d]
   const ops::AttentionMask mask = plan.mask_all(group.rank());
-  ComputeTimer timer(plan.stats);
+  ComputeTimer timer(plan.stats, q.device());
   ops::AttentionOut out = ops::attention_block_forward(q, k_all, v_all, mask, DType::f32);
   count_work(plan.stats, out.scores, mask, q, k_all);
   return out;
@@ -44,11 +44,12 @@ ops::AttentionGrads allgather_backward(Communicator& group, const Tensor& q, con
                                        const Tensor& dout, const Tensor& lse, const Tensor& delta,
                                        const BlockPlan& plan) {
   const Tensor k_all = gather_rows(group, k), v_all = gather_rows(group, v);  // [b, s, hk, d]
-  ops::AttentionGrads all{Tensor::zeros(q.shape(), DType::f32), Tensor::zeros(k_all.shape(), DType::f32),
-                          Tensor::zeros(k_all.shape(), DType::f32)};
+  ops::AttentionGrads all{Tensor::zeros(q.shape(), DType::f32, q.device()),
+                          Tensor::zeros(k_all.shape(), DType::f32, q.device()),
+                          Tensor::zeros(k_all.shape(), DType::f32, q.device())};
   {
     const ops::AttentionMask mask = plan.mask_all(group.rank());
-    ComputeTimer timer(plan.stats);
+    ComputeTimer timer(plan.stats, q.device());
     const int64_t scores =
         ops::attention_block_backward_accumulate(q, k_all, v_all, dout, lse, delta, mask, all.dq, all.dk, all.dv);
     count_work(plan.stats, scores, mask, q, k_all);

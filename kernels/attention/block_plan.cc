@@ -1,5 +1,7 @@
 #include <time.h>
 
+#include <exception>
+
 #include "kernels/attention/kv_exchange.h"
 
 namespace sextant::cp {
@@ -47,9 +49,23 @@ void count_work(Stats* stats, int64_t scores, const ops::AttentionMask& mask, co
   stats->pairs += ops::visible_pairs(mask, q.dim(1), k.dim(1)) * q.dim(0) * q.dim(2);
 }
 
-ComputeTimer::ComputeTimer(Stats* stats) : stats_(stats), start_(stats ? cpu_seconds() : 0) {}
+ComputeTimer::ComputeTimer(Stats* stats, Device device) : stats_(stats) {
+  if (!stats_) return;
+  if (device == Device::host) {
+    start_ = cpu_seconds();
+    return;
+  }
+  gpu_ = std::make_unique<CudaRegionTimer>(/*join_side_streams=*/false);
+  gpu_->start();
+}
+
 ComputeTimer::~ComputeTimer() {
-  if (stats_) stats_->compute_s += cpu_seconds() - start_;
+  if (!stats_) return;
+  try {
+    stats_->compute_s += gpu_ ? gpu_->stop() : cpu_seconds() - start_;
+  } catch (const std::exception&) {
+    // A destructor must not throw; a failed GPU is reported by the next CUDA call.
+  }
 }
 
 }  // namespace sextant::cp

@@ -71,8 +71,8 @@ BlockPlan plan_for(const Options& o, const Geometry& g, Stats* stats) {
 void check_inputs(const char* op, const Options& o, const Geometry& g, const Tensor& q, const Tensor& k,
                   const Tensor& v) {
   for (const Tensor* t : {&q, &k, &v})
-    if (!t->defined() || !t->is_host() || t->ndim() != 4)
-      throw RuntimeError(cat(op, ": q, k, v must be host tensors [b, n, h, d] (the CUDA path comes later)"));
+    if (!t->defined() || t->device() != q.device() || t->ndim() != 4)
+      throw RuntimeError(cat(op, ": q, k, v must be tensors [b, n, h, d] on one device"));
   if (q.dim(1) * g.cp() != o.seq || k.dim(1) != q.dim(1) || v.shape() != k.shape())
     throw RuntimeError(cat(op, ": q ", shape_string(q.shape()), ", k ", shape_string(k.shape()), " do not hold seq ",
                            o.seq, " / cp ", g.cp(), " rows"));
@@ -106,7 +106,7 @@ Grads cp_attention_backward(const Comms& comms, const Options& o, const Tensor& 
   const BlockPlan plan = plan_for(o, g, stats);
   Tensor delta;  // [b, hq, n] = rowsum(dout * out), before the heads move
   {
-    ComputeTimer timer(stats);
+    ComputeTimer timer(stats, q.device());
     delta = ops::attention_delta(out, dout);
   }
   // The backward is stateless: it redoes the forward's all-to-all of q, k, v

@@ -75,7 +75,8 @@ struct Comms {
 
 // What a call did, accumulated over calls: compute is the attention math
 // (block kernels, merges, accumulator adds) in CPU seconds of this process,
-// so ranks sharing a core still report their own work.
+// so ranks sharing a core still report their own work; on a GPU, the compute
+// stream's seconds timed with events.
 struct Stats {
   double compute_s = 0;
   int64_t scores = 0;  // score entries computed (tiles not fully masked; includes masked waste)
@@ -92,7 +93,8 @@ struct Grads {
 };
 
 // q: [b, n, hq, d]; k, v: [b, n, hk, d] — this rank's rows (layout order,
-// n = seq / cp) and heads.
+// n = seq / cp) and heads, all on one device (host, or cuda with a
+// communicator on device buffers).
 Forward cp_attention_forward(const Comms& comms, const Options& options, const Tensor& q, const Tensor& k,
                              const Tensor& v, Stats* stats = nullptr);
 

@@ -4,12 +4,13 @@
 
 #include "harness/error.h"
 #include "harness/strings.h"
+#include "kernels/ops/device_dispatch.h"
 
 namespace sextant::cp {
 
 Tensor permute_rows(const Tensor& x, const Shape& view, const std::vector<int>& order) {
   const int nd = static_cast<int>(view.size());
-  if (!x.is_host() || numel_of(view) != x.numel() || static_cast<int>(order.size()) != nd || nd < 1 ||
+  if (!x.defined() || numel_of(view) != x.numel() || static_cast<int>(order.size()) != nd || nd < 1 ||
       order.back() != nd - 1)
     throw RuntimeError(cat("permute_rows: cannot view ", shape_string(x.shape()), " as ", shape_string(view),
                            " and move its dims keeping the last one last"));
@@ -19,6 +20,10 @@ Tensor permute_rows(const Tensor& x, const Shape& view, const std::vector<int>& 
   Shape shape(nd);
   for (int i = 0; i < nd; ++i) shape[i] = view[order[i]];
   Tensor out = Tensor::empty(shape, x.dtype(), x.device());
+  if (!x.is_host()) {  // one thread per element, the same order (kernels/ops/cuda/elementwise.cu)
+    SEXTANT_CUDA_CALL(ops::cuda::permute_rows(x, view, order, out));
+    return out;
+  }
   const size_t elem = dtype_size(x.dtype());
   const size_t row_bytes = static_cast<size_t>(view.back()) * elem;
   const char* src = static_cast<const char*>(x.raw());

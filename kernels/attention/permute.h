@@ -1,5 +1,6 @@
 // Reorders blocks of a tensor: the copy behind every all-to-all and
 // all-gather layout change of CP attention (rows of the last dim move whole).
+// Host or device tensors (the result lives where x does).
 #pragma once
 
 #include <vector>

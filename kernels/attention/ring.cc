@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "kernels/attention/kv_exchange.h"
+#include "kernels/ops/device_dispatch.h"
 
 namespace sextant::cp {
 
@@ -41,21 +42,34 @@ std::vector<RequestPtr> pass_on(Communicator& ring, const std::vector<const Tens
 
 // Planted fault: the LSEs are added instead of combined by log-sum-exp (the
 // output weights still come from the stable merge, so only later merges and
-// the backward see the damage).
+// the backward see the damage). On a GPU the LSEs (one value per row) make a
+// round trip through host memory: a fault only ever runs in a conformance check.
 void merge_adding_lse(Tensor& out, Tensor& lse, const Tensor& out_b, const Tensor& lse_b) {
-  const Tensor before = lse.clone();
+  const Tensor before = lse.to(Device::host);
   ops::attention_merge(out, lse, out_b, lse_b);
-  float* l = lse.data<float>();
+  Tensor merged = lse.to(Device::host);
+  const Tensor added = lse_b.to(Device::host);
+  float* l = merged.data<float>();
   const float* a = before.data<float>();
-  const float* b = lse_b.data<float>();
-  for (int64_t i = 0; i < lse.numel(); ++i)
+  const float* b = added.data<float>();
+  for (int64_t i = 0; i < merged.numel(); ++i)
     if (a[i] != kNegInf && b[i] != kNegInf) l[i] = a[i] + b[i];
+  lse.copy_from(merged);
 }
 
+// acc += x, f32 accumulators.
 void add_into(Tensor& acc, const Tensor& x) {
+  if (!acc.is_host()) return SEXTANT_CUDA_CALL(ops::cuda::add_into(acc, x));
   float* a = acc.data<float>();
   const float* b = x.data<float>();
   for (int64_t i = 0; i < acc.numel(); ++i) a[i] += b[i];
+}
+
+// An f32 LSE accumulator [b, h, n] of rows that have seen nothing yet (-inf), on `device`.
+Tensor empty_lse(int64_t b, int64_t h, int64_t n, Device device) {
+  Tensor lse = Tensor::empty({b, h, n}, DType::f32);
+  std::fill(lse.data<float>(), lse.data<float>() + lse.numel(), kNegInf);
+  return device == Device::host ? lse : lse.to(device);
 }
 
 }  // namespace
@@ -64,10 +78,8 @@ ops::AttentionOut ring_forward(Communicator* ring, const Tensor& q, const Tensor
                                const BlockPlan& plan) {
   const int members = ring ? ring->size() : 1, me = ring ? ring->rank() : 0;
   // acc: out [b, n, hq, d] f32 and lse [b, hq, n], empty (-inf) until a block is merged
-  ops::AttentionOut acc{Tensor::zeros(q.shape(), DType::f32),
-                        Tensor::empty({q.dim(0), q.dim(2), q.dim(1)}, DType::f32)};
-  float* lse = acc.lse.data<float>();
-  std::fill(lse, lse + acc.lse.numel(), kNegInf);
+  ops::AttentionOut acc{Tensor::zeros(q.shape(), DType::f32, q.device()),
+                        empty_lse(q.dim(0), q.dim(2), q.dim(1), q.device())};
   Tensor k_cur = k, v_cur = v;
   const int steps = plan.faults.ring_skips_last_step ? members - 1 : members;
   for (int step = 0; step < steps; ++step) {
@@ -77,7 +89,7 @@ ops::AttentionOut ring_forward(Communicator* ring, const Tensor& q, const Tensor
     if (step + 1 < members) inflight = pass_on(*ring, {&k_cur, &v_cur}, {&k_next, &v_next}, kTagK);
     const ops::AttentionMask mask = plan.mask(me, src);
     if (ops::visibility(mask) != ops::Visibility::none) {
-      ComputeTimer timer(plan.stats);
+      ComputeTimer timer(plan.stats, q.device());
       ops::AttentionOut part = ops::attention_block_forward(q, k_cur, v_cur, mask, DType::f32);
       count_work(plan.stats, part.scores, mask, q, k_cur);
       if (plan.faults.lse_added) merge_adding_lse(acc.out, acc.lse, part.out, part.lse);
@@ -92,10 +104,11 @@ ops::AttentionOut ring_forward(Communicator* ring, const Tensor& q, const Tensor
 ops::AttentionGrads ring_backward(Communicator* ring, const Tensor& q, const Tensor& k, const Tensor& v,
                                   const Tensor& dout, const Tensor& lse, const Tensor& delta, const BlockPlan& plan) {
   const int members = ring ? ring->size() : 1, me = ring ? ring->rank() : 0;
-  ops::AttentionGrads grads{Tensor::zeros(q.shape(), DType::f32), {}, {}};
+  const Device device = q.device();
+  ops::AttentionGrads grads{Tensor::zeros(q.shape(), DType::f32, device), {}, {}};
   Tensor k_cur = k, v_cur = v;
   // f32 [b, n, hk, d]: the accumulators of the block held last step
-  Tensor dk_acc = Tensor::zeros(k.shape(), DType::f32), dv_acc = Tensor::zeros(k.shape(), DType::f32);
+  Tensor dk_acc = Tensor::zeros(k.shape(), DType::f32, device), dv_acc = Tensor::zeros(k.shape(), DType::f32, device);
   const int steps = plan.faults.ring_skips_last_step ? members - 1 : members;
   for (int step = 0; step < steps; ++step) {
     const int src = (me - step + members) % members;
@@ -105,17 +118,18 @@ ops::AttentionGrads ring_backward(Communicator* ring, const Tensor& q, const Ten
     if (step > 0)  // last step's accumulators move on with their block, which the next member now holds
       for (RequestPtr& r : pass_on(*ring, {&dk_acc, &dv_acc}, {&dk_in, &dv_in}, kTagDk))
         inflight.push_back(std::move(r));
-    Tensor dk_step = Tensor::zeros(k.shape(), DType::f32), dv_step = Tensor::zeros(k.shape(), DType::f32);
+    Tensor dk_step = Tensor::zeros(k.shape(), DType::f32, device),
+           dv_step = Tensor::zeros(k.shape(), DType::f32, device);
     const ops::AttentionMask mask = plan.mask(me, src);
     if (ops::visibility(mask) != ops::Visibility::none) {
-      ComputeTimer timer(plan.stats);
+      ComputeTimer timer(plan.stats, device);
       const int64_t scores = ops::attention_block_backward_accumulate(q, k_cur, v_cur, dout, lse, delta, mask,
                                                                       grads.dq, dk_step, dv_step);
       count_work(plan.stats, scores, mask, q, k_cur);
     }
     wait_all(inflight);
     if (step > 0) {
-      ComputeTimer timer(plan.stats);
+      ComputeTimer timer(plan.stats, device);
       add_into(dk_step, dk_in);
       add_into(dv_step, dv_in);
     }

@@ -4,6 +4,7 @@
 
 #include "harness/error.h"
 #include "harness/strings.h"
+#include "kernels/ops/device_dispatch.h"
 #include "kernels/ops/host_common.h"
 #include "kernels/ops/simd.h"
 
@@ -13,7 +14,7 @@ namespace {
 
 void check(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, int64_t step) {
   const char* op = "adam_step";
-  require_host(op, {{"param", &param}, {"grad", &grad}, {"exp_avg", &m}, {"exp_avg_sq", &v}});
+  require_one_device(op, {{"param", &param}, {"grad", &grad}, {"exp_avg", &m}, {"exp_avg_sq", &v}});
   require_shape(op, "grad", grad, param.shape());
   require_shape(op, "exp_avg", m, param.shape());
   require_shape(op, "exp_avg_sq", v, param.shape());
@@ -23,10 +24,9 @@ void check(const Tensor& param, const Tensor& grad, const Tensor& m, const Tenso
   if (step < 1) throw RuntimeError(cat(op, ": step ", step, " must be >= 1 (bias correction 1 - beta^step)"));
 }
 
-// The f32 update with every scalar precomputed (see adam_step).
-struct AdamScalars {
-  float beta1, beta2, one_minus_beta1, one_minus_beta2, step_size, inv_sqrt_bc2, decay, eps;
-};
+// The f32 update with every scalar precomputed (see adam_step); the CUDA
+// kernel takes the same scalars.
+using AdamScalars = cuda::AdamScalars;
 
 void adam_update_f32(int64_t n, float* p, const float* g, float* m, float* v, const AdamScalars s) {
   run_simd([&](auto) SEXTANT_INLINE_LAMBDA {  // compiled per ISA level; the loop auto-vectorizes
@@ -56,6 +56,7 @@ void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_a
   s.inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(c.beta2, t)));
   s.decay = static_cast<float>(1.0 - c.lr * c.weight_decay);
   s.eps = static_cast<float>(c.eps);
+  if (!param.is_host()) return SEXTANT_CUDA_CALL(cuda::adam_step(param, grad, exp_avg, exp_avg_sq, s));
   HostIn<float> g(grad);
   adam_update_f32(param.numel(), param.data<float>(), g.get(), exp_avg.data<float>(), exp_avg_sq.data<float>(), s);
 }

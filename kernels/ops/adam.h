@@ -4,7 +4,8 @@
 //   m <- beta1 m + (1 - beta1) g;   v <- beta2 v + (1 - beta2) g^2
 //   p <- p - lr * (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps)
 // weight_decay = 0 is plain Adam. Master state (param, m, v) is f32; the
-// gradient may be f32, bf16 or f16 (widened). Host only so far.
+// gradient may be f32, bf16 or f16 (widened). CUDA: kernels/ops/cuda/
+// elementwise.cu, the same f32 scalars and the same expression.
 #pragma once
 
 #include <cstdint>

@@ -7,6 +7,7 @@
 
 #include "harness/error.h"
 #include "harness/strings.h"
+#include "kernels/ops/device_dispatch.h"
 #include "kernels/ops/gemm.h"
 #include "kernels/ops/host_common.h"
 #include "kernels/ops/vector_math.h"
@@ -80,7 +81,7 @@ struct Dims {
 };
 
 Dims check_dims(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
-  require_host(op, {{"q", &q}, {"k", &k}, {"v", &v}});
+  require_one_device(op, {{"q", &q}, {"k", &k}, {"v", &v}});
   if (q.ndim() != 4 || k.ndim() != 4)
     throw RuntimeError(cat(op, ": q ", shape_string(q.shape()), " and k ", shape_string(k.shape()),
                            " must be [b, s, h, d]"));
@@ -280,6 +281,13 @@ AttentionOut attention_block_forward(const Tensor& q, const Tensor& k, const Ten
                                      DType out_dtype) {
   const Dims g = check_dims("attention_block_forward", q, k, v, mask);
   AttentionOut result;
+  if (!q.is_host()) {  // f32 out, rounded once to out_dtype as HostOut does below
+    Tensor out32 = Tensor::empty(q.shape(), DType::f32, q.device());
+    result.lse = Tensor::empty({g.b, g.hq, g.sq}, DType::f32, q.device());
+    result.scores = SEXTANT_CUDA_CALL(cuda::attention_forward(q, k, v, mask, out32, result.lse));
+    result.out = out_dtype == DType::f32 ? out32 : out32.to(out_dtype);
+    return result;
+  }
   result.out = Tensor::empty(q.shape(), out_dtype);
   result.lse = Tensor::empty({g.b, g.hq, g.sq}, DType::f32);
   HostIn<float> q32(q), k32(k), v32(v);
@@ -296,12 +304,16 @@ AttentionOut attention_block_forward(const Tensor& q, const Tensor& k, const Ten
 }
 
 Tensor attention_delta(const Tensor& out, const Tensor& dout) {
-  require_host("attention_delta", {{"out", &out}, {"dout", &dout}});
+  require_one_device("attention_delta", {{"out", &out}, {"dout", &dout}});
   require_shape("attention_delta", "dout", dout, out.shape());
   if (out.ndim() != 4)
     throw RuntimeError("attention_delta: out " + shape_string(out.shape()) + " must be [b, s, h, d]");
   const int64_t b = out.dim(0), s = out.dim(1), h = out.dim(2), d = out.dim(3);
-  Tensor delta = Tensor::empty({b, h, s}, DType::f32);
+  Tensor delta = Tensor::empty({b, h, s}, DType::f32, out.device());
+  if (!out.is_host()) {
+    SEXTANT_CUDA_CALL(cuda::attention_delta(out, dout, delta));
+    return delta;
+  }
   HostIn<float> o32(out), do32(dout);
   float* dst = delta.data<float>();
   for (int64_t bi = 0; bi < b; ++bi)
@@ -319,13 +331,15 @@ int64_t attention_block_backward_accumulate(const Tensor& q, const Tensor& k, co
                                             Tensor& dq, Tensor& dk, Tensor& dv) {
   const char* op = "attention_block_backward";
   const Dims g = check_dims(op, q, k, v, mask);
-  require_host(op, {{"dout", &dout}, {"lse", &lse}, {"delta", &delta}, {"dq", &dq}, {"dk", &dk}, {"dv", &dv}});
+  require_one_device(op, {{"q", &q}, {"dout", &dout}, {"lse", &lse}, {"delta", &delta}, {"dq", &dq}, {"dk", &dk}, {"dv", &dv}});
   require_shape(op, "dout", dout, q.shape());
   require_f32(op, "lse", lse, {g.b, g.hq, g.sq});
   require_f32(op, "delta", delta, {g.b, g.hq, g.sq});
   require_f32(op, "dq", dq, q.shape());
   require_f32(op, "dk", dk, k.shape());
   require_f32(op, "dv", dv, k.shape());
+  if (!q.is_host())
+    return SEXTANT_CUDA_CALL(cuda::attention_backward_accumulate(q, k, v, dout, lse, delta, mask, dq, dk, dv));
   HostIn<float> q32(q), k32(k), v32(v), do32(dout);
   const std::vector<Tile> q_tiles = tiles_of(mask.q_pos, g.sq, kTileQ);
   const std::vector<Tile> k_tiles = tiles_of(mask.k_pos, g.sk, kTileK);
@@ -351,8 +365,9 @@ int64_t attention_block_backward_accumulate(const Tensor& q, const Tensor& k, co
 
 AttentionGrads attention_block_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                         const Tensor& lse, const Tensor& dout, const AttentionMask& mask) {
-  AttentionGrads grads{Tensor::zeros(q.shape(), DType::f32), Tensor::zeros(k.shape(), DType::f32),
-                       Tensor::zeros(k.shape(), DType::f32)};
+  AttentionGrads grads{Tensor::zeros(q.shape(), DType::f32, q.device()),
+                       Tensor::zeros(k.shape(), DType::f32, q.device()),
+                       Tensor::zeros(k.shape(), DType::f32, q.device())};
   attention_block_backward_accumulate(q, k, v, dout, lse, attention_delta(out, dout), mask, grads.dq, grads.dk,
                                       grads.dv);
   return grads;
@@ -360,13 +375,14 @@ AttentionGrads attention_block_backward(const Tensor& q, const Tensor& k, const 
 
 void attention_merge(Tensor& out, Tensor& lse, const Tensor& out_b, const Tensor& lse_b) {
   const char* op = "attention_merge";
-  require_host(op, {{"out", &out}, {"lse", &lse}, {"out_b", &out_b}, {"lse_b", &lse_b}});
+  require_one_device(op, {{"out", &out}, {"lse", &lse}, {"out_b", &out_b}, {"lse_b", &lse_b}});
   if (out.ndim() != 4) throw RuntimeError(cat(op, ": out ", shape_string(out.shape()), " must be [b, s, h, d]"));
   const int64_t b = out.dim(0), s = out.dim(1), h = out.dim(2), d = out.dim(3);
   require_f32(op, "out", out, out.shape());
   require_f32(op, "out_b", out_b, out.shape());
   require_f32(op, "lse", lse, {b, h, s});
   require_f32(op, "lse_b", lse_b, {b, h, s});
+  if (!out.is_host()) return SEXTANT_CUDA_CALL(cuda::attention_merge(out, lse, out_b, lse_b));
   float* o = out.data<float>();
   float* l = lse.data<float>();
   const float* ob = out_b.data<float>();

@@ -17,8 +17,11 @@
 // sub-matrices with an online softmax, so memory is O(tile), never O(sq*sk).
 // Tiles that the causal mask hides completely are skipped, which is what
 // makes a zigzag-sharded ring do half a block of work per step.
-// The CUDA version comes later behind the same functions; today a device
-// tensor is a RuntimeError.
+// CUDA (kernels/ops/cuda/attention*.cu): the same functions on device
+// tensors (q, k, v, dout of one dtype): a flash-style tensor-core kernel for
+// bf16 / f16 with head_dim <= 128 (P and dS rounded to 16 bits before their
+// products, as FlashAttention does), f32 math on CUDA cores otherwise;
+// fully masked 64 x 64 tiles are skipped the same way.
 #pragma once
 
 #include <cstdint>

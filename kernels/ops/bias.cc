@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/ops/device_dispatch.h"
 #include "kernels/ops/host_common.h"
 #include "kernels/ops/simd.h"
 
@@ -31,10 +32,11 @@ void column_sums(int64_t rows, int64_t n, const F* dy, F* sums) {
 
 void bias_add(const Tensor& x, const Tensor& bias, Tensor& y) {
   const char* op = "bias_add";
-  require_host(op, {{"x", &x}, {"bias", &bias}, {"y", &y}});
+  require_one_device(op, {{"x", &x}, {"bias", &bias}, {"y", &y}});
   require_rows(op, "x", x);
   require_shape(op, "bias", bias, {x.dim(-1)});
   require_shape(op, "y", y, x.shape());
+  if (!x.is_host()) return SEXTANT_CUDA_CALL(cuda::bias_add(x, bias, y));
   const int64_t rows = rows_of(x), n = x.dim(-1);
   with_compute_type(x.dtype(), [&](auto tag) {
     using F = decltype(tag);
@@ -47,9 +49,10 @@ void bias_add(const Tensor& x, const Tensor& bias, Tensor& y) {
 
 void bias_backward(const Tensor& dy, Tensor& dbias) {
   const char* op = "bias_backward";
-  require_host(op, {{"dy", &dy}, {"dbias", &dbias}});
+  require_one_device(op, {{"dy", &dy}, {"dbias", &dbias}});
   require_rows(op, "dy", dy);
   require_shape(op, "dbias", dbias, {dy.dim(-1)});
+  if (!dy.is_host()) return SEXTANT_CUDA_CALL(cuda::bias_backward(dy, dbias));
   const int64_t rows = rows_of(dy), n = dy.dim(-1);
   with_compute_type(dy.dtype(), [&](auto tag) {
     using F = decltype(tag);

@@ -5,6 +5,7 @@
 
 #include "harness/error.h"
 #include "harness/strings.h"
+#include "kernels/ops/device_dispatch.h"
 #include "kernels/ops/host_common.h"
 #include "kernels/ops/simd.h"
 #include "kernels/ops/vector_math.h"
@@ -14,7 +15,7 @@ namespace sextant::ops {
 namespace {
 
 void check_logits(const char* op, const Tensor& logits) {
-  require_host(op, {{"logits", &logits}});
+  require_one_device(op, {{"logits", &logits}});
   require_rows(op, "logits", logits);
 }
 
@@ -27,7 +28,7 @@ void check_targets(const char* op, const Tensor& logits, std::span<const int64_t
 }
 
 void check_stats(const char* op, const CrossEntropyStats& s, int64_t rows) {
-  require_host(op, {{"max", &s.max}, {"sum_exp", &s.sum_exp}});
+  require_one_device(op, {{"max", &s.max}, {"sum_exp", &s.sum_exp}});
   require_shape(op, "max", s.max, {rows});
   require_shape(op, "sum_exp", s.sum_exp, {rows});
 }
@@ -72,7 +73,11 @@ void per_logits(const Tensor& logits, Fn&& fn) {
 Tensor cross_entropy_row_max(const Tensor& logits) {
   check_logits("cross_entropy_row_max", logits);
   if (logits.dim(-1) == 0) throw RuntimeError("cross_entropy_row_max: logits have an empty vocabulary");
-  Tensor out = Tensor::empty({rows_of(logits)}, compute_dtype(logits.dtype()));
+  Tensor out = Tensor::empty({rows_of(logits)}, compute_dtype(logits.dtype()), logits.device());
+  if (!logits.is_host()) {
+    SEXTANT_CUDA_CALL(cuda::cross_entropy_row_max(logits, out));
+    return out;
+  }
   per_logits(logits, [&](auto tag, int64_t rows, int64_t n) {
     using F = decltype(tag);
     HostIn<F> x(logits);
@@ -84,9 +89,13 @@ Tensor cross_entropy_row_max(const Tensor& logits) {
 Tensor cross_entropy_sum_exp(const Tensor& logits, const Tensor& row_max) {
   const char* op = "cross_entropy_sum_exp";
   check_logits(op, logits);
-  require_host(op, {{"row_max", &row_max}});
+  require_one_device(op, {{"logits", &logits}, {"row_max", &row_max}});
   require_shape(op, "row_max", row_max, {rows_of(logits)});
-  Tensor out = Tensor::empty({rows_of(logits)}, compute_dtype(logits.dtype()));
+  Tensor out = Tensor::empty({rows_of(logits)}, compute_dtype(logits.dtype()), logits.device());
+  if (!logits.is_host()) {
+    SEXTANT_CUDA_CALL(cuda::cross_entropy_sum_exp(logits, row_max, out));
+    return out;
+  }
   per_logits(logits, [&](auto tag, int64_t rows, int64_t n) {
     using F = decltype(tag);
     HostIn<F> x(logits), m(row_max);
@@ -99,7 +108,11 @@ Tensor cross_entropy_target_logit(const Tensor& logits, std::span<const int64_t>
   const char* op = "cross_entropy_target_logit";
   check_logits(op, logits);
   check_targets(op, logits, targets);
-  Tensor out = Tensor::empty({rows_of(logits)}, compute_dtype(logits.dtype()));
+  Tensor out = Tensor::empty({rows_of(logits)}, compute_dtype(logits.dtype()), logits.device());
+  if (!logits.is_host()) {
+    SEXTANT_CUDA_CALL(cuda::cross_entropy_target_logit(logits, targets, vocab_start, out));
+    return out;
+  }
   per_logits(logits, [&](auto tag, int64_t rows, int64_t n) {
     using F = decltype(tag);
     F* t = out.data<F>();
@@ -113,10 +126,14 @@ Tensor cross_entropy_target_logit(const Tensor& logits, std::span<const int64_t>
 
 Tensor cross_entropy_row_loss(const CrossEntropyStats& stats) {
   const char* op = "cross_entropy_row_loss";
-  require_host(op, {{"target_logit", &stats.target_logit}});
+  require_one_device(op, {{"target_logit", &stats.target_logit}, {"max", &stats.max}});
   const int64_t rows = stats.target_logit.numel();
   check_stats(op, stats, rows);
-  Tensor out = Tensor::empty({rows}, compute_dtype(stats.max.dtype()));
+  Tensor out = Tensor::empty({rows}, compute_dtype(stats.max.dtype()), stats.max.device());
+  if (!out.is_host()) {
+    SEXTANT_CUDA_CALL(cuda::cross_entropy_row_loss(stats.max, stats.sum_exp, stats.target_logit, out));
+    return out;
+  }
   with_compute_type(stats.max.dtype(), [&](auto tag) {
     using F = decltype(tag);
     HostIn<F> m(stats.max), s(stats.sum_exp), t(stats.target_logit);
@@ -127,7 +144,8 @@ Tensor cross_entropy_row_loss(const CrossEntropyStats& stats) {
 }
 
 double cross_entropy_loss(const CrossEntropyStats& stats, LossReduction reduction) {
-  Tensor rows = cross_entropy_row_loss(stats);
+  const Tensor row_loss = cross_entropy_row_loss(stats);
+  const Tensor rows = row_loss.is_host() ? row_loss : row_loss.to(Device::host);  // a few values; summed in f64
   double total = 0;
   for (int64_t r = 0; r < rows.numel(); ++r) total += rows.at(r);
   return reduction == LossReduction::mean && rows.numel() > 0 ? total / static_cast<double>(rows.numel()) : total;
@@ -155,8 +173,18 @@ void cross_entropy_backward(const Tensor& logits, std::span<const int64_t> targe
   check_logits(op, logits);
   check_targets(op, logits, targets);
   check_stats(op, stats, rows_of(logits));
-  require_host(op, {{"dlogits", &dlogits}});
+  require_one_device(op, {{"logits", &logits}, {"max", &stats.max}, {"dlogits", &dlogits}});
   require_shape(op, "dlogits", dlogits, logits.shape());
+  if (!logits.is_host()) {
+    // w in the compute type, as the host loop below forms it.
+    const int64_t rows = rows_of(logits);
+    const double w = with_compute_type(logits.dtype(), [&](auto tag) {
+      using F = decltype(tag);
+      return static_cast<double>(reduction == LossReduction::mean && rows > 0 ? F(dloss) / F(rows) : F(dloss));
+    });
+    return SEXTANT_CUDA_CALL(
+        cuda::cross_entropy_backward(logits, targets, stats.max, stats.sum_exp, w, dlogits, vocab_start));
+  }
   per_logits(logits, [&](auto tag, int64_t rows, int64_t n) {
     using F = decltype(tag);
     HostIn<F> x(logits), m(stats.max), s(stats.sum_exp);

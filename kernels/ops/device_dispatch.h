@@ -13,10 +13,18 @@ namespace sextant::ops {
 
 [[noreturn]] void no_cuda(const char* op);
 
+// no_cuda with the type of the call it stands for, so that a dispatch like
+// `return SEXTANT_CUDA_CALL(cuda::op(...))` compiles for ops that return a
+// value too (the call itself is never evaluated, nor linked).
+template <class Result>
+[[noreturn]] Result no_cuda_as(const char* op) {
+  no_cuda(op);
+}
+
 }  // namespace sextant::ops
 
 #if defined(SEXTANT_HAVE_CUDA)
 #define SEXTANT_CUDA_CALL(call) call
 #else
-#define SEXTANT_CUDA_CALL(call) ::sextant::ops::no_cuda(#call)
+#define SEXTANT_CUDA_CALL(call) ::sextant::ops::no_cuda_as<decltype(call)>(#call)
 #endif

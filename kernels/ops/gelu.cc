@@ -1,5 +1,6 @@
 #include "kernels/ops/gelu.h"
 
+#include "kernels/ops/device_dispatch.h"
 #include "kernels/ops/host_common.h"
 #include "kernels/ops/simd.h"
 #include "kernels/ops/vector_math.h"
@@ -51,8 +52,9 @@ void gelu_backward_loop(int64_t n, const F* dy, const F* x, F* dx) {
 }  // namespace
 
 void gelu_forward(const Tensor& x, Tensor& y) {
-  require_host("gelu_forward", {{"x", &x}, {"y", &y}});
+  require_one_device("gelu_forward", {{"x", &x}, {"y", &y}});
   require_shape("gelu_forward", "y", y, x.shape());
+  if (!x.is_host()) return SEXTANT_CUDA_CALL(cuda::gelu_forward(x, y));
   with_compute_type(x.dtype(), [&](auto tag) {
     using F = decltype(tag);
     HostIn<F> x_in(x);
@@ -63,9 +65,10 @@ void gelu_forward(const Tensor& x, Tensor& y) {
 }
 
 void gelu_backward(const Tensor& dy, const Tensor& x, Tensor& dx) {
-  require_host("gelu_backward", {{"dy", &dy}, {"x", &x}, {"dx", &dx}});
+  require_one_device("gelu_backward", {{"dy", &dy}, {"x", &x}, {"dx", &dx}});
   require_shape("gelu_backward", "dy", dy, x.shape());
   require_shape("gelu_backward", "dx", dx, x.shape());
+  if (!x.is_host()) return SEXTANT_CUDA_CALL(cuda::gelu_backward(dy, x, dx));
   with_compute_type(x.dtype(), [&](auto tag) {
     using F = decltype(tag);
     HostIn<F> dy_in(dy), x_in(x);

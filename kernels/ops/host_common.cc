@@ -18,6 +18,18 @@ void require_host(std::string_view op, std::initializer_list<NamedTensor> tensor
   }
 }
 
+Device require_one_device(std::string_view op, std::initializer_list<NamedTensor> tensors) {
+  const NamedTensor* first = nullptr;
+  for (const NamedTensor& t : tensors) {
+    if (!t.tensor->defined()) throw RuntimeError(cat(op, ": ", t.name, " is an undefined tensor"));
+    if (!first) first = &t;
+    if (t.tensor->device() != first->tensor->device())
+      throw RuntimeError(cat(op, ": ", t.name, " is on ", device_name(t.tensor->device()), " but ", first->name,
+                             " is on ", device_name(first->tensor->device())));
+  }
+  return first ? first->tensor->device() : Device::host;
+}
+
 void require_shape(std::string_view op, const char* name, const Tensor& t, const Shape& expected) {
   if (t.shape() != expected)
     throw RuntimeError(cat(op, ": ", name, " ", shape_string(t.shape()), " must be ", shape_string(expected)));

@@ -5,6 +5,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/ops/device_dispatch.h"
 #include "kernels/ops/host_common.h"
 #include "kernels/ops/simd.h"
 
@@ -58,7 +59,7 @@ void layernorm_backward_rows(int64_t rows, int64_t h, const F* dy, const F* x, c
 
 void check_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& y) {
   const char* op = "layernorm_forward";
-  require_host(op, {{"x", &x}, {"gamma", &gamma}, {"beta", &beta}, {"y", &y}});
+  require_one_device(op, {{"x", &x}, {"gamma", &gamma}, {"beta", &beta}, {"y", &y}});
   require_rows(op, "x", x);
   require_shape(op, "gamma", gamma, {x.dim(-1)});
   require_shape(op, "beta", beta, {x.dim(-1)});
@@ -68,7 +69,7 @@ void check_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, con
 void check_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const LayerNormStats& stats,
                     const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta) {
   const char* op = "layernorm_backward";
-  require_host(op, {{"dy", &dy},
+  require_one_device(op, {{"dy", &dy},
                     {"x", &x},
                     {"gamma", &gamma},
                     {"mean", &stats.mean},
@@ -92,8 +93,12 @@ void check_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, cons
 LayerNormStats layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, float eps) {
   check_forward(x, gamma, beta, y);
   const int64_t rows = rows_of(x), h = x.dim(-1);
-  LayerNormStats stats{Tensor::empty({rows}, compute_dtype(x.dtype())),
-                       Tensor::empty({rows}, compute_dtype(x.dtype()))};
+  LayerNormStats stats{Tensor::empty({rows}, compute_dtype(x.dtype()), x.device()),
+                       Tensor::empty({rows}, compute_dtype(x.dtype()), x.device())};
+  if (!x.is_host()) {
+    SEXTANT_CUDA_CALL(cuda::layernorm_forward(x, gamma, beta, y, eps, stats.mean, stats.rstd));
+    return stats;
+  }
   with_compute_type(x.dtype(), [&](auto tag) {
     using F = decltype(tag);
     HostIn<F> x_in(x), gamma_in(gamma), beta_in(beta);
@@ -108,6 +113,7 @@ LayerNormStats layernorm_forward(const Tensor& x, const Tensor& gamma, const Ten
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const LayerNormStats& stats, Tensor& dx,
                         Tensor& dgamma, Tensor& dbeta) {
   check_backward(dy, x, gamma, stats, dx, dgamma, dbeta);
+  if (!x.is_host()) return SEXTANT_CUDA_CALL(cuda::layernorm_backward(dy, x, gamma, stats.mean, stats.rstd, dx, dgamma, dbeta));
   const int64_t rows = rows_of(x), h = x.dim(-1);
   with_compute_type(x.dtype(), [&](auto tag) {
     using F = decltype(tag);

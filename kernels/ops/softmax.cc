@@ -1,5 +1,6 @@
 #include "kernels/ops/softmax.h"
 
+#include "kernels/ops/device_dispatch.h"
 #include "kernels/ops/host_common.h"
 #include "kernels/ops/simd.h"
 #include "kernels/ops/vector_math.h"
@@ -41,10 +42,11 @@ void softmax_backward_rows(int64_t rows, int64_t n, const F* dy, const F* y, F* 
 }  // namespace
 
 void softmax_forward(const Tensor& x, Tensor& y) {
-  require_host("softmax_forward", {{"x", &x}, {"y", &y}});
+  require_one_device("softmax_forward", {{"x", &x}, {"y", &y}});
   require_rows("softmax_forward", "x", x);
   require_shape("softmax_forward", "y", y, x.shape());
   if (x.dim(-1) == 0) return;
+  if (!x.is_host()) return SEXTANT_CUDA_CALL(cuda::softmax_forward(x, y));
   with_compute_type(x.dtype(), [&](auto tag) {
     using F = decltype(tag);
     HostIn<F> x_in(x);
@@ -55,10 +57,11 @@ void softmax_forward(const Tensor& x, Tensor& y) {
 }
 
 void softmax_backward(const Tensor& dy, const Tensor& y, Tensor& dx) {
-  require_host("softmax_backward", {{"dy", &dy}, {"y", &y}, {"dx", &dx}});
+  require_one_device("softmax_backward", {{"dy", &dy}, {"y", &y}, {"dx", &dx}});
   require_rows("softmax_backward", "y", y);
   require_shape("softmax_backward", "dy", dy, y.shape());
   require_shape("softmax_backward", "dx", dx, y.shape());
+  if (!y.is_host()) return SEXTANT_CUDA_CALL(cuda::softmax_backward(dy, y, dx));
   with_compute_type(y.dtype(), [&](auto tag) {
     using F = decltype(tag);
     HostIn<F> dy_in(dy), y_in(y);

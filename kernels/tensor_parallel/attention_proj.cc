@@ -5,6 +5,7 @@
 
 #include "harness/error.h"
 #include "harness/strings.h"
+#include "kernels/ops/device_dispatch.h"
 #include "kernels/tensor_parallel/shard.h"
 
 namespace sextant::tp {
@@ -25,12 +26,34 @@ void copy_qkv(Tensor& packed, Tensor* parts[3], int64_t rows_heads, int64_t d, b
         std::memcpy(pack, part, row);
     }
 }
+
+// On a device: one permute [rows heads, 3, d] <-> [3, rows heads, d]; the
+// three parts are then contiguous blocks.
+Qkv split_qkv_device(const Tensor& packed, int64_t heads, int64_t head_dim) {
+  const int64_t rows_heads = packed.dim(0) * packed.dim(1) * heads;
+  Tensor parts = Tensor::empty({3, rows_heads, head_dim}, packed.dtype(), packed.device());
+  SEXTANT_CUDA_CALL(ops::cuda::permute_rows(packed, {rows_heads, 3, head_dim}, {1, 0, 2}, parts));
+  const Shape shape{packed.dim(0), packed.dim(1), heads, head_dim};
+  return {narrow(parts, 0, 0, 1).reshape(shape), narrow(parts, 0, 1, 1).reshape(shape),
+          narrow(parts, 0, 2, 1).reshape(shape)};
+}
+
+Tensor merge_qkv_device(const Qkv& in) {
+  const Shape& s = in.q.shape();
+  const int64_t rows_heads = s[0] * s[1] * s[2];
+  const Shape part{1, rows_heads, s[3]};
+  const Tensor parts = concat({in.q.reshape(part), in.k.reshape(part), in.v.reshape(part)}, 0);  // [3, rows heads, d]
+  Tensor packed = Tensor::empty({s[0], s[1], s[2] * 3 * s[3]}, in.q.dtype(), in.q.device());
+  SEXTANT_CUDA_CALL(ops::cuda::permute_rows(parts, {3, rows_heads, s[3]}, {1, 0, 2}, packed));
+  return packed;
+}
 }  // namespace
 
 Qkv split_qkv(const Tensor& packed, int64_t heads, int64_t head_dim) {
-  if (!packed.is_host() || packed.ndim() != 3 || packed.dim(2) != heads * 3 * head_dim)
+  if (!packed.defined() || packed.ndim() != 3 || packed.dim(2) != heads * 3 * head_dim)
     throw RuntimeError(
-        cat("split_qkv: packed ", shape_string(packed.shape()), " must be a host [b, s, ", heads * 3 * head_dim, "]"));
+        cat("split_qkv: packed ", shape_string(packed.shape()), " must be [b, s, ", heads * 3 * head_dim, "]"));
+  if (!packed.is_host()) return split_qkv_device(packed, heads, head_dim);
   const Shape shape{packed.dim(0), packed.dim(1), heads, head_dim};
   Qkv out{Tensor::empty(shape, packed.dtype()), Tensor::empty(shape, packed.dtype()),
           Tensor::empty(shape, packed.dtype())};
@@ -42,8 +65,10 @@ Qkv split_qkv(const Tensor& packed, int64_t heads, int64_t head_dim) {
 
 Tensor merge_qkv(const Qkv& in) {
   const Shape& s = in.q.shape();
-  if (s.size() != 4 || in.k.shape() != s || in.v.shape() != s || !in.q.is_host())
-    throw RuntimeError("merge_qkv: q, k, v must be host tensors of one shape [b, s, heads, d]");
+  if (s.size() != 4 || in.k.shape() != s || in.v.shape() != s || in.k.device() != in.q.device() ||
+      in.v.device() != in.q.device())
+    throw RuntimeError("merge_qkv: q, k, v must be tensors of one shape [b, s, heads, d] on one device");
+  if (!in.q.is_host()) return merge_qkv_device(in);
   Tensor packed = Tensor::empty({s[0], s[1], s[2] * 3 * s[3]}, in.q.dtype());
   Qkv copy = in;
   Tensor* parts[3] = {&copy.q, &copy.k, &copy.v};
@@ -76,20 +101,20 @@ Tensor out_proj_backward(const TpGroup& g, const AttentionProjWeights& w, const 
 }
 
 AttentionProjWeights init_attention_proj_weights(const AttentionDims& d, int tp_rank, int tp_size, DType dtype,
-                                                 uint64_t seed, const std::string& prefix) {
+                                                 uint64_t seed, const std::string& prefix, Device device) {
   if (d.heads % tp_size != 0)
     throw RuntimeError(cat("init_attention_proj_weights: tp ", tp_size, " does not divide heads ", d.heads));
   auto spec = [&](const char* name, double scale) { return RandomSpec{seed, tensor_id(prefix + name), scale}; };
   const int64_t width = d.heads * d.head_dim;
   AttentionProjWeights w;
-  w.ln_gamma = random_tensor({d.hidden}, dtype, spec(".ln_gamma", 1.0));
-  w.ln_beta = random_tensor({d.hidden}, dtype, spec(".ln_beta", 1.0));
+  w.ln_gamma = random_shard({d.hidden}, 0, 1, 0, dtype, spec(".ln_gamma", 1.0), device);
+  w.ln_beta = random_shard({d.hidden}, 0, 1, 0, dtype, spec(".ln_beta", 1.0), device);
   w.qkv.w = random_shard({d.hidden, 3 * width}, 1, tp_size, tp_rank, dtype,
-                         spec(".wqkv", 1 / std::sqrt(static_cast<double>(d.hidden))));
-  w.qkv.b = random_shard({3 * width}, 0, tp_size, tp_rank, dtype, spec(".bqkv", 0.1));
+                         spec(".wqkv", 1 / std::sqrt(static_cast<double>(d.hidden))), device);
+  w.qkv.b = random_shard({3 * width}, 0, tp_size, tp_rank, dtype, spec(".bqkv", 0.1), device);
   w.out.w = random_shard({width, d.hidden}, 0, tp_size, tp_rank, dtype,
-                         spec(".wo", 1 / std::sqrt(static_cast<double>(width))));
-  w.out.b = random_tensor({d.hidden}, dtype, spec(".bo", 0.1));
+                         spec(".wo", 1 / std::sqrt(static_cast<double>(width))), device);
+  w.out.b = random_shard({d.hidden}, 0, 1, 0, dtype, spec(".bo", 0.1), device);
   w.local_heads = d.heads / tp_size;
   w.head_dim = d.head_dim;
   return w;

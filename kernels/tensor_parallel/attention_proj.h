@@ -73,9 +73,10 @@ Tensor merge_qkv(const Qkv& parts);
 
 // Shards of deterministic random weights named prefix + ".ln_gamma",
 // ".ln_beta", ".wqkv", ".bqkv", ".wo", ".bo" (scales: 1, 1, 1/sqrt(h), 0.1,
-// 1/sqrt(heads d), 0.1). tp_size 1 gives the whole tensors.
+// 1/sqrt(heads d), 0.1). tp_size 1 gives the whole tensors. On `device`.
 AttentionProjWeights init_attention_proj_weights(const AttentionDims& dims, int tp_rank, int tp_size, DType dtype,
-                                                 uint64_t seed, const std::string& prefix);
+                                                 uint64_t seed, const std::string& prefix,
+                                                 Device device = Device::host);
 
 // Matrix-product FLOPs of forward + backward of both projections on `tokens` tokens.
 inline double attention_proj_flops(int64_t tokens, const AttentionDims& d) {

@@ -11,8 +11,11 @@ namespace {
 
 // The planted bug layernorm_wrong_axis: on a sequence shard x: [b, s/tp, h],
 // each feature j is normalized over the shard's tokens instead of each token
-// over its features. Plain loops: it only ever runs in a conformance check.
-Tensor layernorm_over_tokens(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) {
+// over its features. Plain loops (on host copies of device tensors): it only
+// ever runs in a conformance check.
+Tensor layernorm_over_tokens(const Tensor& x_any, const Tensor& gamma_any, const Tensor& beta_any, float eps) {
+  auto host = [](const Tensor& t) { return t.is_host() ? t : t.to(Device::host); };
+  const Tensor x = host(x_any), gamma = host(gamma_any), beta = host(beta_any);
   const int64_t b = x.dim(0), s = x.dim(1), h = x.dim(2);
   std::vector<double> v = x.to_vector(), gm = gamma.to_vector(), bt = beta.to_vector();
   Tensor y = Tensor::empty(x.shape(), x.dtype());
@@ -25,7 +28,7 @@ Tensor layernorm_over_tokens(const Tensor& x, const Tensor& gamma, const Tensor&
       const double rstd = 1 / std::sqrt(var + eps);
       for (int64_t t = 0; t < s; ++t) y.set(at(t), (v[at(t)] - mean) * rstd * gm[j] + bt[j]);
     }
-  return y;
+  return x_any.is_host() ? y : y.to(x_any.device());
 }
 
 }  // namespace

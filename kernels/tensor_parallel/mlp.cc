@@ -28,8 +28,8 @@ Tensor mlp_backward(const TpGroup& g, const MlpWeights& w, const MlpSaved& saved
 
 Tensor mlp_backward_input(const TpGroup& g, const MlpWeights& w, const MlpSaved& saved, const Tensor& dy,
                           MlpPendingGrads& pending) {
-  Tensor dz = row_parallel_backward_input(g, w.fc2, dy, pending.fc2);  // [b, s, ffn/tp]
-  ops::gelu_backward(dz, saved.a, dz);                                 // now da
+  Tensor dz = row_parallel_backward_input(g, w.fc2, dy, pending.fc2);      // [b, s, ffn/tp]
+  ops::gelu_backward(dz, saved.a, dz);                                     // now da
   Tensor dln = column_parallel_backward_input(g, w.fc1, dz, pending.fc1);  // [b, s/tp | s, h]
   Tensor dx = layernorm_backward(g, saved.ln, w.ln_gamma, dln, pending.ln_gamma, pending.ln_beta);
   add_into(dx, dy);  // residual
@@ -61,16 +61,16 @@ void zero_grads(MlpGrads& sum) {
 }
 
 MlpWeights init_mlp_weights(const MlpDims& d, int tp_rank, int tp_size, DType dtype, uint64_t seed,
-                            const std::string& prefix) {
+                            const std::string& prefix, Device device) {
   auto spec = [&](const char* name, double scale) { return RandomSpec{seed, tensor_id(prefix + name), scale}; };
   const double s1 = 1 / std::sqrt(static_cast<double>(d.hidden)), s2 = 1 / std::sqrt(static_cast<double>(d.ffn));
   MlpWeights w;
-  w.ln_gamma = random_tensor({d.hidden}, dtype, spec(".ln_gamma", 1.0));
-  w.ln_beta = random_tensor({d.hidden}, dtype, spec(".ln_beta", 1.0));
-  w.fc1.w = random_shard({d.hidden, d.ffn}, 1, tp_size, tp_rank, dtype, spec(".w1", s1));
-  w.fc1.b = random_shard({d.ffn}, 0, tp_size, tp_rank, dtype, spec(".b1", 0.1));
-  w.fc2.w = random_shard({d.ffn, d.hidden}, 0, tp_size, tp_rank, dtype, spec(".w2", s2));
-  w.fc2.b = random_tensor({d.hidden}, dtype, spec(".b2", 0.1));
+  w.ln_gamma = random_shard({d.hidden}, 0, 1, 0, dtype, spec(".ln_gamma", 1.0), device);
+  w.ln_beta = random_shard({d.hidden}, 0, 1, 0, dtype, spec(".ln_beta", 1.0), device);
+  w.fc1.w = random_shard({d.hidden, d.ffn}, 1, tp_size, tp_rank, dtype, spec(".w1", s1), device);
+  w.fc1.b = random_shard({d.ffn}, 0, tp_size, tp_rank, dtype, spec(".b1", 0.1), device);
+  w.fc2.w = random_shard({d.ffn, d.hidden}, 0, tp_size, tp_rank, dtype, spec(".w2", s2), device);
+  w.fc2.b = random_shard({d.hidden}, 0, 1, 0, dtype, spec(".b2", 0.1), device);
   return w;
 }
 

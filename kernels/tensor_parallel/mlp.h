@@ -79,9 +79,9 @@ void zero_grads(MlpGrads& sum);
 // Rank tp_rank's shards of the global weights, each a deterministic random
 // tensor (harness/rng.h) named prefix + ".ln_gamma", ".ln_beta", ".w1", ".b1",
 // ".w2", ".b2" (tensor_id of that name, uniform in [-scale, scale): gamma
-// and beta 1, W 1/sqrt(in), b 0.1). tp_size 1 gives the whole tensors.
+// and beta 1, W 1/sqrt(in), b 0.1). tp_size 1 gives the whole tensors. On `device`.
 MlpWeights init_mlp_weights(const MlpDims& dims, int tp_rank, int tp_size, DType dtype, uint64_t seed,
-                            const std::string& prefix);
+                            const std::string& prefix, Device device = Device::host);
 
 // Matrix-product FLOPs of forward + backward on `tokens` tokens: 3 x 2 x tokens x 2 h ffn.
 inline double mlp_flops(int64_t tokens, const MlpDims& d) { return 3 * 2.0 * tokens * 2 * d.hidden * d.ffn; }

@@ -4,17 +4,20 @@
 
 #include "harness/error.h"
 #include "harness/strings.h"
+#include "kernels/ops/device_dispatch.h"
+#include "kernels/ops/random.h"
 #include "kernels/tensor_parallel/widen.h"
 
 namespace sextant::tp {
 
-Tensor random_shard(const Shape& global, int dim, int parts, int index, DType dtype, const RandomSpec& spec) {
+Tensor random_shard(const Shape& global, int dim, int parts, int index, DType dtype, const RandomSpec& spec,
+                    Device device) {
   if (global.at(dim) % parts != 0)
     throw RuntimeError(cat("random_shard: ", parts, " parts do not divide dim ", dim, " of ", shape_string(global)));
   Shape offset(global.size(), 0), local = global;
   local[dim] = global[dim] / parts;
   offset[dim] = local[dim] * index;
-  return random_block(global, offset, local, dtype, spec);
+  return ops::random_block(global, offset, local, dtype, spec, device);
 }
 
 namespace {
@@ -31,14 +34,21 @@ Around around(const Shape& shape, int dim) {
   return a;
 }
 
-void require_host_tensor(const char* op, const Tensor& t) {
-  if (!t.defined() || !t.is_host()) throw RuntimeError(cat(op, ": needs a defined host tensor"));
+void require_defined(const char* op, const Tensor& t) {
+  if (!t.defined()) throw RuntimeError(cat(op, ": needs a defined tensor"));
+}
+
+// On a device, the reorder is one permute: [outer, n, rest] <-> [n, outer, rest].
+Tensor swap_outer_and_parts(const Tensor& x, int64_t a, int64_t b, int64_t rest, const Shape& out_shape) {
+  Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());
+  SEXTANT_CUDA_CALL(ops::cuda::permute_rows(x, {a, b, rest}, {1, 0, 2}, out));
+  return out;
 }
 
 }  // namespace
 
 Tensor split_dim_to_front(const Tensor& x, int dim, int n) {
-  require_host_tensor("split_dim_to_front", x);
+  require_defined("split_dim_to_front", x);
   const Around a = around(x.shape(), dim);
   if (a.d % n != 0)
     throw RuntimeError(
@@ -46,6 +56,7 @@ Tensor split_dim_to_front(const Tensor& x, int dim, int n) {
   Shape out_shape{n};
   for (int i = 0; i < x.ndim(); ++i) out_shape.push_back(i == dim ? a.d / n : x.dim(i));
   if (a.outer == 1) return x.reshape(out_shape);
+  if (!x.is_host()) return swap_outer_and_parts(x, a.outer, n, a.d / n * a.inner, out_shape);
   Tensor out = Tensor::empty(out_shape, x.dtype());
   const size_t block = static_cast<size_t>(a.d / n * a.inner) * dtype_size(x.dtype());  // one part of one outer row
   const auto* src = static_cast<const char*>(x.raw());
@@ -57,12 +68,13 @@ Tensor split_dim_to_front(const Tensor& x, int dim, int n) {
 }
 
 Tensor merge_front_into_dim(const Tensor& y, int dim) {
-  require_host_tensor("merge_front_into_dim", y);
+  require_defined("merge_front_into_dim", y);
   const int n = static_cast<int>(y.dim(0));
   Shape out_shape(y.shape().begin() + 1, y.shape().end());
   const Around a = around(out_shape, dim);
   out_shape[dim] *= n;
   if (a.outer == 1) return y.reshape(out_shape);
+  if (!y.is_host()) return swap_outer_and_parts(y, n, a.outer, a.d * a.inner, out_shape);
   Tensor out = Tensor::empty(out_shape, y.dtype());
   const size_t block = static_cast<size_t>(a.d * a.inner) * dtype_size(y.dtype());
   const auto* src = static_cast<const char*>(y.raw());
@@ -74,9 +86,10 @@ Tensor merge_front_into_dim(const Tensor& y, int dim) {
 }
 
 void add_into(Tensor& y, const Tensor& x) {
-  if (!x.defined() || !y.defined() || !x.is_host() || !y.is_host() || x.shape() != y.shape() || x.dtype() != y.dtype())
+  if (!x.defined() || !y.defined() || x.device() != y.device() || x.shape() != y.shape() || x.dtype() != y.dtype())
     throw RuntimeError(cat("add_into: x ", shape_string(x.shape()), " ", dtype_name(x.dtype()), " and y ",
-                           shape_string(y.shape()), " ", dtype_name(y.dtype()), " must be host tensors alike"));
+                           shape_string(y.shape()), " ", dtype_name(y.dtype()), " must be tensors alike on one device"));
+  if (!y.is_host()) return SEXTANT_CUDA_CALL(ops::cuda::add_into(y, x));  // the same sum, rounded once
   with_compute_type(y.dtype(), [&](auto tag) {
     using F = decltype(tag);
     Tensor sum = widened<F>(y);

@@ -1,7 +1,7 @@
 // Shard helpers shared by the TP/SP kernels: deterministic initialization of
 // a rank's block of a global tensor, the layout changes that let a
 // contiguous collective act along one dimension, and the residual add.
-// Host tensors only (the CUDA path of this library is not written yet).
+// Host or device tensors (the device paths call kernels/ops/cuda_ops.h).
 #pragma once
 
 #include "harness/rng.h"
@@ -11,7 +11,9 @@ namespace sextant::tp {
 
 // Part `index` of `parts` equal parts along `dim` of the global random tensor
 // (spec as in harness/rng.h): what random_tensor(global) holds there.
-Tensor random_shard(const Shape& global, int dim, int parts, int index, DType dtype, const RandomSpec& spec);
+// Generated on `device` (the same values there: kernels/ops/random.h).
+Tensor random_shard(const Shape& global, int dim, int parts, int index, DType dtype, const RandomSpec& spec,
+                    Device device = Device::host);
 
 // x: [A..., D, B...] -> [n, A..., D/n, B...]: part r of dim becomes the
 // contiguous block r, so that a collective over a contiguous buffer acts along

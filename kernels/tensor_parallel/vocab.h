@@ -70,6 +70,6 @@ struct VocabWeights {
   ColumnParallelLinear head;  // w [h, V/tp], no bias
 };
 VocabWeights init_vocab_weights(int64_t vocab, int64_t hidden, int tp_rank, int tp_size, DType dtype, uint64_t seed,
-                                const std::string& prefix);
+                                const std::string& prefix, Device device = Device::host);
 
 }  // namespace sextant::tp

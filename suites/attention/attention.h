@@ -49,11 +49,13 @@ struct Shard {
 };
 Shard shard_of(const Problem& p, const ParallelConfig& parallel, const RankCoords& coords);
 
-// The four inputs, as a rank's shard or (shard = whole problem) globally.
+// The four inputs, as a rank's shard or (shard = whole problem) globally,
+// generated on `device` (the same values on either: kernels/ops/random.h).
 struct Inputs {
   Tensor q, k, v, dout;  // [b, n, h, d], [b, n, hk, d], [b, n, hk, d], [b, n, h, d]
 };
-Inputs make_inputs(const Problem& p, const Shard& shard, DType dtype, uint64_t seed);
+Inputs make_inputs(const Problem& p, const Shard& shard, DType dtype, uint64_t seed, Device device = Device::host);
+Inputs to_device(const Inputs& in, Device device);
 Shard whole(const Problem& p);
 
 // Per timed region: what the kernels reported, summed over the runs.
@@ -68,6 +70,7 @@ struct State {
   Problem problem;
   Shard shard;
   uint64_t seed = 0;
+  Device device = Device::host;  // where the kernels run (inputs, results, the baseline)
   Communicator* host = nullptr;  // checks and metrics
   Communicator* self = nullptr;  // the one-rank baseline
   Communicator* cp_comm = nullptr;

@@ -4,8 +4,10 @@
 // fault fails its case. Tests never assert on time.
 #include <gtest/gtest.h>
 
+#include "harness/comm_staged.h"
 #include "harness/error.h"
 #include "harness/runner.h"
+#include "harness/testing/gpu.h"
 #include "harness/testing/mpi_world.h"
 #include "kernels/attention/cp_attention.h"
 
@@ -32,6 +34,20 @@ RunOptions small(std::vector<std::string> selection = {"attention"}) {
 std::vector<CaseRecord> run(const RunOptions& o) {
   Registry r = suite();
   return execute_plan(plan_run(r, o, world().size()), world(), o, {});
+}
+
+// The GPU path (skips, visibly, without a GPU): every kernel on device
+// tensors, device buffers moved by MPI through host memory (staged), so the
+// ranks of this test may share one GPU.
+std::vector<CaseRecord> run_on_gpu(const RunOptions& host_options) {
+  RunOptions o = host_options;
+  o.device = Device::cuda;
+  Registry r = suite();
+  auto memory = cuda_staging();
+  return execute_plan(plan_run(r, o, world().size()), world(), o, {},
+                      [memory](MpiCommunicator& group) -> std::unique_ptr<Communicator> {
+                        return StagedCommunicator::create(group, memory);
+                      });
 }
 
 double metric(const CaseRecord& r, const std::string& name) { return r.metrics.at(name).at("value").get<double>(); }
@@ -127,6 +143,38 @@ TEST(Attention, SpotCheckCatchesASkippedRingStep) {
   }
 }
 
+TEST(Attention, EveryVariantPassesOnTheGpu) {
+  SEXTANT_REQUIRE_GPU();
+  RunOptions o = small();
+  o.rank_counts = {world().size()};
+  const std::vector<CaseRecord> records = run_on_gpu(o);
+  if (world().rank() != 0) return;
+  ASSERT_FALSE(records.empty());
+  for (const CaseRecord& r : records) {
+    EXPECT_EQ(r.device, Device::cuda) << r.config.id();
+    EXPECT_EQ(r.conformance.status, "pass")
+        << r.config.id() << " " << r.error << " " << nlohmann::json(r.conformance.failures).dump();
+    EXPECT_GT(metric(r, "compute_time_max_s"), 0) << r.config.id();  // timed with CUDA events
+  }
+}
+
+TEST(Attention, EveryPlantedFaultIsCaughtOnTheGpu) {
+  SEXTANT_REQUIRE_GPU();
+  if (world().size() < 2) GTEST_SKIP() << "faults need two ranks";
+  for (const std::string& fault : cp::Faults::names()) {
+    RunOptions o = small();
+    o.rank_counts = {world().size()};
+    o.fault = fault;
+    const std::vector<CaseRecord> records = run_on_gpu(o);
+    if (world().rank() != 0) continue;
+    ASSERT_FALSE(records.empty()) << fault;
+    for (const CaseRecord& rec : records) {
+      EXPECT_EQ(rec.conformance.status, "fail") << fault << " was not caught on the GPU by " << rec.config.id();
+      EXPECT_EQ(rec.error, "") << rec.config.id();
+    }
+  }
+}
+
 // Bad input: one line naming the numbers, thrown by validate before anything runs.
 TEST(Attention, BadInputIsRejectedWithTheNumbers) {
   Registry r = suite();
@@ -161,6 +209,25 @@ TEST(Attention, BadInputIsRejectedWithTheNumbers) {
   EXPECT_EQ(validate("a2a+p2p", {{"a2a_size", 3}, {"p2p_size", 1}}, tp2cp4),
             "a2a_size 3 must divide cp 4 (cp = a2a_size x p2p_size)");
   EXPECT_EQ(validate("p2p", {}, cp8), "accepted");
+  // The CUDA kernels hold a row's columns in registers: up to 256 on --device cuda.
+  auto on_cuda = [&](int64_t head_dim) {
+    const CaseDef* def = r.select({"attention/p2p"}).front();
+    CaseConfig c;
+    c.suite = "attention", c.name = "p2p", c.parallel = cp8, c.ranks = 8, c.device = Device::cuda;
+    c.params = {{"variant", "p2p"}, {"layout", "contiguous"}, {"causal", true},   {"seq", 64},
+                {"batch", 1},       {"heads", 8},             {"kv_heads", 8},    {"head_dim", head_dim},
+                {"a2a_size", 1},    {"p2p_size", 8},          {"reference", "full"}};
+    try {
+      def->validate(c);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(on_cuda(512),
+            "--head-dim 512 must be at most 256 on --device cuda (the CUDA attention kernels hold a row's columns in "
+            "registers)");
+  EXPECT_EQ(on_cuda(256), "accepted");
 }
 
 }  // namespace

@@ -21,6 +21,12 @@ struct Results {
   Tensor out, lse, dq, dk, dv;
 };
 
+// The results in host memory, where the checker compares them.
+Results on_host(const Results& r) {
+  auto host = [](const Tensor& t) { return !t.defined() || t.is_host() ? t : t.to(Device::host); };
+  return {host(r.out), host(r.lse), host(r.dq), host(r.dk), host(r.dv)};
+}
+
 // This rank's piece of a [b, s, h, d] tensor (or [b, h, s] for a per-row
 // statistic) as blocks of the global tensor, one per sequence chunk.
 std::vector<Block> blocks_of(const Tensor& local, const Shard& s, bool kv, bool stat) {
@@ -54,14 +60,16 @@ Results run_distributed(State& s) {
   return {s.fwd.out, s.fwd.lse, s.grads.dq, s.grads.dk, s.grads.dv};
 }
 
-// The same kernel at cp = 1 through the one-rank communicator, unfaulted.
-Results baseline(State& s, const Inputs& in) {
+// The same kernel at cp = 1 through the one-rank communicator, unfaulted, on
+// the device the case runs on.
+Results baseline(State& s, const Inputs& host_inputs) {
   const cp::Comms comms{s.variant->ulysses ? s.self : nullptr, s.variant->kv_group ? s.self : nullptr};
   cp::Options o = s.options;
   o.faults = {};
+  const Inputs in = to_device(host_inputs, s.device);
   cp::Forward f = cp::cp_attention_forward(comms, o, in.q, in.k, in.v);
   cp::Grads g = cp::cp_attention_backward(comms, o, in.q, in.k, in.v, f.out, f.lse, in.dout);
-  return {f.out, f.lse, g.dq, g.dk, g.dv};
+  return on_host({f.out, f.lse, g.dq, g.dk, g.dv});
 }
 
 struct Reference {
@@ -103,18 +111,20 @@ Tensor select_rows(const Tensor& t, int dim, const std::vector<int64_t>& rows) {
 }
 
 // The block kernel at cp = 1 on the sampled query rows against every key.
-Results spot_baseline(const Problem& p, const Inputs& in, const std::vector<int64_t>& rows, DType dtype) {
+Results spot_baseline(const Problem& p, const Inputs& host_inputs, const std::vector<int64_t>& rows, DType dtype,
+                      Device device) {
+  const Inputs in = to_device(host_inputs, device);
   const Tensor q = select_rows(in.q, 1, rows), dout = select_rows(in.dout, 1, rows);
   std::vector<int64_t> keys(static_cast<size_t>(p.seq));
   std::iota(keys.begin(), keys.end(), 0);
   const ops::AttentionMask mask =
       p.causal ? ops::AttentionMask::causal_positions(rows, keys) : ops::AttentionMask::none();
   ops::AttentionOut f = ops::attention_block_forward(q, in.k, in.v, mask, dtype);
-  Tensor dq = Tensor::zeros(q.shape(), DType::f32);
-  Tensor dk = Tensor::zeros(in.k.shape(), DType::f32), dv = Tensor::zeros(in.k.shape(), DType::f32);
+  Tensor dq = Tensor::zeros(q.shape(), DType::f32, device);
+  Tensor dk = Tensor::zeros(in.k.shape(), DType::f32, device), dv = Tensor::zeros(in.k.shape(), DType::f32, device);
   ops::attention_block_backward_accumulate(q, in.k, in.v, dout, f.lse, ops::attention_delta(f.out, dout), mask, dq,
                                            dk, dv);
-  return {f.out, f.lse, dq.to(dtype), {}, {}};
+  return on_host({f.out, f.lse, dq.to(dtype), {}, {}});
 }
 
 void check_full(State& s, Checker& checker, const Results& dist, const Inputs& in) {
@@ -131,7 +141,7 @@ void check_full(State& s, Checker& checker, const Results& dist, const Inputs& i
 void check_spot(State& s, Checker& checker, const Results& dist, const Inputs& in) {
   const std::vector<int64_t> rows = sample_rows(s.problem.seq, s.seed);
   const ref::AttentionRows ref = ref::attention_rows(in.q, in.k, in.v, in.dout, s.problem.causal, rows);
-  const Results base = spot_baseline(s.problem, in, rows, s.config.dtype);
+  const Results base = spot_baseline(s.problem, in, rows, s.config.dtype, s.device);
   checker.compare("out", select_rows(dist.out, 1, rows), base.out, ref.out);
   checker.compare("lse", select_rows(dist.lse, 2, rows), base.lse, ref.lse);
   checker.compare("dq", select_rows(dist.dq, 1, rows), base.dq, ref.dq);

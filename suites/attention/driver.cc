@@ -32,20 +32,19 @@ void fold_traffic(State& s) {
 }  // namespace
 
 State setup(const Variant& v, CaseContext& ctx) {
-  if (ctx.device != Device::host)
-    throw RuntimeError("attention suite: the attention block has no CUDA kernel yet; run with --device host");
   State s;
   s.variant = &v;
   s.config = ctx.config;
   s.problem = Problem::of(ctx.config);
   s.seed = ctx.seed;
+  s.device = ctx.device;
   s.host = &ctx.host_comm;
   s.self = &ctx.self;
   s.cp_comm = &ctx.grid.get(Dim::cp);
   RankCoords at = ctx.grid.coords();
   if (at.cp != s.cp_comm->rank()) throw RuntimeError("attention suite: CP communicator rank differs from the grid");
   s.shard = shard_of(s.problem, ctx.config.parallel, at);
-  s.in = make_inputs(s.problem, s.shard, ctx.config.dtype, s.seed);
+  s.in = make_inputs(s.problem, s.shard, ctx.config.dtype, s.seed, s.device);
   if (v.ulysses && v.kv_group) split_cp(s, s.problem.a2a_size);
   else if (v.ulysses) s.comms.a2a = s.cp_comm;
   else s.comms.kv = s.cp_comm;

@@ -4,7 +4,8 @@
 // answers every call from this rank's own data: all_gather replicates the
 // local block, all_to_all keeps each block in place, reduce_scatter takes
 // the local slice, and irecv copies the message this rank isent with the
-// same tag. The values are wrong; the work is the same.
+// same tag. The values are wrong; the work is the same. Buffers live where
+// the wrapped group's do (host, or device for a GPU communicator).
 #pragma once
 
 #include <map>
@@ -39,6 +40,8 @@ class LoopbackCommunicator : public ForwardingCommunicator {
     const void* buffer = nullptr;
     size_t bytes = 0;
   };
+  void copy(void* dst, const void* src, size_t bytes) const;
+
   std::map<int, Sent> sent_;  // by tag: the latest isend, for the matching irecv
 };
 

@@ -4,6 +4,7 @@
 #include "harness/error.h"
 #include "harness/rng.h"
 #include "harness/strings.h"
+#include "kernels/ops/random.h"
 #include "suites/attention/attention.h"
 
 namespace sextant::attention {
@@ -121,6 +122,9 @@ void validate(const Variant& v, const CaseConfig& c) {
   require_divides("--tp", par.tp, "--kv-heads", p.kv_heads);
   require_divides("--dp", par.dp, "--batch", p.batch);
   require(par.pp == 1, cat("attention runs without pipeline stages: --pp ", par.pp, " must be 1"));
+  if (c.device == Device::cuda)
+    require(p.head_dim <= 256, cat("--head-dim ", p.head_dim, " must be at most 256 on --device cuda (the CUDA "
+                                   "attention kernels hold a row's columns in registers)"));
   if (p.layout == cp::Layout::zigzag)
     require(p.seq % (2 * par.cp) == 0,
             cat("--seq ", p.seq, " must be divisible by 2*cp = ", 2 * par.cp, " for the zigzag layout"));
@@ -177,24 +181,29 @@ Shard whole(const Problem& p) {
 namespace {
 // The shard of a global [batch, seq, heads, head_dim] tensor, chunk by chunk.
 Tensor shard_tensor(const Problem& p, const Shard& s, bool kv, const char* name, double scale, DType dtype,
-                    uint64_t seed) {
+                    uint64_t seed, Device device) {
   const int64_t heads = kv ? p.kv_heads : p.heads, h0 = kv ? s.kv_head0 : s.head0, h = kv ? s.kv_heads : s.heads;
   const RandomSpec spec{seed, tensor_id(name), scale};
   std::vector<Tensor> parts;
   for (const cp::Chunk& c : s.chunks)
-    parts.push_back(random_block({p.batch, p.seq, heads, p.head_dim}, {s.batch0, c.start, h0, 0},
-                                 {s.batch, c.length, h, p.head_dim}, dtype, spec));
+    parts.push_back(ops::random_block({p.batch, p.seq, heads, p.head_dim}, {s.batch0, c.start, h0, 0},
+                                      {s.batch, c.length, h, p.head_dim}, dtype, spec, device));
   return parts.size() == 1 ? parts[0] : concat(parts, 1);
 }
 }  // namespace
 
 // Scales: q.k / sqrt(d) has standard deviation 2 * 1.5 / 3 = 1, a softmax
 // that is neither flat nor one-hot.
-Inputs make_inputs(const Problem& p, const Shard& s, DType dtype, uint64_t seed) {
-  return {shard_tensor(p, s, false, "attention.q", 2.0, dtype, seed),
-          shard_tensor(p, s, true, "attention.k", 1.5, dtype, seed),
-          shard_tensor(p, s, true, "attention.v", 1.0, dtype, seed),
-          shard_tensor(p, s, false, "attention.dout", 1.0, dtype, seed)};
+Inputs make_inputs(const Problem& p, const Shard& s, DType dtype, uint64_t seed, Device device) {
+  return {shard_tensor(p, s, false, "attention.q", 2.0, dtype, seed, device),
+          shard_tensor(p, s, true, "attention.k", 1.5, dtype, seed, device),
+          shard_tensor(p, s, true, "attention.v", 1.0, dtype, seed, device),
+          shard_tensor(p, s, false, "attention.dout", 1.0, dtype, seed, device)};
+}
+
+Inputs to_device(const Inputs& in, Device device) {
+  if (in.q.device() == device) return in;
+  return {in.q.to(device), in.k.to(device), in.v.to(device), in.dout.to(device)};
 }
 
 }  // namespace sextant::attention

@@ -162,5 +162,19 @@ TEST(Moe, BadInputIsRefusedWithTheNumbers) {
   refused({}, too_big, "--etp 2 x --ep 4 = 8 must divide tp*cp*dp = 4");
 }
 
+// No CUDA path yet: --device cuda is refused at planning, in one line naming what is missing.
+TEST(Moe, DeviceCudaIsRefusedBeforeAnythingRuns) {
+  RunOptions o = small();
+  o.device = Device::cuda;
+  Registry r = suite();
+  try {
+    plan_run(r, o, world().size());
+    ADD_FAILURE() << "moe accepted --device cuda";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("--device cuda: moe needs a CUDA router top-k", 0), 0u) << e.what();
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace sextant

@@ -2,6 +2,7 @@
 // LN -> QKV column-parallel (split by heads) -> core -> output row-parallel
 // -> residual -- with the core replaced by the token-local token_mix, so the
 // projections alone are under test (kernels/tensor_parallel/attention_proj.h).
+#include "kernels/ops/random.h"
 #include "kernels/tensor_parallel/attention_proj.h"
 #include "kernels/tensor_parallel/regions.h"
 #include "kernels/tensor_parallel/shard.h"
@@ -66,10 +67,11 @@ AttnState setup(CaseContext& ctx) {
   s.env = make_env(ctx);
   const Problem& p = s.env.p;
   const Placement& at = s.env.at;
-  s.w = tp::init_attention_proj_weights(dims_of(p), at.tp_rank, p.tp, s.env.dtype, s.env.seed, kPrefix);
+  s.w = tp::init_attention_proj_weights(dims_of(p), at.tp_rank, p.tp, s.env.dtype, s.env.seed, kPrefix,
+                                        s.env.device);
   const Shape local{at.batch, at.seq, p.hidden};
-  s.x = random_block(activation_shape(p), at.offset(), local, s.env.dtype, spec(s.env, ".x"));
-  s.dy = random_block(activation_shape(p), at.offset(), local, s.env.dtype, spec(s.env, ".dy"));
+  s.x = ops::random_block(activation_shape(p), at.offset(), local, s.env.dtype, spec(s.env, ".x"), s.env.device);
+  s.dy = ops::random_block(activation_shape(p), at.offset(), local, s.env.dtype, spec(s.env, ".dy"), s.env.device);
   return s;
 }
 
@@ -136,7 +138,14 @@ void check(AttnState& s, Checker& checker) {
     const Tensor dy = random_tensor(activation_shape(p), s.env.dtype, spec(s.env, ".dy"));
     const auto full = tp::init_attention_proj_weights(dims_of(p), 0, 1, s.env.dtype, s.env.seed, kPrefix);
     r = reference(x, dy, full, p.heads);
-    base = run_sublayer(baseline_group(s.env), full, x, dy);
+    // The baseline: the same kernels on this rank's device, then to host memory.
+    const Device device = s.env.device;
+    const auto weights = device == Device::host ? full
+                                                : tp::init_attention_proj_weights(dims_of(p), 0, 1, s.env.dtype,
+                                                                                  s.env.seed, kPrefix, device);
+    base = run_sublayer(baseline_group(s.env), weights, on_device(x, device), on_device(dy, device));
+    move_to_host({&base.y, &base.dx});
+    move_to_host(base.grads.all());
   }
   const Shape act = activation_shape(p);
   const int64_t width = p.hidden;  // heads * head_dim

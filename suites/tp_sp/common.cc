@@ -129,10 +129,6 @@ Placement placement_of(const CaseContext& ctx, const Problem& p) {
 }
 
 Env make_env(CaseContext& ctx) {
-  if (ctx.device != Device::host)
-    throw RuntimeError(
-        "tp_sp runs on the host only: kernels/tensor_parallel and its LayerNorm, GELU, "
-        "cross-entropy ops have no CUDA path yet");
   Env e;
   e.p = problem_of(ctx.config);
   e.at = placement_of(ctx, e.p);
@@ -142,6 +138,7 @@ Env make_env(CaseContext& ctx) {
   e.self = &ctx.self;
   e.seed = ctx.seed;
   e.dtype = ctx.config.dtype;
+  e.device = ctx.device;
   return e;
 }
 
@@ -155,6 +152,15 @@ void check_gathered(Checker& checker, const std::string& name, const std::vector
   if (a.uncovered > 0) checker.fail(cat(name, ": ", a.uncovered, " elements held by no rank"));
   if (a.mismatched > 0) checker.fail(cat(name, ": ", a.mismatched, " replicated elements differ between ranks"));
   checker.compare(name, a.tensor, base, ref);
+}
+
+Tensor on_host(const Tensor& t) { return !t.defined() || t.is_host() ? t : t.to(Device::host); }
+
+Tensor on_device(const Tensor& t, Device device) { return t.device() == device ? t : t.to(device); }
+
+void move_to_host(const std::vector<Tensor*>& tensors) {
+  for (Tensor* t : tensors)
+    if (t) *t = on_host(*t);
 }
 
 size_t bytes_of(const std::vector<Tensor*>& tensors) {

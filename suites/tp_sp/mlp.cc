@@ -2,6 +2,7 @@
 // linear -> residual (kernels/tensor_parallel/mlp.h) against reference/mlp.h.
 #include "kernels/tensor_parallel/mlp.h"
 
+#include "kernels/ops/random.h"
 #include "kernels/tensor_parallel/regions.h"
 #include "reference/mlp.h"
 #include "suites/tp_sp/tp_sp.h"
@@ -43,10 +44,10 @@ MlpState setup(CaseContext& ctx) {
   s.env = make_env(ctx);
   const Problem& p = s.env.p;
   const Placement& at = s.env.at;
-  s.w = tp::init_mlp_weights(dims_of(p), at.tp_rank, p.tp, s.env.dtype, s.env.seed, kPrefix);
+  s.w = tp::init_mlp_weights(dims_of(p), at.tp_rank, p.tp, s.env.dtype, s.env.seed, kPrefix, s.env.device);
   const Shape local{at.batch, at.seq, p.hidden};
-  s.x = random_block(activation_shape(p), at.offset(), local, s.env.dtype, spec(s.env, ".x"));
-  s.dy = random_block(activation_shape(p), at.offset(), local, s.env.dtype, spec(s.env, ".dy"));
+  s.x = ops::random_block(activation_shape(p), at.offset(), local, s.env.dtype, spec(s.env, ".x"), s.env.device);
+  s.dy = ops::random_block(activation_shape(p), at.offset(), local, s.env.dtype, spec(s.env, ".dy"), s.env.device);
   return s;
 }
 
@@ -66,10 +67,15 @@ void check(MlpState& s, Checker& checker) {
     const ref::MlpParams params{full.ln_gamma, full.ln_beta, full.fc1.w, full.fc1.b, full.fc2.w, full.fc2.b};
     ref_fwd = ref::mlp_forward_activations(x, params);
     ref_bwd = ref::mlp_backward(dy, x, params);
+    // The baseline: the same kernels on this rank's device, then to host memory.
     const tp::TpGroup one = baseline_group(s.env);
+    const Device device = s.env.device;
+    const tp::MlpWeights weights =
+        device == Device::host ? full : tp::init_mlp_weights(dims_of(p), 0, 1, s.env.dtype, s.env.seed, kPrefix, device);
     tp::MlpSaved saved;
-    base_y = tp::mlp_forward(one, full, x, saved);
-    base_dx = tp::mlp_backward(one, full, saved, dy, base);
+    base_y = on_host(tp::mlp_forward(one, weights, on_device(x, device), saved));
+    base_dx = on_host(tp::mlp_backward(one, weights, saved, on_device(dy, device), base));
+    move_to_host(base.all());
   }
   const Shape act = activation_shape(p);
   const int64_t ffn_offset = p.ffn / p.tp * at.tp_rank;

@@ -1,11 +1,16 @@
 #include "suites/tp_sp/token_mix.h"
 
+#include "kernels/ops/device_dispatch.h"
 #include "kernels/tensor_parallel/widen.h"
 
 namespace sextant::tp_sp {
 
 Tensor token_mix_forward(const tp::Qkv& in) {
-  Tensor out = Tensor::empty(in.q.shape(), in.q.dtype());
+  Tensor out = Tensor::empty(in.q.shape(), in.q.dtype(), in.q.device());
+  if (!out.is_host()) {  // the same products and sums, each rounded as this loop rounds them
+    SEXTANT_CUDA_CALL(ops::cuda::mul_add(in.q, in.k, in.v, out));
+    return out;
+  }
   tp::with_compute_type(out.dtype(), [&](auto tag) {
     using F = decltype(tag);
     const Tensor q = tp::widened<F>(in.q), k = tp::widened<F>(in.k), v = tp::widened<F>(in.v);
@@ -19,7 +24,13 @@ Tensor token_mix_forward(const tp::Qkv& in) {
 }
 
 tp::Qkv token_mix_backward(const tp::Qkv& in, const Tensor& dout) {
-  tp::Qkv d{Tensor::empty(in.q.shape(), in.q.dtype()), Tensor::empty(in.q.shape(), in.q.dtype()), dout.clone()};
+  tp::Qkv d{Tensor::empty(in.q.shape(), in.q.dtype(), dout.device()),
+            Tensor::empty(in.q.shape(), in.q.dtype(), dout.device()), dout.clone()};
+  if (!dout.is_host()) {
+    SEXTANT_CUDA_CALL(ops::cuda::mul_add(dout, in.k, Tensor(), d.q));
+    SEXTANT_CUDA_CALL(ops::cuda::mul_add(dout, in.q, Tensor(), d.k));
+    return d;
+  }
   tp::with_compute_type(dout.dtype(), [&](auto tag) {
     using F = decltype(tag);
     const Tensor q = tp::widened<F>(in.q), k = tp::widened<F>(in.k), g = tp::widened<F>(dout);

@@ -9,7 +9,7 @@
 
 namespace sextant::tp_sp {
 
-// Test dtype: f32 compute, rounded once on store.
+// Test dtype: f32 compute, rounded once on store; host or device tensors.
 Tensor token_mix_forward(const tp::Qkv& qkv);
 tp::Qkv token_mix_backward(const tp::Qkv& qkv, const Tensor& dout);
 

@@ -48,6 +48,7 @@ struct Env {
   Communicator* self = nullptr;     // this rank alone: the one-rank baseline
   uint64_t seed = 0;
   DType dtype = DType::f32;
+  Device device = Device::host;  // where shards, activations and the baseline live
 };
 Env make_env(CaseContext& ctx);
 // The baseline's group: this rank alone, no SP, no fault.
@@ -74,6 +75,13 @@ Metrics block_metrics(const Env& env, const RegionTimes& times, double flops, si
 
 // Bytes of the tensors in the list.
 size_t bytes_of(const std::vector<Tensor*>& tensors);
+
+// t in host memory (a copy of a device tensor), where the checker compares.
+Tensor on_host(const Tensor& t);
+// t on `device`: itself when it is there already, else a copy.
+Tensor on_device(const Tensor& t, Device device);
+// Every defined tensor of the list moved to host memory, in place.
+void move_to_host(const std::vector<Tensor*>& tensors);
 
 // The suite's planted faults (kernels/tensor_parallel/tp_group.h).
 const std::vector<std::string>& faults();

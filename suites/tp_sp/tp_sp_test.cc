@@ -9,8 +9,10 @@
 #include <set>
 #include <tuple>
 
+#include "harness/comm_staged.h"
 #include "harness/error.h"
 #include "harness/runner.h"
+#include "harness/testing/gpu.h"
 #include "harness/testing/mpi_world.h"
 
 namespace sextant {
@@ -42,6 +44,20 @@ std::vector<CaseRecord> run(const RunOptions& o) {
 const std::vector<CaseRecord>& sweep_records() {
   static const std::vector<CaseRecord> records = run(small());
   return records;
+}
+
+// The GPU path (skips, visibly, without a GPU): every kernel on device
+// tensors, device buffers moved by MPI through host memory (staged), so the
+// ranks of this test may share one GPU.
+std::vector<CaseRecord> run_on_gpu(const RunOptions& host_options) {
+  RunOptions o = host_options;
+  o.device = Device::cuda;
+  Registry r = suite();
+  auto memory = cuda_staging();
+  return execute_plan(plan_run(r, o, world().size()), world(), o, {},
+                      [memory](MpiCommunicator& group) -> std::unique_ptr<Communicator> {
+                        return StagedCommunicator::create(group, memory);
+                      });
 }
 
 double metric(const CaseRecord& r, const std::string& name) { return r.metrics.at(name).at("value").get<double>(); }
@@ -189,6 +205,38 @@ TEST(TpSp, EveryPlantedFaultFailsItsCase) {
         }
       }
     }
+}
+
+TEST(TpSp, EveryBlockPassesOnTheGpu) {
+  SEXTANT_REQUIRE_GPU();
+  RunOptions o = small();
+  o.rank_counts = {world().size()};
+  const std::vector<CaseRecord> records = run_on_gpu(o);
+  if (world().rank() != 0) return;
+  ASSERT_FALSE(records.empty());
+  for (const CaseRecord& r : records) {
+    EXPECT_EQ(r.device, Device::cuda) << r.config.id();
+    EXPECT_EQ(r.conformance.status, "pass")
+        << r.config.id() << " " << r.error << " " << nlohmann::json(r.conformance.failures).dump();
+  }
+}
+
+TEST(TpSp, PlantedFaultsFailOnTheGpu) {
+  SEXTANT_REQUIRE_GPU();
+  if (world().size() < 2) GTEST_SKIP() << "faults in TP communication need two ranks";
+  for (const char* fault : {"skip_input_grad_reduce", "layernorm_wrong_axis", "cross_entropy_local_max"}) {
+    RunOptions o = small();
+    o.fault = fault;
+    o.parallel = ParallelConfig{world().size(), 1, 1, 1};
+    o.parallel->sp = true;
+    const std::vector<CaseRecord> records = run_on_gpu(o);
+    if (world().rank() != 0) continue;
+    ASSERT_FALSE(records.empty()) << fault;
+    for (const CaseRecord& r : records) {
+      EXPECT_EQ(r.conformance.status, "fail") << fault << " was not caught on the GPU by " << r.config.id();
+      EXPECT_TRUE(r.error.empty()) << r.error;
+    }
+  }
 }
 
 // validate() refuses shapes that do not split, naming both numbers.

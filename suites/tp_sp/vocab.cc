@@ -68,7 +68,7 @@ VocabState setup(CaseContext& ctx) {
   s.env = make_env(ctx);
   const Problem& p = s.env.p;
   const Placement& at = s.env.at;
-  s.w = tp::init_vocab_weights(p.vocab, p.hidden, at.tp_rank, p.tp, s.env.dtype, s.env.seed, kPrefix);
+  s.w = tp::init_vocab_weights(p.vocab, p.hidden, at.tp_rank, p.tp, s.env.dtype, s.env.seed, kPrefix, s.env.device);
   s.ids = tokens(s.env, ".ids", at.batch_offset, at.batch);
   s.targets = tokens(s.env, ".targets", at.batch_offset, at.batch);
   return s;
@@ -100,7 +100,12 @@ void check(VocabState& s, Checker& checker) {
     const auto ids = tokens(s.env, ".ids", 0, p.batch), targets = tokens(s.env, ".targets", 0, p.batch);
     const auto full = tp::init_vocab_weights(p.vocab, p.hidden, 0, 1, s.env.dtype, s.env.seed, kPrefix);
     r = reference(ids, targets, full, p);
-    base = run_block(baseline_group(s.env), full, ids, targets, p.batch, p.seq, p.tokens());
+    // The baseline: the same kernels on this rank's device, then to host memory.
+    const auto weights = s.env.device == Device::host ? full
+                                                      : tp::init_vocab_weights(p.vocab, p.hidden, 0, 1, s.env.dtype,
+                                                                               s.env.seed, kPrefix, s.env.device);
+    base = run_block(baseline_group(s.env), weights, ids, targets, p.batch, p.seq, p.tokens());
+    move_to_host({&base.logits, &base.row_loss, &base.dembedding, &base.head.dw, &base.head.db});
   }
   const int64_t vocab_offset = s.w.embedding.vocab_start;
   check_gathered(checker, "logits", {{s.out.logits, {at.batch_offset, 0, vocab_offset}}}, {p.batch, p.seq, p.vocab},

@@ -5,9 +5,10 @@
 //
 // Names: attention_bf16/<fwd|fwd_bwd>/<causal|full>/<seq>, counter TFLOP/s
 // with FLOPs as DESIGN.md: forward 4 b s^2 h d (half when causal), backward
-// 2.5x forward. Until the CUDA attention block exists the ops refuse device
-// tensors and each case reports that error instead of a number; the kernel
-// then shows up here with no change to this file.
+// 2.5x forward. The kernels measured are the tensor-core ones of
+// attention_mma.cu (bf16, d = 128); fwd_bwd is the forward, the delta and the
+// backward with its f32 dQ/dK/dV accumulators zeroed, as a training step
+// calls them. A case that fails reports its error instead of a number.
 #include <benchmark/benchmark.h>
 #include <cuda_runtime.h>
 

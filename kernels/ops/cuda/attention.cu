@@ -1,0 +1,187 @@
+// The attention block's CUDA entry points (cuda_ops.h): the mask as position
+// runs, the choice of kernel, the work count, and the two small kernels of
+// the block's bookkeeping (attention delta, LSE merge).
+//
+// Kernel choice: bf16 / f16 storage with head_dim <= 128 on a GPU of compute
+// capability 8.0+ takes the tensor-core kernels (attention_mma.cu, which says
+// why they are ours and not cuDNN's); f32 (true f32 math, as the f32
+// tolerance assumes), f64 (read as f32, as the host op reads it) and wider
+// heads take the CUDA-core kernels (attention_simt.cu).
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/ops/cuda/attention_common.cuh"
+#include "kernels/ops/cuda_ops.h"
+
+namespace sextant::ops::cuda {
+
+namespace {
+
+using attention::kMaxRuns;
+using attention::MaskRuns;
+using attention::PositionRuns;
+using attention::Sizes;
+
+PositionRuns runs_of(const std::vector<int64_t>& pos, const char* which) {
+  constexpr int64_t kLimit = int64_t{1} << 30;  // positions and row indices stay far from int overflow
+  PositionRuns runs;
+  for (size_t i = 0; i < pos.size(); ++i) {
+    if (pos[i] < -kLimit || pos[i] > kLimit || static_cast<int64_t>(i) > kLimit)
+      throw RuntimeError(cat("attention on CUDA: ", which, " position ", pos[i], " of row ", i, " is out of range"));
+    if (i > 0 && pos[i] == pos[i - 1] + 1) continue;
+    if (runs.count == kMaxRuns)
+      throw RuntimeError(cat("attention on CUDA: the ", which, " positions form more than ", kMaxRuns,
+                             " runs of consecutive rows"));
+    runs.start[runs.count] = static_cast<int>(i);
+    runs.pos[runs.count] = static_cast<int>(pos[i]);
+    ++runs.count;
+  }
+  return runs;
+}
+
+MaskRuns mask_runs(const AttentionMask& mask) {
+  MaskRuns m;
+  m.causal = mask.causal ? 1 : 0;
+  if (mask.causal) m.q = runs_of(mask.q_pos, "query"), m.k = runs_of(mask.k_pos, "key");
+  return m;
+}
+
+Sizes sizes_of(const Tensor& q, const Tensor& k) {
+  for (int64_t x : {q.dim(0), q.dim(1), q.dim(2), q.dim(3), k.dim(1), k.dim(2)})
+    if (x > 0x7fffffff) throw RuntimeError(cat("attention on CUDA: dimension ", x, " exceeds int"));
+  Sizes s;
+  s.b = static_cast<int>(q.dim(0)), s.sq = static_cast<int>(q.dim(1)), s.hq = static_cast<int>(q.dim(2));
+  s.d = static_cast<int>(q.dim(3)), s.sk = static_cast<int>(k.dim(1)), s.hk = static_cast<int>(k.dim(2));
+  s.group = s.hk > 0 ? s.hq / s.hk : 1;
+  s.scale = s.d > 0 ? 1.0f / std::sqrt(static_cast<float>(s.d)) : 1.0f;  // as the host op
+  return s;
+}
+
+bool uses_tensor_cores(DType dtype, int head_dim) {
+  return (dtype == DType::bf16 || dtype == DType::f16) && attention::mma_supported(head_dim);
+}
+
+// Score entries a kernel computes: the entries of every (tq x tk) tile the
+// causal mask does not hide completely, per (batch, head).
+int64_t tile_scores(const AttentionMask& mask, int64_t sq, int64_t sk, int64_t tq, int64_t tk) {
+  if (!mask.causal) return sq * sk;
+  std::vector<int64_t> key_min;  // per key tile
+  for (int64_t k0 = 0; k0 < sk; k0 += tk)
+    key_min.push_back(*std::min_element(mask.k_pos.begin() + k0, mask.k_pos.begin() + std::min(sk, k0 + tk)));
+  int64_t scores = 0;
+  for (int64_t q0 = 0; q0 < sq; q0 += tq) {
+    const int64_t q1 = std::min(sq, q0 + tq);
+    const int64_t q_max = *std::max_element(mask.q_pos.begin() + q0, mask.q_pos.begin() + q1);
+    for (size_t t = 0; t < key_min.size(); ++t)
+      if (key_min[t] <= q_max) scores += (q1 - q0) * (std::min(sk, static_cast<int64_t>(t + 1) * tk) - t * tk);
+  }
+  return scores;
+}
+
+int64_t scores_of(bool tensor_cores, const AttentionMask& mask, const Sizes& s) {
+  const int64_t per_head = tensor_cores ? tile_scores(mask, s.sq, s.sk, attention::kMmaTile, attention::kMmaTile)
+                                        : tile_scores(mask, s.sq, s.sk, 1, attention::kSimtChunk);
+  return static_cast<int64_t>(s.b) * s.hq * per_head;
+}
+
+void require_qkv(const char* op, const Tensor& q, const Tensor& k, const Tensor& v) {
+  require_dtype(op, "k", k, q.dtype());
+  require_dtype(op, "v", v, q.dtype());
+}
+
+// delta[b, h, i] = sum_x out[b, i, h, x] dout[b, i, h, x]: one warp per row.
+template <class O, class G>
+__global__ void delta_kernel(const O* out, const G* dout, float* delta, int64_t b, int64_t s, int64_t h, int64_t d) {
+  const int64_t row = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) >> 5;  // over [b, s, h]
+  const int lane = threadIdx.x & 31;
+  if (row >= b * s * h) return;
+  float sum = 0;
+  for (int64_t x = lane; x < d; x += 32)
+    sum += static_cast<float>(widen(out[row * d + x])) * static_cast<float>(widen(dout[row * d + x]));
+  sum = warp_sum(sum);
+  const int64_t hh = row % h, i = (row / h) % s, bi = row / (h * s);
+  if (lane == 0) delta[(bi * h + hh) * s + i] = sum;
+}
+
+// attention_block.cc's merge, one warp per (b, h, i) row.
+__global__ void merge_kernel(float* out, float* lse, const float* out_b, const float* lse_b, int64_t b, int64_t s,
+                             int64_t h, int64_t d) {
+  const int64_t stat = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) >> 5;  // over [b, h, s]
+  const int lane = threadIdx.x & 31;
+  if (stat >= b * h * s) return;
+  const int64_t i = stat % s, hh = (stat / s) % h, bi = stat / (s * h);
+  const int64_t row = ((bi * s + i) * h + hh) * d;
+  const float la = lse[stat], lb = lse_b[stat];
+  __syncwarp();  // every lane has read the old lse before lane 0 writes the new one
+  if (lb == -INFINITY) return;  // b saw nothing: keep a (also when both are empty)
+  if (la == -INFINITY) {        // a saw nothing: take b
+    for (int64_t x = lane; x < d; x += 32) out[row + x] = out_b[row + x];
+    if (lane == 0) lse[stat] = lb;
+    return;
+  }
+  const float diff = lb - la;
+  const float wb = diff >= 0 ? 1.0f / (1.0f + expf(-diff)) : expf(diff) / (1.0f + expf(diff));
+  for (int64_t x = lane; x < d; x += 32) out[row + x] += wb * (out_b[row + x] - out[row + x]);
+  const float hi = fmaxf(la, lb), lo = fminf(la, lb);
+  if (lane == 0) lse[stat] = hi + log1pf(expf(lo - hi));
+}
+
+unsigned warp_blocks(int64_t rows, int threads) {
+  const int64_t blocks = (rows * 32 + threads - 1) / threads;
+  if (blocks > 0x7fffffff) throw RuntimeError(cat("attention on CUDA: ", rows, " rows exceed the grid"));
+  return static_cast<unsigned>(blocks);
+}
+
+}  // namespace
+
+int64_t attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask, Tensor& out,
+                          Tensor& lse) {
+  require_qkv("attention_block_forward", q, k, v);
+  const Sizes s = sizes_of(q, k);
+  const attention::ForwardArgs args{q.raw(), k.raw(), v.raw(), ptr<float>(out), ptr<float>(lse), s, mask_runs(mask)};
+  const bool tensor_cores = uses_tensor_cores(q.dtype(), s.d);
+  if (tensor_cores) attention::forward_mma(q.dtype(), args);
+  else attention::forward_simt(q.dtype(), args);
+  return scores_of(tensor_cores, mask, s);
+}
+
+int64_t attention_backward_accumulate(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
+                                      const Tensor& lse, const Tensor& delta, const AttentionMask& mask, Tensor& dq,
+                                      Tensor& dk, Tensor& dv) {
+  require_qkv("attention_block_backward", q, k, v);
+  require_dtype("attention_block_backward", "dout", dout, q.dtype());
+  const Sizes s = sizes_of(q, k);
+  const attention::BackwardArgs args{q.raw(),         k.raw(),         v.raw(),        dout.raw(),
+                                     ptr<float>(lse), ptr<float>(delta), ptr<float>(dq), ptr<float>(dk),
+                                     ptr<float>(dv),  s,               mask_runs(mask)};
+  const bool tensor_cores = uses_tensor_cores(q.dtype(), s.d);
+  if (tensor_cores) attention::backward_mma(q.dtype(), args);
+  else attention::backward_simt(q.dtype(), args);
+  return scores_of(tensor_cores, mask, s);
+}
+
+void attention_delta(const Tensor& out, const Tensor& dout, Tensor& delta) {
+  const int64_t b = out.dim(0), s = out.dim(1), h = out.dim(2), d = out.dim(3);
+  if (b * s * h == 0) return;
+  const int threads = 256;
+  with_storage(out.dtype(), [&](auto o) {
+    with_storage(dout.dtype(), [&](auto g) {
+      using O = decltype(o);
+      using G = decltype(g);
+      delta_kernel<O, G><<<warp_blocks(b * s * h, threads), threads, 0, compute_stream()>>>(
+          ptr<O>(out), ptr<G>(dout), ptr<float>(delta), b, s, h, d);
+    });
+  });
+  check_launch("attention_delta");
+}
+
+void attention_merge(Tensor& out, Tensor& lse, const Tensor& out_b, const Tensor& lse_b) {
+  const int64_t b = out.dim(0), s = out.dim(1), h = out.dim(2), d = out.dim(3);
+  if (b * s * h == 0) return;
+  const int threads = 256;
+  merge_kernel<<<warp_blocks(b * s * h, threads), threads, 0, compute_stream()>>>(
+      ptr<float>(out), ptr<float>(lse), ptr<float>(out_b), ptr<float>(lse_b), b, s, h, d);
+  check_launch("attention_merge");
+}
+
+}  // namespace sextant::ops::cuda
