@@ -17,13 +17,15 @@ sys.path.insert(0, SCRIPTS)
 
 
 def stored_results():
-    """Real runs stored in results/ (added by the lead), if any."""
-    return sorted(glob.glob(os.path.join(REPO, "results", "*.json")))
+    """Real runs stored anywhere under results/ (results/<machine>/*.json,
+    added by the lead), if any; new runs are picked up as they land."""
+    paths = glob.glob(os.path.join(REPO, "results", "**", "*.json"), recursive=True)
+    return sorted(p for p in paths if os.path.basename(p) != "schema.json")
 
 
 def real_results():
     """Every real (measured) results file available to the tests."""
-    return [REAL_FIXTURE] + [p for p in stored_results() if not p.endswith("schema.json")]
+    return [REAL_FIXTURE] + stored_results()
 
 
 def load(path):

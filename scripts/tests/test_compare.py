@@ -4,7 +4,7 @@ planted fault and a missing case fail it; directions and thresholds hold."""
 import tempfile
 import unittest
 
-from helpers import REAL_FIXTURE, SYNTHETIC_FIXTURE, derived, load, run_script, write
+from helpers import REAL_FIXTURE, SYNTHETIC_FIXTURE, derived, load, recount, run_script, stored_results, write
 from sextant_results.compare import HIGHER, INFO, LOWER, Thresholds, compare_docs, direction
 
 
@@ -147,6 +147,60 @@ class Gate(unittest.TestCase):
         rc, _, err = run_script("compare.py", REAL_FIXTURE, "/nonexistent.json")
         self.assertEqual(rc, 2)
         self.assertIn("cannot read", err)
+
+
+@unittest.skipUnless(stored_results(), "no stored real runs under results/ (results/<machine>/*.json)")
+class StoredRunsGate(unittest.TestCase):
+    """The gate on every real run stored under results/: a run against itself
+    passes; a copy with one planted regression fails and names the case."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+
+    @staticmethod
+    def busbw_case(doc):
+        """Index of a multi-rank collectives case with a non-zero busbw."""
+        return next(i for i, c in enumerate(doc["cases"]) if c["suite"] == "collectives" and c["ranks"] > 1
+                    and (c["perf"]["metrics"].get("busbw_GBps") or {}).get("value"))
+
+    def test_a_run_against_itself_passes(self):
+        for path in stored_results():
+            with self.subTest(path):
+                rc, out, err = run_script("compare.py", path, path)
+                self.assertEqual(rc, 0, out + err)
+                self.assertIn("verdict: PASS", out)
+
+    def test_busbw_20_percent_lower_fails_naming_the_case(self):
+        for path in stored_results():
+            doc = load(path)
+            if not any(c["suite"] == "collectives" for c in doc["cases"]):
+                continue
+            i = self.busbw_case(doc)
+
+            def lower(d):
+                d["cases"][i]["perf"]["metrics"]["busbw_GBps"]["value"] *= 0.8
+            with self.subTest(path):
+                rc, out, _ = run_script("compare.py", path, write(derived(path, lower), self.tmp.name, "cand.json"))
+                self.assertEqual(rc, 1, out)
+                regressed = out.split("REGRESSED beyond threshold")[1].split("\n\n")[0]
+                self.assertIn(doc["cases"][i]["id"], regressed)
+                self.assertIn("busbw_GBps", regressed)
+                self.assertIn("-20.0%", regressed)
+
+    def test_conformance_flipped_to_fail_fails_naming_the_case(self):
+        for path in stored_results():
+            doc = load(path)
+            i = next(k for k, c in enumerate(doc["cases"]) if c["suite"] == "step" or k == len(doc["cases"]) - 1)
+
+            def flip(d):
+                d["cases"][i]["conformance"].update(status="fail", failures=["loss: error 3e-2 > bound 1e-5"])
+                recount(d)
+            with self.subTest(path):
+                rc, out, _ = run_script("compare.py", path, write(derived(path, flip), self.tmp.name, "cand.json"))
+                self.assertEqual(rc, 1, out)
+                self.assertIn("CONFORMANCE (1)", out)
+                self.assertIn(doc["cases"][i]["id"] + ": conformance failed: loss: error 3e-2", out)
 
 
 class Rules(unittest.TestCase):

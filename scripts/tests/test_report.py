@@ -10,11 +10,12 @@ import unittest
 import helpers
 from helpers import REAL_FIXTURE, SYNTHETIC_FIXTURE, derived, run_script, write
 from sextant_results.load import load_runs
-from sextant_results.report import SECTIONS, build_report, conformance, pipeline
+from sextant_results.report import SECTIONS, build_report, conformance, pipeline, step
 
 EVERY_FIGURE = ["conformance_0.png", "conformance_1.png", "collectives_busbw_f32.png", "collectives_busbw_bf16.png",
                 "collectives_peak_busbw.png", "tp_sp.png", "attention_cp.png", "moe_bandwidth.png",
-                "moe_imbalance.png", "pipeline_bubble.png", "pipeline_gantt.png", "step_mfu.png", "scaling.png"]
+                "moe_imbalance.png", "pipeline_bubble.png", "pipeline_agreement.png", "pipeline_gantt.png",
+                "step_mfu.png", "scaling.png"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -25,7 +26,7 @@ class FullReport(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         cls.out = cls.tmp.name
-        cls.inputs = [REAL_FIXTURE, SYNTHETIC_FIXTURE] + [p for p in helpers.real_results() if p != REAL_FIXTURE]
+        cls.inputs = [REAL_FIXTURE, SYNTHETIC_FIXTURE]  # every suite; the stored runs: StoredRuns below
         cls.rc, cls.stdout, cls.stderr = run_script("report.py", *cls.inputs, "-o", cls.out)
         with open(os.path.join(cls.out, "index.html"), encoding="utf-8") as f:
             cls.html = f.read()
@@ -72,6 +73,74 @@ class FullReport(unittest.TestCase):
             self.assertIn(f"]({name})", md)
         self.assertIn("| run | system |", md)
         self.assertIn("### Peak busbw", md)
+
+
+def expected_figures(runs):
+    """The figures a report on these runs must draw, from the suites they hold."""
+    cases = [c for r in runs for c in r.cases if not c.get("fault")]
+    suites = {c["suite"] for c in cases}
+    names = [f"conformance_{r.index}.png" for r in runs]
+    per_suite = {"tp_sp": ["tp_sp.png"], "attention": ["attention_cp.png"],
+                 "moe": ["moe_bandwidth.png", "moe_imbalance.png"],
+                 "pipeline": ["pipeline_bubble.png", "pipeline_agreement.png", "pipeline_gantt.png"],
+                 "step": ["step_mfu.png"]}
+    for suite, files in per_suite.items():
+        names += files if suite in suites else []
+    if "collectives" in suites:
+        names += ["collectives_peak_busbw.png"] + [f"collectives_busbw_{d}.png" for d in
+                                                   {c["dtype"] for c in cases if c["suite"] == "collectives"}]
+    if any(c["suite"] == "step" and c["case"] == "sweep" and c["ranks"] > 1 for c in cases):
+        names.append("step_sweep.png")
+    if len({c["ranks"] for c in cases if c["suite"] in ("tp_sp", "attention", "moe", "step")}) > 1:
+        names.append("scaling.png")
+    return names
+
+
+@unittest.skipUnless(helpers.stored_results(), "no stored real runs under results/ (results/<machine>/*.json)")
+class StoredRuns(unittest.TestCase):
+    """report.py on every real run stored under results/: the sample report a
+    cluster owner would send, so every section draws, nothing warns, and the
+    figures are the ones its suites call for."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.out = cls.tmp.name
+        cls.paths = helpers.stored_results()
+        cls.runs = load_runs(cls.paths)
+        cls.rc, cls.stdout, cls.stderr = run_script("report.py", *cls.paths, "-o", cls.out)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_every_section_draws_without_warnings(self):
+        self.assertEqual(self.rc, 0, self.stdout + self.stderr)
+        self.assertNotIn("skipped", self.stdout)
+        self.assertEqual(self.stderr.strip(), "", "report.py warned or failed")  # e.g. a collapsed layout
+        for module in SECTIONS:
+            self.assertRegex(self.stdout, rf"report: {re.escape(module.TITLE)}: [1-9]\d* figure")
+
+    def test_every_expected_figure_is_drawn_and_embedded(self):
+        with open(os.path.join(self.out, "index.html"), encoding="utf-8") as f:
+            html = f.read()
+        for name in expected_figures(self.runs):
+            with self.subTest(name):
+                with open(os.path.join(self.out, name), "rb") as f:
+                    self.assertEqual(f.read(8), PNG_MAGIC)
+        self.assertEqual(html.count("<figcaption>"), len(os.listdir(self.out)) - 2)
+        for run in self.runs:
+            self.assertIn(run.run.get("id"), html)
+
+    def test_training_step_configs_have_distinct_labels(self):
+        pairs = [(r, c) for r in self.runs for c in r.cases if c["suite"] == "step" and c["case"] == "train"
+                 and not c.get("fault")]
+        if not pairs:
+            self.skipTest("no step/train records in the stored runs")
+        kinds = {step.model_kind(c) for _, c in pairs}
+        for run in self.runs:  # a run is one row of the figure: its bars need distinct labels
+            labels = [step.config_label(c, kinds) for r, c in pairs if r is run]
+            self.assertEqual(len(labels), len(set(labels)), labels)
 
 
 class MissingData(unittest.TestCase):
@@ -198,6 +267,31 @@ class Timelines(unittest.TestCase):
         for form in ([row0, row1], {"1": row1, "0": row0}, [{"rank": 1, "actions": as_dicts},
                                                             {"rank": 0, "actions": row0}]):
             self.assertEqual(pipeline.timeline_actions(form), expected)
+
+
+class OneSlice(unittest.TestCase):
+    """A figure draws one point per (run, line, x): the other params are fixed
+    to the value that keeps every line, and the caption says which."""
+
+    def test_fixes_the_params_that_would_stack_points(self):
+        from types import SimpleNamespace
+        from sextant_results.report.common import fixed_text, one_slice
+        run = SimpleNamespace(index=0)
+
+        def case(variant, cp, dtype, kv_heads, seq):
+            return (run, {"dtype": dtype, "params": {"variant": variant, "kv_heads": kv_heads, "seq": seq * cp},
+                          "parallel": {"cp": cp}})
+        pairs = [case(v, cp, d, kv, 64) for v in ("p2p", "a2a") for cp in (1, 2, 4) for d in ("bf16", "f32")
+                 for kv in (4, 16)]
+        pairs.append(case("ring_only", 2, "bf16", 4, 64))  # a line only at bf16: bf16 keeps every line
+        kept, fixed = one_slice(pairs, lambda c: c["params"]["variant"], lambda c: c["parallel"]["cp"],
+                                exclude=("variant",))
+        self.assertEqual(fixed, {"dtype": "bf16", "kv_heads": 4})
+        points = [(c["params"]["variant"], c["parallel"]["cp"]) for _, c in kept]
+        self.assertEqual(len(points), len(set(points)))                    # one point each
+        self.assertEqual({p[0] for p in points}, {"p2p", "a2a", "ring_only"})  # no line lost
+        self.assertNotIn("seq", fixed)                                     # seq moves with x only
+        self.assertEqual(fixed_text(fixed), "Drawn at bf16, kv_heads=4; the table lists every instance. ")
 
 
 class SeveralRuns(unittest.TestCase):

@@ -4,53 +4,17 @@
 // fault fails its case. Tests never assert on time.
 #include <gtest/gtest.h>
 
-#include "harness/comm_staged.h"
 #include "harness/error.h"
 #include "harness/runner.h"
 #include "harness/testing/gpu.h"
-#include "harness/testing/mpi_world.h"
+#include "harness/testing/suite_run.h"
 #include "kernels/attention/cp_attention.h"
 
 namespace sextant {
 void register_attention_suite(Registry&);
 namespace {
 
-using testing::world;
-
-Registry suite() {
-  Registry r;
-  register_attention_suite(r);
-  return r;
-}
-
-RunOptions small(std::vector<std::string> selection = {"attention"}) {
-  RunOptions o;
-  o.selection = std::move(selection);
-  o.profile = "ci";
-  o.timing = {0, 1};
-  return o;
-}
-
-std::vector<CaseRecord> run(const RunOptions& o) {
-  Registry r = suite();
-  return execute_plan(plan_run(r, o, world().size()), world(), o, {});
-}
-
-// The GPU path (skips, visibly, without a GPU): every kernel on device
-// tensors, device buffers moved by MPI through host memory (staged), so the
-// ranks of this test may share one GPU.
-std::vector<CaseRecord> run_on_gpu(const RunOptions& host_options) {
-  RunOptions o = host_options;
-  o.device = Device::cuda;
-  Registry r = suite();
-  auto memory = cuda_staging();
-  return execute_plan(plan_run(r, o, world().size()), world(), o, {},
-                      [memory](MpiCommunicator& group) -> std::unique_ptr<Communicator> {
-                        return StagedCommunicator::create(group, memory);
-                      });
-}
-
-double metric(const CaseRecord& r, const std::string& name) { return r.metrics.at(name).at("value").get<double>(); }
+using namespace testing;  // world(), ci_options(), run_suite(): harness/testing/suite_run.h
 
 int failed_tensors(const CaseRecord& r) {
   int n = 0;
@@ -59,7 +23,7 @@ int failed_tensors(const CaseRecord& r) {
 }
 
 TEST(Attention, EveryVariantPassesAtEveryRankCount) {
-  std::vector<CaseRecord> records = run(small());
+  std::vector<CaseRecord> records = run_suite(register_attention_suite, ci_options({"attention"}));
   if (world().rank() != 0) return;
   ASSERT_FALSE(records.empty());
   int zigzag_checked = 0;
@@ -91,12 +55,12 @@ TEST(Attention, EveryVariantPassesAtEveryRankCount) {
 }
 
 TEST(Attention, SpotCheckOnSampledRowsPasses) {
-  RunOptions o = small({"attention/p2p", "attention/a2a+p2p"});
+  RunOptions o = ci_options({"attention/p2p", "attention/a2a+p2p"});
   o.rank_counts = {world().size()};
   o.dtypes = {DType::f32};
   o.options["reference"] = "spot";
   o.options["causal"] = true;
-  std::vector<CaseRecord> records = run(o);
+  std::vector<CaseRecord> records = run_suite(register_attention_suite, o);
   if (world().rank() != 0) return;
   ASSERT_FALSE(records.empty());
   for (const CaseRecord& r : records) {
@@ -110,12 +74,12 @@ TEST(Attention, SpotCheckOnSampledRowsPasses) {
 // invisible at one rank).
 TEST(Attention, EveryPlantedFaultIsCaught) {
   if (world().size() < 2) GTEST_SKIP() << "faults need two ranks";
-  Registry r = suite();
+  Registry r = suite_registry(register_attention_suite);
   for (const std::string& fault : cp::Faults::names()) {
-    RunOptions o = small();
+    RunOptions o = ci_options({"attention"});
     o.rank_counts = {world().size()};
     o.fault = fault;
-    std::vector<CaseRecord> records = run(o);
+    std::vector<CaseRecord> records = run_suite(register_attention_suite, o);
     if (world().rank() != 0) continue;
     ASSERT_FALSE(records.empty()) << fault;
     for (const CaseRecord& rec : records) {
@@ -130,11 +94,11 @@ TEST(Attention, EveryPlantedFaultIsCaught) {
 // One spot-checked fault too: sampled rows still see a dropped ring step.
 TEST(Attention, SpotCheckCatchesASkippedRingStep) {
   if (world().size() < 2) GTEST_SKIP() << "faults need two ranks";
-  RunOptions o = small({"attention/p2p"});
+  RunOptions o = ci_options({"attention/p2p"});
   o.rank_counts = {world().size()};
   o.fault = "ring_skip_step";
   o.options["reference"] = "spot";
-  std::vector<CaseRecord> records = run(o);
+  std::vector<CaseRecord> records = run_suite(register_attention_suite, o);
   if (world().rank() != 0) return;
   ASSERT_FALSE(records.empty());
   for (const CaseRecord& rec : records) {
@@ -145,9 +109,9 @@ TEST(Attention, SpotCheckCatchesASkippedRingStep) {
 
 TEST(Attention, EveryVariantPassesOnTheGpu) {
   SEXTANT_REQUIRE_GPU();
-  RunOptions o = small();
+  RunOptions o = ci_options({"attention"});
   o.rank_counts = {world().size()};
-  const std::vector<CaseRecord> records = run_on_gpu(o);
+  const std::vector<CaseRecord> records = run_suite_on_gpu(register_attention_suite, o);
   if (world().rank() != 0) return;
   ASSERT_FALSE(records.empty());
   for (const CaseRecord& r : records) {
@@ -162,10 +126,10 @@ TEST(Attention, EveryPlantedFaultIsCaughtOnTheGpu) {
   SEXTANT_REQUIRE_GPU();
   if (world().size() < 2) GTEST_SKIP() << "faults need two ranks";
   for (const std::string& fault : cp::Faults::names()) {
-    RunOptions o = small();
+    RunOptions o = ci_options({"attention"});
     o.rank_counts = {world().size()};
     o.fault = fault;
-    const std::vector<CaseRecord> records = run_on_gpu(o);
+    const std::vector<CaseRecord> records = run_suite_on_gpu(register_attention_suite, o);
     if (world().rank() != 0) continue;
     ASSERT_FALSE(records.empty()) << fault;
     for (const CaseRecord& rec : records) {
@@ -177,7 +141,7 @@ TEST(Attention, EveryPlantedFaultIsCaughtOnTheGpu) {
 
 // Bad input: one line naming the numbers, thrown by validate before anything runs.
 TEST(Attention, BadInputIsRejectedWithTheNumbers) {
-  Registry r = suite();
+  Registry r = suite_registry(register_attention_suite);
   auto validate = [&](const std::string& name, nlohmann::json changes, ParallelConfig parallel) {
     const CaseDef* def = r.select({"attention/" + name}).front();
     CaseConfig c;

@@ -4,36 +4,22 @@
 
 #include "harness/comm_faulty.h"
 #include "harness/runner.h"
-#include "harness/testing/mpi_world.h"
+#include "harness/testing/suite_run.h"
 
 namespace sextant {
 void register_collectives_suite(Registry&);
 namespace {
 
-using testing::world;
-
-Registry suite() {
-  Registry r;
-  register_collectives_suite(r);
-  return r;
-}
+using namespace testing;  // world(), ci_options(), run_suite(): harness/testing/suite_run.h
 
 RunOptions small(std::vector<std::string> selection = {"collectives"}) {
-  RunOptions o;
-  o.selection = std::move(selection);
-  o.profile = "ci";
-  o.timing = {0, 1};
+  RunOptions o = ci_options(std::move(selection));
   o.options["max_bytes"] = 16 * 1024;
   return o;
 }
 
-std::vector<CaseRecord> run(const RunOptions& o) {
-  Registry r = suite();
-  return execute_plan(plan_run(r, o, world().size()), world(), o, {});
-}
-
 TEST(Collectives, EveryOpPassesExactlyAtEveryRankCount) {
-  std::vector<CaseRecord> records = run(small());
+  std::vector<CaseRecord> records = run_suite(register_collectives_suite, small());
   if (world().rank() != 0) return;
   ASSERT_FALSE(records.empty());
   for (const CaseRecord& r : records) {
@@ -49,7 +35,7 @@ TEST(Collectives, RunsOnEveryGroupOfADimensionAtOnce) {
   RunOptions o = small({"collectives/all_reduce", "collectives/all_gather", "collectives/sp_identity"});
   o.parallel = ParallelConfig{2, 2, 1, 1};
   o.options["group"] = "tp";
-  std::vector<CaseRecord> records = run(o);
+  std::vector<CaseRecord> records = run_suite(register_collectives_suite, o);
   if (world().rank() != 0) return;
   for (const CaseRecord& r : records) {
     EXPECT_EQ(r.conformance.status, "pass") << r.config.id();
@@ -70,7 +56,7 @@ TEST(Collectives, EveryPlantedFaultIsCaught) {
     RunOptions o = small(targets.at(fault));
     o.rank_counts = {world().size()};
     o.fault = fault;
-    std::vector<CaseRecord> records = run(o);
+    std::vector<CaseRecord> records = run_suite(register_collectives_suite, o);
     if (world().rank() != 0) continue;
     ASSERT_FALSE(records.empty());
     for (const CaseRecord& r : records) {

@@ -9,7 +9,7 @@
 #include <iostream>
 
 #include "harness/runner.h"
-#include "harness/testing/mpi_world.h"
+#include "harness/testing/suite_run.h"
 #include "kernels/model/trainer.h"
 #include "suites/step/check.h"
 
@@ -17,26 +17,12 @@ namespace sextant {
 void register_step_suite(Registry&);
 namespace {
 
-using testing::world;
-
-Registry suite() {
-  Registry r;
-  register_step_suite(r);
-  return r;
-}
+using namespace testing;  // world(), ci_options(), run_suite(): harness/testing/suite_run.h
 
 RunOptions ci(std::vector<std::string> selection = {"step/train"}) {
-  RunOptions o;
-  o.selection = std::move(selection);
-  o.profile = "ci";
-  o.timing = {0, 1};
+  RunOptions o = ci_options(std::move(selection));
   o.rank_counts = {world().size()};
   return o;
-}
-
-std::vector<CaseRecord> run(const RunOptions& o) {
-  Registry r = suite();
-  return execute_plan(plan_run(r, o, world().size()), world(), o, {});
 }
 
 double loss_at(const CaseRecord& r, size_t step) { return r.metrics.at("losses").at(step).get<double>(); }
@@ -73,7 +59,7 @@ TEST(Step, RoutingDifferencesAreFoundTokenByToken) {
 }
 
 TEST(Step, EveryConfigMatchesTheReferenceForThreeSteps) {
-  std::vector<CaseRecord> records = run(ci());
+  std::vector<CaseRecord> records = run_suite(register_step_suite, ci());
   if (world().rank() != 0) return;
   ASSERT_FALSE(records.empty());
   for (const CaseRecord& r : records) {
@@ -100,7 +86,7 @@ TEST(Step, EveryPlantedFaultIsCaught) {
   for (const std::string& fault : model::step_fault_names()) {
     RunOptions o = ci();
     o.fault = fault;
-    std::vector<CaseRecord> records = run(o);
+    std::vector<CaseRecord> records = run_suite(register_step_suite, o);
     if (world().rank() != 0) continue;
     for (const CaseRecord& r : records) {
       ++planted;
@@ -120,7 +106,7 @@ TEST(Step, EveryPlantedFaultIsCaught) {
 TEST(Step, SweepRanksTheFactorisations) {
   if (world().size() != 2) GTEST_SKIP() << "runs at 2 ranks";
   RunOptions o = ci({"step/sweep"});
-  std::vector<CaseRecord> records = run(o);
+  std::vector<CaseRecord> records = run_suite(register_step_suite, o);
   if (world().rank() != 0) return;
   ASSERT_EQ(records.size(), 1u);
   const CaseRecord& r = records[0];

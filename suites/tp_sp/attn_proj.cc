@@ -174,18 +174,10 @@ Metrics metrics(AttnState& s, const RegionTimes& times) {
 }  // namespace
 
 CaseDef attn_proj_case() {
-  CaseTable<AttnState> t;
-  t.suite = "tp_sp";
-  t.name = "attn_proj";
+  CaseTable<AttnState> t = block_table("attn_proj", setup, fwd_bwd, check, metrics);
   t.summary = "attention projections (LN, QKV column-parallel by heads, token-local core, output row-parallel)";
   t.faults = {"skip_input_grad_reduce", "reduce_scatter_wrong_dim", "layernorm_wrong_axis"};
   t.table_metrics = {"tflops_per_rank", "activation_bytes_per_rank", "layernorm_activation_bytes_per_rank"};
-  t.configs = [](const SweepRequest& req) { return sweep(req, "attn_proj"); };
-  t.validate = validate_problem;
-  t.setup = setup;
-  t.timed = {{"fwd_bwd", fwd_bwd}};
-  t.check = check;
-  t.metrics = metrics;
   return make_case(std::move(t));
 }
 

@@ -103,18 +103,10 @@ Metrics metrics(MlpState& s, const RegionTimes& times) {
 }  // namespace
 
 CaseDef mlp_case() {
-  CaseTable<MlpState> t;
-  t.suite = "tp_sp";
-  t.name = "mlp";
+  CaseTable<MlpState> t = block_table("mlp", setup, fwd_bwd, check, metrics);
   t.summary = "pre-LN MLP block (LN, column linear, GELU, row linear, residual) under TP / SP";
   t.faults = {"skip_input_grad_reduce", "reduce_scatter_wrong_dim", "layernorm_wrong_axis"};
   t.table_metrics = {"tflops_per_rank", "activation_bytes_per_rank", "layernorm_activation_bytes_per_rank"};
-  t.configs = [](const SweepRequest& req) { return sweep(req, "mlp"); };
-  t.validate = validate_problem;
-  t.setup = setup;
-  t.timed = {{"fwd_bwd", fwd_bwd}};
-  t.check = check;
-  t.metrics = metrics;
   return make_case(std::move(t));
 }
 

@@ -86,6 +86,24 @@ void move_to_host(const std::vector<Tensor*>& tensors);
 // The suite's planted faults (kernels/tensor_parallel/tp_group.h).
 const std::vector<std::string>& faults();
 
+// The table fields every block shares: the sweep over tp and SP, the
+// bad-input rules, and one timed region, fwd_bwd (forward, backward and the
+// gradient reductions). The block adds its summary, faults and table metrics.
+template <class State>
+CaseTable<State> block_table(const std::string& block, State (*setup)(CaseContext&), void (*fwd_bwd)(State&),
+                             void (*check)(State&, Checker&), Metrics (*metrics)(State&, const RegionTimes&)) {
+  CaseTable<State> t;
+  t.suite = "tp_sp";
+  t.name = block;
+  t.configs = [block](const SweepRequest& req) { return sweep(req, block); };
+  t.validate = validate_problem;
+  t.setup = setup;
+  t.timed = {{"fwd_bwd", fwd_bwd}};
+  t.check = check;
+  t.metrics = metrics;
+  return t;
+}
+
 CaseDef mlp_case();
 CaseDef attn_proj_case();
 CaseDef vocab_case();

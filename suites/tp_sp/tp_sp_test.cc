@@ -9,58 +9,23 @@
 #include <set>
 #include <tuple>
 
-#include "harness/comm_staged.h"
 #include "harness/error.h"
 #include "harness/runner.h"
 #include "harness/testing/gpu.h"
-#include "harness/testing/mpi_world.h"
+#include "harness/testing/suite_run.h"
 
 namespace sextant {
 void register_tp_sp_suite(Registry&);
 namespace {
 
-using testing::world;
-
-Registry suite() {
-  Registry r;
-  register_tp_sp_suite(r);
-  return r;
-}
-
-RunOptions small(std::vector<std::string> selection = {"tp_sp"}) {
-  RunOptions o;
-  o.selection = std::move(selection);
-  o.profile = "ci";
-  o.timing = {0, 1};  // one timed fwd_bwd: bytes per iteration are exact
-  return o;
-}
-
-std::vector<CaseRecord> run(const RunOptions& o) {
-  Registry r = suite();
-  return execute_plan(plan_run(r, o, world().size()), world(), o, {});
-}
+using namespace testing;  // world(), ci_options(), run_suite(): harness/testing/suite_run.h
 
 // The default sweep at every rank count up to the world, run once (collectively) and shared.
 const std::vector<CaseRecord>& sweep_records() {
-  static const std::vector<CaseRecord> records = run(small());
+  static const std::vector<CaseRecord> records = run_suite(register_tp_sp_suite, ci_options({"tp_sp"}));
   return records;
 }
 
-// The GPU path (skips, visibly, without a GPU): every kernel on device
-// tensors, device buffers moved by MPI through host memory (staged), so the
-// ranks of this test may share one GPU.
-std::vector<CaseRecord> run_on_gpu(const RunOptions& host_options) {
-  RunOptions o = host_options;
-  o.device = Device::cuda;
-  Registry r = suite();
-  auto memory = cuda_staging();
-  return execute_plan(plan_run(r, o, world().size()), world(), o, {},
-                      [memory](MpiCommunicator& group) -> std::unique_ptr<Communicator> {
-                        return StagedCommunicator::create(group, memory);
-                      });
-}
-
-double metric(const CaseRecord& r, const std::string& name) { return r.metrics.at(name).at("value").get<double>(); }
 bool sp_of(const CaseRecord& r) { return r.config.parallel.sp; }
 bool regather_of(const CaseRecord& r) { return r.config.params.value("regather", false); }
 
@@ -176,18 +141,18 @@ TEST(TpSp, EveryPlantedFaultFailsItsCase) {
       {"layernorm_wrong_axis", {{"tp_sp/mlp", "tp_sp/attn_proj"}, {true}, {"y", "y"}, {"", ""}}},
       {"cross_entropy_local_max", {{"tp_sp/vocab"}, {false, true}, {"row_loss"}, {"logits"}}},
   };
-  Registry r = suite();
+  Registry r = suite_registry(register_tp_sp_suite);
   std::set<std::string> planted;
   for (const CaseDef* def : r.select({"tp_sp"})) planted.insert(def->faults.begin(), def->faults.end());
   for (const std::string& fault : planted) ASSERT_TRUE(targets.count(fault)) << fault << " has no test target";
 
   for (const auto& [fault, target] : targets)
     for (bool sp : target.sp) {
-      RunOptions o = small(target.cases);
+      RunOptions o = ci_options(target.cases);
       o.fault = fault;
       o.parallel = ParallelConfig{world().size(), 1, 1, 1};
       o.parallel->sp = sp;
-      std::vector<CaseRecord> records = run(o);
+      std::vector<CaseRecord> records = run_suite(register_tp_sp_suite, o);
       if (world().rank() != 0) continue;
       ASSERT_EQ(records.size(), target.cases.size() * 2) << fault;  // f32 and bf16
       for (const CaseRecord& rec : records) {
@@ -209,9 +174,9 @@ TEST(TpSp, EveryPlantedFaultFailsItsCase) {
 
 TEST(TpSp, EveryBlockPassesOnTheGpu) {
   SEXTANT_REQUIRE_GPU();
-  RunOptions o = small();
+  RunOptions o = ci_options({"tp_sp"});
   o.rank_counts = {world().size()};
-  const std::vector<CaseRecord> records = run_on_gpu(o);
+  const std::vector<CaseRecord> records = run_suite_on_gpu(register_tp_sp_suite, o);
   if (world().rank() != 0) return;
   ASSERT_FALSE(records.empty());
   for (const CaseRecord& r : records) {
@@ -225,11 +190,11 @@ TEST(TpSp, PlantedFaultsFailOnTheGpu) {
   SEXTANT_REQUIRE_GPU();
   if (world().size() < 2) GTEST_SKIP() << "faults in TP communication need two ranks";
   for (const char* fault : {"skip_input_grad_reduce", "layernorm_wrong_axis", "cross_entropy_local_max"}) {
-    RunOptions o = small();
+    RunOptions o = ci_options({"tp_sp"});
     o.fault = fault;
     o.parallel = ParallelConfig{world().size(), 1, 1, 1};
     o.parallel->sp = true;
-    const std::vector<CaseRecord> records = run_on_gpu(o);
+    const std::vector<CaseRecord> records = run_suite_on_gpu(register_tp_sp_suite, o);
     if (world().rank() != 0) continue;
     ASSERT_FALSE(records.empty()) << fault;
     for (const CaseRecord& r : records) {
@@ -258,11 +223,11 @@ TEST(TpSp, BadInputIsRefusedBeforeAnythingRuns) {
       {"tp_sp/mlp", {{"seq", 7}}, true, "--tp 2 must divide --seq 7 under --sp"},
   };
   for (const Row& row : rows) {
-    RunOptions o = small({row.selection});
+    RunOptions o = ci_options({row.selection});
     o.options = row.options;
     o.parallel = ParallelConfig{2, 1, 1, n / 2};
     o.parallel->sp = row.sp;
-    Registry r = suite();
+    Registry r = suite_registry(register_tp_sp_suite);
     try {
       plan_run(r, o, n);
       ADD_FAILURE() << row.message << ": no error";
@@ -271,10 +236,10 @@ TEST(TpSp, BadInputIsRefusedBeforeAnythingRuns) {
     }
   }
   if (n == 4) {
-    RunOptions o = small({"tp_sp/mlp"});
+    RunOptions o = ci_options({"tp_sp/mlp"});
     o.options["batch"] = 3;
     o.parallel = ParallelConfig{2, 1, 1, 2};
-    Registry r = suite();
+    Registry r = suite_registry(register_tp_sp_suite);
     EXPECT_THROW(
         {
           try {

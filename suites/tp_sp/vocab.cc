@@ -128,18 +128,10 @@ Metrics metrics(VocabState& s, const RegionTimes& times) {
 }  // namespace
 
 CaseDef vocab_case() {
-  CaseTable<VocabState> t;
-  t.suite = "tp_sp";
-  t.name = "vocab";
+  CaseTable<VocabState> t = block_table("vocab", setup, fwd_bwd, check, metrics);
   t.summary = "vocab-parallel embedding, LM head and cross-entropy (max, sum-exp, target all-reduced over TP)";
   t.faults = {"skip_input_grad_reduce", "reduce_scatter_wrong_dim", "cross_entropy_local_max"};
   t.table_metrics = {"tflops_per_rank", "activation_bytes_per_rank"};
-  t.configs = [](const SweepRequest& req) { return sweep(req, "vocab"); };
-  t.validate = validate_problem;
-  t.setup = setup;
-  t.timed = {{"fwd_bwd", fwd_bwd}};
-  t.check = check;
-  t.metrics = metrics;
   return make_case(std::move(t));
 }
 

@@ -1,8 +1,8 @@
 """Context-parallel attention: TFLOP/s per rank and load balance vs cp, one
 line per variant (and layout), causal and full attention side by side."""
-from ..load import cases_of, distinguishing_params, metric, par, param
-from .common import (MARKERS, Section, Table, fmt, legend, power_of_two_axis, run_style, runs_used, series_label,
-                     subplots, systems_caption)
+from ..load import cases_of, distinguishing_params, metric, par, param, parallel_text
+from .common import (MARKERS, Section, Table, figure_legend, fixed_text, fmt, one_slice, power_of_two_axis,
+                     run_style, runs_used, series_label, subplots, systems_caption)
 
 TITLE = "Attention (context parallel)"
 PANELS = [("tflops_per_rank", "TFLOP/s per rank (fwd+bwd)"), ("load_balance", "load balance (max/min compute)")]
@@ -30,6 +30,13 @@ def series(pairs, causal, extra_keys):
 
 
 def figure(runs, pairs, out):
+    pure = [(r, c) for r, c in pairs if par(c, "cp") == c["ranks"]]
+    note = ""
+    if pure and len(pure) < len(pairs):  # cp combined with tp/dp: in the table, not in the lines
+        pairs = pure
+        note = "Drawn: pure context parallelism (cp = ranks); cp combined with other dimensions is in the table. "
+    pairs, fixed = one_slice(pairs, lambda c: (variant_label(c), bool(param(c, "causal", False))),
+                             lambda c: par(c, "cp"), exclude=AXIS_PARAMS)
     extra_keys = distinguishing_params([c for _, c in pairs], point, exclude=AXIS_PARAMS)
     labels = sorted({variant_label(c, extra_keys) for _, c in pairs})
     fig, axes = subplots(2, len(PANELS), width=5.2, height=3.4)
@@ -49,11 +56,11 @@ def figure(runs, pairs, out):
             ax.set_ylabel(ylabel)
             ax.set_title(("causal" if causal else "full (non-causal)") + " attention", fontsize=10)
             ax.grid(True, alpha=0.3)
-            legend(ax)
+    figure_legend(fig, axes)
     caption = (f"Attention forward+backward throughput per rank (FLOPs: forward 4*b*s^2*h*d, half when causal, "
                f"backward 2.5x forward) and load balance (max/min per-rank compute time; 1 is perfect) vs "
                f"context-parallel size, per variant/layout. Zigzag layouts should keep causal balance near 1. "
-               f"{systems_caption(runs_used(runs, pairs))}")
+               f"{note}{fixed_text(fixed)}{systems_caption(runs_used(runs, pairs))}")
     return out.save(fig, "attention_cp.png", "Attention: throughput and load balance vs cp", caption)
 
 
@@ -62,10 +69,10 @@ def table(runs, pairs):
     for run, c in sorted(pairs, key=lambda rc: (rc[0].index, param(rc[1], "variant", ""), param(rc[1], "layout", ""),
                                                  str(param(rc[1], "causal")), par(rc[1], "cp"))):
         rows.append([run.label, param(c, "variant", c["case"]), param(c, "layout", "-"),
-                     fmt(bool(param(c, "causal", False))), str(par(c, "cp")), c["dtype"],
+                     fmt(bool(param(c, "causal", False))), parallel_text(c), c["dtype"],
                      fmt(metric(c, "tflops_per_rank")), fmt(metric(c, "tflops_per_rank_fwd")),
                      fmt(metric(c, "load_balance")), fmt(metric(c, "overlap_efficiency"))])
-    return Table("Attention instances", ["run", "variant", "layout", "causal", "cp", "dtype", "TFLOP/s/rank",
+    return Table("Attention instances", ["run", "variant", "layout", "causal", "parallel", "dtype", "TFLOP/s/rank",
                                          "fwd TFLOP/s/rank", "balance", "overlap eff."], rows)
 
 

@@ -3,8 +3,8 @@ group size), and the peak bus bandwidth per group size (nccl-tests style)."""
 from matplotlib.ticker import FuncFormatter
 
 from ..load import cases_of, metric, param
-from .common import (MARKERS, Section, Table, fmt, fmt_bytes, legend, run_style, runs_used, series_label, subplots,
-                     systems_caption)
+from .common import (MARKERS, Section, Table, figure_legend, fmt, fmt_bytes, run_style, runs_used, series_label,
+                     subplots, systems_caption)
 
 TITLE = "Collectives"
 OP_ORDER = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "all_to_all_v", "sendrecv", "broadcast",
@@ -69,7 +69,7 @@ def busbw_figure(runs, pairs, dtype, out):
         ax.set_xlabel("message size per rank (bytes)")
         ax.set_ylabel("busbw (GB/s, log scale)")
         ax.grid(True, alpha=0.3)
-        legend(ax)
+    figure_legend(fig, axes, ncol=6)  # the same series in every panel: one legend, below, hiding nothing
     for k in range(len(ops), nrows * ncols):
         axes[k // ncols][k % ncols].axis("off")
     caption = (f"Bus bandwidth vs message size, {dtype}, out of place, one line per group size n (nccl-tests "
@@ -109,7 +109,7 @@ def peak_figure(runs, pairs, dtypes, out):
             ax.set_ylabel("peak busbw (GB/s, log scale)")
             ax.set_title(f"{dtype}" + (f" [{run.label}]" if len(used) > 1 else ""), fontsize=10)
             ax.grid(True, axis="y", alpha=0.3)
-            legend(ax, ncol=2)
+    figure_legend(fig, axes, ncol=len(ops))  # below the panels: a legend inside would hide bars
     caption = (f"Peak bus bandwidth over message sizes for each operation and group size (out of place). "
                f"{systems_caption(used)}")
     return out.save(fig, "collectives_peak_busbw.png", "Collectives: peak busbw per group size", caption)

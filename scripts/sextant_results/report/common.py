@@ -3,6 +3,7 @@ module returns, the headless matplotlib setup, and small formatting helpers.
 
 A figure module exposes `build(runs, out) -> Section`. It returns
 Section.skip(...) when its suite is absent, never raises for missing data."""
+import json
 import os
 from dataclasses import dataclass, field
 
@@ -139,3 +140,56 @@ def legend(ax, **kw):
     handles, labels = ax.get_legend_handles_labels()
     if handles:
         ax.legend(fontsize=7, **kw)
+
+
+def one_slice(pairs, line_of, x_of, exclude=()):
+    """(run, case) pairs reduced to one slice of the parameter space, so a
+    figure draws one point per (run, line, x) instead of a tangle of every
+    combination of the other params.
+
+    Params (and dtype) that still take several values at one (run, line, x)
+    are fixed one at a time to the value that keeps the most lines, then
+    the most points (ties: the most instances, then the largest value). Returns (kept pairs,
+    {param: fixed value}); the fixed values belong in the caption (see
+    fixed_text), and the tables keep every instance."""
+    def point(rc):
+        return (rc[0].index, line_of(rc[1]), x_of(rc[1]))
+
+    def value(c, k):
+        return json.dumps(c.get("dtype") if k == "dtype" else c.get("params", {}).get(k), sort_keys=True)
+
+    fixed = {}
+    while True:
+        values = {}
+        for rc in pairs:
+            for k in list(rc[1].get("params", {})) + ["dtype"]:
+                if k not in exclude:
+                    values.setdefault((k, point(rc)), set()).add(value(rc[1], k))
+        keys = sorted({k for (k, _), vals in values.items() if len(vals) > 1})
+        if not keys:
+            return pairs, fixed
+        options = {}
+        for rc in pairs:
+            options.setdefault(value(rc[1], keys[0]), []).append(rc)
+        text, pairs = max(options.items(), key=lambda kv: (len({point(rc)[:2] for rc in kv[1]}),
+                                                           len({point(rc) for rc in kv[1]}), len(kv[1]), kv[0]))
+        fixed[keys[0]] = json.loads(text)
+
+
+def fixed_text(fixed):
+    """'Shown at dtype f32, kv_heads=4 (every instance is in the table).' or ''."""
+    if not fixed:
+        return ""
+    parts = [f"{v}" if k == "dtype" else f"{k}={v}" for k, v in fixed.items()]
+    return f"Drawn at {', '.join(parts)}; the table lists every instance. "
+
+
+def figure_legend(fig, axes, ncol=4):
+    """One legend for the whole figure, below the panels, with each label once."""
+    seen = {}
+    for ax in (a for row in axes for a in row):
+        for h, l in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(l, h)
+    if seen:
+        fig.legend(list(seen.values()), list(seen.keys()), loc="outside lower center", fontsize=7,
+                   ncol=min(ncol, len(seen)), frameon=False)

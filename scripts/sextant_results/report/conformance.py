@@ -15,7 +15,7 @@ NEAR = 0.5  # error / bound above this is "near the bound"
 CATEGORIES = ["absent", "skip", "pass", "caught", "near", "fail", "error"]
 LEGEND = {"pass": "pass (error/bound <= 0.5)", "near": "near the bound (0.5 < error/bound <= 1)",
           "fail": "fail (or a planted fault not caught)", "error": "could not run", "skip": "not checked",
-          "caught": "planted fault caught (expected fail)"}
+          "caught": "planted fault caught (expected fail)", "absent": "not run at this rank count"}
 
 
 def bound_ratio(case):
@@ -87,7 +87,9 @@ def matrix(run):
 
 def draw(run, out):
     rows, ranks, cells, counts = matrix(run)
-    fig, axes = subplots(1, 1, width=2.2 + 1.1 * len(ranks), height=1.4 + 0.32 * len(rows))
+    # Room for the row labels (~0.055 in per character at 7 pt), the cells and the legend below.
+    label_width = 0.055 * max(len(r) for r in rows)
+    fig, axes = subplots(1, 1, width=max(5.0, label_width + 0.5 + 0.9 * len(ranks)), height=2.2 + 0.32 * len(rows))
     ax = axes[0][0]
     grid = [[CATEGORIES.index(category(cells[(r, n)])) if (r, n) in cells else 0 for n in ranks] for r in rows]
     ax.imshow(grid, cmap=ListedColormap([STATUS_COLOURS[c] for c in CATEGORIES]), vmin=0,
@@ -104,8 +106,10 @@ def draw(run, out):
     ax.grid(which="minor", color="white", linewidth=1.5)
     ax.tick_params(which="minor", length=0)
     present = {category(c) for c in cells.values()}
-    ax.legend(handles=[Patch(color=STATUS_COLOURS[k], label=v) for k, v in LEGEND.items() if k in present],
-              loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7)
+    if len(cells) < len(rows) * len(ranks):
+        present.add("absent")
+    fig.legend(handles=[Patch(facecolor=STATUS_COLOURS[k], edgecolor="grey", label=v) for k, v in LEGEND.items()
+                        if k in present], loc="outside lower center", ncol=2, fontsize=7, frameon=False)
     name = f"conformance_{run.index}.png"
     n = sum(counts.values())
     caption = (f"Worst instance per cell over {n} instances (sizes, params and parallel configs pooled); the "

@@ -1,8 +1,8 @@
 """Mixture of experts: dispatch / combine bandwidth vs ep per dispatcher, and
 load imbalance for uniform vs skewed routing."""
-from ..load import cases_of, distinguishing_params, metric, par, param
-from .common import (MARKERS, Section, Table, fmt, legend, power_of_two_axis, run_style, runs_used, series_label,
-                     subplots, systems_caption)
+from ..load import cases_of, distinguishing_params, metric, par, param, parallel_text
+from .common import (MARKERS, Section, Table, figure_legend, fixed_text, fmt, one_slice, power_of_two_axis,
+                     run_style, runs_used, series_label, subplots, systems_caption)
 
 TITLE = "Mixture of experts"
 AXIS_PARAMS = ("dispatcher", "routing")
@@ -22,6 +22,13 @@ def label(case, extra_keys):
 
 
 def bandwidth_figure(runs, pairs, out):
+    pure = [(r, c) for r, c in pairs if par(c, "ep") == c["ranks"]]
+    note = ""
+    if pure and len(pure) < len(pairs):  # ep combined with tp/dp: in the table, not in the lines
+        pairs = pure
+        note = "Drawn: pure expert parallelism (ep = ranks); ep combined with other dimensions is in the table. "
+    pairs = [(r, c) for r, c in pairs if par(c, "ep") > 1]  # one rank receives nothing: no bandwidth
+    pairs, fixed = one_slice(pairs, base_label, lambda c: par(c, "ep"), exclude=AXIS_PARAMS)
     extra = distinguishing_params([c for _, c in pairs], point, exclude=AXIS_PARAMS)
     labels = sorted({label(c, extra) for _, c in pairs})
     fig, axes = subplots(1, 2, width=5.2, height=3.6)
@@ -40,9 +47,10 @@ def bandwidth_figure(runs, pairs, out):
         ax.set_ylabel(f"{title} bandwidth per rank (GB/s)")
         ax.set_title(f"{title}: received bytes / time", fontsize=10)
         ax.grid(True, alpha=0.3)
-        legend(ax)
+    figure_legend(fig, axes)
     caption = (f"Token dispatch and combine logical bandwidth per rank (received bytes / time, GB/s = 1e9 B/s) "
-               f"vs expert-parallel size, per dispatcher and routing. {systems_caption(runs_used(runs, pairs))}")
+               f"vs expert-parallel size (ep >= 2: one rank sends nothing), per dispatcher and routing. {note}"
+               f"{fixed_text(fixed)}{systems_caption(runs_used(runs, pairs))}")
     return out.save(fig, "moe_bandwidth.png", "MoE: dispatch and combine bandwidth vs ep", caption)
 
 
@@ -70,18 +78,18 @@ def imbalance_figure(runs, pairs, out):
         ax.set_ylabel("imbalance (max / mean tokens per expert)")
         ax.set_title("routing imbalance" + (f" [{run.label}]" if len(used) > 1 else ""), fontsize=10)
         ax.grid(True, axis="y", alpha=0.3)
-        legend(ax)
+    figure_legend(fig, axes)  # below the panels: a legend inside would hide bars
     caption = (f"Load imbalance across experts (max / mean tokens per expert; 1 is perfectly even) for uniform "
                f"vs skewed routing. {systems_caption(used)}")
     return out.save(fig, "moe_imbalance.png", "MoE: load imbalance, uniform vs skewed routing", caption)
 
 
 def table(runs, pairs):
-    rows = [[run.label, param(c, "dispatcher", c["case"]), param(c, "routing", "-"), str(par(c, "ep")),
+    rows = [[run.label, param(c, "dispatcher", c["case"]), param(c, "routing", "-"), parallel_text(c),
              c["dtype"], fmt(metric(c, "dispatch_GBps")), fmt(metric(c, "combine_GBps")),
              fmt(metric(c, "imbalance_expert")), fmt(metric(c, "dropped_tokens")), fmt(metric(c, "tokens_per_s"))]
             for run, c in sorted(pairs, key=lambda rc: (rc[0].index, base_label(rc[1]), par(rc[1], "ep")))]
-    return Table("MoE instances", ["run", "dispatcher", "routing", "ep", "dtype", "dispatch GB/s", "combine GB/s",
+    return Table("MoE instances", ["run", "dispatcher", "routing", "parallel", "dtype", "dispatch GB/s", "combine GB/s",
                                    "imbalance", "dropped", "tokens/s"], rows)
 
 

@@ -1,9 +1,11 @@
 """Pipeline schedules: bubble fraction measured vs simulated vs closed form
 per schedule, and Gantt charts of measured timelines (ranks x time)."""
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from ..load import cases_of, extra, metric, par, param
-from .common import Section, Table, fmt, legend, runs_used, subplots, systems_caption
+from ..load import cases_of, extra, metric, par, param, parallel_text
+from .common import (MARKERS, Section, Table, figure_legend, fmt, power_of_two_axis, runs_used, series_label,
+                     subplots, systems_caption)
 
 TITLE = "Pipeline schedules"
 SCHEDULE_ORDER = ["gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipe-v"]
@@ -16,41 +18,100 @@ def schedule_key(case):
     return (SCHEDULE_ORDER.index(s) if s in SCHEDULE_ORDER else len(SCHEDULE_ORDER), s)
 
 
-def config_label(case):
-    label = f"{param(case, 'schedule', case['case'])}\np{par(case, 'pp')} m{param(case, 'microbatches', '?')}"
-    return label + (f" v{par(case, 'vpp')}" if par(case, "vpp") > 1 else "")
+def pipeline_config(run, case, runs):
+    """'4r pp2 tp2' (+ the run when several): the colour of a line."""
+    label = f"{case['ranks']}r {parallel_text(case)}"
+    return label + (f" [{run.label}]" if len(runs) > 1 else "")
+
+
+SOURCES = [("bubble_measured_mean", "measured (mean over ranks)", "-", "o"),
+           ("bubble_simulated", "simulated (schedule simulator)", "--", "x"),
+           ("bubble_closed_form", "closed form", ":", None)]
 
 
 def bubble_figure(runs, pairs, out):
+    """One panel per schedule: bubble vs microbatches, one colour per
+    pipeline config, line style = measured / simulated / closed form."""
+    pure = [(r, c) for r, c in pairs if all(par(c, d) == 1 for d in ("tp", "cp", "dp", "ep"))]
+    note = ""
+    if pure and len(pure) < len(pairs):  # pp with tp/dp too: in the scatter figure and the table
+        pairs = pure
+        note = "Drawn: pure pipeline configs (tp = cp = dp = ep = 1); the others are in the next figure and the table. "
     used = runs_used(runs, pairs)
-    fig, axes = subplots(len(used), 1, width=max(6.0, 0.9 * len(pairs) / len(used) + 2), height=3.8)
-    bars = [("bubble_measured_mean", "measured (mean over ranks; whisker: max)", "C0"),
-            ("bubble_simulated", "simulated (schedule simulator)", "C1"),
-            ("bubble_closed_form", "closed form", "C2")]
-    for i, run in enumerate(used):
-        ax = axes[i][0]
-        cases = sorted([c for r, c in pairs if r is run], key=lambda c: (schedule_key(c), par(c, "pp"),
-                                                                         param(c, "microbatches", 0)))
-        for k, (name, lab, colour) in enumerate(bars):
-            xs = [x + (k - 1) * 0.27 for x in range(len(cases))]
-            ys = [100 * (metric(c, name) or 0) for c in cases]
-            err = None
-            if name == "bubble_measured_mean":
-                err = [[0] * len(cases), [max(0.0, 100 * (metric(c, "bubble_measured_max") or 0) - y)
-                                          for c, y in zip(cases, ys)]]
-            ax.bar(xs, ys, 0.27, yerr=err, capsize=2, label=lab, color=colour)
-        ax.set_xticks(range(len(cases)), [config_label(c) for c in cases], fontsize=8)
+    schedules = sorted({param(c, "schedule", c["case"]) for _, c in pairs},
+                       key=lambda s: schedule_key({"params": {"schedule": s}, "case": s}))
+    configs = sorted({pipeline_config(r, c, used) for r, c in pairs},
+                     key=lambda l: (int(l.split("r ")[0]), l))
+    ncols = min(3, len(schedules))
+    nrows = (len(schedules) + ncols - 1) // ncols
+    fig, axes = subplots(nrows, ncols, width=4.0, height=3.0, sharey=True)
+    for k, schedule in enumerate(schedules):
+        ax = axes[k // ncols][k % ncols]
+        mine = [(r, c) for r, c in pairs if param(c, "schedule", c["case"]) == schedule]
+        lines = {}
+        for r, c in mine:
+            lines.setdefault((pipeline_config(r, c, used), par(c, "vpp")), []).append(c)
+        for (config, vpp), cases in sorted(lines.items()):
+            cases.sort(key=lambda c: param(c, "microbatches", 0))
+            colour = f"C{configs.index(config) % 10}"
+            for name, _, style, marker in SOURCES:
+                pts = [(param(c, "microbatches", 0), 100 * metric(c, name)) for c in cases
+                       if metric(c, name) is not None]
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], linestyle=style, marker=marker, markersize=4,
+                        color=colour, linewidth=1.6 if style == "-" else 1.0,
+                        markerfacecolor="white" if vpp > 1 else colour)
+        power_of_two_axis(ax, [param(c, "microbatches", 0) for _, c in mine], "microbatches m")
+        ax.set_title(schedule, fontsize=10)
         ax.set_ylabel("bubble (% of step time)")
-        ax.set_xlabel("schedule, pipeline ranks p, microbatches m, chunks v")
-        if len(used) > 1:
-            ax.set_title(run.label, fontsize=10)
-        ax.grid(True, axis="y", alpha=0.3)
-        legend(ax)
-    caption = (f"Bubble fraction per schedule = idle time / step time. Measured: mean (bar) and max (whisker) "
-               f"over pipeline ranks; simulated: the schedule simulator's prediction for the same schedule; "
-               f"closed form: 1F1B (p-1)/(m+p-1), interleaved divided by v, ZB-H1 about a third of 1F1B, "
-               f"zero-bubble schedules ~0. {systems_caption(used)}")
+        ax.grid(True, alpha=0.3)
+    for k in range(len(schedules), nrows * ncols):
+        axes[k // ncols][k % ncols].axis("off")
+    handles = [Line2D([], [], color=f"C{i % 10}", linewidth=3, label=l) for i, l in enumerate(configs)]
+    handles += [Line2D([], [], color="black", linestyle=style, marker=marker, label=lab)
+                for _, lab, style, marker in SOURCES]
+    fig.legend(handles=handles, loc="outside lower center", fontsize=7, ncol=min(4, len(handles)), frameon=False)
+    caption = (f"Bubble fraction = idle time / step time, per schedule, vs microbatches m; colour = pipeline "
+               f"configuration (ranks, pipeline stages pp and the other parallel sizes). Measured (solid): mean over "
+               f"pipeline ranks (the max is in the table); simulated (dashed): the schedule simulator's "
+               f"prediction for the same schedule; closed form (dotted): 1F1B (p-1)/(m+p-1), interleaved divided "
+               f"by v, ZB-H1 about a third of 1F1B, zero-bubble schedules ~0. {note}{systems_caption(used)}")
     return out.save(fig, "pipeline_bubble.png", "Pipeline: bubble fraction, measured vs simulated vs closed form",
+                    caption)
+
+
+def agreement_figure(runs, pairs, out):
+    """Every instance as a point: measured vs simulated bubble, and simulated
+    vs closed form, coloured by schedule; on the diagonal they agree."""
+    used = runs_used(runs, pairs)
+    schedules = sorted({param(c, "schedule", c["case"]) for _, c in pairs},
+                       key=lambda s: schedule_key({"params": {"schedule": s}, "case": s}))
+    fig, axes = subplots(1, 2, width=4.6, height=4.2)
+    panels = [("bubble_simulated", "bubble_measured_mean", "simulated", "measured (mean over ranks)"),
+              ("bubble_closed_form", "bubble_simulated", "closed form", "simulated")]
+    for ax, (xname, yname, xlabel, ylabel) in zip(axes[0], panels):
+        for k, schedule in enumerate(schedules):
+            for run in used:
+                pts = [(100 * metric(c, xname), 100 * metric(c, yname)) for r, c in pairs
+                       if r is run and param(c, "schedule", c["case"]) == schedule
+                       and metric(c, xname) is not None and metric(c, yname) is not None]
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], MARKERS[used.index(run) % len(MARKERS)],
+                            color=f"C{k}", markersize=5, alpha=0.8, linestyle="none",
+                            label=series_label(schedule, run, used))
+        top = max([1.0] + [v for line in ax.get_lines() for v in list(line.get_xdata()) + list(line.get_ydata())])
+        ax.plot([0, top], [0, top], color="grey", linewidth=0.8, linestyle=":")
+        ax.set_xlabel(f"{xlabel} bubble (% of step time)")
+        ax.set_ylabel(f"{ylabel} bubble (%)")
+        ax.set_title(f"{ylabel.split(' (')[0]} vs {xlabel}", fontsize=10)
+        ax.grid(True, alpha=0.3)
+    figure_legend(fig, axes, ncol=6)
+    caption = (f"Every pipeline instance (all parallel configs, schedules and microbatch counts) as a point: "
+               f"measured vs simulated bubble (left) and simulated vs closed form (right); on the dotted diagonal "
+               f"they agree. Points above the left diagonal are idle time the simulator does not model (on "
+               f"oversubscribed shared cores, mostly waiting for the CPU). Marker per run, colour per schedule. "
+               f"{systems_caption(used)}")
+    return out.save(fig, "pipeline_agreement.png",
+                    "Pipeline: bubble of every instance, measured vs simulated vs closed form",
                     caption)
 
 
@@ -115,7 +176,7 @@ def draw_gantt(ax, case, scale, unit):
     ax.invert_yaxis()
     ax.set_xlabel(f"time ({unit})")
     bubble = metric(case, "bubble_measured_mean")
-    ax.set_title(f"{param(case, 'schedule', case['case'])}: p{par(case, 'pp')} m{param(case, 'microbatches', '?')}"
+    ax.set_title(f"{param(case, 'schedule', case['case'])}: {parallel_text(case)}, m{param(case, 'microbatches', '?')}"
                  + (f", measured bubble {100 * bubble:.1f}%" if bubble is not None else ""), fontsize=9)
 
 
@@ -125,6 +186,8 @@ def gantt_figure(runs, chosen, out):
     scale, unit = time_unit(max(span(c) for _, c in chosen))
     for i, (_, c) in enumerate(chosen):
         draw_gantt(axes[i][0], c, scale, unit)
+        if i < len(chosen) - 1:
+            axes[i][0].set_xlabel("")  # shared axis: labelled once, at the bottom
     kinds = {a[1] for _, c in chosen for row in timeline_actions(extra(c, "timeline")) for a in row}
     axes[0][0].legend(handles=[Patch(color=ACTION_COLOURS[k], label=ACTION_NAMES[k]) for k in "FBIW" if k in kinds],
                       loc="upper right", fontsize=7, ncol=4)
@@ -153,7 +216,8 @@ def build(runs, out):
     if not timed:
         return Section.skip(TITLE, "pipeline cases carry no timing (run with --iters > 0)")
     runs = runs_used(runs, timed)
-    section = Section(TITLE, figures=[bubble_figure(runs, timed, out)], tables=[table(runs, timed)])
+    section = Section(TITLE, figures=[bubble_figure(runs, timed, out), agreement_figure(runs, timed, out)],
+                      tables=[table(runs, timed)])
     chosen = gantt_cases(timed)
     if chosen:
         section.figures.append(gantt_figure(runs, chosen, out))

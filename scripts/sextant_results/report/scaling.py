@@ -4,9 +4,9 @@ parallel efficiency = throughput / ideal, per suite and series.
 Throughput is total work per second, so ideal scaling is linear in both the
 strong (fixed problem) and the weak (problem grows with ranks) sense. At each
 rank count the best parallel configuration is drawn."""
-from ..load import distinguishing_params, metric, param
-from .common import (MARKERS, Section, Table, fmt, legend, power_of_two_axis, run_style, runs_used, series_label,
-                     subplots, systems_caption)
+from ..load import metric, parallel_text
+from .common import (MARKERS, Section, Table, fixed_text, fmt, one_slice, power_of_two_axis, run_style, runs_used,
+                     series_label, subplots, systems_caption)
 
 TITLE = "Scaling"
 # suite -> (metric, unit of the total, multiply by ranks: the metric is per rank)
@@ -24,15 +24,18 @@ def throughput(case):
     return None if v is None else v * (case["ranks"] if per_rank else 1)
 
 
-def series_of(runs, suite):
-    """{(run index, label): (run, {ranks: (throughput, case)})} with >= 2 rank counts."""
+def series_of(runs, suite, fixed):
+    """{(run index, label): (run, {ranks: (throughput, case)})} with >= 2
+    rank counts: one line per case, the other params fixed (into `fixed`),
+    the fastest parallel configuration at each rank count."""
     pairs = [(r, c) for r in runs for c in r.cases
              if c["suite"] == suite and not c.get("fault") and throughput(c) is not None]
-    keys = distinguishing_params([c for _, c in pairs], lambda c: (c["case"], c["ranks"]))
+    if suite == "step" and any(c["case"] == "sweep" for _, c in pairs):
+        pairs = [(r, c) for r, c in pairs if c["case"] == "sweep"]  # the best of every factorisation
+    pairs, fixed[suite] = one_slice(pairs, lambda c: c["case"], lambda c: (c["ranks"], parallel_text(c)))
     out = {}
     for run, c in pairs:
-        extras = [c["dtype"] if k == "dtype" else f"{k}={param(c, k)}" for k in keys]
-        label = " ".join([c["case"]] + extras)
+        label = "best of all configs (step/sweep)" if (suite, c["case"]) == ("step", "sweep") else c["case"]
         points = out.setdefault((run.index, label), (run, {}))[1]
         best = points.get(c["ranks"])
         if best is None or throughput(c) > best[0]:
@@ -71,7 +74,7 @@ def draw_suite(axes, runs, suite, lines):
     ax_e.set_title(f"{suite}: efficiency vs smallest rank count", fontsize=10)
     for ax in axes:
         ax.grid(True, alpha=0.3)
-    legend(ax_t)
+    ax_e.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
 
 def table(suite_lines):
@@ -86,7 +89,8 @@ def table(suite_lines):
 
 
 def build(runs, out):
-    suite_lines = {s: series_of(runs, s) for s in THROUGHPUT}
+    fixed = {}
+    suite_lines = {s: series_of(runs, s, fixed) for s in THROUGHPUT}
     suite_lines = {s: lines for s, lines in suite_lines.items() if lines}
     if not suite_lines:
         return Section.skip(TITLE, "no suite with a throughput metric (tokens_per_s, tflops_per_rank) "
@@ -99,6 +103,7 @@ def build(runs, out):
     caption = ("Throughput (total over all ranks; per-rank TFLOP/s multiplied by ranks) vs rank count with "
                "ideal linear scaling from the smallest rank count (dotted), and parallel efficiency = "
                "throughput / ideal. At each rank count the best parallel configuration is drawn. "
-               f"{systems_caption(runs_used(runs, pairs))}")
+               + "".join(f"{suite}: {fixed_text(fixed[suite])}" for suite in suite_lines if fixed[suite])
+               + f"{systems_caption(runs_used(runs, pairs))}")
     figure = out.save(fig, "scaling.png", "Scaling: throughput and parallel efficiency", caption)
     return Section(TITLE, figures=[figure], tables=[table(suite_lines)])

@@ -1,75 +1,182 @@
-"""The full training step: throughput, MFU and where the step time goes, per
-parallel configuration."""
-from ..load import cases_of, extra, metric, metric_unit, parallel_text
-from .common import Section, Table, as_percent, fmt, legend, runs_used, subplots, systems_caption
+"""The full training step. step/train records (each parallel config trained
+and checked step after step): throughput, MFU and where the step time goes.
+step/sweep records (every factorisation of the rank count, ranked by
+throughput next to the planner's prediction): the fastest configs per rank
+count."""
+from matplotlib.ticker import EngFormatter
+
+from ..load import cases_of, extra, metric, metric_unit, par, param, parallel_text
+from .common import (Section, Table, as_percent, figure_legend, fmt, legend, runs_used, subplots,
+                     systems_caption)
 
 TITLE = "Training step (MFU and throughput)"
+SWEEP_SHOWN = 10  # configs drawn per rank count; the table has them all
 
 
-def config_label(run, case, runs):
-    label = f"{case['ranks']}r {parallel_text(case)}"
-    return label + (f"\n[{run.label}]" if len(runs) > 1 else "")
+def model_kind(case):
+    """'MoE' when some layer is a mixture of experts, else 'dense'."""
+    moe = (param(case, "moe_every", 0) or 0) > 0 or "1" in str(param(case, "moe_pattern", ""))
+    return "MoE" if moe and (param(case, "experts", 0) or 0) > 0 else "dense"
+
+
+def schedule_of(case):
+    return extra(case, "schedule") or param(case, "schedule")
+
+
+def config_text(case):
+    """'tp2 pp2 vpp2 sp, interleaved m2, ZeRO-1': parallel sizes plus what
+    else makes this config differ (schedule, CP communication, ZeRO)."""
+    parts = [parallel_text(case)]
+    if par(case, "pp") > 1:
+        parts.append(f"{schedule_of(case) or '1f1b'} m{param(case, 'microbatches', '?')}")
+    if par(case, "cp") > 1:
+        parts.append(f"cp {param(case, 'cp_comm', 'p2p')}")
+    if param(case, "zero"):
+        parts.append("ZeRO-1")
+    return ", ".join(parts)
+
+
+def config_label(case, kinds):
+    label = f"{case['ranks']}r {config_text(case)}"
+    return label + (f" ({model_kind(case)})" if len(kinds) > 1 else "")
 
 
 def mfu_percent(case):
     return as_percent(metric(case, "mfu"), metric_unit(case, "mfu"))
 
 
+def time_split(case):
+    s = extra(case, "time_split")
+    return {k: v for k, v in s.items() if isinstance(v, (int, float))} if isinstance(s, dict) else None
+
+
+def bar_axis(ax, labels, ylabel):
+    ax.set_xticks(range(len(labels)), labels, fontsize=7, rotation=35, ha="right")
+    ax.set_ylabel(ylabel)
+    ax.grid(True, axis="y", alpha=0.3)
+
+
 def time_split_axis(ax, pairs, labels):
-    """Stacked seconds per component (compute, exposed comm per dimension, bubble)."""
-    splits = [extra(c, "time_split") if isinstance(extra(c, "time_split"), dict) else {} for _, c in pairs]
+    """Stacked ms per component: compute at the bottom, exposed communication
+    per dimension, the pipeline bubble on top. A config without a split is
+    marked n/a, not left as an unexplained gap."""
+    splits = [time_split(c) for _, c in pairs]
     parts = []
     for s in splits:
-        parts += [k for k in s if k not in parts and isinstance(s[k], (int, float))]
-    # compute at the bottom, the bubble on top, exposed communication between
+        parts += [k for k in (s or {}) if k not in parts and (s or {})[k] > 0]
     parts.sort(key=lambda k: (k != "compute", k == "bubble", k))
     bottoms = [0.0] * len(pairs)
     for i, part in enumerate(parts):
-        ys = [float(s.get(part, 0) or 0) * 1e3 for s in splits]
-        ax.bar(range(len(pairs)), ys, 0.6, bottom=bottoms, label=part, color=f"C{i % 10}")
+        ys = [float((s or {}).get(part, 0)) * 1e3 for s in splits]
+        ax.bar(range(len(pairs)), ys, 0.6, bottom=bottoms, color=f"C{i % 10}",
+               label=part if part in ("compute", "bubble") else f"{part} comm (exposed)")
         bottoms = [b + y for b, y in zip(bottoms, ys)]
-    ax.set_xticks(range(len(pairs)), labels, fontsize=7, rotation=30, ha="right")
-    ax.set_ylabel("time per step (ms)")
+    for x, s in enumerate(splits):
+        if s is None:
+            ax.text(x, 0, "n/a", ha="center", va="bottom", fontsize=7, color="grey")
+    bar_axis(ax, labels, "time per step (ms, mean over ranks)")
     ax.set_title("where the step time goes", fontsize=10)
-    ax.grid(True, axis="y", alpha=0.3)
-    legend(ax)
+    legend(ax, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
 
-def figure(runs, pairs, out):
-    labels = [config_label(r, c, runs) for r, c in pairs]
-    has_split = any(isinstance(extra(c, "time_split"), dict) for _, c in pairs)
-    fig, axes = subplots(1, 3 if has_split else 2, width=4.6, height=3.8)
-    panels = [("tokens_per_s", lambda c: metric(c, "tokens_per_s"), "throughput (tokens/s, all ranks)"),
-              ("mfu", mfu_percent, "MFU (% of peak)")]
-    for k, (name, value, ylabel) in enumerate(panels):
-        ax = axes[0][k]
-        ax.bar(range(len(pairs)), [value(c) or 0 for _, c in pairs], 0.6, color=f"C{k}")
-        ax.set_xticks(range(len(pairs)), labels, fontsize=7, rotation=30, ha="right")
-        ax.set_ylabel(ylabel)
-        ax.set_title(ylabel.split(" (")[0], fontsize=10)
-        ax.grid(True, axis="y", alpha=0.3)
-    if has_split:
-        time_split_axis(axes[0][2], pairs, labels)
+def train_figure(runs, pairs, out):
+    """One row per run: throughput, MFU and the time split per config."""
+    kinds = {model_kind(c) for _, c in pairs}
+    rows = [[c for r, c in pairs if r is run] for run in runs]
+    has_split = any(time_split(c) for _, c in pairs)
+    width = max(4.6, 0.42 * max(len(r) for r in rows) + 1.2)
+    fig, axes = subplots(len(runs), 3 if has_split else 2, width=width, height=4.2)
+    panels = [(lambda c: metric(c, "tokens_per_s"), "throughput (tokens/s, all ranks)", "throughput"),
+              (mfu_percent, "MFU (% of peak)", "MFU")]
+    for i, (run, cases) in enumerate(zip(runs, rows)):
+        labels = [config_label(c, kinds) for c in cases]
+        suffix = f" [{run.label}]" if len(runs) > 1 else ""
+        for k, (value, ylabel, title) in enumerate(panels):
+            ax = axes[i][k]
+            ax.bar(range(len(cases)), [value(c) or 0 for c in cases], 0.6, color=f"C{k}")
+            bar_axis(ax, labels, ylabel)
+            ax.set_title(title + suffix, fontsize=10)
+        if has_split:
+            time_split_axis(axes[i][2], [(run, c) for c in cases], labels)
+            axes[i][2].set_title("where the step time goes" + suffix, fontsize=10)
     sources = sorted({str(extra(c, "peak_source")) for _, c in pairs if extra(c, "peak_source")})
-    caption = ("Training-step throughput (tokens/s over all ranks), model FLOPs utilization MFU = model FLOPs "
-               "per step / (step time x ranks x peak FLOP/s)"
+    model = f"{', '.join(sorted(kinds))} GPT" + "".join(
+        f", {k} {param(pairs[0][1], k)}" for k in ("layers", "hidden", "seq", "batch")
+        if len({param(c, k) for _, c in pairs}) == 1 and param(pairs[0][1], k) is not None)
+    runs = runs_used(runs, pairs)
+    caption = (f"step/train: each parallel configuration trains the same model ({model}) and is checked against "
+               f"the float64 reference step after step. Throughput in tokens/s over all ranks; MFU = model FLOPs "
+               f"per step / (step time x ranks x peak FLOP/s)"
                + (f" with peak from {', '.join(sources)}" if sources else "")
-               + (", and the step time split into compute, exposed communication per dimension and pipeline "
-                  "bubble" if has_split else "")
-               + f", per parallel configuration. {systems_caption(runs_used(runs, pairs))}")
+               + ("; the step time split into compute, communication exposed per dimension (tp/cp/ep/dp/pp) and "
+                  "pipeline bubble" if has_split else "")
+               + f". Labels: ranks, parallel sizes, pipeline schedule and microbatches m, CP communication. "
+               f"{systems_caption(runs_used(runs, pairs))}")
     return out.save(fig, "step_mfu.png", "Training step: throughput, MFU and time split", caption)
 
 
-def table(runs, pairs):
+def ranking(case):
+    rows = extra(case, "ranking")
+    return [r for r in rows if isinstance(r, dict) and r.get("tokens_per_s")] if isinstance(rows, list) else []
+
+
+def sweep_figure(runs, pairs, out):
+    """Per (run, rank count): the fastest configs, measured bars and the
+    planner's predicted throughput as markers."""
+    pairs = [(r, c) for r, c in pairs if len(ranking(c)) > 1]  # one config: nothing to rank
+    if not pairs:
+        return None
+    shown = max(min(SWEEP_SHOWN, len(ranking(c))) for _, c in pairs)
+    used = runs_used(runs, pairs)
+    per_run = [[(r, c) for r, c in pairs if r is run] for run in used]
+    ncols = max(len(p) for p in per_run)
+    fig, axes = subplots(len(used), ncols, width=4.4, height=0.26 * shown + 1.4)
+    for row, panels in enumerate(per_run):
+        for k in range(len(panels), ncols):
+            axes[row][k].axis("off")
+    for ax, (run, c) in ((axes[row][k], rc) for row, panels in enumerate(per_run) for k, rc in enumerate(panels)):
+        rows = sorted(ranking(c), key=lambda r: -r["tokens_per_s"])[:SWEEP_SHOWN]
+        ys = range(len(rows))
+        ax.barh(ys, [r["tokens_per_s"] for r in rows], 0.6, color="C0", label="measured")
+        predicted = [(y, r["tokens_per_s"] * r["step_s"] / r["predicted_step_s"]) for y, r in zip(ys, rows)
+                     if r.get("step_s") and r.get("predicted_step_s")]
+        if predicted:
+            ax.plot([p[1] for p in predicted], [p[0] for p in predicted], "x", color="C3", label="planner prediction")
+        ax.set_yticks(list(ys), [r["config"] for r in rows], fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xlabel("throughput (tokens/s, all ranks)")
+        ax.set_title(f"{c['ranks']} ranks: top {len(rows)} of {len(ranking(c))}"
+                     + (f" [{run.label}]" if len(runs) > 1 else ""), fontsize=9)
+        ax.grid(True, axis="x", alpha=0.3)
+        ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+    figure_legend(fig, axes)
+    caption = ("step/sweep: every factorisation of the rank count (tp-cp-pp-dp-ep) trains the same model, timed "
+               "one after another in each iteration; bars are the measured throughput of the fastest configs, "
+               "crosses the planner's prediction from this machine's measured sgemm rate and all-reduce "
+               "bandwidth (the median prediction error is in the table). "
+               f"{systems_caption(runs_used(runs, pairs))}")
+    return out.save(fig, "step_sweep.png", "Training step: parallel configs ranked by throughput", caption)
+
+
+def train_table(runs, pairs):
     rows = []
     for run, c in pairs:
         peak = metric(c, "peak_tflops")
-        rows.append([run.label, str(c["ranks"]), parallel_text(c), c["dtype"], fmt(metric(c, "tokens_per_s")),
-                     fmt(metric(c, "tflops_per_rank")), fmt(mfu_percent(c)),
+        rows.append([run.label, str(c["ranks"]), config_text(c), model_kind(c), c["dtype"],
+                     fmt(metric(c, "tokens_per_s")), fmt(metric(c, "tflops_per_rank")), fmt(mfu_percent(c)),
                      f"{fmt(peak)} ({extra(c, 'peak_source') or '?'})" if peak else "-",
                      fmt(metric(c, "bubble_fraction")), str(extra(c, "flops_formula") or "-")])
-    return Table("Training step instances", ["run", "ranks", "parallel", "dtype", "tokens/s", "TFLOP/s/rank",
-                                             "MFU %", "peak TFLOP/s", "bubble", "FLOPs formula"], rows)
+    return Table("Training step instances (step/train)",
+                 ["run", "ranks", "config", "model", "dtype", "tokens/s", "TFLOP/s/rank", "MFU %", "peak TFLOP/s",
+                  "bubble", "FLOPs formula"], rows)
+
+
+def sweep_table(runs, pairs):
+    rows = [[run.label, str(c["ranks"]), str(len(ranking(c))), str(extra(c, "best_config") or "-"),
+             fmt(metric(c, "tokens_per_s")), fmt(mfu_percent(c)), fmt(metric(c, "planner_abs_error_median_pct"))]
+            for run, c in pairs]
+    return Table("Parallel-config sweeps (step/sweep)", ["run", "ranks", "configs", "fastest", "tokens/s",
+                                                          "MFU %", "planner error (median abs %)"], rows)
 
 
 def build(runs, out):
@@ -80,5 +187,16 @@ def build(runs, out):
     if not pairs:
         return Section.skip(TITLE, "step cases carry no timing (run with --iters > 0)")
     runs = runs_used(runs, pairs)
-    pairs.sort(key=lambda rc: (rc[0].index, rc[1]["ranks"], parallel_text(rc[1])))
-    return Section(TITLE, figures=[figure(runs, pairs, out)], tables=[table(runs, pairs)])
+    pairs.sort(key=lambda rc: (rc[0].index, rc[1]["ranks"], config_text(rc[1])))
+    train = [(r, c) for r, c in pairs if c["case"] != "sweep"]
+    sweep = [(r, c) for r, c in pairs if c["case"] == "sweep"]
+    section = Section(TITLE)
+    if train:
+        section.figures.append(train_figure(runs_used(runs, train), train, out))
+        section.tables.append(train_table(runs, train))
+    if sweep:
+        figure = sweep_figure(runs_used(runs, sweep), sweep, out)
+        if figure:
+            section.figures.append(figure)
+        section.tables.append(sweep_table(runs, sweep))
+    return section
