@@ -20,14 +20,15 @@ class AllGatherDispatcher : public TokenDispatcher {
       : ep_(*comms.ep), etp_(*comms.etp), local_(experts / comms.ep->size()), faults_(faults) {}
 
   std::vector<Tensor> dispatch(const Tensor& x, const Routing& routing) override {
-    Stopwatch watch(stats_.dispatch_s);
+    device_ = x.device();
+    Stopwatch watch(stats_.dispatch_s, device_);
     slots_ = &routing.slots;
     tokens_ = x.dim(0);
     require_equal_tokens(tokens_);
     const double comm_before = stats_.comm_s;
     const Tensor xs = gather(x);
     stats_.dispatch_comm_s += stats_.comm_s - comm_before;
-    slots_all_ = unpack(gather(pack(routing.slots)), routing.slots.topk);
+    slots_all_ = unpack(on_host(gather(to_device(pack(routing.slots)))), routing.slots.topk);
     perm_ = group_by_expert(slots_all_, ep_.rank() * local_, local_);
     const int64_t others = xs.dim(0) - tokens_;
     stats_.dispatch_recv_bytes = others * static_cast<int64_t>(x.dim(1) * dtype_size(x.dtype()) +
@@ -37,7 +38,7 @@ class AllGatherDispatcher : public TokenDispatcher {
   }
 
   Tensor combine(const std::vector<Tensor>& expert_out) override {
-    Stopwatch watch(stats_.combine_s);
+    Stopwatch watch(stats_.combine_s, device_);
     out_rows_ = join(expert_out);
     const Tensor ys = unpermute_rows(out_rows_, slots_all_, perm_, !faults_.combine_without_probs,
                                      faults_.unpermute_wrong_order);
@@ -55,7 +56,7 @@ class AllGatherDispatcher : public TokenDispatcher {
       accumulate_row_dots(dys, out_rows_, slots_all_, perm_, partial);
       Tensor dots = Tensor::empty({slots_all_.tokens, slots_all_.topk}, DType::f32);
       std::copy(partial.begin(), partial.end(), dots.data<float>());
-      const Tensor mine = reduce(dots);
+      const Tensor mine = on_host(reduce(to_device(dots)));
       for (int64_t i = 0; i < mine.numel(); ++i) dprob[i] += mine.data<float>()[i];
     }
     return split(permute_rows_weighted(dys, slots_all_, perm_, use_probs));
@@ -69,10 +70,10 @@ class AllGatherDispatcher : public TokenDispatcher {
   // The all-gathers need equal blocks: two tiny all-reduces per dispatch turn
   // a mismatch into an error instead of corrupt rows.
   void require_equal_tokens(int64_t tokens) {
-    Stopwatch watch(stats_.comm_s);
+    Stopwatch watch(stats_.comm_s, device_);
     for (Communicator* c : {&ep_, &etp_}) {
       double range[2] = {static_cast<double>(tokens), -static_cast<double>(tokens)};
-      c->all_reduce(range, range, 2, DType::f64, ReduceOp::max);
+      small_all_reduce(*c, range, 2, ReduceOp::max);
       if (range[0] != -range[1])
         throw RuntimeError(cat("moe allgather dispatcher: ranks hold ", -range[1], " to ", range[0],
                                " tokens; the all-gather needs the same count on every rank"));
@@ -81,11 +82,11 @@ class AllGatherDispatcher : public TokenDispatcher {
 
   // [T, w] -> [Q P T, w]: all_gather over EP, then over ETP.
   Tensor gather(const Tensor& local) {
-    Stopwatch watch(stats_.comm_s);
+    Stopwatch watch(stats_.comm_s, device_);
     Tensor out = local;
     for (Communicator* c : {&ep_, &etp_}) {
       if (c->size() == 1) continue;
-      Tensor all = Tensor::empty({out.dim(0) * c->size(), out.dim(1)}, out.dtype());
+      Tensor all = Tensor::empty({out.dim(0) * c->size(), out.dim(1)}, out.dtype(), out.device());
       c->all_gather(out, all);
       out = all;
     }
@@ -94,16 +95,20 @@ class AllGatherDispatcher : public TokenDispatcher {
 
   // [Q P T, w] -> [T, w]: reduce_scatter (sum) over ETP, then over EP.
   Tensor reduce(const Tensor& all) {
-    Stopwatch watch(stats_.comm_s);
+    Stopwatch watch(stats_.comm_s, device_);
     Tensor out = all;
     for (Communicator* c : {&etp_, &ep_}) {
       if (c->size() == 1) continue;
-      Tensor mine = Tensor::empty({out.dim(0) / c->size(), out.dim(1)}, out.dtype());
+      Tensor mine = Tensor::empty({out.dim(0) / c->size(), out.dim(1)}, out.dtype(), out.device());
       c->reduce_scatter(out, mine);
       out = mine;
     }
     return out;
   }
+
+  // The routing table travels with the rows: on their device, and back to the host to be read.
+  Tensor to_device(const Tensor& t) const { return t.device() == device_ ? t : t.to(device_); }
+  static Tensor on_host(const Tensor& t) { return t.is_host() ? t : t.to(Device::host); }
 
   // Routing of a rank's tokens as f32 [T, 3k]: expert, probability, kept.
   static Tensor pack(const SlotTable& s) {
@@ -134,7 +139,7 @@ class AllGatherDispatcher : public TokenDispatcher {
   std::vector<Tensor> split(const Tensor& rows) const {
     std::vector<Tensor> experts;
     for (int l = 0; l < local_; ++l) {
-      experts.push_back(Tensor::empty({perm_.count[l], rows.dim(1)}, rows.dtype()));
+      experts.push_back(Tensor::empty({perm_.count[l], rows.dim(1)}, rows.dtype(), rows.device()));
       copy_rows(rows, perm_.offset[l], experts.back(), 0, perm_.count[l]);
     }
     return experts;
@@ -142,7 +147,8 @@ class AllGatherDispatcher : public TokenDispatcher {
   Tensor join(const std::vector<Tensor>& experts) const {
     if (static_cast<int>(experts.size()) != local_)
       throw RuntimeError(cat("moe dispatcher: ", experts.size(), " expert tensors for ", local_, " local experts"));
-    Tensor rows = Tensor::empty({perm_.rows(), experts.front().dim(1)}, experts.front().dtype());
+    Tensor rows =
+        Tensor::empty({perm_.rows(), experts.front().dim(1)}, experts.front().dtype(), experts.front().device());
     for (int l = 0; l < local_; ++l) copy_rows(experts[l], 0, rows, perm_.offset[l], perm_.count[l]);
     return rows;
   }
@@ -153,6 +159,7 @@ class AllGatherDispatcher : public TokenDispatcher {
   DispatchFaults faults_;
   const SlotTable* slots_ = nullptr;  // this rank's tokens
   int64_t tokens_ = 0;
+  Device device_ = Device::host;      // of the batch in flight
   SlotTable slots_all_;               // every token of the block
   Permutation perm_;                  // rows of the local experts among them
   Tensor out_rows_;                   // expert outputs in permuted order (for dprob)

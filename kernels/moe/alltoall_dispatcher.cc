@@ -46,13 +46,14 @@ class AllToAllDispatcher : public TokenDispatcher {
       : ep_(*comms.ep), etp_(*comms.etp), experts_(experts), local_(experts / comms.ep->size()), faults_(faults) {}
 
   std::vector<Tensor> dispatch(const Tensor& x, const Routing& routing) override {
-    Stopwatch watch(stats_.dispatch_s);
+    device_ = x.device();
+    Stopwatch watch(stats_.dispatch_s, device_);
     slots_ = &routing.slots;
     h_ = x.dim(1);
     row_bytes_ = h_ * static_cast<int64_t>(dtype_size(x.dtype()));
     perm_ = group_by_expert(routing.slots, 0, experts_);
     exchange_counts();
-    Tensor& rows = cache_.get("fwd.rows", {perm_.rows(), h_}, x.dtype());
+    Tensor& rows = cache_.get("fwd.rows", {perm_.rows(), h_}, x.dtype(), device_);
     permute_rows_into(x, routing.slots, perm_, false, rows);
     const double comm_before = stats_.comm_s;
     std::vector<Tensor> experts = to_experts(rows, "fwd");
@@ -64,7 +65,7 @@ class AllToAllDispatcher : public TokenDispatcher {
   }
 
   Tensor combine(const std::vector<Tensor>& expert_out) override {
-    Stopwatch watch(stats_.combine_s);
+    Stopwatch watch(stats_.combine_s, device_);
     out_rows_ = from_experts(expert_out, "fwd");
     stats_.combine_recv_bytes =
         ((etp_.size() - 1) * own_ep_rows() + sum(send_rows_) - send_rows_[ep_.rank()]) * row_bytes_;
@@ -74,7 +75,7 @@ class AllToAllDispatcher : public TokenDispatcher {
   std::vector<Tensor> combine_backward(const Tensor& dy, std::vector<float>& dprob) override {
     const bool use_probs = !faults_.combine_without_probs;
     if (use_probs) accumulate_row_dots(dy, out_rows_, *slots_, perm_, dprob);
-    Tensor& rows = cache_.get("bwd.rows", {perm_.rows(), h_}, dy.dtype());
+    Tensor& rows = cache_.get("bwd.rows", {perm_.rows(), h_}, dy.dtype(), device_);
     permute_rows_into(dy, *slots_, perm_, use_probs, rows);
     return to_experts(rows, "bwd");
   }
@@ -95,8 +96,8 @@ class AllToAllDispatcher : public TokenDispatcher {
     if (faults_.wrong_rank) move_one_row_to_neighbour(count, p, l);
     std::vector<double> send(count.begin(), count.end()), recv(send.size());
     {
-      Stopwatch watch(stats_.comm_s);
-      if (p > 1) ep_.all_to_all(send.data(), recv.data(), static_cast<size_t>(l), DType::f64);
+      Stopwatch watch(stats_.comm_s, device_);
+      if (p > 1) small_all_to_all(ep_, send.data(), recv.data(), static_cast<size_t>(l));
       else recv = send;
     }
     send_count_ = count;
@@ -110,8 +111,8 @@ class AllToAllDispatcher : public TokenDispatcher {
       }
     std::vector<double> all(static_cast<size_t>(q) * recv.size());
     {
-      Stopwatch watch(stats_.comm_s);
-      if (q > 1) etp_.all_gather(recv.data(), all.data(), recv.size(), DType::f64);
+      Stopwatch watch(stats_.comm_s, device_);
+      if (q > 1) small_all_gather(etp_, recv.data(), all.data(), recv.size());
       else all = recv;
     }
     chunks_.clear();
@@ -151,8 +152,8 @@ class AllToAllDispatcher : public TokenDispatcher {
     Counts s = elements(send_rows);
     const Counts r = elements(recv_rows);
     if (broadcast_send) std::fill(s.displs.begin(), s.displs.end(), size_t{0});
-    Tensor out = cache_.get(name, {sum(recv_rows), h_}, send.dtype());
-    Stopwatch watch(stats_.comm_s);
+    Tensor out = cache_.get(name, {sum(recv_rows), h_}, send.dtype(), device_);
+    Stopwatch watch(stats_.comm_s, device_);
     comm.all_to_all_v(send.raw(), s.counts, s.displs, out.raw(), r.counts, r.displs, send.dtype());
     return out;
   }
@@ -168,7 +169,8 @@ class AllToAllDispatcher : public TokenDispatcher {
                               pass + ".etp", true);
     std::vector<Tensor> experts;
     for (size_t l = 0; l < expert_rows_.size(); ++l)
-      experts.push_back(cache_.get(pass + ".expert" + std::to_string(l), {expert_rows_[l], h_}, permuted.dtype()));
+      experts.push_back(
+          cache_.get(pass + ".expert" + std::to_string(l), {expert_rows_[l], h_}, permuted.dtype(), device_));
     for (const Chunk& c : chunks_) copy_rows(etp_rows, c.at, experts[c.expert], c.expert_at, c.rows);
     return experts;
   }
@@ -180,7 +182,7 @@ class AllToAllDispatcher : public TokenDispatcher {
                              " local experts"));
     if (etp_.size() == 1 && ep_.size() > 1) return rounds_from_experts(experts, pass);
     const DType dtype = experts.empty() ? DType::f32 : experts.front().dtype();
-    Tensor etp_rows = cache_.get(pass + ".unsort", {sum(etp_rows_), h_}, dtype);
+    Tensor etp_rows = cache_.get(pass + ".unsort", {sum(etp_rows_), h_}, dtype, device_);
     for (const Chunk& c : chunks_) copy_rows(experts[c.expert], c.expert_at, etp_rows, c.at, c.rows);
     Tensor ep_rows = etp_rows;
     if (etp_.size() > 1) {  // reduce-scatter-v: each peer's rows to it, then the sum in peer order
@@ -216,9 +218,10 @@ class AllToAllDispatcher : public TokenDispatcher {
   std::vector<Tensor> rounds_to_experts(const Tensor& permuted, const std::string& pass) {
     std::vector<Tensor> experts;
     for (int l = 0; l < local_; ++l) {
-      experts.push_back(cache_.get(pass + ".expert" + std::to_string(l), {expert_rows_[l], h_}, permuted.dtype()));
+      experts.push_back(
+          cache_.get(pass + ".expert" + std::to_string(l), {expert_rows_[l], h_}, permuted.dtype(), device_));
       const Round r = round(l);
-      Stopwatch watch(stats_.comm_s);
+      Stopwatch watch(stats_.comm_s, device_);
       ep_.all_to_all_v(permuted.raw(), r.rows.counts, r.rows.displs, experts[l].raw(), r.experts.counts,
                        r.experts.displs, permuted.dtype());
     }
@@ -226,10 +229,10 @@ class AllToAllDispatcher : public TokenDispatcher {
   }
   Tensor rounds_from_experts(const std::vector<Tensor>& experts, const std::string& pass) {
     const DType dtype = experts.front().dtype();
-    Tensor out = cache_.get(pass + ".back", {sum(send_count_), h_}, dtype);
+    Tensor out = cache_.get(pass + ".back", {sum(send_count_), h_}, dtype, device_);
     for (int l = 0; l < local_; ++l) {
       const Round r = round(l);
-      Stopwatch watch(stats_.comm_s);
+      Stopwatch watch(stats_.comm_s, device_);
       ep_.all_to_all_v(experts[l].raw(), r.experts.counts, r.experts.displs, out.raw(), r.rows.counts, r.rows.displs,
                        dtype);
     }
@@ -243,6 +246,7 @@ class AllToAllDispatcher : public TokenDispatcher {
   const SlotTable* slots_ = nullptr;
   Permutation perm_;
   int64_t h_ = 0, row_bytes_ = 0;
+  Device device_ = Device::host;  // of the batch in flight
   std::vector<int64_t> send_count_, recv_count_;  // [E], [P * L]: rows to each expert, from (peer, local expert)
   std::vector<int64_t> send_rows_, recv_rows_;  // [P] rows to / from each EP peer
   std::vector<int64_t> etp_rows_;               // [Q] EP-layout rows of each ETP peer

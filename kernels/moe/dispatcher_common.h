@@ -5,21 +5,30 @@
 #include <memory>
 #include <string>
 
+#include "harness/device.h"
 #include "harness/timing.h"
 #include "kernels/moe/dispatcher.h"
 
 namespace sextant::moe {
 
-// Adds the wall seconds of its scope to a counter.
+// Adds the wall seconds of its scope to a counter. On the device the GPU
+// work of the scope counts: the device is synchronized before each clock
+// read, so work queued before the scope is not billed to it.
 class Stopwatch {
  public:
-  explicit Stopwatch(double& total) : total_(total), start_(now_seconds()) {}
-  ~Stopwatch() { total_ += now_seconds() - start_; }
+  explicit Stopwatch(double& total, Device device = Device::host)
+      : total_(total), sync_(device != Device::host), start_(read()) {}
+  ~Stopwatch() { total_ += read() - start_; }
   Stopwatch(const Stopwatch&) = delete;
   Stopwatch& operator=(const Stopwatch&) = delete;
 
  private:
+  double read() const {
+    if (sync_) cuda_synchronize();
+    return now_seconds();
+  }
   double& total_;
+  bool sync_;
   double start_;
 };
 
@@ -30,9 +39,10 @@ class Stopwatch {
 // flight per dispatcher, so a name's buffer is free when its path runs again.
 class BufferCache {
  public:
-  Tensor& get(const std::string& name, const Shape& shape, DType dtype) {
+  Tensor& get(const std::string& name, const Shape& shape, DType dtype, Device device = Device::host) {
     Tensor& t = buffers_[name];
-    if (!t.defined() || t.shape() != shape || t.dtype() != dtype) t = Tensor::empty(shape, dtype);
+    if (!t.defined() || t.shape() != shape || t.dtype() != dtype || t.device() != device)
+      t = Tensor::empty(shape, dtype, device);
     return t;
   }
 
@@ -41,8 +51,15 @@ class BufferCache {
 };
 
 // parts: [n * m, h], n blocks of m rows -> [m, h], their sum in block order
-// (f32 accumulation, rounded once to the storage dtype).
+// (f32 accumulation, rounded once to the storage dtype), on parts' device.
 Tensor sum_blocks(const Tensor& parts, int n);
+
+// Collectives of a few host values (counts, routing statistics) over a
+// communicator whose buffers may live on the device (nccl): staged through a
+// device copy there, called directly on host buffers otherwise.
+void small_all_reduce(Communicator& c, double* values, size_t count, ReduceOp op);
+void small_all_to_all(Communicator& c, const double* send, double* recv, size_t count_per_peer);
+void small_all_gather(Communicator& c, const double* send, double* recv, size_t count);
 
 std::unique_ptr<TokenDispatcher> make_alltoall_dispatcher(const DispatchComms& comms, int experts,
                                                           const DispatchFaults& faults);

@@ -12,9 +12,10 @@ Tensor as_f32(const Tensor& t) { return t.dtype() == DType::f32 ? t : t.to(DType
 Tensor expert_forward(const Tensor& in, const Tensor& w1, const Tensor& w2, ExpertSaved& saved) {
   const int64_t n = in.dim(0), h = in.dim(1), f = w1.dim(1);
   saved.in = in;
-  saved.a = Tensor::empty({n, f}, in.dtype());
-  saved.g = Tensor::empty({n, f}, in.dtype());
-  Tensor out = Tensor::empty({n, h}, in.dtype());
+  const Device device = in.device();
+  saved.a = Tensor::empty({n, f}, in.dtype(), device);
+  saved.g = Tensor::empty({n, f}, in.dtype(), device);
+  Tensor out = Tensor::empty({n, h}, in.dtype(), device);
   if (n == 0) return out;
   ops::gemm(in, false, w1, false, saved.a);   // a: [n, f] = in [n, h] W1 [h, f]
   ops::gelu_forward(saved.a, saved.g);        // g: [n, f]
@@ -24,12 +25,13 @@ Tensor expert_forward(const Tensor& in, const Tensor& w1, const Tensor& w2, Expe
 
 ExpertGrads expert_backward(const Tensor& dout, const ExpertSaved& saved, const Tensor& w1, const Tensor& w2) {
   const int64_t n = dout.dim(0), h = dout.dim(1), f = w1.dim(1);
-  ExpertGrads g{Tensor::empty({n, h}, dout.dtype()), Tensor::zeros({h, f}, DType::f32),
-                Tensor::zeros({f, h}, DType::f32)};
+  const Device device = dout.device();
+  ExpertGrads g{Tensor::empty({n, h}, dout.dtype(), device), Tensor::zeros({h, f}, DType::f32, device),
+                Tensor::zeros({f, h}, DType::f32, device)};
   if (n == 0) return g;
-  Tensor dg = Tensor::empty({n, f}, dout.dtype());
+  Tensor dg = Tensor::empty({n, f}, dout.dtype(), device);
   ops::gemm(dout, false, w2, true, dg);  // dg: [n, f] = dout [n, h] W2^T
-  Tensor da = Tensor::empty({n, f}, dout.dtype());
+  Tensor da = Tensor::empty({n, f}, dout.dtype(), device);
   ops::gelu_backward(dg, saved.a, da);   // da: [n, f]
   ops::gemm(da, false, w1, true, g.din);  // din: [n, h] = da [n, f] W1^T
   const Tensor dout32 = as_f32(dout), da32 = as_f32(da);

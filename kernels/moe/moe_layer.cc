@@ -55,33 +55,37 @@ Tensor MoeLayer::forward(const Tensor& x) {
   times_ = {};
   dispatcher_->reset_stats();
   x_ = x;
+  const Device device = x.device();
   {
-    Stopwatch watch(times_.router_s);
+    Stopwatch watch(times_.router_s, device);
     routing_ = route(x, weights_.router, options_.router, *comms_.tokens);
   }
   std::vector<Tensor> in = dispatcher_->dispatch(x, routing_);
   std::vector<Tensor> out(in.size());
   saved_.assign(in.size(), {});
   {
-    Stopwatch watch(times_.experts_s);
+    Stopwatch watch(times_.experts_s, device);
     for (size_t l = 0; l < in.size(); ++l) {
       out[l] = expert_forward(in[l], weights_.w1[l], weights_.w2[l], saved_[l]);
       times_.expert_flops += expert_flops(in[l].dim(0), in[l].dim(1), weights_.w1[l].dim(1));
     }
   }
   Tensor y = dispatcher_->combine(out);
+  if (device != Device::host) cuda_synchronize();  // the forward's GPU work counts
   times_.forward_s = now_seconds() - start;
   return y;
 }
 
 MoeGrads MoeLayer::backward(const Tensor& dy) {
+  const Device device = dy.device();
+  if (device != Device::host) cuda_synchronize();
   const double start = now_seconds();
   const DType dtype = dy.dtype();
   std::vector<float> dprob(static_cast<size_t>(routing_.slots.slots()), 0.0f);
   std::vector<Tensor> dout = dispatcher_->combine_backward(dy, dprob);
   std::vector<Tensor> din(dout.size()), dw1(dout.size()), dw2(dout.size());
   {
-    Stopwatch watch(times_.experts_s);
+    Stopwatch watch(times_.experts_s, device);
     for (size_t l = 0; l < dout.size(); ++l) {
       ExpertGrads g = expert_backward(dout[l], saved_[l], weights_.w1[l], weights_.w2[l]);
       din[l] = g.din;
@@ -91,15 +95,16 @@ MoeGrads MoeLayer::backward(const Tensor& dy) {
   }
   Tensor dx = dispatcher_->dispatch_backward(din);
   MoeGrads grads;
-  Tensor drouter = Tensor::zeros(weights_.router.shape(), DType::f32);
+  Tensor drouter = Tensor::zeros(weights_.router.shape(), DType::f32, device);
   {
-    Stopwatch watch(times_.router_s);
-    const Tensor dlogits = router_logits_grad(routing_, dprob, options_.router);  // [T, E]
+    Stopwatch watch(times_.router_s, device);
+    Tensor dlogits = router_logits_grad(routing_, dprob, options_.router);  // [T, E], on the host
+    if (device != Device::host) dlogits = dlogits.to(device);
     grads.dx = router_input_grad(dlogits, dx);
     ops::gemm(as_f32(x_), true, dlogits, false, drouter);  // dW_r: [h, E] = x^T dlogits
   }
   {
-    Stopwatch watch(times_.grad_reduce_s);
+    Stopwatch watch(times_.grad_reduce_s, device);
     comms_.tokens->all_reduce(drouter, ReduceOp::sum);
     reduce_expert_grads(dw1, dw2);
   }
@@ -108,6 +113,7 @@ MoeGrads MoeLayer::backward(const Tensor& dy) {
     grads.w1.push_back(as_dtype(dw1[l], dtype));
     grads.w2.push_back(as_dtype(dw2[l], dtype));
   }
+  if (device != Device::host) cuda_synchronize();
   times_.backward_s = now_seconds() - start;
   times_.dispatch = dispatcher_->stats();
   return grads;
@@ -128,16 +134,14 @@ void MoeLayer::reduce_expert_grads(std::vector<Tensor>& dw1, std::vector<Tensor>
     parts.push_back(&dw1[l]);
     parts.push_back(&dw2[l]);
   }
-  int64_t total = 0;
-  for (Tensor* t : parts) total += t->numel();
-  Tensor packed = Tensor::empty({total}, DType::f32);
-  float* at = packed.data<float>();
-  for (Tensor* t : parts) at = std::copy_n(t->data<float>(), t->numel(), at);
+  std::vector<Tensor> flat;
+  for (Tensor* t : parts) flat.push_back(t->reshape({t->numel()}));
+  Tensor packed = concat(flat, 0);  // on the gradients' device
   comms_.edp->all_reduce(packed, ReduceOp::sum);
-  const float* from = packed.data<float>();
+  int64_t at = 0;
   for (Tensor* t : parts) {
-    std::copy_n(from, t->numel(), t->data<float>());
-    from += t->numel();
+    *t = narrow(packed, 0, at, t->numel()).reshape(t->shape());
+    at += t->numel();
   }
 }
 

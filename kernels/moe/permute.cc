@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "harness/device.h"
 #include "harness/error.h"
 #include "harness/strings.h"
+#include "kernels/ops/device_dispatch.h"
 
 namespace sextant::moe {
 
@@ -41,6 +43,39 @@ std::vector<int64_t> slots_in_token_order(const Permutation& p) {
   return sorted;
 }
 
+// The device paths (ops::cuda moe_*): the index lists are built here, on the
+// host, from the routing table; the rows move on the device.
+
+// Token of each permuted row.
+std::vector<int64_t> row_tokens(const std::vector<int64_t>& slot_of, int topk) {
+  std::vector<int64_t> tokens(slot_of.size());
+  for (size_t r = 0; r < slot_of.size(); ++r) tokens[r] = slot_of[r] / topk;
+  return tokens;
+}
+
+// Probability of each permuted row, as a device f32 tensor (undefined: no scaling).
+Tensor row_scales(const SlotTable& s, const std::vector<int64_t>& slot_of, bool use_probs) {
+  if (!use_probs) return {};
+  Tensor host = Tensor::empty({static_cast<int64_t>(slot_of.size())}, DType::f32);
+  float* w = host.data<float>();
+  for (size_t r = 0; r < slot_of.size(); ++r) w[r] = s.prob[slot_of[r]];
+  return host.to(Device::cuda);
+}
+
+// unpermute_rows on the device: per token its rows in ascending row order
+// (the order the host loop adds them), as CSR lists.
+Tensor unpermute_on_device(const Tensor& rows, const SlotTable& s, const std::vector<int64_t>& slot_of,
+                           bool use_probs) {
+  std::vector<int64_t> offsets(static_cast<size_t>(s.tokens) + 1, 0);
+  for (int64_t slot : slot_of) ++offsets[slot / s.topk + 1];
+  for (size_t t = 0; t + 1 < offsets.size(); ++t) offsets[t + 1] += offsets[t];
+  std::vector<int64_t> next(offsets.begin(), offsets.end() - 1), ids(slot_of.size());
+  for (size_t r = 0; r < slot_of.size(); ++r) ids[next[slot_of[r] / s.topk]++] = static_cast<int64_t>(r);
+  Tensor y = Tensor::empty({s.tokens, rows.dim(1)}, rows.dtype(), Device::cuda);
+  SEXTANT_CUDA_CALL(ops::cuda::moe_combine_rows(rows, offsets, ids, row_scales(s, slot_of, use_probs), y));
+  return y;
+}
+
 }  // namespace
 
 void copy_rows(const Tensor& src, int64_t src_row, Tensor& dst, int64_t dst_row, int64_t n) {
@@ -49,16 +84,24 @@ void copy_rows(const Tensor& src, int64_t src_row, Tensor& dst, int64_t dst_row,
   if (src.dtype() != dst.dtype() || src.dim(1) != dst.dim(1) || src_row + n > src.dim(0) || dst_row + n > dst.dim(0))
     throw RuntimeError(cat("moe::copy_rows: ", n, " rows from ", shape_string(src.shape()), " at ", src_row, " to ",
                            shape_string(dst.shape()), " at ", dst_row));
-  std::memcpy(static_cast<char*>(dst.raw()) + dst_row * width,
-              static_cast<const char*>(src.raw()) + src_row * width, width * n);
+  if (src.device() != dst.device())
+    throw RuntimeError("moe::copy_rows: src and dst must be on the same device");
+  char* to = static_cast<char*>(dst.raw()) + dst_row * width;
+  const char* from = static_cast<const char*>(src.raw()) + src_row * width;
+  if (src.is_host()) std::memcpy(to, from, width * n);
+  else cuda_copy_2d(to, width * n, from, width * n, width * n, 1);  // one block, on the compute stream
 }
 
 void permute_rows_into(const Tensor& x, const SlotTable& s, const Permutation& p, bool weighted, Tensor& out) {
   require_rows("permute_rows", x, s.tokens);
   require_rows("permute_rows", out, p.rows());
-  if (out.dtype() != x.dtype() || out.dim(1) != x.dim(1))
+  if (out.dtype() != x.dtype() || out.dim(1) != x.dim(1) || out.device() != x.device())
     throw RuntimeError(cat("moe::permute_rows: out ", shape_string(out.shape()), " does not fit x"));
   const int64_t h = x.dim(1);
+  if (!x.is_host()) {
+    SEXTANT_CUDA_CALL(ops::cuda::moe_gather_rows(x, row_tokens(p.slot, s.topk), row_scales(s, p.slot, weighted), out));
+    return;
+  }
   if (!weighted) {  // plain row copies
     const size_t width = static_cast<size_t>(h) * dtype_size(x.dtype());
     const char* in = static_cast<const char*>(x.raw());
@@ -79,13 +122,13 @@ void permute_rows_into(const Tensor& x, const SlotTable& s, const Permutation& p
 }
 
 Tensor permute_rows(const Tensor& x, const SlotTable& s, const Permutation& p) {
-  Tensor out = Tensor::empty({p.rows(), x.dim(-1)}, x.dtype());
+  Tensor out = Tensor::empty({p.rows(), x.dim(-1)}, x.dtype(), x.device());
   permute_rows_into(x, s, p, false, out);
   return out;
 }
 
 Tensor permute_rows_weighted(const Tensor& x, const SlotTable& s, const Permutation& p, bool use_probs) {
-  Tensor out = Tensor::empty({p.rows(), x.dim(-1)}, x.dtype());
+  Tensor out = Tensor::empty({p.rows(), x.dim(-1)}, x.dtype(), x.device());
   permute_rows_into(x, s, p, use_probs, out);
   return out;
 }
@@ -94,9 +137,10 @@ Tensor unpermute_rows(const Tensor& rows, const SlotTable& s, const Permutation&
                       bool wrong_order) {
   require_rows("unpermute_rows", rows, p.rows());
   const int64_t h = rows.dim(1);
+  const std::vector<int64_t> slot_of = wrong_order ? slots_in_token_order(p) : p.slot;
+  if (!rows.is_host()) return unpermute_on_device(rows, s, slot_of, use_probs);
   Tensor acc = Tensor::zeros({s.tokens, h}, DType::f32);
   float* y = acc.data<float>();
-  const std::vector<int64_t> slot_of = wrong_order ? slots_in_token_order(p) : p.slot;
   dispatch(rows.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* in = rows.data<T>();
@@ -114,9 +158,17 @@ void accumulate_row_dots(const Tensor& dy, const Tensor& rows, const SlotTable& 
                          std::vector<float>& dprob) {
   require_rows("accumulate_row_dots", dy, s.tokens);
   require_rows("accumulate_row_dots", rows, p.rows());
-  if (dy.dtype() != rows.dtype()) throw RuntimeError("moe::accumulate_row_dots: dy and rows must share a dtype");
+  if (dy.dtype() != rows.dtype() || dy.device() != rows.device())
+    throw RuntimeError("moe::accumulate_row_dots: dy and rows must share a dtype and a device");
   const int64_t h = rows.dim(1);
   dprob.resize(static_cast<size_t>(s.slots()), 0.0f);
+  if (!rows.is_host()) {
+    Tensor dots = Tensor::empty({p.rows()}, DType::f32, Device::cuda);
+    SEXTANT_CUDA_CALL(ops::cuda::moe_row_dots(dy, row_tokens(p.slot, s.topk), rows, dots));
+    const Tensor host = dots.to(Device::host);
+    for (int64_t r = 0; r < p.rows(); ++r) dprob[p.slot[r]] += host.data<float>()[r];
+    return;
+  }
   dispatch(rows.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T *g = dy.data<T>(), *in = rows.data<T>();

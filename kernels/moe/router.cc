@@ -6,6 +6,7 @@
 
 #include "harness/error.h"
 #include "harness/strings.h"
+#include "kernels/moe/dispatcher_common.h"
 #include "kernels/ops/gemm.h"
 
 namespace sextant::moe {
@@ -108,7 +109,7 @@ void batch_statistics(Routing& r, const RouterOptions& o, Communicator& tokens) 
     for (int x = 0; x < e; ++x) sums[e + x] += s[i * e + x];
   for (float v : r.lse) sums[2 * e] += static_cast<double>(v) * v;
   sums[2 * e + 1] = static_cast<double>(t);
-  tokens.all_reduce(sums.data(), sums.data(), sums.size(), DType::f64, ReduceOp::sum);
+  small_all_reduce(tokens, sums.data(), sums.size(), ReduceOp::sum);
 
   r.global_tokens = static_cast<int64_t>(sums[2 * e + 1]);
   const double total = static_cast<double>(r.global_tokens);
@@ -136,8 +137,15 @@ Routing route(const Tensor& x, const Tensor& w, const RouterOptions& o, Communic
   const int e = o.experts, k = o.topk;
   Routing r;
   r.experts = e;
-  r.logits = Tensor::empty({t, e}, DType::f32);
+  // On the device only the logits gemm runs there: the [T, E] logits come to
+  // the host, where softmax, top-k, capacity and the statistics run as on a
+  // host run. They are E floats a token against h * k moved in the dispatch,
+  // the capacity cut is a sequential sort per expert, and the permutation
+  // indices are built on the host from the routing table anyway; so one
+  // code makes the routing decisions on either device.
+  r.logits = Tensor::empty({t, e}, DType::f32, x.device());
   ops::gemm(as_f32(x), false, as_f32(w), false, r.logits);  // l: [T, E] = x [T, h] W [h, E]
+  if (!r.logits.is_host()) r.logits = r.logits.to(Device::host);
   r.scores = Tensor::empty({t, e}, DType::f32);
   softmax_rows(r.logits, r.scores, r.lse);
 

@@ -87,4 +87,15 @@ void gather_rows(const Tensor& table, std::span<const int64_t> ids, int64_t firs
 // [tokens, h] row t, for the ids in the table (atomic adds: order not fixed).
 void scatter_add_rows(const Tensor& grad, std::span<const int64_t> ids, int64_t first, Tensor& sums);
 
+// MoE token rows (kernels/moe/permute.h; moe_rows.cu). scale: [rows of the
+// scaled tensor] f32 on the device, or undefined for no scaling.
+// out [rows, h] row r = scale[r] * x row src[r] (f32 product, rounded once).
+void moe_gather_rows(const Tensor& x, std::span<const int64_t> src, const Tensor& scale, Tensor& out);
+// out [tokens, h] row t = sum of scale[ids[j]] * rows row ids[j] over j in
+// [offsets[t], offsets[t + 1]), in j order, in f32, rounded once (no atomics).
+void moe_combine_rows(const Tensor& rows, std::span<const int64_t> offsets, std::span<const int64_t> ids,
+                      const Tensor& scale, Tensor& out);
+// dots [rows] f32: dots[r] = <a row a_rows[r], b row r>, in f32.
+void moe_row_dots(const Tensor& a, std::span<const int64_t> a_rows, const Tensor& b, Tensor& dots);
+
 }  // namespace sextant::ops::cuda

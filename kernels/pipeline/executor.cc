@@ -43,9 +43,10 @@ PipelineExecutor::PipelineExecutor(Schedule schedule, Communicator& pp, StageCom
   // Posting every receive up front relies on MPI matching by (peer, tag).
   // NCCL ignores tags and runs p2p in stream order, so the same plan could
   // hang there; it needs grouped send/recv pairs (as Megatron batches them).
-  if (pp_.backend() == "nccl")
-    throw RuntimeError("pipeline executor: the nccl backend is not supported yet (tags are ignored there); "
-                       "use mpi or mpi-staged");
+  // One rank sends nothing, so nccl serves there too.
+  if (pp_.backend() == "nccl" && pp_.size() > 1)
+    throw RuntimeError("pipeline executor: the nccl backend is not supported for --pp > 1 yet (tags are ignored "
+                       "there); use mpi or mpi-staged (--comm staged)");
   if (host_.size() != pp_.size() || host_.rank() != pp_.rank() || host_.device() != Device::host)
     throw RuntimeError("pipeline executor: the host communicator must be a host communicator over the PP ranks");
   if (2L * schedule_.stages * schedule_.microbatches > kMaxTag + 1L)

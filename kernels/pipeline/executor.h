@@ -15,9 +15,10 @@
 // tag (1 * stages + s) * m + mb. When both stages sit on one rank (the turn
 // of a V) the tensor is handed over locally.
 //
-// Backends: mpi and mpi-staged (matching by peer and tag). Not nccl yet: it
-// ignores tags and orders p2p on one stream, so it needs grouped send/recv
-// pairs and a rendezvous dry run; the constructor says so.
+// Backends: mpi and mpi-staged (matching by peer and tag; mpi-staged moves
+// device buffers, so the stages may compute on a GPU). nccl only at one PP
+// rank (no messages): it ignores tags and orders p2p on one stream, so it
+// needs grouped send/recv pairs and a rendezvous dry run; the constructor says so.
 #pragma once
 
 #include <map>

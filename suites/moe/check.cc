@@ -66,23 +66,26 @@ Results gather_results(State& s, Checker& checker, Tensor& routing) {
   return r;
 }
 
-// The same kernel on one rank: every expert local, the whole batch, no fault.
+Tensor on_host(const Tensor& t) { return t.is_host() ? t : t.to(Device::host); }
+
+// The same kernel on one rank of the run's device: every expert local, the
+// whole batch, no fault; results in host memory.
 Results baseline(State& s, const Tensor& x, const Tensor& dy) {
   const Problem& p = s.problem;
-  moe::MoeWeights w{s.router, {}, {}};
+  moe::MoeWeights w{on_device(s.router, s.device), {}, {}};
   for (int e = 0; e < p.experts; ++e) {
-    w.w1.push_back(expert_block(p, false, e, 0, 1, s.config.dtype, s.seed));
-    w.w2.push_back(expert_block(p, true, e, 0, 1, s.config.dtype, s.seed));
+    w.w1.push_back(on_device(expert_block(p, false, e, 0, 1, s.config.dtype, s.seed), s.device));
+    w.w2.push_back(on_device(expert_block(p, true, e, 0, 1, s.config.dtype, s.seed), s.device));
   }
   const moe::MoeOptions o{p.router(s.local_tokens), p.dispatcher, {}};
   moe::MoeLayer layer(o, {s.self, s.self, s.self, s.self}, std::move(w));
   Results r;
-  r.y = layer.forward(x);
-  moe::MoeGrads g = layer.backward(dy);
-  r.dx = g.dx;
-  r.router = g.router;
-  for (Tensor& t : g.w1) t = t.reshape({1, p.hidden, p.ffn});
-  for (Tensor& t : g.w2) t = t.reshape({1, p.ffn, p.hidden});
+  r.y = on_host(layer.forward(on_device(x, s.device)));
+  moe::MoeGrads g = layer.backward(on_device(dy, s.device));
+  r.dx = on_host(g.dx);
+  r.router = on_host(g.router);
+  for (Tensor& t : g.w1) t = on_host(t).reshape({1, p.hidden, p.ffn});
+  for (Tensor& t : g.w2) t = on_host(t).reshape({1, p.ffn, p.hidden});
   r.w1 = concat(g.w1, 0);
   r.w2 = concat(g.w2, 0);
   r.aux_loss = layer.routing().aux_loss;

@@ -38,9 +38,9 @@ moe::RouterOptions Problem::router(int64_t capacity_group) const {
   return o;
 }
 
+Tensor on_device(const Tensor& t, Device device) { return t.device() == device ? t : t.to(device); }
+
 State setup(CaseContext& ctx) {
-  if (ctx.device != Device::host)
-    throw RuntimeError("moe: kernels/moe runs on host buffers (MPI ranks); --device cuda is not supported yet");
   State s;
   s.config = ctx.config;
   s.problem = Problem::of(ctx.config);
@@ -58,13 +58,18 @@ State setup(CaseContext& ctx) {
   s.router = router_weights(p, dtype, s.seed);
   s.x = token_rows(p, s.token0, s.local_tokens, s.router, dtype, s.seed, &s.redrawn_rows);
   s.dy = token_block(p, "moe.dy", s.token0, s.local_tokens, dtype, s.seed);
+  // The inputs are drawn on the host (resolvable routing is decided there), then
+  // moved to the run's device with the weights; s.router stays on the host.
+  s.device = ctx.device;
+  s.x = on_device(s.x, s.device);
+  s.dy = on_device(s.dy, s.device);
 
-  moe::MoeWeights w{s.router, {}, {}};
+  moe::MoeWeights w{on_device(s.router, s.device), {}, {}};
   const int local = p.experts / s.ep->size();
   for (int l = 0; l < local; ++l) {
     const int e = s.ep->rank() * local + l;
-    w.w1.push_back(expert_block(p, false, e, s.etp->rank(), s.etp->size(), dtype, s.seed));
-    w.w2.push_back(expert_block(p, true, e, s.etp->rank(), s.etp->size(), dtype, s.seed));
+    w.w1.push_back(on_device(expert_block(p, false, e, s.etp->rank(), s.etp->size(), dtype, s.seed), s.device));
+    w.w2.push_back(on_device(expert_block(p, true, e, s.etp->rank(), s.etp->size(), dtype, s.seed), s.device));
   }
   moe::MoeOptions o{p.router(s.local_tokens), p.dispatcher, moe::MoeFaults::parse(ctx.config.fault)};
   s.layer = std::make_unique<moe::MoeLayer>(o, moe::MoeComms{s.tokens, s.ep, s.etp, s.edp}, std::move(w));

@@ -39,6 +39,7 @@ struct State {
   CaseConfig config;
   Problem problem;
   uint64_t seed = 0;
+  Device device = Device::host;    // where the layer runs (x, dy, weights, results)
   Communicator* host = nullptr;    // checks and metrics
   Communicator* self = nullptr;    // the one-rank baseline
   Communicator* tokens = nullptr;  // the instance's ranks (kernel backend)
@@ -46,7 +47,7 @@ struct State {
   int64_t token0 = 0, local_tokens = 0;  // this rank's rows of the batch
   int64_t redrawn_rows = 0;              // x rows drawn again for resolvable routing (this rank)
   Tensor router;                         // [h, E], replicated
-  Tensor x, dy;                          // [T / ranks, h]
+  Tensor x, dy;                          // [T / ranks, h] on `device`
   std::unique_ptr<moe::MoeLayer> layer;
   Tensor y;                              // the last forward's output
   moe::MoeGrads grads;                   // and backward's gradients
@@ -72,6 +73,7 @@ Tensor token_rows(const Problem& p, int64_t row0, int64_t rows, const Tensor& ro
                   int64_t* redrawn = nullptr);
 
 // driver.cc
+Tensor on_device(const Tensor& t, Device device);  // t itself when it is there already
 State setup(CaseContext& ctx);
 void run_forward_backward(State& s);
 // check.cc

@@ -5,39 +5,24 @@
 
 #include "harness/error.h"
 #include "harness/runner.h"
-#include "harness/testing/mpi_world.h"
+#include "harness/testing/gpu.h"
+#include "harness/testing/suite_run.h"
 #include "kernels/moe/moe_layer.h"
 
 namespace sextant {
 void register_moe_suite(Registry&);
 namespace {
 
-using testing::world;
-
-Registry suite() {
-  Registry r;
-  register_moe_suite(r);
-  return r;
-}
+using namespace testing;  // world(), ci_options(), run_suite(): harness/testing/suite_run.h
 
 RunOptions small() {
-  RunOptions o;
-  o.selection = {"moe"};
-  o.profile = "ci";
-  o.timing = {0, 1};
+  RunOptions o = ci_options({"moe"});
   o.rank_counts = {world().size()};
   return o;
 }
 
-std::vector<CaseRecord> run(const RunOptions& o) {
-  Registry r = suite();
-  return execute_plan(plan_run(r, o, world().size()), world(), o, {});
-}
-
-double metric(const CaseRecord& r, const std::string& name) { return r.metrics.at(name).at("value").get<double>(); }
-
 TEST(Moe, EveryInstancePassesWithTheReferencesRouting) {
-  std::vector<CaseRecord> records = run(small());
+  std::vector<CaseRecord> records = run_suite(register_moe_suite, small());
   if (world().rank() != 0) return;
   ASSERT_FALSE(records.empty());
   for (const CaseRecord& r : records) {
@@ -62,7 +47,7 @@ TEST(Moe, SkewedRoutingLoadsTheHotExperts) {
   std::map<std::string, double> imbalance;
   for (const char* routing : {"uniform", "skewed"}) {
     o.options["routing"] = routing;
-    std::vector<CaseRecord> records = run(o);
+    std::vector<CaseRecord> records = run_suite(register_moe_suite, o);
     if (world().rank() != 0) continue;
     ASSERT_FALSE(records.empty());
     for (const CaseRecord& r : records) {
@@ -81,7 +66,7 @@ TEST(Moe, EveryPlantedFaultIsCaught) {
   for (const std::string& fault : moe::MoeFaults::names()) {
     RunOptions o = small();
     o.fault = fault;
-    std::vector<CaseRecord> records = run(o);
+    std::vector<CaseRecord> records = run_suite(register_moe_suite, o);
     if (world().rank() != 0) continue;
     if (world().size() >= 2) {
       EXPECT_FALSE(records.empty()) << fault << " has no instance";
@@ -104,7 +89,7 @@ TEST(Moe, EveryPlantedFaultIsCaught) {
 // The default list reaches every value of every dimension; sweep=full is the cross product.
 TEST(Moe, SweepsReachEveryDimension) {
   if (world().rank() != 0 || world().size() < 4) GTEST_SKIP() << "planning only, at 4+ ranks";
-  Registry r = suite();
+  Registry r = suite_registry(register_moe_suite);
   RunOptions o;
   o.selection = {"moe"};
   o.rank_counts = {4};
@@ -128,7 +113,7 @@ TEST(Moe, SweepsReachEveryDimension) {
 
 TEST(Moe, BadInputIsRefusedWithTheNumbers) {
   if (world().rank() != 0 || world().size() < 4) GTEST_SKIP() << "planning only, at 4+ ranks";
-  Registry r = suite();
+  Registry r = suite_registry(register_moe_suite);
   auto refused = [&](nlohmann::json options, std::optional<ParallelConfig> parallel, const std::string& message) {
     RunOptions o;
     o.selection = {"moe"};
@@ -162,17 +147,35 @@ TEST(Moe, BadInputIsRefusedWithTheNumbers) {
   refused({}, too_big, "--etp 2 x --ep 4 = 8 must divide tp*cp*dp = 4");
 }
 
-// No CUDA path yet: --device cuda is refused at planning, in one line naming what is missing.
-TEST(Moe, DeviceCudaIsRefusedBeforeAnythingRuns) {
-  RunOptions o = small();
-  o.device = Device::cuda;
-  Registry r = suite();
-  try {
-    plan_run(r, o, world().size());
-    ADD_FAILURE() << "moe accepted --device cuda";
-  } catch (const UsageError& e) {
-    EXPECT_EQ(std::string(e.what()).rfind("--device cuda: moe needs a CUDA router top-k", 0), 0u) << e.what();
-    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+// The device path: the layer on device tensors (router gemm, row gathers and
+// combines, experts, all-to-all-v on device buffers) against the same f64
+// reference, with the reference's routing; the ranks share the GPU (staged).
+TEST(Moe, EveryInstancePassesOnTheGpu) {
+  SEXTANT_REQUIRE_GPU();
+  const std::vector<CaseRecord> records = run_suite_on_gpu(register_moe_suite, small());
+  if (world().rank() != 0) return;
+  ASSERT_FALSE(records.empty());
+  for (const CaseRecord& r : records) {
+    const std::string id = r.config.id();
+    EXPECT_EQ(r.device, Device::cuda) << id;
+    EXPECT_EQ(r.conformance.status, "pass") << id << " " << r.error << " " << nlohmann::json(r.conformance).dump();
+    EXPECT_FALSE(r.conformance.notes.contains("routing_differs")) << id;
+    EXPECT_EQ(r.conformance.wrong, 0) << id;
+    EXPECT_TRUE(r.metrics.contains("dispatch_GBps")) << id;
+  }
+}
+
+TEST(Moe, EveryPlantedFaultIsCaughtOnTheGpu) {
+  SEXTANT_REQUIRE_GPU();
+  for (const std::string& fault : moe::MoeFaults::names()) {
+    RunOptions o = small();
+    o.fault = fault;
+    const std::vector<CaseRecord> records = run_suite_on_gpu(register_moe_suite, o);
+    if (world().rank() != 0) continue;
+    for (const CaseRecord& r : records) {
+      EXPECT_EQ(r.conformance.status, "fail") << fault << " was not caught on the GPU by " << r.config.id();
+      EXPECT_EQ(r.error, "") << r.config.id();
+    }
   }
 }
 

@@ -173,9 +173,6 @@ std::vector<CaseConfig> sweep(const SweepRequest& req) {
 }
 
 void validate(const CaseConfig& c) {
-  require(c.device == Device::host,
-          "--device cuda: moe needs a CUDA router top-k, token permute / unpermute and a device all-to-all-v "
-          "dispatcher, not built yet (kernels/moe runs on host buffers)");
   const Problem p = Problem::of(c);  // parses the names (UsageError on unknown ones)
   const ParallelConfig& par = c.parallel;
   const int etp = par.expert_tp();

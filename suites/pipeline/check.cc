@@ -36,7 +36,9 @@ struct Gradients {
 // The float64 reference: every global microbatch through every layer
 // (reference/mlp.h), the loss 0.5 ||y - t||^2 / (M b s) summed, and each
 // layer's gradients summed over the microbatches.
-Gradients reference(const MlpStagesConfig& c, const Problem& p) {
+Gradients reference(const MlpStagesConfig& on_device, const Problem& p) {
+  MlpStagesConfig c = on_device;
+  c.device = Device::host;  // the f64 reference reads host tensors
   Gradients out;
   for (const std::string& k : kKinds) out.grads[k] = Tensor::zeros(kind_shape(k, p), DType::f64);
   std::vector<ref::MlpParams> params;
@@ -123,8 +125,8 @@ struct Expected {
 // or the parallel config: computed once per problem and process (root only).
 const Expected& expected_for(const MlpStagesConfig& c, const Problem& p, Communicator& self) {
   static std::map<std::string, std::unique_ptr<Expected>> cache;
-  const std::string key = cat(c.seed, " ", dtype_name(c.dtype), " L", c.layers, " h", c.hidden, " f", c.ffn, " b",
-                              c.batch, " s", c.seq, " M", c.total_microbatches);
+  const std::string key = cat(c.seed, " ", dtype_name(c.dtype), " ", device_name(c.device), " L", c.layers, " h",
+                              c.hidden, " f", c.ffn, " b", c.batch, " s", c.seq, " M", c.total_microbatches);
   std::unique_ptr<Expected>& slot = cache[key];
   if (!slot) slot = std::make_unique<Expected>(Expected{reference(c, p), baseline(c, p, self)});
   return *slot;
@@ -165,6 +167,7 @@ MlpStagesConfig whole_model(const PipelineState& s) {
   c.seq = s.p.seq;
   c.microbatches = c.total_microbatches = s.p.total_microbatches();
   c.dtype = s.dtype;
+  c.device = s.device;
   c.seed = s.seed;
   return c;
 }

@@ -18,7 +18,7 @@ namespace {
 double measure_p2p_latency(Communicator& pp, const Shape& boundary, DType dtype) {
   const int n = pp.size();
   if (n == 1) return 0.0;
-  Tensor out = Tensor::zeros(boundary, dtype), in = Tensor::zeros(boundary, dtype);
+  Tensor out = Tensor::zeros(boundary, dtype, pp.device()), in = Tensor::zeros(boundary, dtype, pp.device());
   const size_t count = static_cast<size_t>(out.numel());
   const int next = (pp.rank() + 1) % n, prev = (pp.rank() + n - 1) % n;
   double best = 1e30;
@@ -46,6 +46,7 @@ MlpStagesConfig stages_config(const PipelineState& s, const std::string& fault) 
   c.total_microbatches = s.p.total_microbatches();
   c.first_microbatch = s.dp_rank * s.p.microbatches;
   c.dtype = s.dtype;
+  c.device = s.device;
   c.seed = s.seed;
   c.accumulate_twice = fault == "accumulate_twice";
   return c;
@@ -54,10 +55,6 @@ MlpStagesConfig stages_config(const PipelineState& s, const std::string& fault) 
 }  // namespace
 
 PipelineState setup_state(CaseContext& ctx) {
-  if (ctx.device != Device::host)
-    throw RuntimeError(
-        "pipeline runs on the host only: its stages are kernels/tensor_parallel blocks, which have "
-        "no CUDA path yet");
   PipelineState s;
   s.p = problem_of(ctx.config);
   s.pp_comm = &ctx.grid.get(Dim::pp);
@@ -69,6 +66,7 @@ PipelineState setup_state(CaseContext& ctx) {
   s.pp_rank = s.pp_comm->rank();
   s.seed = ctx.seed;
   s.dtype = ctx.config.dtype;
+  s.device = ctx.device;
   s.id = ctx.config.id();
   s.out_dir = ctx.out_dir;
   const std::string& fault = ctx.config.fault;
@@ -82,7 +80,11 @@ PipelineState setup_state(CaseContext& ctx) {
   s.stages = std::make_unique<MlpStages>(stages_config(s, fault), group, s.schedule.stages_of(s.pp_rank));
   pp::ExecutorOptions options;
   options.fault = fault == "wrong_peer" ? fault : "";
-  options.host = s.pp_comm;  // host runs only: the PP communicator is MPI
+  // The executor's bookkeeping (plan check, timeline gather) moves host data:
+  // over MPI, on a host grid of the same ranks where the PP group is on the device.
+  if (s.pp_comm->device() != Device::host)
+    s.host_grid = std::make_unique<GridComms>(make_grid_comms(ctx.host_comm, ctx.config.parallel));
+  options.host = s.host_grid ? &s.host_grid->get(Dim::pp) : s.pp_comm;
   s.executor = std::make_unique<pp::PipelineExecutor>(s.schedule, *s.pp_comm, *s.stages, options);
   s.p2p_latency = measure_p2p_latency(*s.pp_comm, s.stages->boundary_shape(0), s.dtype);
   return s;

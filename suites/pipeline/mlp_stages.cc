@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "harness/device.h"
 #include "harness/error.h"
 #include "harness/rng.h"
 #include "harness/strings.h"
@@ -30,6 +31,8 @@ class CpuTimer {
   double start_;
 };
 
+Tensor on_device(const Tensor& t, Device device) { return t.device() == device ? t : t.to(device); }
+
 Tensor global_block(const MlpStagesConfig& c, const char* name, int global_microbatch, int64_t seq_offset,
                     int64_t seq_len) {
   const int64_t rows = c.total_microbatches * c.batch;
@@ -40,7 +43,8 @@ Tensor global_block(const MlpStagesConfig& c, const char* name, int global_micro
 }  // namespace
 
 tp::MlpWeights layer_weights(const MlpStagesConfig& c, int64_t layer, int tp_rank, int tp_size) {
-  return tp::init_mlp_weights({c.hidden, c.ffn}, tp_rank, tp_size, c.dtype, c.seed, cat("pipeline.layer", layer));
+  return tp::init_mlp_weights({c.hidden, c.ffn}, tp_rank, tp_size, c.dtype, c.seed, cat("pipeline.layer", layer),
+                              c.device);
 }
 
 Tensor microbatch_input(const MlpStagesConfig& c, int global_microbatch, int64_t seq_offset, int64_t seq_len) {
@@ -67,7 +71,7 @@ MlpStages::MlpStages(const MlpStagesConfig& config, const tp::TpGroup& g, const 
   const bool last = std::count(held_.begin(), held_.end(), config_.stages - 1) > 0;
   for (int mb = 0; mb < config_.microbatches; ++mb) {
     const int global = config_.first_microbatch + mb;
-    if (first) inputs_.push_back(microbatch_input(config_, global, offset, local));
+    if (first) inputs_.push_back(on_device(microbatch_input(config_, global, offset, local), config_.device));
     if (last) targets_.push_back(microbatch_target(config_, global, offset, local));
   }
 }
@@ -104,6 +108,9 @@ Tensor MlpStages::forward(int stage, int microbatch, const Tensor& input) {
   for (int64_t l = first; l < end; ++l) x = tp::mlp_forward(g_, weights_[slot(l)], x, st.saved[l - first]);
   const bool last = stage == config_.stages - 1;
   if (last) {  // this microbatch's share of the loss, over this rank's tokens
+    // On the device y comes to the host: the loss is an f64 sum the check
+    // compares, and its gradient (loss_gradient) is made from the same copy.
+    if (!x.is_host()) x = x.to(Device::host);
     const Tensor& target = targets_.at(microbatch);
     double sum = 0;
     dispatch(x.dtype(), [&](auto tag) {
@@ -135,7 +142,7 @@ Tensor MlpStages::loss_gradient(int microbatch, const Tensor& y) const {
     T* d = dy.data<T>();
     for (int64_t i = 0; i < y.numel(); ++i) d[i] = from_double<T>((to_double(a[i]) - to_double(t[i])) * scale);
   });
-  return dy;
+  return on_device(dy, config_.device);
 }
 
 // I: dy -> dx through the stage's blocks in reverse, keeping what W needs.
@@ -189,6 +196,10 @@ void MlpStages::accumulate(int64_t layer, int microbatch, tp::MlpGrads& g) {
   tp::MlpGrads& sum = grads_[slot(layer)];
   tp::accumulate_grads(sum, g);
   if (config_.accumulate_twice && microbatch == 0) tp::accumulate_grads(sum, g);  // the planted bug
+}
+
+void MlpStages::synchronize() {
+  if (config_.device != Device::host) cuda_synchronize();
 }
 
 void MlpStages::zero_grad() {

@@ -30,12 +30,13 @@ struct MlpStagesConfig {
   int total_microbatches = 1;  // M over all DP replicas (loss normalization)
   int first_microbatch = 0;    // global index of this pipeline's microbatch 0
   DType dtype = DType::f32;
+  Device device = Device::host;  // of weights, activations and gradients
   uint64_t seed = 0;
   bool accumulate_twice = false;  // planted: W of microbatch 0 adds its gradients twice
 };
 
-// The deterministic tensors the reference shares: layer l's full weights,
-// and global microbatch g's input and target [b, s, h].
+// The deterministic tensors the reference shares: layer l's full weights (on
+// c.device), and global microbatch g's input and target [b, s, h] (host).
 tp::MlpWeights layer_weights(const MlpStagesConfig& c, int64_t layer, int tp_rank, int tp_size);
 Tensor microbatch_input(const MlpStagesConfig& c, int global_microbatch, int64_t seq_offset, int64_t seq_len);
 Tensor microbatch_target(const MlpStagesConfig& c, int global_microbatch, int64_t seq_offset, int64_t seq_len);
@@ -52,6 +53,9 @@ class MlpStages : public pp::StageCompute {
   Tensor backward_input(int stage, int microbatch, const Tensor& grad_output) override;
   void backward_weight(int stage, int microbatch) override;
   Tensor backward(int stage, int microbatch, const Tensor& grad_output) override;
+  // On the device: waits for the GPU, so that the executor's action end times
+  // (and the CPU-time log) include the action's kernels.
+  void synchronize() override;
 
   // The start of a step: gradients and loss to zero, CPU-time log cleared.
   void zero_grad();
@@ -88,6 +92,7 @@ class MlpStages : public pp::StageCompute {
   std::vector<tp::MlpWeights> weights_;  // per held layer
   std::vector<tp::MlpGrads> grads_;      // per held layer, summed over the step
   // Made up front so that the first and the last stage cost what the others do.
+  // Inputs on config.device; targets on the host, where the loss is summed.
   std::vector<Tensor> inputs_, targets_;  // per microbatch, where stage 0 / the last stage is held
   std::map<std::pair<int, int>, Stash> stash_;
   size_t peak_held_ = 0;

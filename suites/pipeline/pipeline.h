@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "harness/case.h"
+#include "harness/grid_comms.h"
 #include "kernels/pipeline/executor.h"
 #include "kernels/pipeline/schedule.h"
 #include "suites/pipeline/mlp_stages.h"
@@ -76,9 +77,11 @@ struct PipelineState {
   Communicator* dp_comm = nullptr;
   Communicator* host = nullptr;  // the instance's ranks (checks, metrics)
   Communicator* self = nullptr;  // this rank alone: the one-rank baseline
+  std::unique_ptr<GridComms> host_grid;  // over MPI, where the kernel communicators are on the device
   int tp_rank = 0, dp_rank = 0, pp_rank = 0;
   uint64_t seed = 0;
   DType dtype = DType::f32;
+  Device device = Device::host;  // where the stages compute (mpi-staged or nccl on cuda)
   std::string id, out_dir;
   double p2p_latency = 0;  // s, one boundary message between neighbours
   // Per step run: this rank's recorded actions and the CPU seconds of each.

@@ -19,7 +19,8 @@
 #include "harness/compare.h"
 #include "harness/error.h"
 #include "harness/runner.h"
-#include "harness/testing/mpi_world.h"
+#include "harness/testing/gpu.h"
+#include "harness/testing/suite_run.h"
 #include "kernels/pipeline/generators.h"
 #include "kernels/pipeline/validate.h"
 
@@ -27,20 +28,11 @@ namespace sextant {
 void register_pipeline_suite(Registry&);
 namespace {
 
-using testing::world;
-
-Registry suite() {
-  Registry r;
-  register_pipeline_suite(r);
-  return r;
-}
+using namespace testing;  // world(), ci_options(), run_suite(): harness/testing/suite_run.h
 
 // The world's pipelines; one rank runs every schedule as a pipeline of one.
 RunOptions small() {
-  RunOptions o;
-  o.selection = {"pipeline"};
-  o.profile = "ci";
-  o.timing = {0, 1};
+  RunOptions o = ci_options({"pipeline"});
   if (world().size() == 1)
     o.parallel = ParallelConfig{};  // pp 1: each schedule's stages all on one rank (local hand-offs)
   else
@@ -48,17 +40,11 @@ RunOptions small() {
   return o;
 }
 
-std::vector<CaseRecord> run(const RunOptions& o) {
-  Registry r = suite();
-  return execute_plan(plan_run(r, o, world().size()), world(), o, {});
-}
-
 const std::vector<CaseRecord>& sweep_records() {
-  static const std::vector<CaseRecord> records = run(small());
+  static const std::vector<CaseRecord> records = run_suite(register_pipeline_suite, small());
   return records;
 }
 
-double metric(const CaseRecord& r, const std::string& name) { return r.metrics.at(name).at("value").get<double>(); }
 std::string schedule_of(const CaseRecord& r) { return r.config.params.at("schedule").get<std::string>(); }
 int microbatches_of(const CaseRecord& r) { return r.config.params.at("microbatches").get<int>(); }
 
@@ -142,7 +128,7 @@ TEST(Pipeline, EveryPlantedFaultFails) {
     RunOptions o = small();
     o.options["microbatches"] = 2 * world().size();  // every schedule's minimum at every pp of the world
     o.fault = fault;
-    std::vector<CaseRecord> records = run(o);
+    std::vector<CaseRecord> records = run_suite(register_pipeline_suite, o);
     if (world().rank() != 0) continue;
     ASSERT_FALSE(records.empty()) << fault;
     for (const CaseRecord& r : records) {
@@ -164,6 +150,32 @@ TEST(Pipeline, EveryPlantedFaultFails) {
       EXPECT_TRUE(failed.count("dw1") && failed.count("dw2")) << details(r);
     }
   }
+}
+
+// The device path: the stages' TP MLPs on device tensors, activations and
+// gradients sent as device buffers (staged through host memory, so the ranks
+// share the GPU), action times taken after the GPU finished each action.
+TEST(Pipeline, EveryScheduleCasePassesOnTheGpu) {
+  SEXTANT_REQUIRE_GPU();
+  const std::vector<CaseRecord> records = run_suite_on_gpu(register_pipeline_suite, small());
+  if (world().rank() != 0) return;
+  ASSERT_FALSE(records.empty());
+  for (const CaseRecord& r : records) {
+    EXPECT_EQ(r.device, Device::cuda) << r.config.id();
+    EXPECT_EQ(r.conformance.status, "pass") << details(r);
+    EXPECT_TRUE(r.metrics.contains("bubble_measured_mean")) << r.config.id();
+  }
+}
+
+TEST(Pipeline, AccumulateTwiceIsCaughtOnTheGpu) {
+  SEXTANT_REQUIRE_GPU();
+  RunOptions o = small();
+  o.options["microbatches"] = 2 * world().size();
+  o.fault = "accumulate_twice";
+  const std::vector<CaseRecord> records = run_suite_on_gpu(register_pipeline_suite, o);
+  if (world().rank() != 0) return;
+  ASSERT_FALSE(records.empty());
+  for (const CaseRecord& r : records) EXPECT_EQ(r.conformance.status, "fail") << details(r);
 }
 
 pipeline::Problem problem(const std::string& schedule, int p, int m, int v) {
@@ -221,7 +233,7 @@ RunOptions csv_options(const std::string& path) {
 TEST(Pipeline, AUsersCsvScheduleRunsAndPasses) {
   const int p = world().size();
   TempFile file("# 1F1B written out by hand\n" + pp::to_csv(pp::one_f_one_b(p, 2 * p)));
-  std::vector<CaseRecord> records = run(csv_options(file.path));
+  std::vector<CaseRecord> records = run_suite(register_pipeline_suite, csv_options(file.path));
   if (world().rank() != 0) return;
   ASSERT_EQ(records.size(), 1u);
   EXPECT_EQ(records[0].config.name, "csv");
@@ -239,7 +251,7 @@ TEST(Pipeline, BadCsvSchedulesAreRefusedNamingRankAndStep) {
       {"0F0,0B0,0F1,0B1\n1F1,1F0,1B0,1B1\n", "deadlock: with blocking receives rank 0 step 1"},
       {"0F0,0F1,0B0\n1F0,1B0,1F1,1B1\n", "coverage: stage 0 microbatch 1 on rank 0 has no backward"},
   };
-  Registry r = suite();
+  Registry r = suite_registry(register_pipeline_suite);
   for (const auto& [text, message] : bad) {
     TempFile file(text);
     RunOptions o = csv_options(file.path);
@@ -274,7 +286,7 @@ TEST(Pipeline, BadInputIsRefusedWhilePlanning) {
       {"pipeline", 2, 1, {{"schedule", "csv"}}, "--set schedule=csv needs --set schedule_file=PATH"},
       {"pipeline", 2, 1, {{"schedule_file", "/nonexistent.csv"}}, "--set schedule_file=/nonexistent.csv is not a"},
   };
-  Registry r = suite();
+  Registry r = suite_registry(register_pipeline_suite);
   for (const Bad& b : bad) {
     RunOptions o = small();
     o.rank_counts.clear();
@@ -328,7 +340,7 @@ TEST(Pipeline, WritesAChromeTraceNextToTheResults) {
   o.selection = {"pipeline/zb-h1"};
   o.options["microbatches"] = 4;
   o.out_dir = dir;
-  std::vector<CaseRecord> records = run(o);
+  std::vector<CaseRecord> records = run_suite(register_pipeline_suite, o);
   if (world().rank() == 0) {
     expect_trace_files(records, dir);
     std::filesystem::remove_all(dir);
