@@ -139,6 +139,7 @@ missing=$(ldd "$bin/sextant" 2>&1 | grep "not found")
 [ -z "$missing" ] || { say "sextant cannot load its libraries:"; echo "$missing"; exit 2; }
 command -v mpirun >/dev/null || { say "no mpirun on PATH"; exit 2; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+source "$here/openblas_coretype.sh"  # the host reference and checks use OpenBLAS
 mpirun_n=(mpirun --oversubscribe --bind-to none -np)
 
 # MPI and the binaries work before any GPU is involved.

@@ -22,14 +22,7 @@ cmake --build "$build" --target sextant
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 # One BLAS thread per rank unless the user says otherwise (sextant also caps it).
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
-# OpenBLAS 0.3.21 runs generic SSE3 kernels on CPUs it does not know (recent
-# Xeons), ~6x slower: name the kernels this CPU supports.
-if [ -z "${OPENBLAS_CORETYPE:-}" ] && [ -r /proc/cpuinfo ]; then
-  flags=$(grep -m1 '^flags' /proc/cpuinfo)
-  has() { [[ " $flags " == *" $1 "* ]]; }
-  if has avx512f && has avx512bw && has avx512vl && has avx512dq; then export OPENBLAS_CORETYPE=SkylakeX
-  elif has avx2 && has fma; then export OPENBLAS_CORETYPE=Haswell; fi
-fi
+source scripts/openblas_coretype.sh
 
 mkdir -p "$out/results"
 ranks=1
