@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "harness/device.h"
 #include "harness/error.h"
 #include "harness/strings.h"
 #include "kernels/model/split_linear.h"
@@ -66,7 +67,8 @@ GptStages::GptStages(const GptConfig& config, const ParallelConfig& parallel, st
       stage_count_(parallel.pp * parallel.vpp),
       layers_per_stage_(layers_per_stage(config, parallel)),
       tp_(env.tp),
-      drop_residual_(drop_residual) {
+      drop_residual_(drop_residual),
+      device_(store.device()) {
   std::sort(stages_.begin(), stages_.end());
   for (int stage : stages_)
     for (int64_t l = stage * layers_per_stage_; l < (stage + 1) * layers_per_stage_; ++l) {
@@ -144,6 +146,10 @@ void GptStages::backward_weight(int stage, int mb) {
   }
 }
 
+void GptStages::synchronize() {
+  if (device_ != Device::host) cuda_synchronize();
+}
+
 Tensor GptStages::first_stage_input(int mb) {
   const MicrobatchData& d = data_.at(static_cast<size_t>(mb));
   return tp::embedding_forward(*tp_, embedding_, d.ids, d.batch, d.rows, saved_.at(static_cast<size_t>(mb)).embedding);
@@ -155,7 +161,8 @@ void GptStages::last_stage_loss(int mb, const Tensor& x) {
   const Tensor xf = tp::layernorm_forward(*tp_, x, lnf_gamma_, lnf_beta_, s.lnf);  // [b, s/tp | s, h]
   const Tensor logits = tp::column_parallel_forward(*tp_, head_, xf, s.head);      // [b, s, V/tp]
   const int64_t vocab_start = tp_->rank() * (config_.vocab / tp_->size());
-  const Tensor losses = tp::vocab_parallel_cross_entropy_forward(*tp_, logits, d.targets, vocab_start, s.ce);
+  Tensor losses = tp::vocab_parallel_cross_entropy_forward(*tp_, logits, d.targets, vocab_start, s.ce);
+  if (!losses.is_host()) losses = losses.to(Device::host);  // the f64 sum is the host's, in the same order
   const float* l = losses.data<float>();
   double sum = 0;
   for (int64_t i = 0, n = losses.numel(); i < n; ++i) sum += l[i];

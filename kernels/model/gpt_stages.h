@@ -36,6 +36,8 @@ class GptStages : public pp::StageCompute {
   Tensor forward(int stage, int microbatch, const Tensor& input) override;
   Tensor backward_input(int stage, int microbatch, const Tensor& grad_output) override;
   void backward_weight(int stage, int microbatch) override;
+  // On a device: waits for the compute stream, so that host clocks read finished work.
+  void synchronize() override;
 
   // The step's data (one entry per microbatch) and the loss scale.
   void begin_step(std::vector<MicrobatchData> data, double loss_scale);
@@ -67,6 +69,7 @@ class GptStages : public pp::StageCompute {
   int64_t layers_per_stage_ = 0;
   const tp::TpGroup* tp_;
   bool drop_residual_;
+  Device device_;  // the store's: parameters, activations and gradients
   std::vector<std::unique_ptr<GptLayer>> layers_;  // the layers of this rank's stages, ascending
   // First / last stage parameters (views of the store), when held.
   tp::VocabParallelEmbedding embedding_;

@@ -24,6 +24,7 @@ ModelComms make_model_comms(const GridComms& grid, Communicator& world, Communic
   ModelComms m;
   m.parallel = grid.grid.config();
   m.coords = grid.coords();
+  m.device = world.device();
   if (host.size() != world.size() || host.rank() != world.rank() || host.device() != Device::host)
     throw RuntimeError("make_model_comms: host must be a host communicator over the grid's ranks");
   m.host = &host;

@@ -26,6 +26,7 @@ struct CommClocks {
 struct ModelComms {
   ParallelConfig parallel;
   RankCoords coords;
+  Device device = Device::host;           // where the kernel communicators' buffers live: the model's tensors
   Communicator* host = nullptr;           // MPI over the same ranks: bookkeeping (pipeline plan check, loss)
   std::unique_ptr<Communicator> host_pp;  // MPI over the PP group (the pipeline executor's bookkeeping)
   std::unique_ptr<CommClocks> clocks = std::make_unique<CommClocks>();

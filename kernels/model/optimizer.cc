@@ -22,10 +22,11 @@ Optimizer::Optimizer(ParamStore& store, const OptimizerComms& comms, const ops::
     const int64_t n = b->group->size();
     b->padded = (b->numel + n - 1) / n * n;
     const int64_t slice = b->padded / n;
-    b->grad_slice = Tensor::zeros({slice}, DType::f32);
-    b->param_slice = Tensor::zeros({slice}, DType::f32);
-    b->exp_avg = Tensor::zeros({slice}, DType::f32);
-    b->exp_avg_sq = Tensor::zeros({slice}, DType::f32);
+    const Device device = store.device();
+    b->grad_slice = Tensor::zeros({slice}, DType::f32, device);
+    b->param_slice = Tensor::zeros({slice}, DType::f32, device);
+    b->exp_avg = Tensor::zeros({slice}, DType::f32, device);
+    b->exp_avg_sq = Tensor::zeros({slice}, DType::f32, device);
     buckets_.push_back(std::move(*b));
   }
 }
@@ -36,7 +37,20 @@ void Optimizer::reset() {
   for (Bucket& b : buckets_) b.exp_avg.zero(), b.exp_avg_sq.zero();
 }
 
+// A bucket's blocks back to back in one flat buffer, zero padded. On a
+// device: one device-to-device copy per block (the blocks are separate
+// allocations), into a buffer zeroed first.
 void Optimizer::pack(const Bucket& b, bool grads, Tensor& flat) const {
+  if (!flat.is_host()) {
+    flat.zero();
+    int64_t at = 0;
+    for (const Param* p : b.params) {
+      const Tensor& t = grads ? p->grad : p->value;
+      write_slice(flat, 0, at, t.reshape({t.numel()}));
+      at += t.numel();
+    }
+    return;
+  }
   float* at = flat.data<float>();
   for (const Param* p : b.params) {
     const Tensor& t = grads ? p->grad : p->value;
@@ -46,6 +60,15 @@ void Optimizer::pack(const Bucket& b, bool grads, Tensor& flat) const {
 }
 
 void Optimizer::unpack(const Bucket& b, bool grads, const Tensor& flat) {
+  if (!flat.is_host()) {
+    int64_t at = 0;
+    for (Param* p : b.params) {
+      Tensor& t = grads ? p->grad : p->value;
+      t.copy_from(narrow(flat, 0, at, t.numel()).reshape(t.shape()));
+      at += t.numel();
+    }
+    return;
+  }
   const float* from = flat.data<float>();
   for (Param* p : b.params) {
     Tensor& t = grads ? p->grad : p->value;
@@ -65,7 +88,7 @@ void Optimizer::reduce_tp_replicated() {
       b.numel += p.value.numel();
     }
   if (b.params.empty()) return;
-  Tensor flat = Tensor::empty({b.numel}, DType::f32);
+  Tensor flat = Tensor::empty({b.numel}, DType::f32, store_.device());
   pack(b, true, flat);
   comms_.tp->all_reduce(flat);
   unpack(b, true, flat);
@@ -74,7 +97,7 @@ void Optimizer::reduce_tp_replicated() {
 void Optimizer::reduce_gradients() {
   reduce_tp_replicated();
   for (Bucket& b : buckets_) {
-    Tensor flat = Tensor::empty({b.padded}, DType::f32);
+    Tensor flat = Tensor::empty({b.padded}, DType::f32, store_.device());
     pack(b, true, flat);
     if (distributed_) {
       b.group->reduce_scatter(flat, b.grad_slice);
@@ -88,7 +111,7 @@ void Optimizer::reduce_gradients() {
 void Optimizer::gather_gradients() {
   if (!distributed_) return;
   for (Bucket& b : buckets_) {
-    Tensor flat = Tensor::empty({b.padded}, DType::f32);
+    Tensor flat = Tensor::empty({b.padded}, DType::f32, store_.device());
     b.group->all_gather(b.grad_slice, flat);
     unpack(b, true, flat);
   }
@@ -101,7 +124,7 @@ void Optimizer::step() {
     return;
   }
   for (Bucket& b : buckets_) {
-    Tensor flat = Tensor::empty({b.padded}, DType::f32);
+    Tensor flat = Tensor::empty({b.padded}, DType::f32, store_.device());
     pack(b, false, flat);
     const int64_t slice = b.grad_slice.numel();
     b.param_slice.copy_from(narrow(flat, 0, b.group->rank() * slice, slice));

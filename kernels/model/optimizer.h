@@ -8,7 +8,8 @@
 //   2. dense parameters are summed over dp x cp (the CP ranks hold other
 //      tokens of the same sequences: dp=2 cp=4 must equal dp=8), expert
 //      parameters over EDP (the replicas of an expert slice).
-// Each group is one packed buffer (a bucket) and one collective.
+// Each group is one packed buffer (a bucket) and one collective, on the
+// store's device (device buffers through the communicators; Adam on device).
 //
 // Adam (ops::adam_step) either on every block (plain), or as a distributed
 // optimizer (ZeRO-1, Rajbhandari et al. 2020; Megatron's distributed

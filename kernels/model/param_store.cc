@@ -8,8 +8,8 @@
 namespace sextant::model {
 
 ParamStore::ParamStore(const GptConfig& config, const ParallelConfig& parallel, const RankCoords& coords,
-                       const std::vector<int>& layers, bool with_embedding, bool with_head)
-    : specs_(param_specs(config)) {
+                       const std::vector<int>& layers, bool with_embedding, bool with_head, Device device)
+    : specs_(param_specs(config)), device_(device) {
   for (int i = 0; i < static_cast<int>(specs_.size()); ++i) {
     const ParamSpec& spec = specs_[i];
     const bool held = spec.layer >= 0            ? std::count(layers.begin(), layers.end(), spec.layer) > 0
@@ -20,15 +20,18 @@ ParamStore::ParamStore(const GptConfig& config, const ParallelConfig& parallel, 
       Param p;
       p.spec = &specs_[i];
       p.block = b;
-      p.value = Tensor::zeros(b.local, DType::f32);
-      p.grad = Tensor::zeros(b.local, DType::f32);
-      p.exp_avg = Tensor::zeros(b.local, DType::f32);
-      p.exp_avg_sq = Tensor::zeros(b.local, DType::f32);
+      p.value = Tensor::zeros(b.local, DType::f32, device);
+      p.grad = Tensor::zeros(b.local, DType::f32, device);
+      p.exp_avg = Tensor::zeros(b.local, DType::f32, device);
+      p.exp_avg_sq = Tensor::zeros(b.local, DType::f32, device);
       params_.push_back(std::move(p));
     }
   }
 }
 
+// The initial values are drawn on the host (f64 + mean, rounded to f32 once,
+// as init_global gives the reference) and copied to the device: the same
+// bits on either device, and one implementation of the mean shift.
 void ParamStore::initialize(uint64_t seed) {
   for (Param& p : params_) {
     p.value.copy_from(init_block(*p.spec, seed, p.block.offset, p.block.local, DType::f32));

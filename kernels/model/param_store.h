@@ -24,13 +24,15 @@ class ParamStore {
  public:
   // Holds the blocks of the layers in [first_layer, last_layer) of stages
   // this rank runs; with_embedding / with_head for the first / last stage.
+  // Every tensor (values, gradients, moments) lives on `device`.
   ParamStore(const GptConfig& config, const ParallelConfig& parallel, const RankCoords& coords,
-             const std::vector<int>& layers, bool with_embedding, bool with_head);
+             const std::vector<int>& layers, bool with_embedding, bool with_head, Device device = Device::host);
 
   // Initial values from the seed; gradients and Adam moments zeroed.
   void initialize(uint64_t seed);
   void zero_grads();
 
+  Device device() const { return device_; }
   const std::vector<ParamSpec>& specs() const { return specs_; }
   std::vector<Param>& params() { return params_; }
   const std::vector<Param>& params() const { return params_; }
@@ -41,6 +43,7 @@ class ParamStore {
  private:
   std::vector<ParamSpec> specs_;
   std::vector<Param> params_;
+  Device device_;
 };
 
 }  // namespace sextant::model

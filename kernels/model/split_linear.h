@@ -23,7 +23,7 @@ Tensor row_backward_input(const tp::TpGroup& g, const tp::RowParallelLinear& lay
 // W. dw += x^T dy_full; db += column sums of dy (this rank's tokens: partial over TP under SP).
 void row_backward_weight(const tp::RowSaved& saved, const Tensor& dy_full, const Tensor& dy, Tensor& dw, Tensor* db);
 
-// acc += x element-wise (f32 accumulators; shapes may differ only by reshape).
+// acc += x element-wise (f32 accumulators on x's device; shapes may differ only by reshape).
 void accumulate(Tensor& acc, const Tensor& x);
 
 }  // namespace sextant::model

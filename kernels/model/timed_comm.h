@@ -4,7 +4,8 @@
 // for nonblocking point-to-point the time counted is that of posting and of
 // wait() (what the caller could not overlap). Waits on receives can be
 // counted apart (`input_wait`): in a pipeline, waiting for the previous
-// stage's activation is the bubble, not transfer time.
+// stage's activation is the bubble, not transfer time. On NCCL a call only
+// enqueues work on a stream: its seconds are the enqueue's, not the transfer's.
 #pragma once
 
 #include <memory>

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "harness/device.h"
 #include "harness/error.h"
 #include "harness/strings.h"
 #include "harness/timing.h"
@@ -34,6 +35,12 @@ namespace {
 bool has(const std::string& fault, const char* name) { return fault == name; }
 }  // namespace
 
+// Device work is asynchronous (one compute stream; NCCL enqueues too): host
+// clocks read after it finished.
+void GptTrainer::synchronize() const {
+  if (comms_.device != Device::host) cuda_synchronize();
+}
+
 GptTrainer::GptTrainer(const GptConfig& config, ModelComms& comms, uint64_t seed, const std::string& fault)
     : config_(config), comms_(comms), seed_(seed), fault_(fault) {
   const ParallelConfig& p = comms.parallel;
@@ -48,7 +55,7 @@ GptTrainer::GptTrainer(const GptConfig& config, ModelComms& comms, uint64_t seed
     for (int64_t l = s * per_stage; l < (s + 1) * per_stage; ++l) layers.push_back(static_cast<int>(l));
   const bool first = std::count(stages.begin(), stages.end(), 0) > 0;
   const bool last = std::count(stages.begin(), stages.end(), schedule.stages - 1) > 0;
-  store_ = std::make_unique<ParamStore>(config, p, comms.coords, layers, first, last);
+  store_ = std::make_unique<ParamStore>(config, p, comms.coords, layers, first, last, comms.device);
   stages_ = std::make_unique<GptStages>(config, p, stages, *store_, layer_env(), has(fault_, "stage_drops_residual"));
   pp::ExecutorOptions options;
   options.host = comms.host_pp.get();
@@ -113,8 +120,10 @@ void GptTrainer::forward_backward(StepReport& report) {
                             : static_cast<double>(config_.tokens_per_step());
   stages_->begin_step(std::move(data), 1.0 / tokens);
   store_->zero_grads();
+  synchronize();
   const double start = now_seconds();
   report.actions = executor_->run_step();
+  synchronize();
   report.pipeline_s = now_seconds() - start;
   // One TP rank of each last-stage replica reports its tokens' share.
   const bool reports = store_->holds("head") && comms_.tp->rank() == 0;
@@ -129,13 +138,16 @@ void GptTrainer::optimizer_step() { optimizer_->step(); }
 StepReport GptTrainer::step() {
   StepReport report;
   comms_.clocks->reset();
+  synchronize();
   const double start = now_seconds();
   forward_backward(report);
   double t = now_seconds();
   reduce_gradients();
+  synchronize();
   report.reduce_s = now_seconds() - t;
   t = now_seconds();
   optimizer_step();
+  synchronize();
   report.optimizer_s = now_seconds() - t;
   report.seconds = now_seconds() - start;
   report.comm_s = comms_.clocks->seconds();

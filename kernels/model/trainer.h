@@ -6,6 +6,11 @@
 //   GptTrainer t(config, comms, seed);   // collective over comms
 //   t.reset();                           // initial weights and moments
 //   StepReport r = t.step();             // loss of the step, timings
+//
+// Parameters, activations, gradients and Adam state live on the device of
+// the kernel communicators (ModelComms::device); token ids, losses and the
+// pipeline's bookkeeping stay on the host. On a device the phase clocks are
+// read after a synchronize.
 #pragma once
 
 #include <map>
@@ -68,6 +73,7 @@ class GptTrainer {
 
  private:
   LayerEnv layer_env();
+  void synchronize() const;  // waits for the device (nothing on the host)
 
   GptConfig config_;
   ModelComms& comms_;

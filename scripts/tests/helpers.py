@@ -17,10 +17,10 @@ sys.path.insert(0, SCRIPTS)
 
 
 def stored_results():
-    """Real runs stored anywhere under results/ (results/<machine>/*.json,
-    added by the lead), if any; new runs are picked up as they land."""
-    paths = glob.glob(os.path.join(REPO, "results", "**", "*.json"), recursive=True)
-    return sorted(p for p in paths if os.path.basename(p) != "schema.json")
+    """Real runs stored anywhere under results/ (results/<machine>/sextant-*.json,
+    the names sextant gives its results files; benchmark and summary JSON beside
+    them are not results documents), if any; new runs are picked up as they land."""
+    return sorted(glob.glob(os.path.join(REPO, "results", "**", "sextant-*.json"), recursive=True))
 
 
 def real_results():

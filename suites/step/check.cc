@@ -169,9 +169,10 @@ const RunRecord& reference_run(const model::GptConfig& c, uint64_t seed, int ste
   return cache[key] = std::move(run);
 }
 
-const RunRecord& baseline_run(const model::GptConfig& dist, Communicator& self, uint64_t seed, int steps) {
+const RunRecord& baseline_run(const model::GptConfig& dist, Communicator& self, Communicator& host_self, uint64_t seed,
+                              int steps) {
   static std::map<std::string, RunRecord> cache;
-  const std::string key = model_key(dist, seed, steps);
+  const std::string key = cat(device_name(self.device()), " ", model_key(dist, seed, steps));
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   // The same model on this rank alone: no parallelism, one microbatch, plain Adam.
   model::GptConfig c = dist;
@@ -180,9 +181,9 @@ const RunRecord& baseline_run(const model::GptConfig& dist, Communicator& self, 
   c.cp_comm = model::CpComm::p2p;
   c.distributed_optimizer = false;
   GridComms grid = make_grid_comms(self, ParallelConfig{});
-  model::ModelComms comms = model::make_model_comms(grid, self, self, self, c);
+  model::ModelComms comms = model::make_model_comms(grid, self, host_self, self, c);
   model::GptTrainer trainer(c, comms, seed);
-  return cache[key] = run_steps(trainer, self, steps, nullptr);
+  return cache[key] = run_steps(trainer, host_self, steps, nullptr);
 }
 
 std::vector<int64_t> routing_differences(const Tensor& got, const Tensor& want) {
@@ -221,7 +222,7 @@ void check_train(State& s, Checker& checker) {
   s.check_losses.clear();
   for (const StepRecord& r : dist) s.check_losses.push_back(r.loss);
   if (!checker.is_root()) return;
-  const RunRecord& base = baseline_run(s.model, *s.self, s.seed, s.steps);
+  const RunRecord& base = baseline_run(s.model, *s.self, s.host_self(), s.seed, s.steps);
   const RunRecord& ref = reference_run(s.model, s.seed, s.steps);
   checker.note("losses", s.check_losses);
   checker.note("reference_losses", [&] {

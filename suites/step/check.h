@@ -24,9 +24,12 @@ using RunRecord = std::vector<StepRecord>;
 // each gathered on root. With a checker, blocks no rank holds and replicas
 // that disagree bit for bit fail it.
 RunRecord run_steps(model::GptTrainer& trainer, Communicator& host, int steps, Checker* checker);
-// Root only, cached.
+// Root only, cached. The baseline runs on self's device (the kernel
+// backend: host, or the GPU); host_self is a host communicator of this rank
+// alone for its bookkeeping (on the host it may be self itself).
 const RunRecord& reference_run(const model::GptConfig& c, uint64_t seed, int steps);
-const RunRecord& baseline_run(const model::GptConfig& c, Communicator& self, uint64_t seed, int steps);
+const RunRecord& baseline_run(const model::GptConfig& c, Communicator& self, Communicator& host_self, uint64_t seed,
+                              int steps);
 // Tokens (rows) whose set of experts differs between two [T, k] tables.
 std::vector<int64_t> routing_differences(const Tensor& got, const Tensor& want);
 

@@ -65,6 +65,7 @@ struct State {
   int steps = 3;  // K
   Communicator* host = nullptr;
   Communicator* self = nullptr;
+  std::unique_ptr<Communicator> host_self_split;  // on a device: this rank alone over MPI (self is the kernel backend)
   Device device = Device::host;
   std::unique_ptr<model::ModelComms> comms;
   std::unique_ptr<model::GptTrainer> trainer;
@@ -72,6 +73,8 @@ struct State {
   std::vector<double> check_losses;        // the conformance run's K losses
   HostRates rates;
   nlohmann::json options;  // peak_tflops override etc.
+  // A host communicator of this rank alone: self on the host.
+  Communicator& host_self() { return host_self_split ? *host_self_split : *self; }
 };
 
 State setup_train(CaseContext& ctx);

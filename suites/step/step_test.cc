@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "harness/runner.h"
+#include "harness/testing/gpu.h"
 #include "harness/testing/suite_run.h"
 #include "kernels/model/trainer.h"
 #include "suites/step/check.h"
@@ -115,6 +116,46 @@ TEST(Step, SweepRanksTheFactorisations) {
   ASSERT_GE(ranking.size(), 3u);  // tp2, cp2, pp2, dp2 (with and without ep) at 2 ranks
   for (size_t i = 1; i < ranking.size(); ++i)
     EXPECT_GE(ranking[i - 1]["tokens_per_s"].get<double>(), ranking[i]["tokens_per_s"].get<double>());
+}
+
+// The device path: parameters, activations, gradients and Adam state on the
+// GPU, gradient buckets reduced through the communicators on device buffers
+// (the ranks share the GPU: staged), checked against the same float64
+// reference and a one-rank baseline run on the GPU, step after step.
+TEST(Step, EveryConfigPassesOnTheGpu) {
+  SEXTANT_REQUIRE_GPU();
+  std::vector<CaseRecord> records = run_suite_on_gpu(register_step_suite, ci());
+  if (world().rank() != 0) return;
+  ASSERT_FALSE(records.empty());
+  for (const CaseRecord& r : records) {
+    print_margins(r);
+    EXPECT_EQ(r.device, Device::cuda) << r.config.id();
+    EXPECT_EQ(r.conformance.status, "pass") << r.config.id() << " " << r.error << "\n" << failures(r);
+    EXPECT_GT(r.conformance.tensors.size(), 100u) << r.config.id();
+    EXPECT_EQ(r.metrics.at("losses").size(), 3u) << r.config.id();
+    EXPECT_GT(r.metrics.at("tokens_per_s").at("value").get<double>(), 0) << r.config.id();
+  }
+  for (const CaseRecord& a : records)
+    for (const CaseRecord& b : records)
+      for (size_t k = 0; k < 3; ++k)
+        EXPECT_NEAR(loss_at(a, k), loss_at(b, k), 1e-5 * std::abs(loss_at(b, k)))
+            << a.config.id() << " vs " << b.config.id() << " step " << k + 1;
+}
+
+// The gradient reduction on device buffers must still be checked: a dense
+// bucket summed over dp only (not dp x cp) fails every config with cp > 1.
+TEST(Step, SkippedCpGradientReduceIsCaughtOnTheGpu) {
+  SEXTANT_REQUIRE_GPU();
+  if (world().size() < 2) GTEST_SKIP() << "the fault needs cp 2, two ranks";
+  RunOptions o = ci();
+  o.fault = "no_cp_grad_reduce";
+  std::vector<CaseRecord> records = run_suite_on_gpu(register_step_suite, o);
+  if (world().rank() != 0) return;
+  ASSERT_FALSE(records.empty()) << "no config of " << world().size() << " ranks has cp > 1";
+  for (const CaseRecord& r : records) {
+    EXPECT_EQ(r.conformance.status, "fail") << "no_cp_grad_reduce was not caught on the GPU by " << r.config.id();
+    EXPECT_TRUE(r.error.empty()) << r.config.id() << " crashed instead of failing the check: " << r.error;
+  }
 }
 
 }  // namespace

@@ -36,6 +36,7 @@ struct SweepState {
   uint64_t seed = 0;
   Communicator* host = nullptr;
   Communicator* self = nullptr;
+  std::unique_ptr<Communicator> host_self;  // on a device: this rank alone over MPI, for the baseline
   Device device = Device::host;
   HostRates rates;
   std::vector<Entry> entries;
@@ -88,13 +89,13 @@ void validate_sweep(const CaseConfig& c) {
 }
 
 SweepState setup_sweep(CaseContext& ctx) {
-  if (ctx.device != Device::host) throw RuntimeError("the step model runs on the host only");
   SweepState s;
   s.config = ctx.config;
   s.seed = ctx.seed;
   s.host = &ctx.host_comm;
   s.self = &ctx.self;
   s.device = ctx.device;
+  if (ctx.self.device() != Device::host) s.host_self = ctx.host_comm.split(ctx.host_comm.rank(), 0);
   for (auto& [recipe, model] : entries_of(ctx.config)) {
     Entry e;
     e.name = recipe_name(recipe.parallel);
@@ -122,7 +123,8 @@ void run_sweep(SweepState& s) {
 // Every config's first loss from the same weights and batch against the
 // reference and the one-rank baseline.
 void check_sweep(SweepState& s, Checker& checker) {
-  const double base = checker.is_root() ? baseline_run(s.entries[0].model, *s.self, s.seed, 1)[0].loss : 0;
+  Communicator& host_self = s.host_self ? *s.host_self : *s.self;
+  const double base = checker.is_root() ? baseline_run(s.entries[0].model, *s.self, host_self, s.seed, 1)[0].loss : 0;
   const double ref = checker.is_root() ? reference_run(s.entries[0].model, s.seed, 1)[0].loss : 0;
   for (Entry& e : s.entries) {
     e.trainer->reset();
@@ -144,8 +146,10 @@ double median(std::vector<double> v) {
 
 // The planner's step time for this config on "this machine": peak = the
 // measured per-rank sgemm rate (gemm efficiency 1), links = the measured
-// all-reduce bus bandwidth and latency. NaN where the planner rejects it.
+// all-reduce bus bandwidth and latency. NaN where the planner rejects it,
+// and on a device: those rates are the host's, not the GPU's.
 double predicted_step(const SweepState& s, const Entry& e) {
+  if (s.device != Device::host) return std::numeric_limits<double>::quiet_NaN();
   plan::ClusterSpec cl;
   cl.device = "host";
   cl.gpus = cl.gpus_per_node = s.config.ranks;
