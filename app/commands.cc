@@ -71,13 +71,11 @@ CommFactory make_comm_factory(Device device) {
 
 std::string chosen_comm_backend() { return chosen(); }
 
-void add_extra_commands(CLI::App& app) {
+void add_comm_option(CLI::App& app) {
   CLI::App* run = app.get_subcommand("run");
   run->add_option("--comm", comm_choice(), kCommHelp)
       ->check(CLI::IsMember({"auto", "nccl", "staged"}))
       ->group("Where and how");
 }
-
-int run_extra_command(CLI::App&) { return 0; }
 
 }  // namespace sextant

@@ -1,5 +1,4 @@
-// Hooks the entry point calls into: the communicator factory for GPU runs and
-// subcommands beyond list/run (e.g. `plan`).
+// The kernel communicator of a run: `run --comm` and the factory it selects.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -12,9 +11,7 @@ namespace sextant {
 CommFactory make_comm_factory(Device device);
 // The backend make_comm_factory chose: "mpi", "nccl" or "mpi-staged".
 std::string chosen_comm_backend();
-// Registers further subcommands on the app.
-void add_extra_commands(CLI::App& app);
-// Runs whichever extra subcommand was parsed; returns its exit code.
-int run_extra_command(CLI::App& app);
+// Adds --comm (auto, nccl, staged) to the app's `run` subcommand.
+void add_comm_option(CLI::App& app);
 
 }  // namespace sextant

@@ -198,7 +198,7 @@ int main(int argc, char** argv) {
   CLI::Option* config =
       run->set_config("--config", "", "Read options from a TOML or INI file (command-line flags win)");
   CLI::App* plan = add_plan_command(app);
-  add_extra_commands(app);  // run --comm (app/commands.cc)
+  add_comm_option(app);  // run --comm (app/commands.cc)
 
   int code = 0;
   try {

@@ -96,7 +96,7 @@ void add_into(Tensor& y, const Tensor& x) {
     const Tensor in = widened<F>(x);
     F* a = sum.data<F>();
     const F* b = in.data<F>();
-    for (int64_t i = 0; i < sum.numel(); ++i) a[i] += b[i];
+    for (int64_t i = 0, n = sum.numel(); i < n; ++i) a[i] += b[i];
     store_rounded(y, sum);
   });
 }
