@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "harness/comm_nccl_rules.h"
 #include "harness/comm_staged.h"
 #include "harness/runner.h"
 #include "harness/testing/mpi_world.h"
@@ -49,6 +50,17 @@ inline std::vector<CaseRecord> run_suite_on_gpu(RegisterSuite register_suite, Ru
   return execute_plan(plan_run(r, o, world().size()), world(), o, {},
                       [memory](MpiCommunicator& group) -> std::unique_ptr<Communicator> {
                         return StagedCommunicator::create(group, memory);
+                      });
+}
+
+// Host buffers under NCCL's point-to-point rules (NcclRulesCommunicator: no
+// tags, sends that wait for their receive, one stream): what a suite sends
+// point to point must be ordered and grouped so that NCCL cannot hang on it.
+inline std::vector<CaseRecord> run_suite_under_nccl_rules(RegisterSuite register_suite, const RunOptions& o) {
+  const Registry r = suite_registry(register_suite);
+  return execute_plan(plan_run(r, o, world().size()), world(), o, {},
+                      [](MpiCommunicator& group) -> std::unique_ptr<Communicator> {
+                        return NcclRulesCommunicator::create(group);
                       });
 }
 

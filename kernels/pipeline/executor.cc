@@ -18,7 +18,7 @@ Tensor StageCompute::backward(int stage, int microbatch, const Tensor& grad_outp
 }
 
 const std::vector<std::string>& ExecutorOptions::faults() {
-  static const std::vector<std::string> names{"wrong_peer"};
+  static const std::vector<std::string> names{"wrong_peer", "eager_receives"};
   return names;
 }
 
@@ -40,13 +40,6 @@ PipelineExecutor::PipelineExecutor(Schedule schedule, Communicator& pp, StageCom
   if (pp_.size() != schedule_.ranks)
     throw UsageError(cat("pipeline: the PP group has ", pp_.size(), " ranks but schedule ", schedule_.name,
                          " is for --pp ", schedule_.ranks));
-  // Posting every receive up front relies on MPI matching by (peer, tag).
-  // NCCL ignores tags and runs p2p in stream order, so the same plan could
-  // hang there; it needs grouped send/recv pairs (as Megatron batches them).
-  // One rank sends nothing, so nccl serves there too.
-  if (pp_.backend() == "nccl" && pp_.size() > 1)
-    throw RuntimeError("pipeline executor: the nccl backend is not supported for --pp > 1 yet (tags are ignored "
-                       "there); use mpi or mpi-staged (--comm staged)");
   if (host_.size() != pp_.size() || host_.rank() != pp_.rank() || host_.device() != Device::host)
     throw RuntimeError("pipeline executor: the host communicator must be a host communicator over the PP ranks");
   if (2L * schedule_.stages * schedule_.microbatches > kMaxTag + 1L)
@@ -55,113 +48,126 @@ PipelineExecutor::PipelineExecutor(Schedule schedule, Communicator& pp, StageCom
   const auto& faults = ExecutorOptions::faults();
   if (!options_.fault.empty() && std::find(faults.begin(), faults.end(), options_.fault) == faults.end())
     throw UsageError(cat("pipeline executor: unknown fault ", options_.fault));
-  if (options_.fault == "wrong_peer" && schedule_.ranks < 2)
-    throw UsageError("pipeline executor: fault wrong_peer needs --pp >= 2 (point-to-point messages)");
+  if (!options_.fault.empty() && schedule_.ranks < 2)
+    throw UsageError(cat("pipeline executor: fault ", options_.fault, " needs --pp >= 2 (point-to-point messages)"));
   plan_messages();
   check_plans_agree();
 }
 
-int PipelineExecutor::tag(Kind kind, int stage, int microbatch) const {
-  return (kind * schedule_.stages + stage) * schedule_.microbatches + microbatch;
+int PipelineExecutor::tag(MessageKind kind, int boundary, int microbatch) const {
+  return (static_cast<int>(kind) * schedule_.stages + boundary) * schedule_.microbatches + microbatch;
 }
 
-// For each action: where its input comes from and where its output goes.
-// F(s) gets the activation of boundary s-1 and gives boundary s; B/I(s) gets
-// the gradient of boundary s and gives the gradient of boundary s-1.
+std::string PipelineExecutor::describe_tag(int tag) const {
+  const int S = schedule_.stages, m = schedule_.microbatches;
+  const int kind = tag / (S * m), boundary = (tag / m) % S, mb = tag % m;
+  return cat(kind == 0 ? "the activation of stage " : "the gradient for stage ", boundary, " microbatch ", mb,
+             " (tag ", tag, ")");
+}
+
+// This rank's part of the step's messages, in p2p_order(): for each action,
+// where its input comes from and where its output goes. F(s) gets the
+// activation of boundary s-1 and gives boundary s; B/I(s) gets the gradient
+// of boundary s and gives the gradient of boundary s-1.
 void PipelineExecutor::plan_messages() {
   const auto& actions = schedule_.actions[rank_];
   const auto& place = schedule_.stage_rank;
   plan_.assign(actions.size(), StepPlan{});
-  bool misdirected = false;
   for (size_t t = 0; t < actions.size(); ++t) {
     const Action& a = actions[t];
     if (a.type == T::W) continue;
     const bool fwd = a.type == T::F;
-    const Kind kind = fwd ? kActivation : kGradient;
-    // Input: from the previous stage (forward) or the next one (backward).
-    const int in_boundary = fwd ? a.stage - 1 : a.stage;
-    const int in_stage = fwd ? a.stage - 1 : a.stage + 1;
-    if (in_stage >= 0 && in_stage < schedule_.stages) {
-      if (place[in_stage] == rank_) {
-        plan_[t].consumes_local = true;
-      } else {
-        const size_t count = static_cast<size_t>(numel_of(compute_.boundary_shape(in_boundary)));
-        recvs_.push_back({kind, in_boundary, a.microbatch, place[in_stage], tag(kind, in_boundary, a.microbatch),
-                          count});
-        plan_[t].recv = static_cast<int>(recvs_.size()) - 1;
-      }
-    }
-    // Output: to the next stage (forward) or the previous one (backward).
-    const int out_boundary = fwd ? a.stage : a.stage - 1;
-    const int out_stage = fwd ? a.stage + 1 : a.stage - 1;
-    if (out_stage >= 0 && out_stage < schedule_.stages) {
-      if (place[out_stage] == rank_) {
-        plan_[t].produces_local = true;
-      } else {
-        int peer = place[out_stage];
-        if (options_.fault == "wrong_peer" && fwd && rank_ == 0 && !misdirected) {
-          peer = (peer + 1) % schedule_.ranks;  // planted: the first activation goes astray
-          misdirected = true;
-        }
-        const size_t count = static_cast<size_t>(numel_of(compute_.boundary_shape(out_boundary)));
-        sends_.push_back({kind, out_boundary, a.microbatch, peer, tag(kind, out_boundary, a.microbatch), count});
-        plan_[t].send = static_cast<int>(sends_.size()) - 1;
-      }
-    }
+    const int in_stage = fwd ? a.stage - 1 : a.stage + 1, out_stage = fwd ? a.stage + 1 : a.stage - 1;
+    plan_[t].consumes_local = in_stage >= 0 && in_stage < schedule_.stages && place[in_stage] == rank_;
+    plan_[t].produces_local = out_stage >= 0 && out_stage < schedule_.stages && place[out_stage] == rank_;
   }
+  const std::vector<Message> messages = step_messages(schedule_);
+  ops_.clear();
   recv_buffers_.clear();
-  for (const Message& m : recvs_)
-    recv_buffers_.push_back(Tensor::empty(compute_.boundary_shape(m.stage), compute_.dtype(), pp_.device()));
+  send_slots_ = 0;
+  bool misdirected = false;
+  const std::vector<std::vector<P2pOp>> order = p2p_order(schedule_, messages);
+  for (const P2pOp& p : order[rank_]) {
+    const Message& m = messages[p.message];
+    Op op{p.send, p.send ? m.to : m.from, tag(m.kind, m.boundary, m.microbatch),
+          static_cast<size_t>(numel_of(compute_.boundary_shape(m.boundary))), p.before_step, 0};
+    if (p.send) {
+      if (options_.fault == "wrong_peer" && m.kind == MessageKind::activation && !misdirected) {
+        op.peer = (op.peer + 1) % schedule_.ranks;  // planted: the first activation goes astray
+        misdirected = true;
+      }
+      op.slot = plan_[m.produced_at].send = send_slots_++;
+    } else {
+      op.slot = plan_[m.consumed_at].recv = static_cast<int>(recv_buffers_.size());
+      recv_buffers_.push_back(Tensor::empty(compute_.boundary_shape(m.boundary), compute_.dtype(), pp_.device()));
+      if (options_.fault == "eager_receives") op.before_step = 0;  // planted: the tag-matching order of old
+    }
+    ops_.push_back(op);
+  }
+  std::stable_sort(ops_.begin(), ops_.end(), [](const Op& a, const Op& b) { return a.before_step < b.before_step; });
 }
-
-namespace {
-// (from, to, tag, count): one message as both ends must see it.
-using Wire = std::tuple<int, int, int, size_t>;
-
-std::string describe(const Wire& w, int stages, int m) {
-  const auto& [from, to, tag, count] = w;
-  const int kind = tag / (stages * m), stage = (tag / m) % stages, mb = tag % m;
-  return cat(kind == 0 ? "the activation of stage " : "the gradient for stage ", stage, " microbatch ", mb, " (tag ",
-             tag, ", ", count, " elements) from rank ", from, " to rank ", to);
-}
-}  // namespace
 
 // Every rank's plan on every rank; all ranks reach the same verdict.
 void PipelineExecutor::check_plans_agree() {
   std::ostringstream mine;
-  for (const Message& m : sends_) mine << "s " << m.peer << " " << m.tag << " " << m.count << "\n";
-  for (const Message& m : recvs_) mine << "r " << m.peer << " " << m.tag << " " << m.count << "\n";
+  for (const Op& op : ops_)
+    mine << (op.send ? "s " : "r ") << op.peer << " " << op.tag << " " << op.count << " " << op.before_step << "\n";
   std::vector<std::string> plans = all_gather_strings(host_, mine.str());
+  // (from, to, tag, count): one message as both ends must see it.
+  using Wire = std::tuple<int, int, int, size_t>;
   std::set<Wire> sent, expected;
+  std::vector<std::vector<WireOp>> wire(plans.size());
   for (int r = 0; r < static_cast<int>(plans.size()); ++r) {
     std::istringstream in(plans[r]);
     std::string dir;
-    int peer = 0, tag = 0;
-    size_t count = 0;
-    while (in >> dir >> peer >> tag >> count) {
-      if (dir == "s") sent.insert({r, peer, tag, count});
-      else expected.insert({peer, r, tag, count});
+    WireOp op;
+    while (in >> dir >> op.peer >> op.tag >> op.count >> op.before_step) {
+      op.send = dir == "s";
+      if (op.send) sent.insert({r, op.peer, op.tag, op.count});
+      else expected.insert({op.peer, r, op.tag, op.count});
+      wire[r].push_back(op);
     }
   }
-  const int S = schedule_.stages, m = schedule_.microbatches;
+  auto describe = [&](const Wire& w) {
+    const auto& [from, to, tag, count] = w;
+    return cat(describe_tag(tag), ", ", count, " elements, from rank ", from, " to rank ", to);
+  };
   for (const Wire& w : sent)
-    if (!expected.count(w))
-      throw RuntimeError(cat("pipeline executor: nobody receives ", describe(w, S, m), " (wrong peer?)"));
+    if (!expected.count(w)) throw RuntimeError(cat("pipeline executor: nobody receives ", describe(w), " (wrong peer?)"));
   for (const Wire& w : expected)
-    if (!sent.count(w))
-      throw RuntimeError(cat("pipeline executor: nobody sends ", describe(w, S, m), " (wrong peer?)"));
+    if (!sent.count(w)) throw RuntimeError(cat("pipeline executor: nobody sends ", describe(w), " (wrong peer?)"));
+  check_stream_order(wire, [this](int tag) { return describe_tag(tag); });
+}
+
+void PipelineExecutor::issue_ops(int step, size_t& next, std::vector<RequestPtr>& receives,
+                                 std::vector<RequestPtr>& sends, const std::vector<Tensor>& outgoing) {
+  if (next >= ops_.size() || ops_[next].before_step > step) return;
+  pp_.group_start();
+  for (; next < ops_.size() && ops_[next].before_step <= step; ++next) {
+    const Op& op = ops_[next];
+    if (op.send) {
+      const Tensor& t = outgoing[op.slot];
+      if (!t.defined()) throw RuntimeError(cat("pipeline executor: ", describe_tag(op.tag), " sent before it was made"));
+      sends.push_back(pp_.isend(t.raw(), op.count, t.dtype(), op.peer, op.tag));
+    } else {
+      receives[op.slot] = pp_.irecv(recv_buffers_[op.slot].raw(), op.count, compute_.dtype(), op.peer, op.tag);
+    }
+  }
+  pp_.group_end();
 }
 
 Tensor PipelineExecutor::input_for(int step, std::vector<RequestPtr>& receives) {
   const StepPlan& p = plan_[step];
   const Action& a = schedule_.actions[rank_][step];
   if (p.recv >= 0) {
+    if (!receives[p.recv]) throw RuntimeError(cat("pipeline executor: the input of ", to_string(a), " was never received"));
     receives[p.recv]->wait();
     return recv_buffers_[p.recv];
   }
   if (!p.consumes_local) return Tensor{};
   const bool fwd = a.type == T::F;
-  const LocalKey key{fwd ? kActivation : kGradient, fwd ? a.stage - 1 : a.stage, a.microbatch};
+  const LocalKey key{static_cast<int>(fwd ? MessageKind::activation : MessageKind::gradient), fwd ? a.stage - 1 : a.stage,
+                     a.microbatch};
   auto it = local_.find(key);
   if (it == local_.end()) throw RuntimeError(cat("pipeline executor: no local input for ", to_string(a)));
   Tensor input = it->second;
@@ -169,25 +175,26 @@ Tensor PipelineExecutor::input_for(int step, std::vector<RequestPtr>& receives) 
   return input;
 }
 
-void PipelineExecutor::hand_on(int step, const Tensor& output, std::vector<RequestPtr>& sends,
-                               std::vector<Tensor>& in_flight) {
+// Keeps the output for the stage that needs it: locally, or until its send
+// is issued (and, held in `outgoing`, until the send completes).
+void PipelineExecutor::hand_on(int step, const Tensor& output, std::vector<Tensor>& outgoing) {
   const StepPlan& p = plan_[step];
   const Action& a = schedule_.actions[rank_][step];
   if (p.send < 0 && !p.produces_local) return;
   if (!output.defined())
     throw RuntimeError(cat("pipeline executor: ", to_string(a), " returned no tensor for the next stage"));
+  const bool fwd = a.type == T::F;
   if (p.produces_local) {
-    const bool fwd = a.type == T::F;
-    local_[{fwd ? kActivation : kGradient, fwd ? a.stage : a.stage - 1, a.microbatch}] = output;
+    local_[{static_cast<int>(fwd ? MessageKind::activation : MessageKind::gradient), fwd ? a.stage : a.stage - 1,
+            a.microbatch}] = output;
     return;
   }
-  const Message& m = sends_[p.send];
-  if (static_cast<size_t>(output.numel()) != m.count || output.dtype() != compute_.dtype())
+  const size_t count = static_cast<size_t>(numel_of(compute_.boundary_shape(fwd ? a.stage : a.stage - 1)));
+  if (static_cast<size_t>(output.numel()) != count || output.dtype() != compute_.dtype())
     throw RuntimeError(cat("pipeline executor: ", to_string(a), " returned ", shape_string(output.shape()), " ",
-                           dtype_name(output.dtype()), ", expected ", m.count, " elements of ",
+                           dtype_name(output.dtype()), ", expected ", count, " elements of ",
                            dtype_name(compute_.dtype())));
-  sends.push_back(pp_.isend(output.raw(), m.count, output.dtype(), m.peer, m.tag));
-  in_flight.push_back(output);  // keeps the buffer alive until the send completes
+  outgoing[p.send] = output;
 }
 
 Tensor PipelineExecutor::run_action(const Action& a, const Tensor& input) {
@@ -205,22 +212,22 @@ std::vector<TimedAction> PipelineExecutor::run_step() {
   local_.clear();
   pp_.barrier();
   const double t0 = now_seconds();
-  std::vector<RequestPtr> receives;
-  for (size_t i = 0; i < recvs_.size(); ++i)
-    receives.push_back(pp_.irecv(recv_buffers_[i].raw(), recvs_[i].count, compute_.dtype(), recvs_[i].peer,
-                                 recvs_[i].tag));
-  std::vector<RequestPtr> sends;
-  std::vector<Tensor> in_flight;
+  std::vector<RequestPtr> receives(recv_buffers_.size()), sends;
+  std::vector<Tensor> outgoing(static_cast<size_t>(send_slots_));  // alive until the sends complete
   std::vector<TimedAction> record;
   record.reserve(actions.size());
-  for (int t = 0; t < static_cast<int>(actions.size()); ++t) {
+  size_t next_op = 0;
+  const int steps = static_cast<int>(actions.size());
+  for (int t = 0; t < steps; ++t) {
+    issue_ops(t, next_op, receives, sends, outgoing);
     Tensor input = input_for(t, receives);
     const double start = now_seconds();
     Tensor output = run_action(actions[t], input);
     compute_.synchronize();
     record.push_back({actions[t], start - t0, now_seconds() - t0});
-    hand_on(t, output, sends, in_flight);
+    hand_on(t, output, outgoing);
   }
+  issue_ops(steps, next_op, receives, sends, outgoing);
   wait_all(sends);
   if (!local_.empty()) throw RuntimeError("pipeline executor: a local hand-off was never consumed");
   return record;

@@ -3,22 +3,25 @@
 // action started and ended.
 //
 //   StageCompute      what a stage computes (the suite plugs in its layers)
-//   PipelineExecutor  order and messages: posts every receive of the step up
-//                     front (irecv), waits for an action's input just before
-//                     the action, sends each output as soon as it exists
-//                     (isend, completed at the end of the step). These are
-//                     the semantics validate() dry-runs, so a validated
-//                     schedule cannot deadlock here.
+//   PipelineExecutor  order and messages: issues each send and receive in
+//                     the order p2p_order() gives (a send right after the
+//                     action that made it, a receive some steps before the
+//                     action that needs it; what is issued at one point goes
+//                     out as one group), waits for an action's input just
+//                     before the action, and completes the sends at the end
+//                     of the step.
 //
 // Messages: the activation that stage s sends to stage s+1 for microbatch mb
 // has tag (0 * stages + s) * m + mb; the gradient stage s+1 sends back has
-// tag (1 * stages + s) * m + mb. When both stages sit on one rank (the turn
-// of a V) the tensor is handed over locally.
+// tag (1 * stages + s) * m + mb. MPI matches by tag; NCCL ignores tags and
+// matches in issue order, which p2p_order() makes agree on both ends. When
+// both stages sit on one rank the tensor is handed over locally.
 //
-// Backends: mpi and mpi-staged (matching by peer and tag; mpi-staged moves
-// device buffers, so the stages may compute on a GPU). nccl only at one PP
-// rank (no messages): it ignores tags and orders p2p on one stream, so it
-// needs grouped send/recv pairs and a rendezvous dry run; the constructor says so.
+// Backends: mpi, mpi-staged (device buffers through host memory) and nccl.
+// Before the first step every rank's plan is checked on every rank: each
+// message has a sender and a receiver, and a dry run under NCCL's rules
+// (in-order matching, one stream) finishes, so a bad plan is refused with a
+// message instead of hanging.
 #pragma once
 
 #include <map>
@@ -28,6 +31,7 @@
 
 #include "harness/comm.h"
 #include "harness/tensor.h"
+#include "kernels/pipeline/p2p_order.h"
 #include "kernels/pipeline/schedule.h"
 #include "kernels/pipeline/timeline.h"
 
@@ -65,7 +69,9 @@ class StageCompute {
 
 struct ExecutorOptions {
   // Planted fault (for the suite's fault tests), "" for none:
-  //   wrong_peer  rank 0 sends its first activation to the wrong rank
+  //   wrong_peer      rank 0 sends its first activation to the wrong rank
+  //   eager_receives  every rank posts all its receives before its first
+  //                   action (fine under MPI's tags, a deadlock on NCCL)
   std::string fault;
   // A host (MPI) communicator over the same ranks in the same order, for the
   // bookkeeping that moves host data (the plan check, gather). Null: pp
@@ -80,8 +86,9 @@ class PipelineExecutor {
   // schedule.actions[pp.rank()] and must hold the stages placed on it).
   // Validates the schedule (ScheduleError), then checks every rank's message
   // plan against every other's: each send has a matching receive (peer, tag,
-  // size) and each receive a send (RuntimeError naming the first mismatch),
-  // so a wrong peer is caught before anything runs instead of hanging.
+  // size) and each receive a send, and the order passes check_stream_order()
+  // (RuntimeError naming the first mismatch or the stuck ranks), so a wrong
+  // peer or order is caught before anything runs instead of hanging.
   PipelineExecutor(Schedule schedule, Communicator& pp, StageCompute& compute, ExecutorOptions options = {});
 
   // One step: this rank's actions in order (collective over pp). Returns
@@ -97,29 +104,31 @@ class PipelineExecutor {
   const Schedule& schedule() const { return schedule_; }
 
  private:
-  enum Kind { kActivation = 0, kGradient = 1 };
-  // One message this rank sends or receives.
-  struct Message {
-    Kind kind;
-    int stage;  // the boundary: output of `stage`, input of stage + 1
-    int microbatch;
-    int peer;
-    int tag;
-    size_t count;
+  // One send or receive of this rank, in issue order.
+  struct Op {
+    bool send = false;
+    int peer = 0, tag = 0;
+    size_t count = 0;
+    int before_step = 0;  // issued just before this step (ops with equal steps: one group)
+    int slot = 0;         // index into the step's receives or outgoing tensors
   };
   // What action `step` of this rank consumes and produces.
   struct StepPlan {
-    int recv = -1;  // index into recvs_, or -1 (none, or local)
-    int send = -1;  // index into sends_, or -1
+    int recv = -1;  // receive slot, or -1 (none, or local)
+    int send = -1;  // outgoing slot, or -1
     bool consumes_local = false, produces_local = false;
   };
-  using LocalKey = std::tuple<int, int, int>;  // kind, stage, microbatch
+  using LocalKey = std::tuple<int, int, int>;  // kind, boundary, microbatch
 
   void plan_messages();
   void check_plans_agree();
-  int tag(Kind kind, int stage, int microbatch) const;
+  int tag(MessageKind kind, int boundary, int microbatch) const;
+  std::string describe_tag(int tag) const;
+  // Issues the ops due before `step` (from ops_[next] on) as one group.
+  void issue_ops(int step, size_t& next, std::vector<RequestPtr>& receives, std::vector<RequestPtr>& sends,
+                 const std::vector<Tensor>& outgoing);
   Tensor input_for(int step, std::vector<RequestPtr>& receives);
-  void hand_on(int step, const Tensor& output, std::vector<RequestPtr>& sends, std::vector<Tensor>& in_flight);
+  void hand_on(int step, const Tensor& output, std::vector<Tensor>& outgoing);
   Tensor run_action(const Action& action, const Tensor& input);
 
   Schedule schedule_;
@@ -128,9 +137,10 @@ class PipelineExecutor {
   StageCompute& compute_;
   ExecutorOptions options_;
   int rank_ = 0;
-  std::vector<Message> sends_, recvs_;
-  std::vector<StepPlan> plan_;      // per step of this rank
-  std::vector<Tensor> recv_buffers_;  // per recvs_ entry, reused every step
+  std::vector<Op> ops_;               // this rank's sends and receives, in issue order
+  int send_slots_ = 0;
+  std::vector<StepPlan> plan_;        // per step of this rank
+  std::vector<Tensor> recv_buffers_;  // per receive slot, reused every step
   std::map<LocalKey, Tensor> local_;  // hand-offs between stages on this rank
 };
 

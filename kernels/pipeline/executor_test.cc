@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "harness/assemble.h"
+#include "harness/comm_nccl_rules.h"
 #include "harness/compare.h"
 #include "harness/strings.h"
 #include "harness/testing/mpi_world.h"
@@ -97,9 +98,9 @@ struct Distributed {
   Timeline timeline;
 };
 
-// The schedule on the world communicator: loss summed, gradients assembled on rank 0.
-Distributed distributed(const Schedule& schedule, const LinearStagesConfig& c, int steps = 1) {
-  Communicator& pp = world();
+// The schedule on `pp` (the world's ranks): loss summed, gradients assembled on rank 0.
+Distributed distributed(const Schedule& schedule, const LinearStagesConfig& c, int steps = 1,
+                        Communicator& pp = world()) {
   LinearStages model(c, schedule.stages_of(pp.rank()));
   PipelineExecutor executor(schedule, pp, model, ExecutorOptions{"", &world()});  // host bookkeeping on MPI
   std::vector<TimedAction> mine;
@@ -165,20 +166,25 @@ std::vector<Schedule> schedules_at(int p) {
   return out;
 }
 
+// On MPI, and under NCCL's rules (no tags, sends that wait for their
+// receive, one stream): the message order must make both work.
 TEST(Executor, EverySchedulePassesConformance) {
   const int p = world().size();
-  for (const Schedule& s : schedules_at(p)) {
-    const LinearStagesConfig c = config_for(s);
-    Distributed d = distributed(s, c, 2);
-    if (world().rank() != 0) continue;
-    const Reference ref = reference(c);
-    const Result base = sequential(c);
-    Verdict v = check(d.result, base, ref, c.dtype);
-    EXPECT_TRUE(v.pass) << s.name << " p" << p << " m" << s.microbatches << ": " << v.detail;
-    EXPECT_GT(std::abs(ref.loss), 0.0);
-    for (int stage = 0; stage < s.stages; ++stage)  // every stage's gradient takes part in the check
-      EXPECT_GT(compare(narrow(base.grads, 0, stage, 1), narrow(ref.grads, 0, stage, 1)).ref_norm, 1e-3)
-          << s.name << " stage " << stage;
+  auto nccl_rules = NcclRulesCommunicator::create(world());
+  for (Communicator* pp : std::vector<Communicator*>{&world(), nccl_rules.get()}) {
+    for (const Schedule& s : schedules_at(p)) {
+      const LinearStagesConfig c = config_for(s);
+      Distributed d = distributed(s, c, 2, *pp);
+      if (world().rank() != 0) continue;
+      const Reference ref = reference(c);
+      const Result base = sequential(c);
+      Verdict v = check(d.result, base, ref, c.dtype);
+      EXPECT_TRUE(v.pass) << pp->backend() << " " << s.name << " p" << p << " m" << s.microbatches << ": " << v.detail;
+      EXPECT_GT(std::abs(ref.loss), 0.0);
+      for (int stage = 0; stage < s.stages; ++stage)  // every stage's gradient takes part in the check
+        EXPECT_GT(compare(narrow(base.grads, 0, stage, 1), narrow(ref.grads, 0, stage, 1)).ref_norm, 1e-3)
+            << s.name << " stage " << stage;
+    }
   }
 }
 
@@ -226,6 +232,14 @@ TEST(Executor, PlantedFaultsFail) {
     EXPECT_NE(std::string(e.what()).find("nobody receives the activation of stage 0 microbatch 0"), std::string::npos)
         << e.what();
   }
+  // Every receive posted before the first action (the order MPI's tags
+  // allow): refused before anything runs, since NCCL would hang on it.
+  try {
+    PipelineExecutor executor(s, world(), model, ExecutorOptions{"eager_receives"});
+    ADD_FAILURE() << "eager_receives was not caught";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("deadlocks under NCCL's rules"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Executor, RejectsBadSchedulesAndSizes) {
@@ -242,3 +256,4 @@ TEST(Executor, RejectsBadSchedulesAndSizes) {
 
 }  // namespace
 }  // namespace sextant::pp
+

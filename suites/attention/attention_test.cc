@@ -54,6 +54,14 @@ TEST(Attention, EveryVariantPassesAtEveryRankCount) {
   }
 }
 
+// The ring's isend/irecv under NCCL's point-to-point rules (no tags, one stream).
+TEST(Attention, RingPassesUnderNcclRules) {
+  std::vector<CaseRecord> records = run_suite_under_nccl_rules(register_attention_suite, ci_options({"attention/p2p"}));
+  if (world().rank() != 0) return;
+  ASSERT_FALSE(records.empty());
+  for (const CaseRecord& r : records) EXPECT_EQ(r.conformance.status, "pass") << r.config.id() << " " << r.error;
+}
+
 TEST(Attention, SpotCheckOnSampledRowsPasses) {
   RunOptions o = ci_options({"attention/p2p", "attention/a2a+p2p"});
   o.rank_counts = {world().size()};

@@ -30,6 +30,14 @@ TEST(Collectives, EveryOpPassesExactlyAtEveryRankCount) {
   }
 }
 
+// sendrecv's ring exchange under NCCL's point-to-point rules (no tags, one stream).
+TEST(Collectives, SendRecvPassesUnderNcclRules) {
+  std::vector<CaseRecord> records = run_suite_under_nccl_rules(register_collectives_suite, small({"collectives/sendrecv"}));
+  if (world().rank() != 0) return;
+  ASSERT_FALSE(records.empty());
+  for (const CaseRecord& r : records) EXPECT_EQ(r.conformance.status, "pass") << r.config.id() << " " << r.error;
+}
+
 TEST(Collectives, RunsOnEveryGroupOfADimensionAtOnce) {
   if (world().size() != 4) GTEST_SKIP() << "needs 4 ranks";
   RunOptions o = small({"collectives/all_reduce", "collectives/all_gather", "collectives/sp_identity"});

@@ -2,6 +2,7 @@
 // step, and the case table every schedule fills in.
 #include <algorithm>
 
+#include "harness/device.h"
 #include "harness/error.h"
 #include "harness/strings.h"
 #include "harness/timing.h"
@@ -26,9 +27,12 @@ double measure_p2p_latency(Communicator& pp, const Shape& boundary, DType dtype)
     pp.barrier();
     const double t0 = now_seconds();
     std::vector<RequestPtr> requests;
+    pp.group_start();  // one group: on NCCL a lone receive from prev would wait forever
     requests.push_back(pp.irecv(in.raw(), count, dtype, prev, round));
     requests.push_back(pp.isend(out.raw(), count, dtype, next, round));
+    pp.group_end();
     wait_all(requests);
+    if (pp.device() == Device::cuda) cuda_synchronize();  // NCCL's wait does not block the host
     best = std::min(best, now_seconds() - t0);
   }
   return pp.all_reduce_value(best, ReduceOp::max);
@@ -79,7 +83,7 @@ PipelineState setup_state(CaseContext& ctx) {
   const tp::TpGroup group{ctx.grid.get(Dim::tp), s.p.sp};
   s.stages = std::make_unique<MlpStages>(stages_config(s, fault), group, s.schedule.stages_of(s.pp_rank));
   pp::ExecutorOptions options;
-  options.fault = fault == "wrong_peer" ? fault : "";
+  options.fault = fault == "wrong_peer" || fault == "eager_receives" ? fault : "";
   // The executor's bookkeeping (plan check, timeline gather) moves host data:
   // over MPI, on a host grid of the same ranks where the PP group is on the device.
   if (s.pp_comm->device() != Device::host)

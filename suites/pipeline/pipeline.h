@@ -64,6 +64,9 @@ pp::Schedule build_schedule(const Problem& p, const std::string& fault);
 //   deadlock          stage 0 waits for microbatch 0's gradient before sending
 //                     microbatch 1's activation, which stage 1 wants first
 //   wrong_peer        the executor sends rank 0's first activation astray
+//   eager_receives    every rank posts all its receives before its first
+//                     action (MPI's tags allow it; NCCL, matching in order on
+//                     one stream, would hang): the executor's dry run refuses it
 //   accumulate_twice  W of microbatch 0 adds its weight gradients twice
 const std::vector<std::string>& faults();
 

@@ -215,7 +215,7 @@ void validate_problem(const CaseConfig& c, const ScheduleKind& kind) {
     throw UsageError(cat("--tp ", p.tp, " must divide --seq ", p.seq, " under --sp (each rank holds seq/tp tokens)"));
   const int64_t tags = 2L * p.stages * p.microbatches;
   require(tags <= 32768, cat("2 * stages * --microbatches = ", tags, " must be at most 32768 (MPI message tags)"));
-  if (c.fault == "wrong_peer" || c.fault == "deadlock")
+  if (c.fault == "wrong_peer" || c.fault == "deadlock" || c.fault == "eager_receives")
     require(p.pp >= 2, cat("--fault ", c.fault, " needs --pp >= 2 (messages between pipeline ranks), not ", p.pp));
   if (c.fault == "deadlock")
     require(p.microbatches >= 2, cat("--fault deadlock needs --microbatches >= 2, not ", p.microbatches));
@@ -276,7 +276,8 @@ pp::Schedule build_schedule(const Problem& p, const std::string& fault) {
 }
 
 const std::vector<std::string>& faults() {
-  static const std::vector<std::string> names{"missing_backward", "deadlock", "wrong_peer", "accumulate_twice"};
+  static const std::vector<std::string> names{"missing_backward", "deadlock", "wrong_peer", "eager_receives",
+                                               "accumulate_twice"};
   return names;
 }
 

@@ -79,6 +79,16 @@ TEST(Step, EveryConfigMatchesTheReferenceForThreeSteps) {
             << a.config.id() << " vs " << b.config.id() << " step " << k + 1;
 }
 
+// The configs with a pipeline (pp > 1) under NCCL's point-to-point rules
+// (no tags, one stream), where the pipeline's messages are ordered for NCCL.
+TEST(Step, EveryConfigPassesUnderNcclRules) {
+  std::vector<CaseRecord> records = run_suite_under_nccl_rules(register_step_suite, ci());
+  if (world().rank() != 0) return;
+  ASSERT_FALSE(records.empty());
+  for (const CaseRecord& r : records)
+    EXPECT_EQ(r.conformance.status, "pass") << r.config.id() << " " << r.error << "\n" << failures(r);
+}
+
 // Each fault must fail every config where it can show (a fault invisible
 // at this rank count plants no instance).
 TEST(Step, EveryPlantedFaultIsCaught) {
