@@ -104,15 +104,29 @@ def run_labels(runs):
 
 
 def expand_paths(paths):
-    """Files as given; folders contribute their *.json files, sorted. The
-    schema itself is left out, so `results/*.json` and `results/` both work."""
+    """Files as given; folders contribute their *.json files, searched
+    recursively and sorted, except JSON documents with no "schema" at all
+    (what benchmarks write beside results, e.g. in a device check's folder)
+    and the schema itself. So `results/` and `results/*/*.json` both work; an
+    unreadable file is kept, for the tool to report."""
     out = []
     for p in paths:
         if os.path.isdir(p):
-            out += sorted(os.path.join(p, f) for f in os.listdir(p) if f.endswith(".json"))
+            found = sorted(os.path.join(d, f) for d, _, files in os.walk(p) for f in files if f.endswith(".json"))
+            out += [f for f in found if not is_other_document(f)]
         else:
             out.append(p)
     return [p for p in out if os.path.basename(p) != "schema.json"]
+
+
+def is_other_document(path):
+    """Readable JSON that does not claim any schema: not a results file."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return not isinstance(doc, dict) or "schema" not in doc
 
 
 # ---- accessors for one case record ------------------------------------------

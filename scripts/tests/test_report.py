@@ -79,7 +79,8 @@ def expected_figures(runs):
     """The figures a report on these runs must draw, from the suites they hold."""
     cases = [c for r in runs for c in r.cases if not c.get("fault")]
     suites = {c["suite"] for c in cases}
-    names = [f"conformance_{r.index}.png" for r in runs if r.cases]  # a run with no cases has no matrix
+    # One matrix per system (a run with no cases has none).
+    names = [f"conformance_{i}.png" for i in range(len(conformance.system_groups([r for r in runs if r.cases])))]
     per_suite = {"tp_sp": ["tp_sp.png"], "attention": ["attention_cp.png"],
                  "moe": ["moe_bandwidth.png", "moe_imbalance.png"],
                  "pipeline": ["pipeline_bubble.png", "pipeline_agreement.png", "pipeline_gantt.png"],
@@ -308,7 +309,25 @@ class SeveralRuns(unittest.TestCase):
             busbw = next(f for f in result.figures if f.file == "collectives_busbw_f32.png")
             self.assertIn("Systems: ", busbw.caption)
             self.assertIn(runs[1].label, busbw.caption)
-            self.assertEqual(sum(f.file.startswith("conformance_") for f in result.figures), 2)
+            matrices = [f for f in result.figures if f.file.startswith("conformance_")]
+            self.assertEqual(len(matrices), 1, "one machine, one matrix")
+            self.assertIn("2 runs", matrices[0].title)
+
+    def test_two_backends_of_one_system_get_their_own_columns(self):
+        def staged(doc):
+            doc["run"].update(id="staged", start="2026-12-01T00:00:00Z")
+            doc["system"]["backend"] = "mpi-staged"
+            for c in doc["cases"]:
+                c["backend"] = "mpi-staged"
+        with tempfile.TemporaryDirectory() as tmp:
+            second = write(derived(REAL_FIXTURE, staged), tmp, "staged.json")
+            runs = load_runs([REAL_FIXTURE, second])
+            groups = conformance.system_groups(runs)
+            self.assertEqual(len(groups), 1)
+            _, columns, _, _ = conformance.matrix(groups[0][1])
+            ranks = {c["ranks"] for c in runs[0].cases}
+            self.assertEqual(set(columns), {(n, b) for n in ranks for b in ("mpi", "mpi-staged")})
+            self.assertIn("backends mpi, mpi-staged", conformance.describe_group(groups[0][1]))
 
 
 if __name__ == "__main__":

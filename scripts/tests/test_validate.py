@@ -3,6 +3,7 @@ file fails with the JSON path of the problem; the synthetic fixtures are
 valid and up to date."""
 import json
 import os
+import shutil
 import tempfile
 import unittest
 
@@ -30,6 +31,19 @@ class AcceptsRealFiles(unittest.TestCase):
         rc, out, _ = run_script("validate.py", os.path.dirname(REAL_FIXTURE))
         self.assertEqual(rc, 0, out)
         self.assertEqual(len(out.splitlines()), 2)
+
+    def test_a_folder_skips_json_without_a_schema_and_searches_subfolders(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            os.makedirs(os.path.join(tmp, "machine"))
+            shutil.copy(REAL_FIXTURE, os.path.join(tmp, "machine", "run.json"))
+            write({"benchmark": "ops", "rows": []}, tmp, "bench_ops.json")  # a device check leaves these
+            with open(os.path.join(tmp, "broken.json"), "w", encoding="utf-8") as f:
+                f.write("{not json")
+            rc, out, err = run_script("validate.py", tmp)
+            self.assertEqual(rc, 1, out + err)
+            self.assertIn("machine/run.json: ok", out)
+            self.assertNotIn("bench_ops", out + err)
+            self.assertIn("broken.json", out + err)  # unreadable files are reported, not skipped
 
     def test_error_records_and_nonfinite_errors_are_allowed(self):
         def edit(doc):

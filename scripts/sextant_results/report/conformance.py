@@ -1,7 +1,10 @@
-"""Conformance matrix: rows are cases (suite/case, dtype, planted fault),
-columns rank counts; a cell is the worst instance there, coloured by
-error / bound: pass (<= 0.5), near the bound (0.5 .. 1], fail, error, skip.
-A planted fault is meant to fail: caught, it is light blue; not caught, red."""
+"""Conformance matrix, one per system (device and kind: the runs of one
+machine are pooled, e.g. a device check's one file per suite and mode):
+rows are cases (suite/case, dtype, planted fault), columns rank counts (and
+the backend, where the system's runs used several); a cell is the worst
+instance there, coloured by error / bound: pass (<= 0.5), near the bound
+(0.5 .. 1], fail, error, skip. A planted fault is meant to fail: caught, it
+is light blue; not caught, red."""
 import math
 
 from matplotlib.colors import ListedColormap
@@ -74,49 +77,80 @@ def worst(cases):
     return max(cases, key=key)
 
 
-def matrix(run):
-    """(row labels, rank counts, {(row, ranks): worst case}, instance counts)."""
+def system_groups(runs):
+    """[(label, runs)] in first-seen order: runs of one device name and kind together."""
+    groups = {}
+    for run in runs:
+        groups.setdefault((run.device_name(), run.system.get("device_kind", "?")), []).append(run)
+    out = []
+    for (device, _), members in groups.items():
+        out.append((members[0].label if len(members) == 1 else f"{device}, {len(members)} runs", members))
+    return out
+
+
+def column_key(case, backends):
+    """Rank count, with the backend when the system's runs used several."""
+    return (case["ranks"], case.get("backend", "?") if len(backends) > 1 else "")
+
+
+def matrix(runs):
+    """(row labels, columns, {(row, column): worst case}, instance counts)."""
+    backends = {c.get("backend", "?") for r in runs for c in r.cases}
     cells = {}
-    for c in run.cases:
-        k = (row_key(c), c["ranks"])
-        cells.setdefault(k, []).append(c)
+    for run in runs:
+        for c in run.cases:
+            cells.setdefault((row_key(c), column_key(c, backends)), []).append(c)
     rows = sorted({k[0] for k in cells})
-    ranks = sorted({k[1] for k in cells})
-    return rows, ranks, {k: worst(v) for k, v in cells.items()}, {k: len(v) for k, v in cells.items()}
+    columns = sorted({k[1] for k in cells})
+    return rows, columns, {k: worst(v) for k, v in cells.items()}, {k: len(v) for k, v in cells.items()}
 
 
-def draw(run, out):
-    rows, ranks, cells, counts = matrix(run)
+def describe_group(runs):
+    """The system of a group, for the caption."""
+    if len(runs) == 1:
+        return runs[0].describe()
+    first = runs[0]
+    worlds = sorted({r.system.get("world_size", 0) for r in runs})
+    backends = sorted({r.system.get("backend", "?") for r in runs})
+    starts = sorted(str(r.run.get("start", "?")) for r in runs)
+    caveat = "" if all(r.timings_representative() for r in runs) else "; some timings not representative"
+    return (f"{first.device_name()} ({first.system.get('device_kind', '?')}), {len(runs)} runs: world sizes "
+            f"{', '.join(map(str, worlds))}; backend{'s' if len(backends) > 1 else ''} {', '.join(backends)}"
+            f"{caveat}; from {starts[0]} to {starts[-1]}")
+
+
+def draw(index, label, runs, out):
+    rows, columns, cells, counts = matrix(runs)
     # Room for the row labels (~0.055 in per character at 7 pt), the cells and the legend below.
     label_width = 0.055 * max(len(r) for r in rows)
-    fig, axes = subplots(1, 1, width=max(5.0, label_width + 0.5 + 0.9 * len(ranks)), height=2.2 + 0.32 * len(rows))
+    fig, axes = subplots(1, 1, width=max(5.0, label_width + 0.5 + 0.9 * len(columns)), height=2.2 + 0.32 * len(rows))
     ax = axes[0][0]
-    grid = [[CATEGORIES.index(category(cells[(r, n)])) if (r, n) in cells else 0 for n in ranks] for r in rows]
+    grid = [[CATEGORIES.index(category(cells[(r, n)])) if (r, n) in cells else 0 for n in columns] for r in rows]
     ax.imshow(grid, cmap=ListedColormap([STATUS_COLOURS[c] for c in CATEGORIES]), vmin=0,
               vmax=len(CATEGORIES) - 1, aspect="auto")
     for i, r in enumerate(rows):
-        for j, n in enumerate(ranks):
+        for j, n in enumerate(columns):
             if (r, n) in cells:
                 ax.text(j, i, cell_text(cells[(r, n)]), ha="center", va="center", fontsize=7)
-    ax.set_xticks(range(len(ranks)), [str(n) for n in ranks])
+    ax.set_xticks(range(len(columns)), [f"{n}\n{b}" if b else str(n) for n, b in columns], fontsize=7)
     ax.set_yticks(range(len(rows)), rows, fontsize=7)
-    ax.set_xlabel("ranks (group size of the instance)")
-    ax.set_xticks([x - 0.5 for x in range(1, len(ranks))], minor=True)
+    ax.set_xlabel("ranks (group size of the instance)" + (", backend" if any(b for _, b in columns) else ""))
+    ax.set_xticks([x - 0.5 for x in range(1, len(columns))], minor=True)
     ax.set_yticks([y - 0.5 for y in range(1, len(rows))], minor=True)
     ax.grid(which="minor", color="white", linewidth=1.5)
     ax.tick_params(which="minor", length=0)
     present = {category(c) for c in cells.values()}
-    if len(cells) < len(rows) * len(ranks):
+    if len(cells) < len(rows) * len(columns):
         present.add("absent")
     fig.legend(handles=[Patch(facecolor=STATUS_COLOURS[k], edgecolor="grey", label=v) for k, v in LEGEND.items()
                         if k in present], loc="outside lower center", ncol=2, fontsize=7, frameon=False)
-    name = f"conformance_{run.index}.png"
     n = sum(counts.values())
-    caption = (f"Worst instance per cell over {n} instances (sizes, params and parallel configs pooled); the "
+    caption = (f"Worst instance per cell over {n} instances (sizes, params and parallel configs pooled"
+               f"{', and the ' + str(len(runs)) + ' runs of this system' if len(runs) > 1 else ''}); the "
                f"number is max error/bound over the checked tensors (bound = max(2 x one-rank error, dtype "
                f"floor)), or the wrong-element count of exact checks. Rows marked [fault] plant a fault on "
-               f"purpose: light blue when the check caught it, red when it did not. System: {run.describe()}.")
-    return out.save(fig, name, f"Conformance matrix [{run.label}]", caption)
+               f"purpose: light blue when the check caught it, red when it did not. System: {describe_group(runs)}.")
+    return out.save(fig, f"conformance_{index}.png", f"Conformance matrix [{label}]", caption)
 
 
 def problem_table(runs):
@@ -144,9 +178,8 @@ def build(runs, out):
     if not pairs:
         return Section.skip(TITLE, "no case records in the results")
     section = Section(TITLE)
-    for run in runs:
-        if run.cases:
-            section.figures.append(draw(run, out))
+    for index, (label, members) in enumerate(system_groups([r for r in runs if r.cases])):
+        section.figures.append(draw(index, label, members, out))
     table = problem_table(runs)
     if table.rows:
         section.tables.append(table)
