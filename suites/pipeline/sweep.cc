@@ -55,8 +55,12 @@ bool selected(const SweepRequest& req, const ScheduleKind& kind) {
   return csv == has_file;
 }
 
-// tp x pp x dp at `ranks`: pp in {2, 4}, tp in {1, 2, 4} (SP on with TP), dp the rest.
+// tp x pp x dp at `ranks`: pp in {2, 4}, tp in {1, 2, 4} (SP on with TP), dp the
+// rest. One rank runs each schedule as a pipeline of one (every stage there,
+// hand-offs local): the executor and the stages without messages, e.g. on a
+// single GPU.
 std::vector<ParallelConfig> parallel_configs(int ranks) {
+  if (ranks == 1) return {ParallelConfig{}};
   std::vector<ParallelConfig> out;
   for (int pp : {2, 4}) {
     if (ranks % pp != 0) continue;
