@@ -65,6 +65,9 @@ BAD_INPUT = [
     (2, ["step/train", "--tp", "2"], "MoE layers with --tp 2 need --sp"),
     (4, ["step/train", "--cp", "4", "--heads", "2", "--set", "cp_comm=a2a"], "--cp 4 must divide heads/tp = 2/1 = 2"),
     (2, ["step/train", "--set", "cp_comm=ring"], "--set cp_comm='ring' must be p2p, a2a, allgather or a2a+p2p"),
+    (2, ["step/train", "--dtype", "f16"], "--dtype f16: step/train runs f32 or bf16"),
+    (2, ["step/train", "--dtype", "bf16"], "--dtype bf16 needs a dense model (--set moe_every=0), not 2 MoE layers"),
+    (2, ["step/sweep", "--dtype", "bf16"], "--dtype bf16: step/sweep runs f32"),
 ]
 
 

@@ -6,6 +6,7 @@ asks for beside its goals, and the conformance verdicts of the suite runs.
   memory: layernorm forward GB/s beside a device-to-device copy of the same bytes
   attention: our TFLOP/s over PyTorch's best SDPA backend (goal >= 0.5)
   suites: cases passed / failed / errored per results file, with backend
+  step: the training step's throughput and MFU per step/train case (dtype, model size)
 
 Prints a table and writes --out (JSON). Reads only; exits 0 unless an
 input cannot be read.
@@ -75,6 +76,23 @@ def suite_rows(results_dir):
     return rows
 
 
+def step_rows(results_dir):
+    """Per step/train case: model size, dtype, tokens/s, TFLOP/s per rank and MFU."""
+    rows = []
+    for path in sorted(glob.glob(os.path.join(results_dir or "", "*.json"))):
+        for c in load(path).get("cases", []):
+            if c.get("suite") != "step" or c.get("case") != "train" or c.get("fault"):
+                continue
+            metrics, params = c.get("perf", {}).get("metrics", {}), c.get("params", {})
+            value = lambda name: (metrics.get(name) or {}).get("value")  # noqa: E731
+            rows.append({"id": c.get("id"), "dtype": c.get("dtype"), "ranks": c.get("ranks"),
+                         "model": {k: params.get(k) for k in ("layers", "hidden", "ffn", "vocab", "seq", "batch")},
+                         "status": c.get("conformance", {}).get("status"), "error": c.get("error") or None,
+                         "tokens_per_s": value("tokens_per_s"), "tflops_per_rank": value("tflops_per_rank"),
+                         "mfu": value("mfu"), "peak_source": metrics.get("peak_source")})
+    return rows
+
+
 def fmt(x, spec="7.1f"):
     return format(x, spec) if isinstance(x, (int, float)) else "   -   "
 
@@ -90,7 +108,7 @@ def main():
     summary = {"gemm": gemm_rows(bench), "memory": memory_rows(bench),
                "attention": (attention or {}).get("rows", []),
                "attention_ours_status": (attention or {}).get("ours_status"),
-               "suites": suite_rows(args.results),
+               "suites": suite_rows(args.results), "step": step_rows(args.results),
                "goals": {"gemm_wrapper_over_cublas_8192": 0.95, "attention_ours_over_torch": 0.5}}
 
     print("gemm bf16 (TFLOP/s)      size   wrapper   cuBLAS  ratio")
@@ -108,6 +126,12 @@ def main():
     for r in summary["suites"]:
         print(f"  {r['file']}: world {r['world_size']} {','.join(r['backends'])} {r['summary']}"
               + (f" failed: {', '.join(r['failed'][:8])}{' ...' if len(r['failed']) > 8 else ''}" if r["failed"] else ""))
+    print("training step (step/train)")
+    for r in summary["step"]:
+        m = r["model"]
+        print(f"  {r['dtype']:5s} {r['ranks']} rank(s) L{m['layers']} h{m['hidden']} s{m['seq']} {r['status']:5s} "
+              f"{fmt(r['tokens_per_s'], '10.0f')} tokens/s {fmt(r['tflops_per_rank'])} TFLOP/s/rank "
+              f"MFU {fmt(r['mfu'], '5.3f')} {r['error'] or ''}")
     if args.out:
         with open(args.out, "w") as f:
             json.dump(summary, f, indent=1)

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/dtype.h"
 #include "harness/grid.h"
 #include "kernels/attention/layout.h"
 #include "kernels/moe/dispatcher.h"
@@ -39,6 +40,10 @@ struct GptConfig {
   bool regather = true;                // SP: column-parallel inputs saved as shards, all-gathered again for dW
   bool distributed_optimizer = false;  // ZeRO-1: optimizer state sharded over the gradient groups
   ops::AdamConfig adam{1e-3, 0.9, 0.999, 1e-8, 0.0};
+  // Mixed precision: activations and the weights the kernels read are
+  // stored in `dtype` (f32 or bf16, accumulation f32 either way); the
+  // parameters the optimizer updates, gradients and Adam state stay f32.
+  DType dtype = DType::f32;
 
   int moe_layer_count() const;
   int64_t tokens_per_step() const { return batch * seq; }

@@ -24,7 +24,7 @@ Tensor matrix(const Tensor& block) { return block.reshape({block.dim(1), block.d
 
 LayerWeights layer_weights(ParamStore& store, const GptConfig& c, int layer, int tp_size) {
   const std::string n = cat("layers.", layer, ".");
-  auto v = [&](const char* name) { return store.get(n + name).value; };
+  auto v = [&](const char* name) { return store.get(n + name).compute; };
   LayerWeights w;
   w.attn.ln_gamma = v("ln1_gamma"), w.attn.ln_beta = v("ln1_beta");
   w.attn.qkv = {v("wqkv"), v("bqkv")};
@@ -38,8 +38,8 @@ LayerWeights layer_weights(ParamStore& store, const GptConfig& c, int layer, int
     return w;
   }
   w.moe.router = v("router");
-  for (Param* p : expert_blocks(store, n + "expert_w1")) w.moe.w1.push_back(matrix(p->value));
-  for (Param* p : expert_blocks(store, n + "expert_w2")) w.moe.w2.push_back(matrix(p->value));
+  for (Param* p : expert_blocks(store, n + "expert_w1")) w.moe.w1.push_back(matrix(p->compute));
+  for (Param* p : expert_blocks(store, n + "expert_w2")) w.moe.w2.push_back(matrix(p->compute));
   return w;
 }
 
@@ -78,13 +78,13 @@ GptStages::GptStages(const GptConfig& config, const ParallelConfig& parallel, st
     }
   const int64_t vocab_start = tp_->rank() * (config.vocab / tp_->size());
   if (store.holds("embedding")) {
-    embedding_ = {store.get("embedding").value, vocab_start};
+    embedding_ = {store.get("embedding").compute, vocab_start};
     d_embedding_ = store.get("embedding").grad;
   }
   if (store.holds("head")) {
-    lnf_gamma_ = store.get("lnf_gamma").value, lnf_beta_ = store.get("lnf_beta").value;
+    lnf_gamma_ = store.get("lnf_gamma").compute, lnf_beta_ = store.get("lnf_beta").compute;
     d_lnf_gamma_ = store.get("lnf_gamma").grad, d_lnf_beta_ = store.get("lnf_beta").grad;
-    head_ = {store.get("head").value, Tensor()};
+    head_ = {store.get("head").compute, Tensor()};
     d_head_ = store.get("head").grad;
   }
   saved_.resize(static_cast<size_t>(config.microbatches));
@@ -163,6 +163,7 @@ void GptStages::last_stage_loss(int mb, const Tensor& x) {
   const int64_t vocab_start = tp_->rank() * (config_.vocab / tp_->size());
   Tensor losses = tp::vocab_parallel_cross_entropy_forward(*tp_, logits, d.targets, vocab_start, s.ce);
   if (!losses.is_host()) losses = losses.to(Device::host);  // the f64 sum is the host's, in the same order
+  if (losses.dtype() != DType::f32) losses = losses.to(DType::f32);
   const float* l = losses.data<float>();
   double sum = 0;
   for (int64_t i = 0, n = losses.numel(); i < n; ++i) sum += l[i];

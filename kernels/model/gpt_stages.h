@@ -32,7 +32,7 @@ class GptStages : public pp::StageCompute {
             const LayerEnv& env, bool drop_residual);
 
   Shape boundary_shape(int stage) const override;
-  DType dtype() const override { return DType::f32; }
+  DType dtype() const override { return config_.dtype; }  // activations and their gradients
   Tensor forward(int stage, int microbatch, const Tensor& input) override;
   Tensor backward_input(int stage, int microbatch, const Tensor& grad_output) override;
   void backward_weight(int stage, int microbatch) override;
@@ -82,7 +82,7 @@ class GptStages : public pp::StageCompute {
   double loss_scale_ = 0, loss_ = 0;
 };
 
-// Builds one layer's weight and gradient views from the store.
+// Builds one layer's weight views (the store's compute tensors) and gradient views from the store.
 LayerWeights layer_weights(ParamStore& store, const GptConfig& config, int layer, int tp_size);
 LayerGrads layer_grads(ParamStore& store, const GptConfig& config, int layer);
 

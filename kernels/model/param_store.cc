@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "harness/device.h"
 #include "harness/error.h"
 #include "harness/strings.h"
 
@@ -9,7 +10,7 @@ namespace sextant::model {
 
 ParamStore::ParamStore(const GptConfig& config, const ParallelConfig& parallel, const RankCoords& coords,
                        const std::vector<int>& layers, bool with_embedding, bool with_head, Device device)
-    : specs_(param_specs(config)), device_(device) {
+    : specs_(param_specs(config)), device_(device), compute_dtype_(config.dtype) {
   for (int i = 0; i < static_cast<int>(specs_.size()); ++i) {
     const ParamSpec& spec = specs_[i];
     const bool held = spec.layer >= 0            ? std::count(layers.begin(), layers.end(), spec.layer) > 0
@@ -21,6 +22,7 @@ ParamStore::ParamStore(const GptConfig& config, const ParallelConfig& parallel, 
       p.spec = &specs_[i];
       p.block = b;
       p.value = Tensor::zeros(b.local, DType::f32, device);
+      p.compute = compute_dtype_ == DType::f32 ? p.value : Tensor::zeros(b.local, compute_dtype_, device);
       p.grad = Tensor::zeros(b.local, DType::f32, device);
       p.exp_avg = Tensor::zeros(b.local, DType::f32, device);
       p.exp_avg_sq = Tensor::zeros(b.local, DType::f32, device);
@@ -38,6 +40,17 @@ void ParamStore::initialize(uint64_t seed) {
     p.grad.zero();
     p.exp_avg.zero();
     p.exp_avg_sq.zero();
+  }
+  refresh_compute();
+}
+
+void ParamStore::refresh_compute() {
+  if (compute_dtype_ == DType::f32) return;
+  for (Param& p : params_) {
+    if (device_ == Device::host)
+      p.compute.copy_from(p.value.to(compute_dtype_));
+    else  // in place on the compute stream: no temporary device allocation per parameter
+      cuda_convert(p.compute.raw(), compute_dtype_, p.value.raw(), DType::f32, static_cast<size_t>(p.value.numel()));
   }
 }
 

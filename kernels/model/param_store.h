@@ -1,8 +1,10 @@
 // The parameter blocks one rank holds (the layers of its pipeline stages,
 // the embedding with the first stage, the final LayerNorm and head with the
 // last), each with its f32 gradient accumulator and Adam state. Kernel
-// weight structs are views of these tensors (shared storage): the optimizer
-// updates them in place and every kernel sees the new values.
+// weight structs are views of the `compute` tensors (shared storage): in f32
+// those are the parameters themselves, which the optimizer updates in place;
+// in bf16 they are copies, rounded again by refresh_compute() after every
+// update (mixed precision: f32 master weights, bf16 compute).
 #pragma once
 
 #include <string>
@@ -15,7 +17,8 @@ namespace sextant::model {
 struct Param {
   const ParamSpec* spec = nullptr;
   ParamBlock block;
-  Tensor value;                // [block.local] f32
+  Tensor value;                // [block.local] f32, what the optimizer updates
+  Tensor compute;              // [block.local] in the model's dtype: value itself in f32, else a rounded copy
   Tensor grad;                 // [block.local] f32, summed over microbatches, then reduced
   Tensor exp_avg, exp_avg_sq;  // Adam moments (unsharded optimizer)
 };
@@ -31,6 +34,9 @@ class ParamStore {
   // Initial values from the seed; gradients and Adam moments zeroed.
   void initialize(uint64_t seed);
   void zero_grads();
+  // compute = value rounded to the compute dtype (nothing to do in f32).
+  void refresh_compute();
+  DType compute_dtype() const { return compute_dtype_; }
 
   Device device() const { return device_; }
   const std::vector<ParamSpec>& specs() const { return specs_; }
@@ -44,6 +50,7 @@ class ParamStore {
   std::vector<ParamSpec> specs_;
   std::vector<Param> params_;
   Device device_;
+  DType compute_dtype_;
 };
 
 }  // namespace sextant::model

@@ -133,7 +133,10 @@ void GptTrainer::forward_backward(StepReport& report) {
 
 void GptTrainer::reduce_gradients() { optimizer_->reduce_gradients(); }
 void GptTrainer::gather_gradients() { optimizer_->gather_gradients(); }
-void GptTrainer::optimizer_step() { optimizer_->step(); }
+void GptTrainer::optimizer_step() {
+  optimizer_->step();
+  store_->refresh_compute();  // bf16: the kernels' copies of the new weights
+}
 
 StepReport GptTrainer::step() {
   StepReport report;

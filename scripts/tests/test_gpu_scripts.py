@@ -53,6 +53,23 @@ class Summary(unittest.TestCase):
             self.assertEqual(row["backends"], ["mpi"])
 
 
+    def test_step_rows_carry_mfu_and_model_size(self):
+        with tempfile.TemporaryDirectory() as d:
+            doc = load(REAL_FIXTURE)
+            train = dict(doc["cases"][0], suite="step", case="train", dtype="bf16",
+                         params={"layers": 16, "hidden": 2048, "seq": 2048, "vocab": 32768})
+            train["perf"] = {"time": {}, "metrics": {"mfu": {"value": 0.41, "unit": "1"},
+                                                     "tokens_per_s": {"value": 1.5e4, "unit": "tokens/s"}}}
+            doc["cases"] = [train, dict(train, fault="no_cp_grad_reduce"), doc["cases"][1]]
+            with open(os.path.join(d, "run.json"), "w") as f:
+                json.dump(doc, f)
+            (row,) = gpu_summary.step_rows(d)  # not the planted fault, not the collectives case
+            self.assertEqual(row["mfu"], 0.41)
+            self.assertEqual(row["dtype"], "bf16")
+            self.assertEqual(row["model"]["hidden"], 2048)
+            self.assertIsNone(row["tflops_per_rank"])
+
+
 class AttentionDriver(unittest.TestCase):
     def test_reads_our_entries_and_skips_errors(self):
         with tempfile.NamedTemporaryFile("w", suffix=".json") as f:

@@ -172,7 +172,7 @@ const RunRecord& reference_run(const model::GptConfig& c, uint64_t seed, int ste
 const RunRecord& baseline_run(const model::GptConfig& dist, Communicator& self, Communicator& host_self, uint64_t seed,
                               int steps) {
   static std::map<std::string, RunRecord> cache;
-  const std::string key = cat(device_name(self.device()), " ", model_key(dist, seed, steps));
+  const std::string key = cat(device_name(self.device()), " ", dtype_name(dist.dtype), " ", model_key(dist, seed, steps));
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   // The same model on this rank alone: no parallelism, one microbatch, plain Adam.
   model::GptConfig c = dist;

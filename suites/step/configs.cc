@@ -196,12 +196,20 @@ CaseConfig make_config(const SweepRequest& req, const nlohmann::json& params, co
   return c;
 }
 
+void validate_dtype(DType dtype, const model::GptConfig& model) {
+  require(dtype == DType::f32 || dtype == DType::bf16,
+          cat("--dtype ", dtype_name(dtype), ": step/train runs f32 or bf16 (f16 would need loss scaling)"));
+  require(dtype == DType::f32 || model.moe_layer_count() == 0,
+          cat("--dtype bf16 needs a dense model (--set moe_every=0), not ", model.moe_layer_count(),
+              " MoE layers: bf16 rounding routes tokens to other experts than the float64 reference"));
+}
+
 void validate_config(const CaseConfig& c) {
-  require(c.dtype == DType::f32, cat("--dtype ", dtype_name(c.dtype),
-                                     ": the step suite runs f32 (its kernels' 16-bit master weights are not written)"));
+  const model::GptConfig model = model::gpt_config_from_json(c.params);
+  validate_dtype(c.dtype, model);
   const int64_t steps = c.params.value("steps", int64_t{3});
   require(steps >= 1, cat("--set steps=", steps, " must be at least 1"));
-  model::validate(model::gpt_config_from_json(c.params), c.parallel);
+  model::validate(model, c.parallel);
 }
 
 }  // namespace sextant::step

@@ -51,6 +51,29 @@ std::string failures(const CaseRecord& r) {
   return out;
 }
 
+// Every record (complete on rank 0) passed on `device`, with its margins logged.
+void expect_every_record_passes(const std::vector<CaseRecord>& records, Device device, DType dtype) {
+  ASSERT_FALSE(records.empty());
+  for (const CaseRecord& r : records) {
+    print_margins(r);
+    EXPECT_EQ(r.device, device) << r.config.id();
+    EXPECT_EQ(r.config.dtype, dtype) << r.config.id();
+    EXPECT_EQ(r.conformance.status, "pass") << r.config.id() << " " << r.error << "\n" << failures(r);
+    EXPECT_GT(r.conformance.tensors.size(), 50u) << r.config.id();
+    EXPECT_EQ(r.metrics.at("losses").size(), 3u) << r.config.id();
+    EXPECT_GT(r.metrics.at("tokens_per_s").at("value").get<double>(), 0) << r.config.id();
+  }
+}
+
+// Every config against every other: the same losses, step by step (f32).
+void expect_equal_losses(const std::vector<CaseRecord>& records) {
+  for (const CaseRecord& a : records)
+    for (const CaseRecord& b : records)
+      for (size_t k = 0; k < 3; ++k)
+        EXPECT_NEAR(loss_at(a, k), loss_at(b, k), 1e-5 * std::abs(loss_at(b, k)))
+            << a.config.id() << " vs " << b.config.id() << " step " << k + 1;
+}
+
 // A token routed to another expert set is found (the order within a token's top-k does not matter).
 TEST(Step, RoutingDifferencesAreFoundTokenByToken) {
   const Tensor want = Tensor::from_values({3, 2}, {0, 1, 2, 3, 4, 5}, DType::f64);
@@ -62,21 +85,12 @@ TEST(Step, RoutingDifferencesAreFoundTokenByToken) {
 TEST(Step, EveryConfigMatchesTheReferenceForThreeSteps) {
   std::vector<CaseRecord> records = run_suite(register_step_suite, ci());
   if (world().rank() != 0) return;
-  ASSERT_FALSE(records.empty());
+  expect_every_record_passes(records, Device::host, DType::f32);
   for (const CaseRecord& r : records) {
-    print_margins(r);
-    EXPECT_EQ(r.conformance.status, "pass") << r.config.id() << " " << r.error << "\n" << failures(r);
-    EXPECT_GT(r.conformance.tensors.size(), 100u) << r.config.id();
-    EXPECT_EQ(r.metrics.at("losses").size(), 3u) << r.config.id();
-    EXPECT_GT(r.metrics.at("tokens_per_s").at("value").get<double>(), 0) << r.config.id();
+    EXPECT_GT(r.conformance.tensors.size(), 100u) << r.config.id();  // MoE layers: expert tensors too
     EXPECT_TRUE(r.metrics.contains("time_split")) << r.config.id();
   }
-  // Every config against every other: the same losses, step by step.
-  for (const CaseRecord& a : records)
-    for (const CaseRecord& b : records)
-      for (size_t k = 0; k < 3; ++k)
-        EXPECT_NEAR(loss_at(a, k), loss_at(b, k), 1e-5 * std::abs(loss_at(b, k)))
-            << a.config.id() << " vs " << b.config.id() << " step " << k + 1;
+  expect_equal_losses(records);
 }
 
 // The configs with a pipeline (pp > 1) under NCCL's point-to-point rules
@@ -114,6 +128,37 @@ TEST(Step, EveryPlantedFaultIsCaught) {
   }
 }
 
+// Mixed precision (bf16 activations and compute weights; f32 parameters,
+// gradients and Adam state) on a dense model: every config within its bound
+// of the float64 reference, the bound set by the same model in bf16 on one
+// rank; and every fault that can show is caught in bf16 too.
+RunOptions dense_bf16() {
+  RunOptions o = ci();
+  o.dtypes = {DType::bf16};
+  o.options["moe_every"] = 0;
+  return o;
+}
+
+TEST(Step, DenseModelInBf16MatchesTheReference) {
+  std::vector<CaseRecord> records = run_suite(register_step_suite, dense_bf16());
+  if (world().rank() != 0) return;
+  expect_every_record_passes(records, Device::host, DType::bf16);
+}
+
+TEST(Step, EveryVisibleFaultIsCaughtInBf16) {
+  if (world().size() < 2) GTEST_SKIP() << "faults need two ranks";
+  for (const std::string& fault : model::step_fault_names()) {
+    RunOptions o = dense_bf16();
+    o.fault = fault;
+    std::vector<CaseRecord> records = run_suite(register_step_suite, o);
+    if (world().rank() != 0) continue;
+    for (const CaseRecord& r : records) {
+      EXPECT_EQ(r.conformance.status, "fail") << fault << " was not caught in bf16 by " << r.config.id();
+      EXPECT_TRUE(r.error.empty()) << fault << " crashed instead of failing the check: " << r.error;
+    }
+  }
+}
+
 TEST(Step, SweepRanksTheFactorisations) {
   if (world().size() != 2) GTEST_SKIP() << "runs at 2 ranks";
   RunOptions o = ci({"step/sweep"});
@@ -136,20 +181,16 @@ TEST(Step, EveryConfigPassesOnTheGpu) {
   SEXTANT_REQUIRE_GPU();
   std::vector<CaseRecord> records = run_suite_on_gpu(register_step_suite, ci());
   if (world().rank() != 0) return;
-  ASSERT_FALSE(records.empty());
-  for (const CaseRecord& r : records) {
-    print_margins(r);
-    EXPECT_EQ(r.device, Device::cuda) << r.config.id();
-    EXPECT_EQ(r.conformance.status, "pass") << r.config.id() << " " << r.error << "\n" << failures(r);
-    EXPECT_GT(r.conformance.tensors.size(), 100u) << r.config.id();
-    EXPECT_EQ(r.metrics.at("losses").size(), 3u) << r.config.id();
-    EXPECT_GT(r.metrics.at("tokens_per_s").at("value").get<double>(), 0) << r.config.id();
-  }
-  for (const CaseRecord& a : records)
-    for (const CaseRecord& b : records)
-      for (size_t k = 0; k < 3; ++k)
-        EXPECT_NEAR(loss_at(a, k), loss_at(b, k), 1e-5 * std::abs(loss_at(b, k)))
-            << a.config.id() << " vs " << b.config.id() << " step " << k + 1;
+  expect_every_record_passes(records, Device::cuda, DType::f32);
+  expect_equal_losses(records);
+}
+
+// bf16 on the device: cuBLAS bf16 gemms, bf16 activations between the stages.
+TEST(Step, DenseModelInBf16PassesOnTheGpu) {
+  SEXTANT_REQUIRE_GPU();
+  std::vector<CaseRecord> records = run_suite_on_gpu(register_step_suite, dense_bf16());
+  if (world().rank() != 0) return;
+  expect_every_record_passes(records, Device::cuda, DType::bf16);
 }
 
 // The gradient reduction on device buffers must still be checked: a dense

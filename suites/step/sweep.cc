@@ -84,7 +84,7 @@ std::vector<CaseConfig> sweep_configs(const SweepRequest& req) {
 }
 
 void validate_sweep(const CaseConfig& c) {
-  require(c.dtype == DType::f32, cat("--dtype ", dtype_name(c.dtype), ": the step suite runs f32"));
+  require(c.dtype == DType::f32, cat("--dtype ", dtype_name(c.dtype), ": step/sweep runs f32 (step/train runs bf16 too)"));
   entries_of(c);
 }
 

@@ -42,12 +42,13 @@ std::vector<CaseConfig> train_configs(const SweepRequest& req) {
   // The model's own rules (sizes, MoE pattern) hold at any parallel config:
   // the user's mistakes there fail loudly instead of filtering every recipe out.
   model::validate(model::gpt_config_from_json(params), ParallelConfig{});
+  for (DType dtype : req.dtypes_or({DType::f32})) validate_dtype(dtype, model::gpt_config_from_json(params));
   std::vector<CaseConfig> out;
   std::string first_error;
   for (DType dtype : req.dtypes_or({DType::f32}))
     for (const Recipe& r : list) {
       CaseConfig c = make_config(req, params, r, dtype);
-      if (!strict && dtype == DType::f32) {  // other dtypes reach validate_config's rule
+      if (!strict) {
         try {
           validate(c.parallel, c.ranks);
           validate_config(c);
@@ -123,6 +124,7 @@ State setup_train(CaseContext& ctx) {
   State s;
   s.config = ctx.config;
   s.model = model::gpt_config_from_json(ctx.config.params);
+  s.model.dtype = ctx.config.dtype;
   s.seed = ctx.seed;
   s.steps = static_cast<int>(ctx.config.params.value("steps", int64_t{3}));
   s.host = &ctx.host_comm;
