@@ -20,11 +20,12 @@ Tensor times_transposed(const Tensor& dy, const Tensor& w) {
   return dx;
 }
 
-// dw += x^T dy over all rows, in f32 (the accumulator's dtype).
+// dw += x^T dy over all rows, into the f32 accumulator: f32 inputs, or bf16
+// ones straight into f32 (tensor cores on a GPU, no rounding of the sum).
 void add_weight_grad(const Tensor& x, const Tensor& dy, Tensor& dw) {
   if (dw.dtype() != DType::f32) throw RuntimeError("add_weight_grad: accumulators are f32");
   Tensor acc = dw.reshape({x.dim(-1), dy.dim(-1)});
-  if (x.dtype() == DType::f32 && dy.dtype() == DType::f32)
+  if (x.dtype() == dy.dtype() && x.dtype() != DType::f64)
     ops::gemm(x, true, dy, false, acc, 1.0f, 1.0f);
   else
     ops::gemm(x.to(DType::f32), true, dy.to(DType::f32), false, acc, 1.0f, 1.0f);

@@ -26,8 +26,11 @@ GemmShape gemm_shape(const Tensor& a, bool trans_a, const Tensor& b, bool trans_
   if (kb != s.k || cr != s.m || cc != s.n)
     throw RuntimeError(cat("gemm: A ", shape_string(a.shape()), trans_a ? "^T" : "", " x B ", shape_string(b.shape()),
                            trans_b ? "^T" : "", " does not fit C ", shape_string(c.shape())));
-  if (a.dtype() != b.dtype() || a.dtype() != c.dtype())
-    throw RuntimeError("gemm: A, B and C must share a dtype");
+  const bool mixed = c.dtype() == DType::f32 && (a.dtype() == DType::bf16 || a.dtype() == DType::f16);
+  if (a.dtype() != b.dtype() || (a.dtype() != c.dtype() && !mixed))
+    throw RuntimeError(cat("gemm: A ", dtype_name(a.dtype()), ", B ", dtype_name(b.dtype()), ", C ",
+                           dtype_name(c.dtype()), ": A and B share a dtype, and C has it too or is f32 under "
+                           "16-bit A and B"));
   return s;
 }
 
@@ -45,6 +48,12 @@ void gemm_host(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Ten
   const int64_t lda = trans_a ? s.m : s.k, ldb = trans_b ? s.k : s.n;
   switch (c.dtype()) {
     case DType::f32:
+      if (a.dtype() != DType::f32) {  // mixed: widen the 16-bit inputs, accumulate into C itself
+        const Tensor a32 = a.to(DType::f32), b32 = b.to(DType::f32);
+        gemm_f32(trans_a, trans_b, s.m, s.n, s.k, alpha, a32.data<float>(), lda, b32.data<float>(), ldb, beta,
+                 c.data<float>(), s.n);
+        return;
+      }
       gemm_f32(trans_a, trans_b, s.m, s.n, s.k, alpha, a.data<float>(), lda, b.data<float>(), ldb, beta,
                c.data<float>(), s.n);
       return;

@@ -2,7 +2,8 @@
 // op(X) = X or X^T. Host: OpenBLAS (cblas_sgemm / cblas_dgemm); CUDA: cuBLAS.
 // Tensors of rank > 2 are viewed as matrices [product of leading dims, last dim].
 // bf16 / f16 storage: inputs widened to f32, f32 accumulation, result rounded
-// to nearest even on store.
+// to nearest even on store. Mixed: bf16 or f16 A and B with an f32 C (no
+// rounding of the result: what f32 weight-gradient accumulators want).
 #pragma once
 
 #include "harness/tensor.h"

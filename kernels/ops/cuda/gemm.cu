@@ -1,6 +1,7 @@
 // gemm on CUDA through cuBLAS. Row-major C = op(A) op(B) is computed as the
 // column-major product C^T = op(B)^T op(A)^T, so no data is transposed.
-// bf16/f16 use tensor cores with f32 accumulation (CUBLAS_COMPUTE_32F);
+// bf16/f16 use tensor cores with f32 accumulation (CUBLAS_COMPUTE_32F), also
+// with an f32 C (a cublasGemmEx combination: A/B CUDA_R_16BF or 16F, C 32F);
 // f32 stays true f32 (no TF32) so conformance tolerances keep their meaning.
 #include <cublas_v2.h>
 

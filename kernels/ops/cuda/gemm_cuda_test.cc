@@ -42,6 +42,28 @@ TEST(CudaGemm, MatchesTheHostOpAndTheReference) {
         }
 }
 
+// bf16 / f16 A and B accumulated into an f32 C (the step suite's weight
+// gradients): cuBLAS's mixed combination against the host op, f32 bound.
+TEST(CudaGemm, SixteenBitInputsAccumulateIntoF32) {
+  SEXTANT_REQUIRE_GPU();
+  const int64_t m = 67, n = 45, k = 129;
+  for (DType d : {DType::bf16, DType::f16})
+    for (bool ta : {false, true}) {
+      Tensor a = sextant::random_tensor(ta ? Shape{k, m} : Shape{m, k}, d, {5, tensor_id("gemm.a")});
+      Tensor b = sextant::random_tensor({k, n}, d, {5, tensor_id("gemm.b")});
+      Tensor c0 = sextant::random_tensor({m, n}, DType::f32, {5, tensor_id("gemm.c")});
+      Tensor host = c0.clone();
+      gemm(a, ta, b, false, host, 1.0f, 1.0f);
+      Tensor gpu = c0.to(Device::cuda);
+      gemm(a.to(Device::cuda), ta, b.to(Device::cuda), false, gpu, 1.0f, 1.0f);
+      Tensor ref = reference(a, ta, b, false, c0, 1.0f, 1.0f);
+      ErrorStats e_host = compare(host, ref), e_gpu = compare(gpu.to(Device::host), ref);
+      EXPECT_EQ(gpu.dtype(), DType::f32);
+      EXPECT_LE(e_gpu.rel_l2, conformance_bound(DType::f32, e_host.rel_l2))
+          << dtype_name(d) << " ta=" << ta << " host error " << e_host.rel_l2;
+    }
+}
+
 TEST(CudaGemm, LargeBf16ProductOnDeviceInputs) {
   SEXTANT_REQUIRE_GPU();
   // Inputs generated on the GPU (the benchmark's path) and on the host agree,
