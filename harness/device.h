@@ -17,8 +17,16 @@ Device parse_device(const std::string& name);     // throws UsageError
 
 bool cuda_built();          // compiled with the CUDA path
 int cuda_device_count();    // 0 when not built or no GPU/driver
+// Device memory. By default cudaMalloc / cudaFree (whose free waits for the
+// whole device). SEXTANT_CUDA_ALLOC=async switches the process to
+// stream-ordered allocations on the compute stream from a pool that keeps
+// its memory (cudaMallocAsync / cudaFreeAsync): no device-wide wait per
+// temporary. Opt-in until measured on a GPU; it relies on what the
+// communicators already do: the compute stream waits for a transfer before
+// its request completes, so a buffer is only freed once no stream uses it.
 void* cuda_malloc(size_t bytes);
 void cuda_free(void* ptr);
+bool cuda_async_allocation();  // SEXTANT_CUDA_ALLOC=async
 void cuda_copy(void* dst, const void* src, size_t bytes);  // any direction, synchronous
 // Copies `height` rows of `width` bytes, row i from src + i * src_pitch to
 // dst + i * dst_pitch (cudaMemcpy2D), either side on the host or the device:

@@ -1,6 +1,8 @@
 // CUDA build: device memory through the CUDA runtime.
 #include <cuda_runtime.h>
 
+#include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -28,15 +30,51 @@ int cuda_device_count() {
   return count;
 }
 
+bool cuda_async_allocation() {
+  static const bool on = [] {
+    const char* v = std::getenv("SEXTANT_CUDA_ALLOC");
+    if (v && *v && std::string(v) != "async" && std::string(v) != "sync")
+      throw UsageError(cat("SEXTANT_CUDA_ALLOC='", v, "' must be async or sync"));
+    return v && std::string(v) == "async";
+  }();
+  return on;
+}
+
+namespace {
+// The current device's default pool, told to keep freed memory (the default
+// release threshold, 0, hands it back at every synchronize).
+void keep_pool_memory() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    int device = 0;
+    check(cudaGetDevice(&device), "cudaGetDevice");
+    cudaMemPool_t pool = nullptr;
+    check(cudaDeviceGetDefaultMemPool(&pool, device), "cudaDeviceGetDefaultMemPool");
+    uint64_t keep = UINT64_MAX;
+    check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute");
+  });
+}
+}  // namespace
+
 void* cuda_malloc(size_t bytes) {
   if (cuda_device_count() == 0) throw UsageError("--device cuda: no CUDA device is visible on this machine");
   void* ptr = nullptr;
+  if (cuda_async_allocation()) {
+    keep_pool_memory();
+    check(cudaMallocAsync(&ptr, bytes > 0 ? bytes : 1, static_cast<cudaStream_t>(cuda_compute_stream())),
+          "cudaMallocAsync");
+    return ptr;
+  }
   check(cudaMalloc(&ptr, bytes > 0 ? bytes : 1), "cudaMalloc");
   return ptr;
 }
 
 void cuda_free(void* ptr) {
-  if (ptr) cudaFree(ptr);
+  if (!ptr) return;
+  if (cuda_async_allocation())
+    cudaFreeAsync(ptr, static_cast<cudaStream_t>(cuda_compute_stream()));
+  else
+    cudaFree(ptr);
 }
 
 void cuda_copy(void* dst, const void* src, size_t bytes) {

@@ -14,6 +14,7 @@ bool cuda_built() { return false; }
 int cuda_device_count() { return 0; }
 void* cuda_malloc(size_t) { no_cuda(); }
 void cuda_free(void*) {}
+bool cuda_async_allocation() { return false; }
 void cuda_copy(void*, const void*, size_t) { no_cuda(); }
 void cuda_copy_2d(void*, size_t, const void*, size_t, size_t, size_t) { no_cuda(); }
 void cuda_convert(void*, DType, const void*, DType, size_t) { no_cuda(); }

@@ -158,6 +158,7 @@ CaseRecord run_in_env(const PlannedCase& planned, MpiCommunicator& group, GroupE
     record.metrics["comm"] = {{"backend", kernel.backend()},
                               {"overlap", kernel.overlaps_compute()},
                               {"timings_representative", kernel.timings_representative()}};
+  if (o.device == Device::cuda) record.metrics["comm"]["allocation"] = cuda_async_allocation() ? "async" : "sync";
   for (const std::string& region : def.regions) {
     if (o.timing.iters <= 0 || !all_ok(group, local_error.empty())) break;
     reset_bytes(kernel, *env.grid);

@@ -192,9 +192,15 @@ done
 # seq 2048, 8 sequences per step in 2 microbatches; timed, not checked (the
 # float64 reference is out of reach at this size; the bf16 path is checked
 # at small sizes by the step GPU tests above and the staged runs).
-step "step MFU, 1B dense bf16, 1 GPU" 180 "${mpirun_n[@]}" 1 "$bin/sextant" run step/train --device cuda \
-  --comm nccl --dtype bf16 --no-check --set moe_every=0 --vocab 32768 --hidden 2048 --heads 16 --ffn 8192 \
-  --layers 16 --seq 2048 --batch 8 --warmup 1 --iters 3 --timeout 170 -o "$results"
+# Twice: with cudaMalloc / cudaFree per tensor (the default), and with the
+# stream-ordered pool (SEXTANT_CUDA_ALLOC=async, checked first by the op tests).
+step_1b=(run step/train --device cuda --comm nccl --dtype bf16 --no-check --set moe_every=0 --vocab 32768
+  --hidden 2048 --heads 16 --ffn 8192 --layers 16 --seq 2048 --batch 8 --warmup 1 --iters 3 --timeout 140)
+step "ops_cuda_test, async allocation" 120 env SEXTANT_CUDA_ALLOC=async "$bin/ops_cuda_test"
+step "step MFU, 1B dense bf16, async alloc" 150 env SEXTANT_CUDA_ALLOC=async "${mpirun_n[@]}" 1 \
+  -x SEXTANT_CUDA_ALLOC "$bin/sextant" "${step_1b[@]}" -o "$results"
+tar -C "$(dirname "$results")" -czf "$out/results.tar.gz" results
+step "step MFU, 1B dense bf16, cudaMalloc" 150 "${mpirun_n[@]}" 1 "$bin/sextant" "${step_1b[@]}" -o "$results"
 tar -C "$(dirname "$results")" -czf "$out/results.tar.gz" results
 
 # --- 6. Summary (always, whatever the budget) --------------------------------

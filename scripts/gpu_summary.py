@@ -89,7 +89,8 @@ def step_rows(results_dir):
                          "model": {k: params.get(k) for k in ("layers", "hidden", "ffn", "vocab", "seq", "batch")},
                          "status": c.get("conformance", {}).get("status"), "error": c.get("error") or None,
                          "tokens_per_s": value("tokens_per_s"), "tflops_per_rank": value("tflops_per_rank"),
-                         "mfu": value("mfu"), "peak_source": metrics.get("peak_source")})
+                         "mfu": value("mfu"), "peak_source": metrics.get("peak_source"),
+                         "allocation": (metrics.get("comm") or {}).get("allocation")})
     return rows
 
 
@@ -131,7 +132,7 @@ def main():
         m = r["model"]
         print(f"  {r['dtype']:5s} {r['ranks']} rank(s) L{m['layers']} h{m['hidden']} s{m['seq']} {r['status']:5s} "
               f"{fmt(r['tokens_per_s'], '10.0f')} tokens/s {fmt(r['tflops_per_rank'])} TFLOP/s/rank "
-              f"MFU {fmt(r['mfu'], '5.3f')} {r['error'] or ''}")
+              f"MFU {fmt(r['mfu'], '5.3f')} alloc {r['allocation'] or '-'} {r['error'] or ''}")
     if args.out:
         with open(args.out, "w") as f:
             json.dump(summary, f, indent=1)
