@@ -67,7 +67,7 @@ BAD_INPUT = [
     (2, ["step/train", "--set", "cp_comm=ring"], "--set cp_comm='ring' must be p2p, a2a, allgather or a2a+p2p"),
     (2, ["step/train", "--dtype", "f16"], "--dtype f16: step/train runs f32 or bf16"),
     (2, ["step/train", "--dtype", "bf16"], "--dtype bf16 needs a dense model (--set moe_every=0), not 2 MoE layers"),
-    (2, ["step/sweep", "--dtype", "bf16"], "--dtype bf16: step/sweep runs f32"),
+    (2, ["step/sweep", "--dtype", "bf16"], "--dtype bf16 needs a dense model (--set moe_every=0)"),
 ]
 
 

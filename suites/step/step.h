@@ -47,7 +47,7 @@ ParallelConfig parse_recipe(const std::string& text, int ranks);
 CaseConfig make_config(const SweepRequest& req, const nlohmann::json& params, const Recipe& r, DType dtype);
 // Bad input (throws UsageError with one line).
 void validate_config(const CaseConfig& c);
-// The dtypes step/train runs: f32, and bf16 (mixed precision) for dense
+// The dtypes step/train and step/sweep run: f32, and bf16 (mixed precision) for dense
 // models only. bf16 rounding moves router logits enough to send some tokens
 // to other experts than the float64 reference does (measured: 1 of 256 at
 // the ci sizes), and a flipped route makes the gradients incomparable.

@@ -159,18 +159,23 @@ TEST(Step, EveryVisibleFaultIsCaughtInBf16) {
   }
 }
 
+// In f32 with the MoE model, and in bf16 with the dense one.
 TEST(Step, SweepRanksTheFactorisations) {
   if (world().size() != 2) GTEST_SKIP() << "runs at 2 ranks";
-  RunOptions o = ci({"step/sweep"});
-  std::vector<CaseRecord> records = run_suite(register_step_suite, o);
-  if (world().rank() != 0) return;
-  ASSERT_EQ(records.size(), 1u);
-  const CaseRecord& r = records[0];
-  EXPECT_EQ(r.conformance.status, "pass") << r.error;
-  const nlohmann::json& ranking = r.metrics.at("ranking");
-  ASSERT_GE(ranking.size(), 3u);  // tp2, cp2, pp2, dp2 (with and without ep) at 2 ranks
-  for (size_t i = 1; i < ranking.size(); ++i)
-    EXPECT_GE(ranking[i - 1]["tokens_per_s"].get<double>(), ranking[i]["tokens_per_s"].get<double>());
+  RunOptions bf16 = dense_bf16();
+  bf16.selection = {"step/sweep"};
+  for (const RunOptions& o : {ci({"step/sweep"}), bf16}) {
+    std::vector<CaseRecord> records = run_suite(register_step_suite, o);
+    if (world().rank() != 0) continue;
+    ASSERT_EQ(records.size(), 1u);
+    const CaseRecord& r = records[0];
+    EXPECT_EQ(r.config.dtype, o.dtypes.empty() ? DType::f32 : o.dtypes[0]);
+    EXPECT_EQ(r.conformance.status, "pass") << r.error << "\n" << failures(r);
+    const nlohmann::json& ranking = r.metrics.at("ranking");
+    ASSERT_GE(ranking.size(), 3u);  // tp2, cp2, pp2, dp2 (with and without ep) at 2 ranks
+    for (size_t i = 1; i < ranking.size(); ++i)
+      EXPECT_GE(ranking[i - 1]["tokens_per_s"].get<double>(), ranking[i]["tokens_per_s"].get<double>());
+  }
 }
 
 // The device path: parameters, activations, gradients and Adam state on the

@@ -58,6 +58,7 @@ std::vector<std::pair<Recipe, model::GptConfig>> entries_of(const CaseConfig& c)
     for (auto it = r.options.begin(); it != r.options.end(); ++it)
       if (!params.contains(it.key())) params[it.key()] = it.value();
     model::GptConfig m = model::gpt_config_from_json(params);
+    m.dtype = c.dtype;
     model::validate(m, r.parallel);  // listed configs: the user's, checked strictly
     out.emplace_back(r, m);
   }
@@ -84,7 +85,7 @@ std::vector<CaseConfig> sweep_configs(const SweepRequest& req) {
 }
 
 void validate_sweep(const CaseConfig& c) {
-  require(c.dtype == DType::f32, cat("--dtype ", dtype_name(c.dtype), ": step/sweep runs f32 (step/train runs bf16 too)"));
+  validate_dtype(c.dtype, model::gpt_config_from_json(c.params));
   entries_of(c);
 }
 
