@@ -1,7 +1,10 @@
 #include "harness/rng.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <thread>
+#include <vector>
 
 #include "harness/error.h"
 #include "harness/strings.h"
@@ -47,6 +50,33 @@ Tensor random_tensor(const Shape& shape, DType dtype, const RandomSpec& spec) {
   return random_block(shape, Shape(shape.size(), 0), shape, dtype, spec);
 }
 
+namespace {
+// Fills dst[i0, i1) of a block: local element i sits at global flat index
+// `flat` (walked with an odometer over the local multi-index).
+template <class T>
+void fill_block(T* dst, int64_t i0, int64_t i1, const Shape& global, const Shape& offset, const Shape& local,
+                const RandomSpec& spec) {
+  const size_t n = global.size();
+  std::vector<int64_t> idx(n, 0), stride(n, 1);
+  for (int d = static_cast<int>(n) - 2; d >= 0; --d) stride[d] = stride[d + 1] * global[d + 1];
+  int64_t flat = 0, rest = i0;
+  for (int d = static_cast<int>(n) - 1; d >= 0; --d) {  // unravel i0 in the local shape
+    idx[d] = local[d] ? rest % local[d] : 0;
+    rest = local[d] ? rest / local[d] : 0;
+  }
+  for (size_t d = 0; d < n; ++d) flat += (offset[d] + idx[d]) * stride[d];
+  for (int64_t i = i0; i < i1; ++i) {
+    dst[i] = from_double<T>(random_value(spec, static_cast<uint64_t>(flat)));
+    for (int d = static_cast<int>(n) - 1; d >= 0; --d) {  // odometer increment
+      flat += stride[d];
+      if (++idx[d] < local[d]) break;
+      flat -= stride[d] * local[d];
+      idx[d] = 0;
+    }
+  }
+}
+}  // namespace
+
 Tensor random_block(const Shape& global, const Shape& offset, const Shape& local, DType dtype,
                     const RandomSpec& spec) {
   const size_t n = global.size();
@@ -58,24 +88,20 @@ Tensor random_block(const Shape& global, const Shape& offset, const Shape& local
                              " outside ", shape_string(global)));
   Tensor out = Tensor::empty(local, dtype);
   const int64_t count = out.numel();
-  // Walk the local multi-index and keep the global flat index in step.
-  std::vector<int64_t> idx(n, 0);
-  std::vector<int64_t> stride(n, 1);
-  for (int d = static_cast<int>(n) - 2; d >= 0; --d) stride[d] = stride[d + 1] * global[d + 1];
-  int64_t flat = 0;
-  for (size_t d = 0; d < n; ++d) flat += offset[d] * stride[d];
+  // Every value depends on its index alone, so large blocks are drawn by
+  // several threads (a 1e9-parameter model is initialised on the host).
+  constexpr int64_t kPerThread = int64_t{1} << 22;
+  const int64_t threads =
+      std::clamp<int64_t>(count / kPerThread, 1, std::max(1u, std::thread::hardware_concurrency()));
   dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
     T* dst = out.data<T>();
-    for (int64_t i = 0; i < count; ++i) {
-      dst[i] = from_double<T>(random_value(spec, static_cast<uint64_t>(flat)));
-      for (int d = static_cast<int>(n) - 1; d >= 0; --d) {  // odometer increment
-        flat += stride[d];
-        if (++idx[d] < local[d]) break;
-        flat -= stride[d] * local[d];
-        idx[d] = 0;
-      }
-    }
+    std::vector<std::thread> pool;
+    for (int64_t t = 1; t < threads; ++t)
+      pool.emplace_back(fill_block<T>, dst, count * t / threads, count * (t + 1) / threads, std::cref(global),
+                        std::cref(offset), std::cref(local), std::cref(spec));
+    fill_block<T>(dst, 0, count / threads, global, offset, local, spec);
+    for (std::thread& th : pool) th.join();
   });
   return out;
 }

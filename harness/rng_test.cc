@@ -23,6 +23,21 @@ TEST(Rng, ShardsEqualTheWholeTensor) {
         }
 }
 
+// A block big enough to be drawn by several threads: every element is the
+// value of its global index, whichever thread drew it.
+TEST(Rng, LargeBlocksDrawnInParallelMatchTheIndexFormula) {
+  RandomSpec spec{11, tensor_id("big"), 1.0};
+  const Shape global{3, 1 << 12, 1 << 11}, offset{1, 5, 3}, local{2, 4000, 2000};  // 16e6 elements
+  Tensor block = random_block(global, offset, local, DType::f32, spec);
+  auto expect_index_value = [&](int64_t i) {
+    const int64_t x = i / (local[1] * local[2]), y = i / local[2] % local[1], z = i % local[2];
+    const int64_t g = ((x + offset[0]) * global[1] + y + offset[1]) * global[2] + z + offset[2];
+    ASSERT_EQ(block.at(i), static_cast<float>(random_value(spec, static_cast<uint64_t>(g)))) << "element " << i;
+  };
+  for (int64_t i = 0; i < block.numel(); i += 9973) expect_index_value(i);  // a prime stride: every thread's range
+  expect_index_value(block.numel() - 1);
+}
+
 TEST(Rng, DeterministicDistinctAndInRange) {
   RandomSpec a{1, tensor_id("a")}, b{1, tensor_id("b")}, c{2, tensor_id("a")};
   EXPECT_EQ(random_value(a, 5), random_value(a, 5));
