@@ -65,21 +65,17 @@ std::string PipelineExecutor::describe_tag(int tag) const {
              " (tag ", tag, ")");
 }
 
-// This rank's part of the step's messages, in p2p_order(): for each action,
-// where its input comes from and where its output goes. F(s) gets the
-// activation of boundary s-1 and gives boundary s; B/I(s) gets the gradient
-// of boundary s and gives the gradient of boundary s-1.
+// This rank's part of the step's messages, in p2p_order(), and for each
+// action whether its input and output are handed over on this rank.
 void PipelineExecutor::plan_messages() {
   const auto& actions = schedule_.actions[rank_];
   const auto& place = schedule_.stage_rank;
   plan_.assign(actions.size(), StepPlan{});
+  auto here = [&](int stage) { return stage >= 0 && stage < schedule_.stages && place[stage] == rank_; };
   for (size_t t = 0; t < actions.size(); ++t) {
-    const Action& a = actions[t];
-    if (a.type == T::W) continue;
-    const bool fwd = a.type == T::F;
-    const int in_stage = fwd ? a.stage - 1 : a.stage + 1, out_stage = fwd ? a.stage + 1 : a.stage - 1;
-    plan_[t].consumes_local = in_stage >= 0 && in_stage < schedule_.stages && place[in_stage] == rank_;
-    plan_[t].produces_local = out_stage >= 0 && out_stage < schedule_.stages && place[out_stage] == rank_;
+    if (actions[t].type == T::W) continue;
+    plan_[t].consumes_local = here(input_crossing(actions[t]).peer_stage);
+    plan_[t].produces_local = here(output_crossing(actions[t]).peer_stage);
   }
   const std::vector<Message> messages = step_messages(schedule_);
   ops_.clear();
@@ -165,10 +161,8 @@ Tensor PipelineExecutor::input_for(int step, std::vector<RequestPtr>& receives) 
     return recv_buffers_[p.recv];
   }
   if (!p.consumes_local) return Tensor{};
-  const bool fwd = a.type == T::F;
-  const LocalKey key{static_cast<int>(fwd ? MessageKind::activation : MessageKind::gradient), fwd ? a.stage - 1 : a.stage,
-                     a.microbatch};
-  auto it = local_.find(key);
+  const Crossing in = input_crossing(a);
+  auto it = local_.find({in.kind, in.boundary, a.microbatch});
   if (it == local_.end()) throw RuntimeError(cat("pipeline executor: no local input for ", to_string(a)));
   Tensor input = it->second;
   local_.erase(it);
@@ -183,13 +177,12 @@ void PipelineExecutor::hand_on(int step, const Tensor& output, std::vector<Tenso
   if (p.send < 0 && !p.produces_local) return;
   if (!output.defined())
     throw RuntimeError(cat("pipeline executor: ", to_string(a), " returned no tensor for the next stage"));
-  const bool fwd = a.type == T::F;
+  const Crossing out = output_crossing(a);
   if (p.produces_local) {
-    local_[{static_cast<int>(fwd ? MessageKind::activation : MessageKind::gradient), fwd ? a.stage : a.stage - 1,
-            a.microbatch}] = output;
+    local_[{out.kind, out.boundary, a.microbatch}] = output;
     return;
   }
-  const size_t count = static_cast<size_t>(numel_of(compute_.boundary_shape(fwd ? a.stage : a.stage - 1)));
+  const size_t count = static_cast<size_t>(numel_of(compute_.boundary_shape(out.boundary)));
   if (static_cast<size_t>(output.numel()) != count || output.dtype() != compute_.dtype())
     throw RuntimeError(cat("pipeline executor: ", to_string(a), " returned ", shape_string(output.shape()), " ",
                            dtype_name(output.dtype()), ", expected ", count, " elements of ",

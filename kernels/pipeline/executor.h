@@ -118,7 +118,7 @@ class PipelineExecutor {
     int send = -1;  // outgoing slot, or -1
     bool consumes_local = false, produces_local = false;
   };
-  using LocalKey = std::tuple<int, int, int>;  // kind, boundary, microbatch
+  using LocalKey = std::tuple<MessageKind, int, int>;  // kind, boundary, microbatch
 
   void plan_messages();
   void check_plans_agree();

@@ -13,8 +13,18 @@
 
 namespace sextant::pp {
 
-// Each message from the side that consumes it: F(s) needs the activation of
-// boundary s-1, B/I(s) the gradient of boundary s (made by B or I of s+1).
+Crossing input_crossing(const Action& a) {
+  return a.type == ActionType::F ? Crossing{MessageKind::activation, a.stage - 1, a.stage - 1}
+                                 : Crossing{MessageKind::gradient, a.stage, a.stage + 1};
+}
+
+Crossing output_crossing(const Action& a) {
+  return a.type == ActionType::F ? Crossing{MessageKind::activation, a.stage, a.stage + 1}
+                                 : Crossing{MessageKind::gradient, a.stage - 1, a.stage - 1};
+}
+
+// Each message from the side that consumes it; the gradient for stage s is
+// made by B or I of s+1, whichever the schedule runs.
 std::vector<Message> step_messages(const Schedule& schedule) {
   const ScheduleIndex index(schedule);
   std::vector<Message> messages;
@@ -23,15 +33,13 @@ std::vector<Message> step_messages(const Schedule& schedule) {
     for (int t = 0; t < static_cast<int>(actions.size()); ++t) {
       const Action& a = actions[t];
       if (a.type == ActionType::W) continue;
-      const bool fwd = a.type == ActionType::F;
-      const int from_stage = fwd ? a.stage - 1 : a.stage + 1;
-      if (from_stage < 0 || from_stage >= schedule.stages || schedule.stage_rank[from_stage] == r) continue;
-      const Action producer =
-          fwd ? Action{from_stage, ActionType::F, a.microbatch} : index.gradient_producer(a.stage, a.microbatch);
+      const Crossing in = input_crossing(a);
+      if (in.peer_stage < 0 || in.peer_stage >= schedule.stages || schedule.stage_rank[in.peer_stage] == r) continue;
+      const Action producer = in.kind == MessageKind::activation ? Action{in.peer_stage, ActionType::F, a.microbatch}
+                                                                 : index.gradient_producer(a.stage, a.microbatch);
       const Step made = index.find(producer);
       if (!made.found()) throw RuntimeError(cat("pipeline: nothing produces the input of ", to_string(a)));
-      messages.push_back({fwd ? MessageKind::activation : MessageKind::gradient, fwd ? a.stage - 1 : a.stage,
-                          a.microbatch, made.rank, r, made.step, t});
+      messages.push_back({in.kind, in.boundary, a.microbatch, made.rank, r, made.step, t});
     }
   }
   return messages;

@@ -50,6 +50,19 @@ struct Message {
   int consumed_at = 0;   // step of `to` whose action consumes it
 };
 
+// What an F, B or I action consumes or produces at a stage boundary: the
+// activation of `boundary` (F(s) consumes s-1's, produces its own) or the
+// gradient for it (B/I(s) consume the gradient for s, produce the one for
+// s-1), and the stage at the other end (`peer_stage`, outside [0, stages)
+// at the ends of the pipeline). W crosses no boundary.
+struct Crossing {
+  MessageKind kind = MessageKind::activation;
+  int boundary = 0;
+  int peer_stage = 0;
+};
+Crossing input_crossing(const Action& action);
+Crossing output_crossing(const Action& action);
+
 // Every message between different ranks, in no particular order.
 // Hand-offs between stages on one rank are not messages. The schedule must
 // be valid (validate()).
