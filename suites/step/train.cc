@@ -41,8 +41,9 @@ std::vector<CaseConfig> train_configs(const SweepRequest& req) {
   }
   // The model's own rules (sizes, MoE pattern) hold at any parallel config:
   // the user's mistakes there fail loudly instead of filtering every recipe out.
-  model::validate(model::gpt_config_from_json(params), ParallelConfig{});
-  for (DType dtype : req.dtypes_or({DType::f32})) validate_dtype(dtype, model::gpt_config_from_json(params));
+  const model::GptConfig gpt = model::gpt_config_from_json(params);
+  model::validate(gpt, ParallelConfig{});
+  for (DType dtype : req.dtypes_or({DType::f32})) validate_dtype(dtype, gpt);
   std::vector<CaseConfig> out;
   std::string first_error;
   for (DType dtype : req.dtypes_or({DType::f32}))
