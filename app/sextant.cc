@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <cmath>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -19,6 +20,7 @@
 #include "app/plan_command.h"
 #include "harness/blas.h"
 #include "harness/cli.h"
+#include "harness/device.h"
 #include "harness/error.h"
 #include "harness/results.h"
 #include "harness/runner.h"
@@ -34,6 +36,7 @@ namespace {
 // collective must fail loudly, not hang CI.
 class Watchdog {
  public:
+  // limit_s: infinity for no timeout.
   explicit Watchdog(double limit_s) : limit_(limit_s), thread_([this] { loop(); }) {}
   ~Watchdog() {
     {
@@ -44,6 +47,7 @@ class Watchdog {
     thread_.join();
   }
   void arm(const std::string& what) {
+    if (!std::isfinite(limit_)) return;
     std::lock_guard lock(mutex_);
     what_ = what;
     deadline_ = std::chrono::steady_clock::now() +
@@ -88,6 +92,17 @@ int ranks_per_node() {
   return n;
 }
 
+// Memory the kernel may still hand out (MemAvailable), or 0 when unknown.
+double available_host_memory() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  return 0;
+}
+
 std::string command_line(int argc, char** argv) {
   std::string s;
   for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
@@ -100,10 +115,16 @@ int do_run(const RunFlags& flags, const std::string& cmdline) {
   const std::string start = iso_time_now();
   RunOptions options = to_run_options(flags);
   resolve_for_world(options, world->size());
-  int threads = flags.blas_threads > 0 ? flags.blas_threads
-                                       : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
-                                                         ranks_per_node());
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int local_ranks = ranks_per_node();
+  // More threads than cores only oversubscribe them: a larger request is capped.
+  const int threads = flags.blas_threads ? static_cast<int>(std::min<int64_t>(*flags.blas_threads, cores))
+                                         : std::max(1, cores / local_ranks);
   openblas_set_num_threads(threads);
+  options.host_memory_per_rank = available_host_memory() / local_ranks;
+  if (options.device == Device::cuda && cuda_device_count() > 0)
+    options.device_memory_per_rank =
+        cuda_free_memory() / std::max(1, local_ranks / std::max(1, cuda_device_count()));
 
   Registry registry = all_suites();
   std::vector<PlannedCase> plan = plan_run(registry, options, world->size());
@@ -122,7 +143,7 @@ int do_run(const RunFlags& flags, const std::string& cmdline) {
               << ", blas threads " << threads << ")\n"
               << std::flush;
 
-  Watchdog watchdog(flags.timeout);
+  Watchdog watchdog(timeout_seconds(flags));
   const CaseDef* last = nullptr;
   RunHooks hooks;
   hooks.started = [&](const PlannedCase& p, size_t, size_t) { watchdog.arm(p.config.id()); };
@@ -153,17 +174,38 @@ int do_run(const RunFlags& flags, const std::string& cmdline) {
   return static_cast<int>(world->all_reduce_value(status, ReduceOp::max));
 }
 
-int do_list(const std::vector<std::string>& selection) {
+// `sextant list --options`: every option of the selected cases.
+void list_options(const std::vector<const CaseDef*>& cases) {
+  for (const CaseDef* c : cases) {
+    std::cout << c->full_name() << "\n";
+    for (const OptionSpec& o : c->options)
+      std::cout << "  " << o.name << std::string(o.name.size() < 18 ? 18 - o.name.size() : 1, ' ') << o.rule()
+                << ": " << o.help << "\n";
+  }
+}
+
+int do_list(const std::vector<std::string>& selection, bool options, bool metrics) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank != 0) return 0;
   Registry registry = all_suites();
+  if (metrics) {  // JSON, for scripts/gen_metrics_doc.py
+    std::cout << metric_definitions_json().dump(1) << "\n";
+    return 0;
+  }
+  if (options) {
+    list_options(registry.select(selection));
+    return 0;
+  }
   std::string suite;
   for (const CaseDef* c : registry.select(selection)) {
     if (c->suite != suite) std::cout << c->suite << "\n";
     suite = c->suite;
     std::cout << "  " << c->full_name() << "  " << c->summary << "\n";
-    if (!c->faults.empty()) std::cout << "      planted faults: " << join(c->faults, ", ") << "\n";
+    if (!c->faults.empty()) std::cout << "      distributed faults: " << join(c->faults, ", ") << "\n";
+    std::vector<std::string> kernel;
+    for (KernelFault k : c->kernel_faults) kernel.push_back(kernel_fault_info(k).name);
+    if (!kernel.empty()) std::cout << "      kernel faults: " << join(kernel, ", ") << "\n";
   }
   return 0;
 }
@@ -190,13 +232,18 @@ int main(int argc, char** argv) {
       "Results are JSON (schema results/schema.json); scripts/report.py turns them into plots.");
   app.require_subcommand(1);
   std::vector<std::string> list_selection;
+  bool list_opts = false, list_metrics = false;
   CLI::App* list = app.add_subcommand("list", "List suites, cases and their planted faults");
   list->add_option("selection", list_selection, "Suites or suite/case");
+  list->add_flag("--options", list_opts, "Each case's options: name, rule (type, range or choices) and help");
+  list->add_flag("--metrics", list_metrics, "Every metric definition as JSON (unit, better, description)");
   RunFlags flags;
   CLI::App* run = app.add_subcommand("run", "Run cases: check against the reference, time, write results JSON");
   add_run_flags(*run, flags);
-  CLI::Option* config =
-      run->set_config("--config", "", "Read options from a TOML or INI file (command-line flags win)");
+  std::string config_path;
+  CLI::Option* config = run->add_option("--config", config_path,
+                                        "Read options from a TOML file: flag names and case options as keys "
+                                        "(command-line flags win)");
   CLI::App* plan = add_plan_command(app);
   add_comm_option(app);  // run --comm (app/commands.cc)
 
@@ -215,12 +262,8 @@ int main(int argc, char** argv) {
     } catch (const CLI::ParseError& e) {
       throw UsageError(e.what());
     }
-    // CLI11 ignores a missing config file silently; a user who names one means it.
-    if (config->count() > 0) {
-      const std::string path = config->as<std::string>();
-      require(std::ifstream(path).good(), "--config '" + path + "' is not a readable file");
-    }
-    if (list->parsed()) code = do_list(list_selection);
+    if (config->count() > 0) apply_config(*run, flags, read_config(config_path));
+    if (list->parsed()) code = do_list(list_selection, list_opts, list_metrics);
     else if (run->parsed()) code = do_run(flags, command_line(argc, argv));
     else if (plan->parsed()) code = run_plan_command();
   } catch (const UsageError& e) {

@@ -39,3 +39,18 @@ function(sextant_add_mpi_command test_name np timeout labels)
     # OpenMPI refuses root without these; CI containers run as root.
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;${SEXTANT_TEST_ENV}")
 endfunction()
+
+# sextant_suite(NAME LIBS ...): a suite folder's cases as an object library
+# (every file's SEXTANT_REGISTER_CASE runs: object files are always linked).
+# Sources are globbed, so a new case is one new file; *_test.cc and
+# *_bench.cc are left to the folder's own targets.
+function(sextant_suite name)
+  cmake_parse_arguments(S "" "" "LIBS" ${ARGN})
+  file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cc)
+  file(GLOB excluded CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*_test.cc ${CMAKE_CURRENT_SOURCE_DIR}/*_bench.cc)
+  if(excluded)
+    list(REMOVE_ITEM sources ${excluded})
+  endif()
+  add_library(sextant_suite_${name} OBJECT ${sources})
+  target_link_libraries(sextant_suite_${name} PUBLIC ${S_LIBS} sextant_harness)
+endfunction()

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "harness/error.h"
 #include "harness/strings.h"
@@ -17,15 +18,18 @@ std::string CaseConfig::id() const {
     std::string value = it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
     out += cat(" ", it.key(), "=", value);
   }
-  if (!fault.empty()) out += " fault=" + fault;
+  if (!fault_name().empty()) out += " fault=" + fault_name();
   return out;
 }
 
-void Metrics::add(const std::string& name, double value, const std::string& unit) {
-  j_[name] = {{"value", std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr)}, {"unit", unit}};
+std::string CaseConfig::fault_name() const {
+  return kernel_fault != KernelFault::none ? kernel_fault_info(kernel_fault).name : fault;
 }
 
-void Metrics::add_json(const std::string& name, nlohmann::json value) { j_[name] = std::move(value); }
+void SweepRequest::require_declared(const std::string& key) const {
+  if (declared && !find_option(*declared, key))
+    throw RuntimeError(cat("a case reads option '", key, "' without declaring it in its CaseTable::options"));
+}
 
 void Registry::add(CaseDef def) {
   for (const CaseDef& c : cases_)
@@ -67,6 +71,31 @@ std::vector<const CaseDef*> Registry::select(const std::vector<std::string>& pat
     if (!matched) throw UsageError(cat("unknown case '", p, "': run 'sextant list ", suite, "' to see its cases"));
   }
   return out;
+}
+
+namespace {
+struct Registration {
+  int suite_order, case_order;
+  CaseDef (*make)();
+};
+std::vector<Registration>& registrations() {
+  static std::vector<Registration> all;
+  return all;
+}
+}  // namespace
+
+CaseRegistrar::CaseRegistrar(int suite_order, int case_order, CaseDef (*make)()) {
+  registrations().push_back({suite_order, case_order, make});
+}
+
+Registry all_suites() {
+  std::vector<Registration> sorted = registrations();
+  std::stable_sort(sorted.begin(), sorted.end(), [](const Registration& a, const Registration& b) {
+    return std::tie(a.suite_order, a.case_order) < std::tie(b.suite_order, b.case_order);
+  });
+  Registry r;
+  for (const Registration& reg : sorted) r.add(reg.make());
+  return r;
 }
 
 }  // namespace sextant

@@ -5,8 +5,8 @@
 // (setup), the timed regions (timed), the correctness check (check) and the
 // cost model that turns times into metrics (metrics).
 //
-// Adding a case = one file that builds a CaseTable<State> and one
-// registration line in its suite's register function.
+// Adding a case = one file that builds a CaseTable<State> and registers it
+// with SEXTANT_REGISTER_CASE (docs/ADDING_A_CASE.md).
 #pragma once
 
 #include <functional>
@@ -22,6 +22,9 @@
 #include "harness/check.h"
 #include "harness/comm.h"
 #include "harness/grid_comms.h"
+#include "harness/kernel_fault.h"
+#include "harness/metrics.h"
+#include "harness/options.h"
 #include "harness/timing.h"
 
 namespace sextant {
@@ -33,10 +36,12 @@ struct CaseConfig {
   ParallelConfig parallel;  // its sizes multiply to `ranks`
   int ranks = 1;            // group size the instance runs on
   DType dtype = DType::f32;
-  std::string fault;        // planted fault, "" for none
+  std::string fault;        // planted distributed-only fault of the case, "" for none
+  KernelFault kernel_fault = KernelFault::none;  // planted shared-kernel fault (the baseline runs it too)
   Device device = Device::host;  // where it runs (--device): validate() refuses a device a case cannot use
 
   std::string id() const;  // stable, human-readable; also the --dump folder name
+  std::string fault_name() const;  // the planted fault of either kind, "" for none
   // Typed parameter access (throws RuntimeError when missing).
   int64_t i(const std::string& key) const { return params.at(key).get<int64_t>(); }
   double f(const std::string& key) const { return params.at(key).get<double>(); }
@@ -49,15 +54,25 @@ struct SweepRequest {
   int ranks = 1;                           // group size to enumerate instances for
   std::vector<DType> dtypes;               // empty: the case's defaults
   std::optional<ParallelConfig> parallel;  // pinned by --tp/--cp/...; else the case sweeps
-  nlohmann::json options = nlohmann::json::object();  // --seq 256, --set key=value, ...
-  std::string fault;
+  bool vpp_given = false;                  // the pinned config's vpp is the user's (else the case's own)
+  nlohmann::json options = nlohmann::json::object();  // typed, checked against the declared options
+  std::string fault;                              // distributed-only fault of the case, "" for none
+  KernelFault kernel_fault = KernelFault::none;   // shared-kernel fault
   std::string profile = "default";  // default, ci, qualify
+  const std::vector<OptionSpec>* declared = nullptr;  // the case's options (get() reads only those)
 
-  // Option value, or fallback when the user did not set it.
+  // Option value, or fallback when the user did not set it. Reading an
+  // option the case did not declare is a programming error (RuntimeError).
   template <class T>
   T get(const std::string& key, const T& fallback) const {
+    require_declared(key);
     return options.contains(key) ? options.at(key).get<T>() : fallback;
   }
+  bool has(const std::string& key) const {
+    require_declared(key);
+    return options.contains(key);
+  }
+  void require_declared(const std::string& key) const;
   std::vector<DType> dtypes_or(std::vector<DType> defaults) const { return dtypes.empty() ? defaults : dtypes; }
 };
 
@@ -73,15 +88,11 @@ struct CaseContext {
   std::string out_dir;      // where a case may write side files (traces); may be empty
 };
 
-// Derived metrics: name -> {value, unit}.
-class Metrics {
- public:
-  void add(const std::string& name, double value, const std::string& unit);
-  void add_json(const std::string& name, nlohmann::json value);  // structured extras
-  const nlohmann::json& json() const { return j_; }
-
- private:
-  nlohmann::json j_ = nlohmann::json::object();
+// Peak memory one rank of an instance needs, estimated before anything is
+// allocated (the group's rank 0 also holds the float64 reference).
+struct MemoryEstimate {
+  double host_bytes = 0;
+  double device_bytes = 0;
 };
 
 using RegionTimes = std::map<std::string, TimeStats>;
@@ -93,10 +104,13 @@ class CaseState {
 };
 struct CaseDef {
   std::string suite, name, summary;
-  std::vector<std::string> faults;          // planted faults it understands
+  std::vector<OptionSpec> options;          // what --set / flags / --config may give it
+  std::vector<std::string> faults;          // planted distributed-only faults it understands
+  std::vector<KernelFault> kernel_faults;   // shared-kernel faults its runs can show
   std::vector<std::string> table_metrics;   // metric columns for the live table
   std::function<std::vector<CaseConfig>(const SweepRequest&)> configs;
   std::function<void(const CaseConfig&)> validate;
+  std::function<MemoryEstimate(const CaseConfig&)> memory;
   std::function<std::unique_ptr<CaseState>(CaseContext&)> setup;
   std::vector<std::string> regions;  // timed regions, primary first
   std::function<void(CaseState&, const std::string&)> run;
@@ -109,10 +123,13 @@ struct CaseDef {
 template <class State>
 struct CaseTable {
   std::string suite, name, summary;
+  std::vector<OptionSpec> options;
   std::vector<std::string> faults;
+  std::vector<KernelFault> kernel_faults;
   std::vector<std::string> table_metrics;
   std::function<std::vector<CaseConfig>(const SweepRequest&)> configs;
   std::function<void(const CaseConfig&)> validate = [](const CaseConfig&) {};
+  std::function<MemoryEstimate(const CaseConfig&)> memory;  // required
   std::function<State(CaseContext&)> setup;
   std::vector<std::pair<std::string, std::function<void(State&)>>> timed;
   std::function<void(State&, Checker&)> check;
@@ -126,7 +143,17 @@ CaseDef make_case(CaseTable<State> t) {
     State state;
   };
   auto unwrap = [](CaseState& s) -> State& { return static_cast<Holder&>(s).state; };
-  CaseDef def{t.suite, t.name, t.summary, t.faults, t.table_metrics, t.configs, t.validate, {}, {}, {}, {}, {}};
+  CaseDef def;
+  def.suite = t.suite;
+  def.name = t.name;
+  def.summary = t.summary;
+  def.options = t.options;
+  def.faults = t.faults;
+  def.kernel_faults = t.kernel_faults;
+  def.table_metrics = t.table_metrics;
+  def.configs = t.configs;
+  def.validate = t.validate;
+  def.memory = t.memory;
   def.setup = [setup = t.setup](CaseContext& ctx) -> std::unique_ptr<CaseState> {
     return std::make_unique<Holder>(setup(ctx));
   };
@@ -159,7 +186,21 @@ class Registry {
   std::vector<CaseDef> cases_;
 };
 
-// Every suite compiled into this binary (generated from suites/CMakeLists.txt).
+// Every case compiled into this binary, ordered by (suite order, case
+// order): the cases registered with SEXTANT_REGISTER_CASE.
 Registry all_suites();
+
+// Self-registration: a case file ends with
+//   SEXTANT_REGISTER_CASE(kSuiteOrder, 10, p2p_case);
+// where p2p_case() returns its CaseDef. Suites are linked as object
+// libraries, so every registrar runs.
+class CaseRegistrar {
+ public:
+  CaseRegistrar(int suite_order, int case_order, CaseDef (*make)());
+};
+#define SEXTANT_CONCAT_INNER(a, b) a##b
+#define SEXTANT_CONCAT(a, b) SEXTANT_CONCAT_INNER(a, b)
+#define SEXTANT_REGISTER_CASE(suite_order, case_order, make) \
+  static const ::sextant::CaseRegistrar SEXTANT_CONCAT(sextant_case_registrar_, __LINE__)(suite_order, case_order, make)
 
 }  // namespace sextant

@@ -9,11 +9,22 @@
 
 namespace sextant {
 
+std::string TensorCheck::failed_side() const {
+  const bool dist_pass = nonfinite == 0 && error <= bound;
+  if (pass) return "";
+  if (!base_pass && !dist_pass) return "both";
+  return base_pass ? "distributed" : "baseline";
+}
+
 void to_json(nlohmann::json& j, const TensorCheck& c) {
   auto finite = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
-  j = {{"name", c.name},       {"error", finite(c.error)}, {"base_error", finite(c.base_error)},
-       {"bound", c.bound},     {"max_abs", finite(c.max_abs)}, {"nonfinite", c.nonfinite},
-       {"count", c.count},     {"pass", c.pass}};
+  j = {{"name", c.name},           {"op", c.op},
+       {"error", finite(c.error)}, {"base_error", finite(c.base_error)},
+       {"base_bound", c.base_bound}, {"bound", c.bound},
+       {"floor", c.floor},         {"max_abs", finite(c.max_abs)},
+       {"nonfinite", c.nonfinite}, {"count", c.count},
+       {"base_pass", c.base_pass}, {"pass", c.pass}};
+  if (!c.pass) j["failed_side"] = c.failed_side();
 }
 
 void to_json(nlohmann::json& j, const Conformance& c) {
@@ -38,32 +49,38 @@ void Checker::dump(const std::string& file, const Tensor& t) {
   write_npy((std::filesystem::path(dump_.dir) / dump_.case_dir / (file + ".npy")).string(), t);
 }
 
-void Checker::compare(const std::string& name, const Tensor& dist, const Tensor& base, const Tensor& ref) {
+void Checker::compare(const std::string& name, OpClass op, const Tensor& dist, const Tensor& base,
+                      const Tensor& ref) {
   if (!is_root()) throw RuntimeError("Checker::compare is for the group's rank 0");
-  ErrorStats d = sextant::compare(dist, ref);
-  ErrorStats b = sextant::compare(base, ref);
-  TensorCheck c{name, d.rel_l2, b.rel_l2, conformance_bound(dtype_, b.nonfinite ? 0.0 : b.rel_l2),
-                d.max_abs, d.nonfinite, d.count, false};
-  c.pass = d.nonfinite == 0 && c.error <= c.bound;
-  if (!c.pass)
-    result_.failures.push_back(cat(name, ": error ", c.error, " > bound ", c.bound,
+  const ErrorStats d = sextant::compare(dist, ref);
+  const ErrorStats b = sextant::compare(base, ref);
+  TensorCheck c;
+  c.name = name;
+  c.op = op_class_name(op);
+  c.error = d.rel_l2;
+  c.base_error = b.rel_l2;
+  c.base_bound = baseline_gate(dtype_, op);
+  c.floor = expected_error(dtype_, op);
+  c.bound = distributed_bound(dtype_, op, b.nonfinite ? 0.0 : b.rel_l2);
+  c.max_abs = d.max_abs;
+  c.nonfinite = d.nonfinite;
+  c.count = d.count;
+  c.base_pass = b.nonfinite == 0 && c.base_error <= c.base_bound;
+  const bool dist_pass = d.nonfinite == 0 && c.error <= c.bound;
+  c.pass = c.base_pass && dist_pass;
+  if (!c.base_pass)
+    result_.failures.push_back(cat(name, ": baseline (one device) error ", c.base_error, " > gate ", c.base_bound,
+                                   " of the ", c.op, " row for ", dtype_name(dtype_),
+                                   b.nonfinite ? cat(" (", b.nonfinite, " NaN/Inf)") : std::string(),
+                                   ": the kernel itself is wrong"));
+  if (!dist_pass)
+    result_.failures.push_back(cat(name, ": distributed error ", c.error, " > bound ", c.bound,
+                                   " = max(2 x baseline ", c.base_error, ", floor ", c.floor, ")",
                                    d.nonfinite ? cat(" (", d.nonfinite, " NaN/Inf)") : std::string()));
   result_.tensors.push_back(c);
   any_check_ = true;
   dump(name + ".dist", dist);
   dump(name + ".base", base);
-  dump(name + ".ref", ref);
-}
-
-void Checker::compare_with_bound(const std::string& name, const Tensor& dist, const Tensor& ref, double bound) {
-  if (!is_root()) throw RuntimeError("Checker::compare_with_bound is for the group's rank 0");
-  ErrorStats d = sextant::compare(dist, ref);
-  TensorCheck c{name, d.rel_l2, 0.0, bound, d.max_abs, d.nonfinite, d.count, false};
-  c.pass = d.nonfinite == 0 && c.error <= bound;
-  if (!c.pass) result_.failures.push_back(cat(name, ": error ", c.error, " > bound ", bound));
-  result_.tensors.push_back(c);
-  any_check_ = true;
-  dump(name + ".dist", dist);
   dump(name + ".ref", ref);
 }
 

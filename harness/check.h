@@ -13,18 +13,26 @@
 #include "harness/comm.h"
 #include "harness/compare.h"
 #include "harness/tensor.h"
+#include "harness/tolerance.h"
 
 namespace sextant {
 
+// One checked tensor against the two rules of harness/tolerance.h.
 struct TensorCheck {
   std::string name;
+  std::string op;         // its row of the tolerance table ("" for an explicit bound)
   double error = 0;       // relative L2 of the distributed result vs reference
   double base_error = 0;  // the same for the one-rank baseline
-  double bound = 0;       // max(2 * base_error, floor)
+  double base_bound = 0;  // the gate on base_error: the one-device kernel is right
+  double bound = 0;       // max(2 * base_error, floor): the distributed run is as good
+  double floor = 0;       // the expected error of a correct kernel
   double max_abs = 0;
   int64_t nonfinite = 0;
   int64_t count = 0;
-  bool pass = false;
+  bool base_pass = false;
+  bool pass = false;      // both rules hold
+  // Which side missed: "baseline", "distributed", "both"; "" on a pass.
+  std::string failed_side() const;
 };
 void to_json(nlohmann::json& j, const TensorCheck& c);
 
@@ -53,11 +61,10 @@ class Checker {
   DType dtype() const { return dtype_; }
   Communicator& comm() const { return comm_; }
 
-  // Root only. dist and base in the test dtype, ref in f64, same shape.
-  void compare(const std::string& name, const Tensor& dist, const Tensor& base, const Tensor& ref);
-  // Root only: as compare() with an explicit bound (for quantities whose
-  // baseline cannot be formed, e.g. exact values like counts).
-  void compare_with_bound(const std::string& name, const Tensor& dist, const Tensor& ref, double bound);
+  // Root only. dist and base in the test dtype, ref in f64, same shape; op
+  // picks the tolerance row. The baseline must lie within the row's gate
+  // and dist within max(2 * error(base), floor).
+  void compare(const std::string& name, OpClass op, const Tensor& dist, const Tensor& base, const Tensor& ref);
   // Any rank: this rank's wrong-element count of an exact check.
   void exact(const std::string& name, int64_t wrong, int64_t checked);
   // Any rank: a failed invariant that is not a tensor error (e.g. a

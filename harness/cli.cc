@@ -1,59 +1,123 @@
 #include "harness/cli.h"
 
+#include <cmath>
+
 #include "harness/error.h"
 #include "harness/strings.h"
 
 namespace sextant {
 
+namespace {
+
+struct ProblemFlag {
+  const char* flag;  // --seq
+  const char* key;   // seq: the case option it sets
+  const char* help;
+};
+const ProblemFlag kProblemFlags[] = {
+    {"--seq", "seq", "Sequence length"},
+    {"--batch", "batch", "Batch size"},
+    {"--hidden", "hidden", "Hidden size"},
+    {"--heads", "heads", "Attention heads"},
+    {"--kv-heads", "kv_heads", "KV heads (GQA)"},
+    {"--head-dim", "head_dim", "Head dimension"},
+    {"--ffn", "ffn", "FFN hidden size"},
+    {"--vocab", "vocab", "Vocabulary size"},
+    {"--experts", "experts", "MoE experts"},
+    {"--topk", "topk", "MoE experts per token"},
+    {"--layers", "layers", "Transformer layers"},
+    {"--microbatches", "microbatches", "Pipeline microbatches per step"},
+    {"--min-bytes", "min_bytes", "collectives: smallest message, e.g. 1K"},
+    {"--max-bytes", "max_bytes", "collectives: largest message, e.g. 64M"},
+    {"--step-factor", "step_factor", "collectives: size multiplier between steps"},
+    {"--group", "group", "collectives: run on every group of this dimension at once (tp, cp, dp, ...)"},
+    {"--peak-tflops", "peak_tflops", "Peak TFLOP/s per device for MFU (default: device table)"},
+};
+
+// A parallel size flag: when given, at least 1 and at most 2^20.
+void add_size(CLI::App& run, const char* name, std::optional<int64_t>& target, const char* help, const char* group) {
+  run.add_option_function<int64_t>(
+         name,
+         [name, &target](const int64_t& v) {
+           require(v >= 1 && v <= (int64_t{1} << 20), cat(name, " ", v, " must be between 1 and 1048576"));
+           target = v;
+         },
+         help)
+      ->group(group);
+}
+
+}  // namespace
+
 void add_run_flags(CLI::App& run, RunFlags& f) {
   run.add_option("selection", f.selection, "Suites or suite/case to run (default: all). See 'sextant list'.");
 
   auto* where = "Where and how";
-  run.add_option("--ranks", f.ranks, "Rank counts to run at, e.g. 1,2,4,8 (default: powers of two up to -np)")
+  run.add_option_function<std::string>(
+         "--ranks", [&f](const std::string& v) { f.ranks = v; },
+         "Rank counts to run at, e.g. 1,2,4,8 (default: powers of two up to -np)")
       ->group(where);
-  run.add_option("--dtype", f.dtypes, "Data types, e.g. f32,bf16 (default: per case)")->group(where);
+  run.add_option_function<std::string>(
+         "--dtype", [&f](const std::string& v) { f.dtypes = v; }, "Data types, e.g. f32,bf16 (default: per case)")
+      ->group(where);
   run.add_option("--device", f.device, "host (MPI ranks on CPU) or cuda (one GPU per rank)")->group(where);
   run.add_option("--profile", f.profile, "Size preset: default (small), ci (tiny), qualify (realistic)")
       ->group(where);
-  run.add_option("--iters", f.iters, "Timed iterations per case (0: check only)")->group(where);
-  run.add_option("--warmup", f.warmup, "Untimed iterations before timing")->group(where);
-  run.add_option("--seed", f.seed, "Seed of the deterministic inputs")->group(where);
-  run.add_option("--timeout", f.timeout, "Abort the whole run when one case takes longer (seconds)")->group(where);
-  run.add_option("--blas-threads", f.blas_threads, "OpenBLAS threads per rank (default: cores / ranks per node)")
+  run.add_option_function<int64_t>(
+         "--iters",
+         [&f](const int64_t& v) {
+           require(v >= 0, cat("--iters ", v, " must be at least 0 (0: check only)"));
+           f.iters = v;
+         },
+         "Timed iterations per case (0: check only)")
       ->group(where);
-  run.add_option("--peak-tflops", f.peak_tflops, "Peak TFLOP/s per device for MFU (default: device table)")
+  run.add_option_function<int64_t>(
+         "--warmup",
+         [&f](const int64_t& v) {
+           require(v >= 0, cat("--warmup ", v, " must be at least 0"));
+           f.warmup = v;
+         },
+         "Untimed iterations before timing")
+      ->group(where);
+  run.add_option("--seed", f.seed, "Seed of the deterministic inputs")->group(where);
+  run.add_option("--timeout", f.timeout, "Abort the run when one case takes longer (seconds; inf: never)")
+      ->group(where);
+  run.add_option_function<int64_t>(
+         "--blas-threads",
+         [&f](const int64_t& v) {
+           require(v >= 1, cat("--blas-threads ", v, " must be at least 1"));
+           f.blas_threads = v;
+         },
+         "OpenBLAS threads per rank (default: cores / ranks per node; capped at the cores)")
       ->group(where);
 
   auto* par = "Parallel config (pins one config; default: each case sweeps its own)";
-  run.add_option("--tp", f.tp, "Tensor-parallel size")->group(par);
-  run.add_option("--cp", f.cp, "Context-parallel size")->group(par);
-  run.add_option("--pp", f.pp, "Pipeline-parallel size")->group(par);
-  run.add_option("--dp", f.dp, "Data-parallel size (default: world / (tp*cp*pp))")->group(par);
-  run.add_option("--ep", f.ep, "Expert-parallel size (folded into tp*cp*dp)")->group(par);
-  run.add_option("--etp", f.etp, "Expert tensor-parallel size (default: tp)")->group(par);
-  run.add_option("--vpp", f.vpp, "Virtual pipeline chunks per rank")->group(par);
+  add_size(run, "--tp", f.tp, "Tensor-parallel size", par);
+  add_size(run, "--cp", f.cp, "Context-parallel size", par);
+  add_size(run, "--pp", f.pp, "Pipeline-parallel size", par);
+  add_size(run, "--dp", f.dp, "Data-parallel size (default: world / (tp*cp*pp))", par);
+  add_size(run, "--ep", f.ep, "Expert-parallel size (folded into tp*cp*dp)", par);
+  add_size(run, "--etp", f.etp, "Expert tensor-parallel size (default: tp)", par);
+  add_size(run, "--vpp", f.vpp, "Virtual pipeline chunks per rank", par);
   run.add_flag("--sp", f.sp, "Sequence parallelism (with tp)")->group(par);
   run.add_option("--order", f.order, "Rank order, leftmost fastest (Megatron-Core)")->group(par);
-  run.add_option("--group", f.group, "collectives: run on every group of this dimension at once (tp, cp, dp, ...)")
-      ->group(par);
 
-  auto* prob = "Problem sizes (default: per case and profile)";
-  run.add_option("--seq", f.seq, "Sequence length")->group(prob);
-  run.add_option("--batch", f.batch, "Batch size (micro-batch)")->group(prob);
-  run.add_option("--hidden", f.hidden, "Hidden size")->group(prob);
-  run.add_option("--heads", f.heads, "Attention heads")->group(prob);
-  run.add_option("--kv-heads", f.kv_heads, "KV heads (GQA)")->group(prob);
-  run.add_option("--head-dim", f.head_dim, "Head dimension")->group(prob);
-  run.add_option("--ffn", f.ffn, "FFN hidden size")->group(prob);
-  run.add_option("--vocab", f.vocab, "Vocabulary size")->group(prob);
-  run.add_option("--experts", f.experts, "MoE experts")->group(prob);
-  run.add_option("--topk", f.topk, "MoE experts per token")->group(prob);
-  run.add_option("--layers", f.layers, "Transformer layers")->group(prob);
-  run.add_option("--microbatches", f.microbatches, "Pipeline microbatches per step")->group(prob);
-  run.add_option("--min-bytes", f.min_bytes, "collectives: smallest message, e.g. 1K")->group(prob);
-  run.add_option("--max-bytes", f.max_bytes, "collectives: largest message, e.g. 64M")->group(prob);
-  run.add_option("--step-factor", f.step_factor, "collectives: size multiplier between steps")->group(prob);
-  run.add_option("--set", f.sets, "Any case option as key=value (repeatable), e.g. --set causal=true")->group(prob);
+  auto* prob = "Problem sizes (default: per case and profile; 'sextant list --options' shows each case's)";
+  for (const ProblemFlag& p : kProblemFlags)
+    run.add_option_function<std::string>(
+           p.flag, [&f, p](const std::string& v) { f.problem.push_back({p.key, v, p.flag}); }, p.help)
+        ->group(prob);
+  run.add_option_function<std::vector<std::string>>(
+         "--set",
+         [&f](const std::vector<std::string>& items) {
+           for (const std::string& item : items) {
+             const size_t eq = item.find('=');
+             require(eq != std::string::npos && eq > 0, cat("--set '", item, "' must look like key=value"));
+             const std::string key = item.substr(0, eq);
+             f.problem.push_back({key, item.substr(eq + 1), "--set " + key});
+           }
+         },
+         "Any case option as key=value (repeatable), e.g. --set causal=true")
+      ->group(prob);
 
   auto* out = "Output";
   run.add_option("-o,--out", f.out, "Folder for the results JSON (a new file per run, never overwritten)")
@@ -70,6 +134,60 @@ void add_run_flags(CLI::App& run, RunFlags& f) {
 
 namespace {
 
+std::string text_of(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+// Whether the command line gave a problem option for `key`.
+bool given(const RunFlags& f, const std::string& key) {
+  for (const RawOption& r : f.problem)
+    if (r.key == key) return true;
+  return false;
+}
+
+}  // namespace
+
+void apply_config(CLI::App& run, RunFlags& f, const std::vector<ConfigEntry>& entries) {
+  std::vector<RawOption> from_file;
+  for (const ConfigEntry& e : entries) {
+    if (e.key == "set") {  // set = ["key=value", ...]
+      const nlohmann::json items = e.value.is_array() ? e.value : nlohmann::json::array({e.value});
+      for (const nlohmann::json& item : items) {
+        const std::string text = text_of(item);
+        const size_t eq = text.find('=');
+        require(eq != std::string::npos && eq > 0, cat(e.source, ": '", text, "' must look like key=value"));
+        if (!given(f, text.substr(0, eq))) from_file.push_back({text.substr(0, eq), text.substr(eq + 1), e.source});
+      }
+      continue;
+    }
+    std::string flag = e.key == "selection" ? e.key : "--" + e.key;
+    for (char& c : flag) c = c == '_' ? '-' : c;
+    CLI::Option* option = run.get_option_no_throw(flag);
+    const bool problem_flag = option && std::any_of(std::begin(kProblemFlags), std::end(kProblemFlags),
+                                                    [&](const ProblemFlag& p) { return flag == p.flag; });
+    if (!option || problem_flag) {  // a case option: checked against the cases' declarations
+      const std::string key = problem_flag ? std::string(run.get_option(flag)->get_name()).substr(2) : e.key;
+      std::string option_key = key;
+      for (char& c : option_key) c = c == '-' ? '_' : c;
+      if (!given(f, option_key)) from_file.push_back({option_key, e.value, e.source});
+      continue;
+    }
+    if (option->count() > 0) continue;  // the command line wins
+    require(option->get_name() != "--config", cat(e.source, ": a config file cannot name another"));
+    try {
+      if (e.value.is_array())
+        for (const nlohmann::json& item : e.value) option->add_result(text_of(item));
+      else
+        option->add_result(text_of(e.value));
+      option->run_callback();
+    } catch (const CLI::Error& err) {
+      throw UsageError(cat(e.source, ": ", err.what()));
+    }
+  }
+  // File options go first so that later command-line ones of other keys keep their order.
+  f.problem.insert(f.problem.begin(), from_file.begin(), from_file.end());
+}
+
+namespace {
+
 std::vector<int> parse_int_list(const std::string& text, const std::string& option) {
   std::vector<int> out;
   for (const std::string& item : split(text, ',')) {
@@ -82,84 +200,68 @@ std::vector<int> parse_int_list(const std::string& text, const std::string& opti
       throw UsageError(cat(option, " '", text, "' must be a comma-separated list of integers, e.g. 1,2,4"));
     }
   }
+  require(!out.empty(), cat(option, " '", text, "' must be a comma-separated list of integers, e.g. 1,2,4"));
   return out;
-}
-
-void set_option(nlohmann::json& options, const std::string& assignment) {
-  size_t eq = assignment.find('=');
-  require(eq != std::string::npos && eq > 0, cat("--set '", assignment, "' must look like key=value"));
-  std::string key = assignment.substr(0, eq), value = assignment.substr(eq + 1);
-  // Numbers and booleans become JSON numbers and booleans; the rest strings.
-  nlohmann::json parsed = nlohmann::json::parse(value, nullptr, false);
-  options[key] = (parsed.is_discarded() || parsed.is_object() || parsed.is_array()) ? nlohmann::json(value) : parsed;
 }
 
 }  // namespace
 
+double timeout_seconds(const RunFlags& f) {
+  if (f.timeout == "inf" || f.timeout == "infinity" || f.timeout == "none") return INFINITY;
+  char* end = nullptr;
+  const double t = std::strtod(f.timeout.c_str(), &end);
+  require(!f.timeout.empty() && end == f.timeout.c_str() + f.timeout.size() && t > 0 && !std::isnan(t),
+          cat("--timeout '", f.timeout, "' must be a positive number of seconds, or inf for none"));
+  return t;
+}
+
 RunOptions to_run_options(const RunFlags& f) {
   RunOptions o;
   o.selection = f.selection;
-  if (!f.ranks.empty()) o.rank_counts = parse_int_list(f.ranks, "--ranks");
-  for (const std::string& d : split(f.dtypes, ',')) o.dtypes.push_back(parse_dtype(d));
+  if (f.ranks) o.rank_counts = parse_int_list(*f.ranks, "--ranks");
+  if (f.dtypes) {
+    require(!f.dtypes->empty(), "--dtype '' must name data types, e.g. f32 or f32,bf16");
+    for (const std::string& d : split(*f.dtypes, ',')) o.dtypes.push_back(parse_dtype(d));
+  }
   o.device = parse_device(f.device);
   require(f.profile == "default" || f.profile == "ci" || f.profile == "qualify",
           cat("--profile '", f.profile, "' must be default, ci or qualify"));
   o.profile = f.profile;
-  o.timing.iters = f.iters >= 0 ? f.iters : (f.profile == "ci" ? 3 : f.profile == "qualify" ? 20 : 10);
-  o.timing.warmup = f.warmup >= 0 ? f.warmup : (f.profile == "ci" ? 1 : f.profile == "qualify" ? 5 : 2);
-  require(f.timeout > 0, cat("--timeout ", f.timeout, " must be positive"));
+  o.timing.iters = static_cast<int>(f.iters.value_or(f.profile == "ci" ? 3 : f.profile == "qualify" ? 20 : 10));
+  o.timing.warmup = static_cast<int>(f.warmup.value_or(f.profile == "ci" ? 1 : f.profile == "qualify" ? 5 : 2));
+  timeout_seconds(f);
   o.seed = f.seed;
   o.check = !f.no_check;
   o.fault = f.fault;
+  require(!f.out.empty(), "--out '' must name a folder");
   o.dump_dir = f.dump;
   o.out_dir = f.no_results ? "" : f.out;
 
   if (f.tp || f.cp || f.pp || f.dp || f.ep || f.etp || f.vpp || f.sp) {
     ParallelConfig p;
-    p.tp = f.tp ? f.tp : 1;
-    p.cp = f.cp ? f.cp : 1;
-    p.pp = f.pp ? f.pp : 1;
-    p.dp = f.dp;  // 0: derived from the world size by the caller
-    p.ep = f.ep ? f.ep : 1;
-    p.etp = f.etp;
-    p.vpp = f.vpp ? f.vpp : 1;
+    p.tp = static_cast<int>(f.tp.value_or(1));
+    p.cp = static_cast<int>(f.cp.value_or(1));
+    p.pp = static_cast<int>(f.pp.value_or(1));
+    p.dp = static_cast<int>(f.dp.value_or(0));  // 0: derived from the world size by the caller
+    p.ep = static_cast<int>(f.ep.value_or(1));
+    p.etp = static_cast<int>(f.etp.value_or(0));
+    p.vpp = static_cast<int>(f.vpp.value_or(1));
+    o.vpp_given = f.vpp.has_value();
     p.sp = f.sp;
     p.order = f.order;
     o.parallel = p;
   }
-
-  nlohmann::json& opt = o.options;
-  auto put = [&](const char* key, int64_t value) {
-    if (value != 0) opt[key] = value;
-  };
-  put("seq", f.seq);
-  put("batch", f.batch);
-  put("hidden", f.hidden);
-  put("heads", f.heads);
-  put("kv_heads", f.kv_heads);
-  put("head_dim", f.head_dim);
-  put("ffn", f.ffn);
-  put("vocab", f.vocab);
-  put("experts", f.experts);
-  put("topk", f.topk);
-  put("layers", f.layers);
-  put("microbatches", f.microbatches);
-  put("step_factor", f.step_factor);
-  if (!f.min_bytes.empty()) opt["min_bytes"] = parse_bytes(f.min_bytes, "--min-bytes");
-  if (!f.max_bytes.empty()) opt["max_bytes"] = parse_bytes(f.max_bytes, "--max-bytes");
-  if (!f.group.empty()) opt["group"] = f.group;
-  if (f.peak_tflops > 0) opt["peak_tflops"] = f.peak_tflops;
-  for (const std::string& s : f.sets) set_option(opt, s);
+  o.raw_options = f.problem;
   return o;
 }
 
 void resolve_for_world(RunOptions& o, int world) {
   if (!o.parallel || o.parallel->dp != 0) return;
   ParallelConfig& p = *o.parallel;
-  int model = p.tp * p.cp * p.pp;
-  require(model > 0 && world % model == 0,
+  const int64_t model = int64_t{p.tp} * p.cp * p.pp;
+  require(world % model == 0,
           cat("tp*cp*pp = ", p.tp, "*", p.cp, "*", p.pp, " = ", model, " must divide the world size ", world));
-  p.dp = world / model;
+  p.dp = static_cast<int>(world / model);
 }
 
 }  // namespace sextant

@@ -17,6 +17,7 @@ Device parse_device(const std::string& name);     // throws UsageError
 
 bool cuda_built();          // compiled with the CUDA path
 int cuda_device_count();    // 0 when not built or no GPU/driver
+double cuda_free_memory();  // bytes free on the current device (cudaMemGetInfo); 0 when unknown
 // Device memory. By default cudaMalloc / cudaFree (whose free waits for the
 // whole device). SEXTANT_CUDA_ALLOC=async switches the process to
 // stream-ordered allocations on the compute stream from a pool that keeps

@@ -30,6 +30,15 @@ int cuda_device_count() {
   return count;
 }
 
+double cuda_free_memory() {
+  size_t free = 0, total = 0;
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return static_cast<double>(free);
+}
+
 bool cuda_async_allocation() {
   static const bool on = [] {
     const char* v = std::getenv("SEXTANT_CUDA_ALLOC");

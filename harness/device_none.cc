@@ -12,6 +12,7 @@ namespace {
 
 bool cuda_built() { return false; }
 int cuda_device_count() { return 0; }
+double cuda_free_memory() { return 0; }
 void* cuda_malloc(size_t) { no_cuda(); }
 void cuda_free(void*) {}
 bool cuda_async_allocation() { return false; }

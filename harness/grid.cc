@@ -56,13 +56,15 @@ void validate(const ParallelConfig& c, int world_size) {
   require_positive("--vpp", c.vpp);
   if (c.etp < 0) throw UsageError(cat("--etp ", c.etp, " must be positive (or 0 for the same as --tp)"));
   parse_order(c.order);
-  if (c.world() != world_size)
+  // Products in int64: each size is an int, four of them may not fit one.
+  const int64_t world = int64_t{c.tp} * c.cp * c.pp * c.dp;
+  if (world != world_size)
     throw UsageError(cat("world size ", world_size, " must equal tp*cp*pp*dp = ", c.tp, "*", c.cp, "*", c.pp, "*",
-                         c.dp, " = ", c.world()));
-  const int dense_no_pp = c.tp * c.cp * c.dp;
-  if (dense_no_pp % (c.expert_tp() * c.ep) != 0)
-    throw UsageError(cat("--etp ", c.expert_tp(), " x --ep ", c.ep, " = ", c.expert_tp() * c.ep,
-                         " must divide tp*cp*dp = ", dense_no_pp, " (the expert grid folds into the dense one)"));
+                         c.dp, " = ", world));
+  const int64_t dense_no_pp = int64_t{c.tp} * c.cp * c.dp, expert = int64_t{c.expert_tp()} * c.ep;
+  if (dense_no_pp % expert != 0)
+    throw UsageError(cat("--etp ", c.expert_tp(), " x --ep ", c.ep, " = ", expert, " must divide tp*cp*dp = ",
+                         dense_no_pp, " (the expert grid folds into the dense one)"));
 }
 
 std::string dim_name(Dim dim) {

@@ -34,11 +34,12 @@ nlohmann::json to_json(const CaseRecord& r) {
       {"dtype", dtype_name(r.config.dtype)},
       {"device", device_name(r.device)},
       {"backend", r.backend},
-      {"fault", r.config.fault.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.config.fault)},
+      {"fault", r.config.fault_name().empty() ? nlohmann::json(nullptr) : nlohmann::json(r.config.fault_name())},
       {"conformance", r.conformance},
       {"perf", {{"time", time}, {"metrics", r.metrics}}},
   };
   if (!r.error.empty()) j["error"] = r.error;
+  if (!r.skip_reason.empty()) j["skipped"] = r.skip_reason;
   return j;
 }
 

@@ -10,68 +10,6 @@
 
 namespace sextant {
 
-namespace {
-
-std::vector<int> default_rank_counts(int world) {
-  std::vector<int> counts;
-  for (int g = 1; g <= world; g *= 2) counts.push_back(g);
-  if (counts.back() != world) counts.push_back(world);
-  return counts;
-}
-
-std::vector<int> resolve_rank_counts(const RunOptions& o, int world) {
-  if (o.parallel) {
-    require(o.rank_counts.empty(),
-            "--ranks cannot be combined with --tp/--cp/--pp/--dp/--ep: a pinned config fixes the rank count");
-    validate(*o.parallel, world);
-    return {world};
-  }
-  if (o.rank_counts.empty()) return default_rank_counts(world);
-  std::vector<int> counts = o.rank_counts;
-  for (int g : counts) {
-    require(g >= 1, cat("--ranks ", g, " must be at least 1"));
-    require(g <= world, cat("--ranks ", g, " exceeds the world size ", world, " (mpirun -np)"));
-  }
-  std::sort(counts.begin(), counts.end());
-  counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
-  return counts;
-}
-
-}  // namespace
-
-std::vector<PlannedCase> plan_run(const Registry& registry, const RunOptions& o, int world) {
-  std::vector<const CaseDef*> defs = registry.select(o.selection);
-  if (!o.fault.empty()) {
-    std::vector<const CaseDef*> planted;
-    std::set<std::string> known;
-    for (const CaseDef* d : defs) {
-      known.insert(d->faults.begin(), d->faults.end());
-      if (std::count(d->faults.begin(), d->faults.end(), o.fault)) planted.push_back(d);
-    }
-    require(!planted.empty(), cat("--fault '", o.fault, "' is not planted by any selected case (known: ",
-                                  join(std::vector<std::string>(known.begin(), known.end()), ", "), ")"));
-    defs = planted;
-  }
-  std::vector<PlannedCase> plan;
-  for (int g : resolve_rank_counts(o, world)) {
-    for (const CaseDef* def : defs) {
-      SweepRequest req{g, o.dtypes, o.parallel, o.options, o.fault, o.profile};
-      for (CaseConfig c : def->configs(req)) {
-        c.suite = def->suite;
-        c.name = def->name;
-        c.fault = o.fault;
-        c.device = o.device;
-        if (c.ranks != g) throw RuntimeError(cat(def->full_name(), " produced an instance for ", c.ranks,
-                                                 " ranks while sweeping ", g));
-        validate(c.parallel, c.ranks);
-        def->validate(c);
-        plan.push_back({def, std::move(c)});
-      }
-    }
-  }
-  return plan;
-}
-
 std::vector<int> plan_rank_counts(const std::vector<PlannedCase>& plan) {
   std::set<int> counts;
   for (const PlannedCase& p : plan) counts.insert(p.config.ranks);
@@ -79,6 +17,17 @@ std::vector<int> plan_rank_counts(const std::vector<PlannedCase>& plan) {
 }
 
 namespace {
+
+// What the harness records for every case, beside the case's own metrics.
+const MetricDef& kBytesSent = define_metric(
+    {"", "bytes_sent_per_rank", "B", Better::neither,
+     "bytes a rank sent per iteration of the primary region, mean over ranks (max beside it), ring convention"});
+const MetricDef& kBytesSentRegion =
+    define_metric({"", "bytes_sent_per_rank_<region>", "B", Better::neither,
+                   "the same for each other timed region, suffixed with its name"});
+const MetricDef& kComm = define_metric(
+    {"", "comm", "json", Better::neither,
+     "GPU and staged runs: backend, overlap (communication on its own stream), timings_representative, allocation"});
 
 // Sum of the traffic counters of a kernel communicator and its grid.
 uint64_t total_bytes(Communicator& comm, const GridComms& grid) {
@@ -138,12 +87,20 @@ CaseRecord run_in_env(const PlannedCase& planned, MpiCommunicator& group, GroupE
     }
   };
   CaseContext ctx{config, kernel, group, *env.grid, *env.self, o.device, o.seed, o.out_dir};
+  // A shared-kernel fault is live for the whole case: the baseline runs it too.
+  PlantedKernelFault planted(config.kernel_fault);
   std::unique_ptr<CaseState> state;
   guarded("setup", [&] { state = def.setup(ctx); });
   if (o.check && all_ok(group, local_error.empty())) {
     std::string case_dir = config.id();
     for (char& c : case_dir) c = (c == ' ' || c == '/' || c == '=') ? '_' : c;
-    Checker checker(group, config.dtype, DumpTarget{o.dump_dir, case_dir, config.params});
+    // Everything needed to recompute the case from its dumped inputs.
+    const nlohmann::json described = {{"suite", config.suite},   {"case", config.name},
+                                      {"id", config.id()},       {"params", config.params},
+                                      {"parallel", config.parallel}, {"ranks", config.ranks},
+                                      {"dtype", dtype_name(config.dtype)}, {"seed", o.seed},
+                                      {"device", device_name(o.device)}, {"fault", config.fault_name()}};
+    Checker checker(group, config.dtype, DumpTarget{o.dump_dir, case_dir, described});
     guarded("check", [&] { def.check(*state, checker); });
     if (all_ok(group, local_error.empty())) record.conformance = checker.finish();
   }
@@ -155,10 +112,10 @@ CaseRecord run_in_env(const PlannedCase& planned, MpiCommunicator& group, GroupE
     if (gpu_timer) clock = {[&] { gpu_timer->start(); }, [&] { return gpu_timer->stop(); }};
   }
   if (o.device == Device::cuda || kernel.backend() != "mpi")
-    record.metrics["comm"] = {{"backend", kernel.backend()},
+    record.metrics[kComm.name] = {{"backend", kernel.backend()},
                               {"overlap", kernel.overlaps_compute()},
                               {"timings_representative", kernel.timings_representative()}};
-  if (o.device == Device::cuda) record.metrics["comm"]["allocation"] = cuda_async_allocation() ? "async" : "sync";
+  if (o.device == Device::cuda) record.metrics[kComm.name]["allocation"] = cuda_async_allocation() ? "async" : "sync";
   for (const std::string& region : def.regions) {
     if (o.timing.iters <= 0 || !all_ok(group, local_error.empty())) break;
     reset_bytes(kernel, *env.grid);
@@ -168,8 +125,8 @@ CaseRecord run_in_env(const PlannedCase& planned, MpiCommunicator& group, GroupE
     double per_iter = static_cast<double>(total_bytes(kernel, *env.grid)) / (o.timing.warmup + o.timing.iters);
     double mean = group.all_reduce_value(per_iter, ReduceOp::sum) / group.size();
     double max = group.all_reduce_value(per_iter, ReduceOp::max);
-    std::string suffix = region == def.regions.front() ? "" : "_" + region;
-    record.metrics["bytes_sent_per_rank" + suffix] = {{"value", mean}, {"unit", "B"}, {"max", max}};
+    const std::string name = region == def.regions.front() ? kBytesSent.name : kBytesSent.name + "_" + region;
+    record.metrics[name] = {{"value", mean}, {"unit", kBytesSentRegion.unit}, {"max", max}};
   }
   if (all_ok(group, local_error.empty()) && !record.times.empty())
     guarded("metrics", [&] {
@@ -224,9 +181,15 @@ std::vector<CaseRecord> execute_plan(const std::vector<PlannedCase>& plan, MpiCo
       ++index;
       if (!group) continue;
       std::string key = to_string(p.config.parallel) + " " + p.config.parallel.order;
-      if (!envs.count(key)) envs[key] = make_env(*group, p.config.parallel, make_kernel_comm);
       if (hooks.started) hooks.started(p, index, plan.size());
-      CaseRecord r = run_in_env(p, *group, *envs[key], o);
+      CaseRecord r;
+      if (!p.skip_reason.empty()) {
+        r = CaseRecord{p.config, o.device, "none", {}, {}, nlohmann::json::object(), ""};
+        r.skip_reason = p.skip_reason;
+      } else {
+        if (!envs.count(key)) envs[key] = make_env(*group, p.config.parallel, make_kernel_comm);
+        r = run_in_env(p, *group, *envs[key], o);
+      }
       if (hooks.finished) hooks.finished(p, r, index, plan.size());
       if (world.rank() == 0) records.push_back(std::move(r));
     }

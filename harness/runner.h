@@ -15,11 +15,21 @@
 
 namespace sextant {
 
+// One option value as given: text from the command line, or a typed value
+// from a --config file; source names where it came from ("--seq",
+// "--set seq", "run.toml: seq").
+struct RawOption {
+  std::string key;
+  nlohmann::json value;
+  std::string source;
+};
+
 struct RunOptions {
   std::vector<std::string> selection;     // "suite" or "suite/case"; empty: all
   std::vector<int> rank_counts;           // empty: powers of two up to the world (and the world)
   std::vector<DType> dtypes;              // empty: each case's defaults
   std::optional<ParallelConfig> parallel; // pinned by --tp/--cp/...
+  bool vpp_given = false;                 // --vpp was given (a pinned 1 included)
   nlohmann::json options = nlohmann::json::object();  // problem options (--seq, --set k=v)
   std::string profile = "default";
   TimingPlan timing;
@@ -29,16 +39,30 @@ struct RunOptions {
   bool check = true;
   std::string dump_dir;
   std::string out_dir;  // where sides files (traces) go; results are written by the caller
+  // Option values as the user gave them (flags, --set, --config), parsed
+  // against the selected cases' declarations into `options` by plan_run.
+  std::vector<RawOption> raw_options;
+  // Memory one rank may use (0: not checked): a case whose estimate exceeds
+  // it is refused when the user chose its sizes, else skipped with the reason.
+  double host_memory_per_rank = 0, device_memory_per_rank = 0;
 };
 
 struct PlannedCase {
   const CaseDef* def = nullptr;
   CaseConfig config;
+  std::string skip_reason;  // set: planned but not run (a swept config that does not fit)
 };
 
 // Validates everything up front (throws UsageError before anything runs), so
-// bad input never leaves a partial results file.
+// bad input never leaves a partial results file: options against the cases'
+// declarations, every config's rules, the memory estimates. A config the
+// case's own sweep produced that breaks a rule or does not fit is skipped
+// with the reason, as long as another config of the case runs; configs the
+// user pinned (--tp ...) are refused instead.
 std::vector<PlannedCase> plan_run(const Registry& registry, const RunOptions& options, int world_size);
+// The typed options of a run: raw_options parsed and every key checked
+// against the declarations of `cases` (UsageError naming the key and rule).
+nlohmann::json resolve_options(const std::vector<const CaseDef*>& cases, const RunOptions& options);
 
 // The rank counts a plan uses, ascending.
 std::vector<int> plan_rank_counts(const std::vector<PlannedCase>& plan);

@@ -25,6 +25,7 @@ Registry toy_registry() {
   t.suite = "toy";
   t.name = "sum";
   t.faults = {"off_by_one"};
+  t.options = {OptionSpec::integer("n", -100, 100, "elements"), OptionSpec::boolean("explode", "setup throws")};
   t.configs = [](const SweepRequest& req) {
     CaseConfig c;
     c.ranks = req.ranks;
@@ -51,8 +52,9 @@ Registry toy_registry() {
     c.exact("sum", wrong, s.x.numel());
   };
   t.metrics = [](Toy&, const RegionTimes& times) {
+    static const MetricDef& kT = define_metric({"test", "t", "s", Better::lower, "the run region's median"});
     Metrics m;
-    m.add("t", times.at("run").median, "s");
+    m.add(kT, times.at("run").median);
     return m;
   };
   r.add(make_case(std::move(t)));

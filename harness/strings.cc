@@ -38,7 +38,9 @@ int64_t parse_bytes(const std::string& text, const std::string& what) {
   else if (suffix == "M" || suffix == "m") scale = 1024.0 * 1024;
   else if (suffix == "G" || suffix == "g") scale = 1024.0 * 1024 * 1024;
   else if (!suffix.empty() && suffix != "B") value = -1;
-  if (text.empty() || end == text.c_str() || value < 0 || value * scale != std::floor(value * scale))
+  const double bytes = value * scale;
+  if (text.empty() || end == text.c_str() || !std::isfinite(bytes) || bytes < 0 || bytes != std::floor(bytes) ||
+      bytes >= 9.2e18)
     throw UsageError(cat(what, " '", text, "' is not a byte count (e.g. 64, 4K, 1M, 2G)"));
   return static_cast<int64_t>(value * scale);
 }

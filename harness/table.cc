@@ -59,25 +59,30 @@ std::string table_row(const CaseDef& def, const CaseRecord& r, size_t index, siz
   std::string check = c.status;
   if (c.checked > 0) check += cat(" #wrong ", c.wrong);
   double worst = 0;
-  for (const TensorCheck& tc : c.tensors)
+  for (const TensorCheck& tc : c.tensors) {
     if (tc.bound > 0) worst = std::max(worst, std::isfinite(tc.error) ? tc.error / tc.bound : 1e9);
+    if (tc.base_bound > 0)
+      worst = std::max(worst, std::isfinite(tc.base_error) ? tc.base_error / tc.base_bound : 1e9);
+  }
   if (!c.tensors.empty()) check += " err/bound " + fixed("%.2g", worst);
-  if (!r.error.empty()) check = "ERROR " + r.error;
+  if (!r.skip_reason.empty()) check = "SKIPPED " + r.skip_reason;
+  else if (!r.error.empty()) check = "ERROR " + r.error;
   else if (!c.failures.empty()) check += " (" + c.failures.front() + ")";
   row += "  " + check + "  " + params_label(r.config.params);
   return row;
 }
 
 std::string table_summary(const std::vector<CaseRecord>& records) {
-  int pass = 0, fail = 0, skip = 0, error = 0;
+  int pass = 0, fail = 0, skip = 0, error = 0, skipped = 0;
   for (const CaseRecord& r : records) {
-    if (!r.error.empty()) ++error;
+    if (!r.skip_reason.empty()) ++skipped;
+    else if (!r.error.empty()) ++error;
     else if (r.conformance.status == "pass") ++pass;
     else if (r.conformance.status == "fail") ++fail;
     else ++skip;
   }
   return cat("# ", records.size(), " cases: ", pass, " pass, ", fail, " fail, ", skip, " not checked, ", error,
-             " errors");
+             " errors", skipped ? cat(", ", skipped, " skipped (do not fit the rank count or memory)") : std::string());
 }
 
 }  // namespace sextant

@@ -11,6 +11,7 @@ packages=(
   libopenmpi-dev openmpi-bin        # launcher everywhere and the host communicator
   libopenblas-dev                   # host gemm
   nlohmann-json3-dev libcli11-dev   # results JSON, command line
+  libtomlplusplus-dev               # --config files (TOML)
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-pip
 )

@@ -14,13 +14,12 @@
 
 namespace sextant::testing {
 
-// A suite's register_<name>_suite (suites/CMakeLists.txt).
-using RegisterSuite = void (*)(Registry&);
-
-// A registry holding just that suite.
-inline Registry suite_registry(RegisterSuite register_suite) {
+// A registry holding just the cases of `suite` among those linked in.
+inline Registry suite_registry(const std::string& suite) {
+  const Registry all = all_suites();
   Registry r;
-  register_suite(r);
+  for (const CaseDef& c : all.cases())
+    if (c.suite == suite) r.add(c);
   return r;
 }
 
@@ -35,17 +34,17 @@ inline RunOptions ci_options(std::vector<std::string> selection) {
 }
 
 // Plans and executes `o` on the world.
-inline std::vector<CaseRecord> run_suite(RegisterSuite register_suite, const RunOptions& o) {
-  const Registry r = suite_registry(register_suite);
+inline std::vector<CaseRecord> run_suite(const std::string& suite, const RunOptions& o) {
+  const Registry r = suite_registry(suite);
   return execute_plan(plan_run(r, o, world().size()), world(), o, {});
 }
 
 // The GPU path (callers skip first with SEXTANT_REQUIRE_GPU): every kernel on
 // device tensors, device buffers moved by MPI through host memory (staged),
 // so the ranks of a test may share one GPU. Compiles in host-only builds too.
-inline std::vector<CaseRecord> run_suite_on_gpu(RegisterSuite register_suite, RunOptions o) {
+inline std::vector<CaseRecord> run_suite_on_gpu(const std::string& suite, RunOptions o) {
   o.device = Device::cuda;
-  const Registry r = suite_registry(register_suite);
+  const Registry r = suite_registry(suite);
   std::shared_ptr<StagingMemory> memory = cuda_staging();
   return execute_plan(plan_run(r, o, world().size()), world(), o, {},
                       [memory](MpiCommunicator& group) -> std::unique_ptr<Communicator> {
@@ -56,8 +55,8 @@ inline std::vector<CaseRecord> run_suite_on_gpu(RegisterSuite register_suite, Ru
 // Host buffers under NCCL's point-to-point rules (NcclRulesCommunicator: no
 // tags, sends that wait for their receive, one stream): what a suite sends
 // point to point must be ordered and grouped so that NCCL cannot hang on it.
-inline std::vector<CaseRecord> run_suite_under_nccl_rules(RegisterSuite register_suite, const RunOptions& o) {
-  const Registry r = suite_registry(register_suite);
+inline std::vector<CaseRecord> run_suite_under_nccl_rules(const std::string& suite, const RunOptions& o) {
+  const Registry r = suite_registry(suite);
   return execute_plan(plan_run(r, o, world().size()), world(), o, {},
                       [](MpiCommunicator& group) -> std::unique_ptr<Communicator> {
                         return NcclRulesCommunicator::create(group);

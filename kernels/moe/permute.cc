@@ -5,6 +5,7 @@
 
 #include "harness/device.h"
 #include "harness/error.h"
+#include "harness/kernel_fault.h"
 #include "harness/strings.h"
 #include "kernels/ops/device_dispatch.h"
 
@@ -36,6 +37,23 @@ void require_rows(const char* what, const Tensor& t, int64_t rows) {
     throw RuntimeError(cat("moe::", what, ": ", shape_string(t.shape()), " must have ", rows, " rows"));
 }
 
+// The slot whose token row r of a permutation gathers: p.slot[r], or under
+// the planted fault moe_permute_order the slots of each expert in reverse.
+std::vector<int64_t> gather_slots(const Permutation& p) {
+  std::vector<int64_t> slots = p.slot;
+  if (kernel_fault_planted(KernelFault::moe_permute_order))
+    for (size_t e = 0; e + 1 < p.offset.size(); ++e)
+      std::reverse(slots.begin() + p.offset[e], slots.begin() + p.offset[e + 1]);
+  return slots;
+}
+
+// The routing weight of a slot in a combine (squared under the planted fault
+// moe_combine_twice).
+float combine_weight(const SlotTable& s, int64_t slot) {
+  const float w = s.prob[slot];
+  return kernel_fault_planted(KernelFault::moe_combine_twice) ? w * w : w;
+}
+
 // Row r of a permutation reads/writes slot `slot_of(r)`.
 std::vector<int64_t> slots_in_token_order(const Permutation& p) {
   std::vector<int64_t> sorted = p.slot;
@@ -58,7 +76,7 @@ Tensor row_scales(const SlotTable& s, const std::vector<int64_t>& slot_of, bool 
   if (!use_probs) return {};
   Tensor host = Tensor::empty({static_cast<int64_t>(slot_of.size())}, DType::f32);
   float* w = host.data<float>();
-  for (size_t r = 0; r < slot_of.size(); ++r) w[r] = s.prob[slot_of[r]];
+  for (size_t r = 0; r < slot_of.size(); ++r) w[r] = combine_weight(s, slot_of[r]);
   return host.to(Device::cuda);
 }
 
@@ -98,15 +116,16 @@ void permute_rows_into(const Tensor& x, const SlotTable& s, const Permutation& p
   if (out.dtype() != x.dtype() || out.dim(1) != x.dim(1) || out.device() != x.device())
     throw RuntimeError(cat("moe::permute_rows: out ", shape_string(out.shape()), " does not fit x"));
   const int64_t h = x.dim(1);
+  const std::vector<int64_t> source = gather_slots(p);
   if (!x.is_host()) {
-    SEXTANT_CUDA_CALL(ops::cuda::moe_gather_rows(x, row_tokens(p.slot, s.topk), row_scales(s, p.slot, weighted), out));
+    SEXTANT_CUDA_CALL(ops::cuda::moe_gather_rows(x, row_tokens(source, s.topk), row_scales(s, source, weighted), out));
     return;
   }
   if (!weighted) {  // plain row copies
     const size_t width = static_cast<size_t>(h) * dtype_size(x.dtype());
     const char* in = static_cast<const char*>(x.raw());
     char* o = static_cast<char*>(out.raw());
-    for (int64_t r = 0; r < p.rows(); ++r) std::memcpy(o + r * width, in + (p.slot[r] / s.topk) * width, width);
+    for (int64_t r = 0; r < p.rows(); ++r) std::memcpy(o + r * width, in + (source[r] / s.topk) * width, width);
     return;
   }
   dispatch(x.dtype(), [&](auto tag) {
@@ -114,8 +133,8 @@ void permute_rows_into(const Tensor& x, const SlotTable& s, const Permutation& p
     const T* in = x.data<T>();
     T* o = out.data<T>();
     for (int64_t r = 0; r < p.rows(); ++r) {
-      const float w = s.prob[p.slot[r]];
-      const T* row = in + (p.slot[r] / s.topk) * h;
+      const float w = combine_weight(s, source[r]);
+      const T* row = in + (source[r] / s.topk) * h;
       for (int64_t i = 0; i < h; ++i) o[r * h + i] = from_float<T>(w * static_cast<float>(to_float(row[i])));
     }
   });
@@ -137,7 +156,8 @@ Tensor unpermute_rows(const Tensor& rows, const SlotTable& s, const Permutation&
                       bool wrong_order) {
   require_rows("unpermute_rows", rows, p.rows());
   const int64_t h = rows.dim(1);
-  const std::vector<int64_t> slot_of = wrong_order ? slots_in_token_order(p) : p.slot;
+  const bool token_order = wrong_order || kernel_fault_planted(KernelFault::moe_unpermute_order);
+  const std::vector<int64_t> slot_of = token_order ? slots_in_token_order(p) : p.slot;
   if (!rows.is_host()) return unpermute_on_device(rows, s, slot_of, use_probs);
   Tensor acc = Tensor::zeros({s.tokens, h}, DType::f32);
   float* y = acc.data<float>();
@@ -146,7 +166,7 @@ Tensor unpermute_rows(const Tensor& rows, const SlotTable& s, const Permutation&
     const T* in = rows.data<T>();
     for (int64_t r = 0; r < p.rows(); ++r) {
       const int64_t slot = slot_of[r];
-      const float w = use_probs ? s.prob[slot] : 1.0f;
+      const float w = use_probs ? combine_weight(s, slot) : 1.0f;
       float* yt = y + (slot / s.topk) * h;
       for (int64_t i = 0; i < h; ++i) yt[i] += w * static_cast<float>(to_float(in[r * h + i]));
     }

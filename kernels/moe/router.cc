@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "harness/error.h"
+#include "harness/kernel_fault.h"
 #include "harness/strings.h"
 #include "kernels/moe/dispatcher_common.h"
 #include "kernels/ops/gemm.h"
@@ -53,10 +54,12 @@ void softmax_rows(const Tensor& logits, Tensor& scores, std::vector<float>& lse)
 
 // The k largest logits of one token, descending; ties go to the lower index.
 void top_k(const float* logits, int experts, int k, int32_t* chosen) {
+  const bool repeats = kernel_fault_planted(KernelFault::router_topk_repeats);
   for (int j = 0; j < k; ++j) {
     int best = -1;
+    const int excluded = repeats ? std::max(j - 1, 0) : j;  // choices already taken
     for (int i = 0; i < experts; ++i) {
-      if (std::find(chosen, chosen + j, i) != chosen + j) continue;
+      if (std::find(chosen, chosen + excluded, i) != chosen + excluded) continue;
       if (best < 0 || logits[i] > logits[best]) best = i;
     }
     chosen[j] = best;

@@ -4,6 +4,7 @@
 
 #include "harness/error.h"
 #include "harness/strings.h"
+#include "harness/kernel_fault.h"
 #include "kernels/ops/device_dispatch.h"
 #include "kernels/ops/host_common.h"
 #include "kernels/ops/simd.h"
@@ -53,7 +54,9 @@ void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_a
   s.one_minus_beta1 = static_cast<float>(1.0 - c.beta1);
   s.one_minus_beta2 = static_cast<float>(1.0 - c.beta2);
   s.step_size = static_cast<float>(c.lr / (1.0 - std::pow(c.beta1, t)));
-  s.inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(c.beta2, t)));
+  s.inv_sqrt_bc2 = kernel_fault_planted(KernelFault::adam_bias_correction)
+                       ? 1.0f
+                       : static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(c.beta2, t)));
   s.decay = static_cast<float>(1.0 - c.lr * c.weight_decay);
   s.eps = static_cast<float>(c.eps);
   if (!param.is_host()) return SEXTANT_CUDA_CALL(cuda::adam_step(param, grad, exp_avg, exp_avg_sq, s));

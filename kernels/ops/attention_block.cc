@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "harness/error.h"
+#include "harness/kernel_fault.h"
 #include "harness/strings.h"
 #include "kernels/ops/device_dispatch.h"
 #include "kernels/ops/gemm.h"
@@ -258,7 +259,9 @@ int64_t backward_head(const BackwardArgs& a, int64_t bi, int64_t h, std::vector<
       // dV += P^T dO;  dP = dO V^T;  dS = P * (dP - D)
       gemm_f32(true, false, kt.rows, g.d, qt.rows, 1.0f, p.data(), kTileK, dop, g.ldq(), 1.0f, a.dv + krow, g.ldk());
       gemm_f32(false, true, qt.rows, kt.rows, g.d, 1.0f, dop, g.ldq(), a.v + krow, g.ldk(), 0.0f, dp.data(), kTileK);
-      for (int64_t r = 0; r < qt.rows; ++r) score_grad(&p[r * kTileK], &dp[r * kTileK], kt.rows, delta[r]);
+      const bool no_delta = kernel_fault_planted(KernelFault::attention_backward_softmax_grad);
+      for (int64_t r = 0; r < qt.rows; ++r)
+        score_grad(&p[r * kTileK], &dp[r * kTileK], kt.rows, no_delta ? 0.0f : delta[r]);
       // dQ += scale dS K;  dK += scale dS^T Q
       gemm_f32(false, false, qt.rows, g.d, kt.rows, g.scale, dp.data(), kTileK, a.k + krow, g.ldk(), 1.0f, dqp,
                g.ldq());
@@ -270,6 +273,16 @@ int64_t backward_head(const BackwardArgs& a, int64_t bi, int64_t h, std::vector<
   return scores;
 }
 
+// The mask a kernel applies: the caller's, or under the planted fault
+// causal_mask_diagonal one whose keys sit a position later, so that a query
+// no longer sees its own key.
+const AttentionMask& applied_mask(const AttentionMask& mask, AttentionMask& shifted) {
+  if (!mask.causal || !kernel_fault_planted(KernelFault::causal_mask_diagonal)) return mask;
+  shifted = mask;
+  for (int64_t& pos : shifted.k_pos) ++pos;
+  return shifted;
+}
+
 void require_f32(const char* op, const char* name, const Tensor& t, const Shape& shape) {
   require_shape(op, name, t, shape);
   if (t.dtype() != DType::f32) throw RuntimeError(cat(op, ": ", name, " must be f32, not ", dtype_name(t.dtype())));
@@ -277,9 +290,12 @@ void require_f32(const char* op, const char* name, const Tensor& t, const Shape&
 
 }  // namespace
 
-AttentionOut attention_block_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
-                                     DType out_dtype) {
-  const Dims g = check_dims("attention_block_forward", q, k, v, mask);
+AttentionOut attention_block_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                     const AttentionMask& caller_mask, DType out_dtype) {
+  AttentionMask shifted;
+  const AttentionMask& mask = applied_mask(caller_mask, shifted);
+  Dims g = check_dims("attention_block_forward", q, k, v, mask);
+  if (kernel_fault_planted(KernelFault::attention_forward_scale)) g.scale = 1.0f / static_cast<float>(g.d);
   AttentionOut result;
   if (!q.is_host()) {  // f32 out, rounded once to out_dtype as HostOut does below
     Tensor out32 = Tensor::empty(q.shape(), DType::f32, q.device());
@@ -327,9 +343,11 @@ Tensor attention_delta(const Tensor& out, const Tensor& dout) {
 }
 
 int64_t attention_block_backward_accumulate(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
-                                            const Tensor& lse, const Tensor& delta, const AttentionMask& mask,
+                                            const Tensor& lse, const Tensor& delta, const AttentionMask& caller_mask,
                                             Tensor& dq, Tensor& dk, Tensor& dv) {
   const char* op = "attention_block_backward";
+  AttentionMask shifted;
+  const AttentionMask& mask = applied_mask(caller_mask, shifted);
   const Dims g = check_dims(op, q, k, v, mask);
   require_one_device(op, {{"q", &q}, {"dout", &dout}, {"lse", &lse}, {"delta", &delta}, {"dq", &dq}, {"dk", &dk}, {"dv", &dv}});
   require_shape(op, "dout", dout, q.shape());
@@ -405,7 +423,7 @@ void attention_merge(Tensor& out, Tensor& lse, const Tensor& out_b, const Tensor
         const float wb = diff >= 0 ? 1.0f / (1.0f + std::exp(-diff)) : std::exp(diff) / (1.0f + std::exp(diff));
         for (int64_t x = 0; x < d; ++x) o[row + x] += wb * (ob[row + x] - o[row + x]);
         const float hi = std::max(la, lbv), lo = std::min(la, lbv);
-        l[stat] = hi + std::log1p(std::exp(lo - hi));
+        l[stat] = kernel_fault_planted(KernelFault::attention_merge_lse) ? hi : hi + std::log1p(std::exp(lo - hi));
       }
 }
 

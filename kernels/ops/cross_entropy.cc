@@ -5,6 +5,7 @@
 
 #include "harness/error.h"
 #include "harness/strings.h"
+#include "harness/kernel_fault.h"
 #include "kernels/ops/device_dispatch.h"
 #include "kernels/ops/host_common.h"
 #include "kernels/ops/simd.h"
@@ -193,7 +194,8 @@ void cross_entropy_backward(const Tensor& logits, std::span<const int64_t> targe
     std::vector<F> scale(rows);
     for (int64_t r = 0; r < rows; ++r) scale[r] = w / s.get()[r];
     scaled_softmax_rows<F>(rows, n, x.get(), m.get(), static_cast<const F*>(scale.data()), dx.get());
-    for (int64_t r = 0; r < rows; ++r) {  // minus the one-hot target, where it lies in this slice
+    const bool no_target = kernel_fault_planted(KernelFault::cross_entropy_gradient);
+    for (int64_t r = 0; r < rows && !no_target; ++r) {  // minus the one-hot target, where it lies in this slice
       const int64_t local = targets[r] - vocab_start;
       if (local >= 0 && local < n) dx.get()[r * n + local] -= w;
     }

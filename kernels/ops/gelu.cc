@@ -1,5 +1,6 @@
 #include "kernels/ops/gelu.h"
 
+#include "harness/kernel_fault.h"
 #include "kernels/ops/device_dispatch.h"
 #include "kernels/ops/host_common.h"
 #include "kernels/ops/simd.h"
@@ -36,13 +37,14 @@ void gelu_forward_loop(int64_t n, const F* x, F* y) {
 // subtraction: for large x, s rounds to 1 while x du/dx grows like x^3.
 template <class F>
 void gelu_backward_loop(int64_t n, const F* dy, const F* x, F* dx) {
+  const F cubic_slope = kernel_fault_planted(KernelFault::gelu_backward_coefficient) ? kCubic<F> : F(3) * kCubic<F>;
   run_simd([&](auto lanes) SEXTANT_INLINE_LAMBDA {
     map_lanes<decltype(lanes)::value, F>(
         n, dx,
-        [](auto dyi, auto xi) SEXTANT_INLINE_LAMBDA {
+        [cubic_slope](auto dyi, auto xi) SEXTANT_INLINE_LAMBDA {
           const auto e = exp_minus_2u<F>(xi);
           const auto s = F(1) / (F(1) + e);
-          const auto du = kSqrt2OverPi<F> * (F(1) + F(3) * kCubic<F> * xi * xi);
+          const auto du = kSqrt2OverPi<F> * (F(1) + cubic_slope * xi * xi);
           return dyi * (s + F(2) * xi * s * (e * s) * du);
         },
         dy, x);

@@ -4,6 +4,7 @@
 
 #include "harness/error.h"
 #include "harness/strings.h"
+#include "harness/kernel_fault.h"
 #include "kernels/ops/device_dispatch.h"
 
 namespace sextant::ops {
@@ -80,6 +81,7 @@ void gemm_host(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Ten
 
 void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha, float beta) {
   GemmShape s = gemm_shape(a, trans_a, b, trans_b, c);
+  if (kernel_fault_planted(KernelFault::gemm_ignores_beta)) beta = 0.0f;
   if (c.is_host()) return gemm_host(a, trans_a, b, trans_b, c, alpha, beta, s);
   SEXTANT_CUDA_CALL(cuda::gemm(a, trans_a, b, trans_b, c, alpha, beta, s.m, s.n, s.k));
 }

@@ -5,6 +5,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "harness/kernel_fault.h"
 #include "kernels/ops/device_dispatch.h"
 #include "kernels/ops/host_common.h"
 #include "kernels/ops/simd.h"
@@ -18,12 +19,13 @@ namespace {
 // x, y: [rows, h]; gamma, beta: [h]; mean, rstd: [rows].
 template <class F>
 void layernorm_rows(int64_t rows, int64_t h, const F* x, const F* gamma, const F* beta, F eps, F* y, F* mean, F* rstd) {
+  const F var_count = kernel_fault_planted(KernelFault::layernorm_forward_variance) ? F(h - 1) : F(h);
   run_simd([&](auto) SEXTANT_INLINE_LAMBDA {  // compiled per ISA level; the loops auto-vectorize
     for (int64_t r = 0; r < rows; ++r) {
       const F* xr = x + r * h;
       F* yr = y + r * h;
       const F m = lane_sum<F>(h, [&](int64_t j) { return xr[j]; }) / F(h);
-      const F var = lane_sum<F>(h, [&](int64_t j) { return (xr[j] - m) * (xr[j] - m); }) / F(h);
+      const F var = lane_sum<F>(h, [&](int64_t j) { return (xr[j] - m) * (xr[j] - m); }) / var_count;
       const F rs = F(1) / std::sqrt(var + eps);
       for (int64_t j = 0; j < h; ++j) yr[j] = (xr[j] - m) * rs * gamma[j] + beta[j];
       mean[r] = m;
@@ -40,6 +42,7 @@ void layernorm_rows(int64_t rows, int64_t h, const F* x, const F* gamma, const F
 template <class F>
 void layernorm_backward_rows(int64_t rows, int64_t h, const F* dy, const F* x, const F* gamma, const F* mean,
                              const F* rstd, F* dx, F* dgamma, F* dbeta) {
+  const bool no_mean_term = kernel_fault_planted(KernelFault::layernorm_backward_mean_term);
   run_simd([&](auto) SEXTANT_INLINE_LAMBDA {
     for (int64_t r = 0; r < rows; ++r) {
       const F *dyr = dy + r * h, *xr = x + r * h;
@@ -47,7 +50,8 @@ void layernorm_backward_rows(int64_t rows, int64_t h, const F* dy, const F* x, c
       const F m = mean[r], rs = rstd[r];
       auto xhat = [&](int64_t j) { return (xr[j] - m) * rs; };
       const F g_mean = lane_sum<F>(h, [&](int64_t j) { return dyr[j] * gamma[j]; }) / F(h);
-      const F gx_mean = lane_sum<F>(h, [&](int64_t j) { return dyr[j] * gamma[j] * xhat(j); }) / F(h);
+      const F gx_mean =
+          no_mean_term ? F(0) : lane_sum<F>(h, [&](int64_t j) { return dyr[j] * gamma[j] * xhat(j); }) / F(h);
       for (int64_t j = 0; j < h; ++j) dxr[j] = rs * (dyr[j] * gamma[j] - g_mean - xhat(j) * gx_mean);
       for (int64_t j = 0; j < h; ++j) {
         dgamma[j] += dyr[j] * xhat(j);

@@ -28,9 +28,9 @@ TEST(LayerNorm, ForwardMatchesTheReference) {
         Tensor y = Tensor::empty(x.shape(), d);
         LayerNormStats stats = layernorm_forward(x, gamma, beta, y, 1e-5f);
         ref::LayerNormOut ref = ref::layernorm_forward(x, gamma, beta, 1e-5);
-        EXPECT_TRUE(matches_reference(y, ref.y, d)) << "h " << h;
-        EXPECT_TRUE(matches_reference(stats.mean, ref.mean, DType::f32)) << "h " << h;
-        EXPECT_TRUE(matches_reference(stats.rstd, ref.rstd, DType::f32)) << "h " << h;
+        EXPECT_TRUE(matches_reference(y, ref.y, d, OpClass::norm)) << "h " << h;
+        EXPECT_TRUE(matches_reference(stats.mean, ref.mean, DType::f32, OpClass::row_stat)) << "h " << h;
+        EXPECT_TRUE(matches_reference(stats.rstd, ref.rstd, DType::f32, OpClass::row_stat)) << "h " << h;
       }
   });
 }
@@ -47,9 +47,9 @@ TEST(LayerNorm, BackwardMatchesTheReference) {
         LayerNormStats stats = layernorm_forward(x, gamma, beta, y);
         layernorm_backward(dy, x, gamma, stats, dx, dgamma, dbeta);
         ref::LayerNormGrads ref = ref::layernorm_backward(dy, x, gamma);
-        EXPECT_TRUE(matches_reference(dx, ref.dx, d)) << "h " << h;
-        EXPECT_TRUE(matches_reference(dgamma, ref.dgamma, d)) << "h " << h;
-        EXPECT_TRUE(matches_reference(dbeta, ref.dbeta, d)) << "h " << h;
+        EXPECT_TRUE(matches_reference(dx, ref.dx, d, OpClass::norm)) << "h " << h;
+        EXPECT_TRUE(matches_reference(dgamma, ref.dgamma, d, OpClass::norm)) << "h " << h;
+        EXPECT_TRUE(matches_reference(dbeta, ref.dbeta, d, OpClass::norm)) << "h " << h;
       }
   });
 }
@@ -63,9 +63,9 @@ TEST(LayerNorm, ParametersMayHaveTheirOwnDtype) {
   Tensor dgamma = Tensor::empty({h}, DType::f32), dbeta = Tensor::empty({h}, DType::f32);
   layernorm_backward(dy, x, gamma, layernorm_forward(x, gamma, beta, y), dx, dgamma, dbeta);
   ref::LayerNormGrads ref = ref::layernorm_backward(dy, x, gamma);
-  EXPECT_TRUE(matches_reference(y, ref::layernorm_forward(x, gamma, beta).y, DType::bf16));
-  EXPECT_TRUE(matches_reference(dgamma, ref.dgamma, DType::f32));  // f32 stored: the f32 floor
-  EXPECT_TRUE(matches_reference(dx, ref.dx, DType::bf16));
+  EXPECT_TRUE(matches_reference(y, ref::layernorm_forward(x, gamma, beta).y, DType::bf16, OpClass::norm));
+  EXPECT_TRUE(matches_reference(dgamma, ref.dgamma, DType::f32, OpClass::norm));  // f32 stored: the f32 floor
+  EXPECT_TRUE(matches_reference(dx, ref.dx, DType::bf16, OpClass::norm));
 }
 
 // A one-pass variance E[x^2] - E[x]^2 in f32, for the test below.
@@ -98,8 +98,8 @@ TEST(LayerNorm, StaysAccurateWhenTheMeanDwarfsTheSpread) {
   Tensor y = Tensor::empty(x.shape(), DType::f32);
   layernorm_forward(x, gamma, beta, y);
   const Tensor ref = ref::layernorm_forward(x, gamma, beta).y;
-  EXPECT_TRUE(matches_reference(y, ref, DType::f32));
-  EXPECT_TRUE(testing::differs_from_reference(one_pass_layernorm(x, gamma, beta), ref, DType::f32));
+  EXPECT_TRUE(matches_reference(y, ref, DType::f32, OpClass::norm));
+  EXPECT_TRUE(testing::differs_from_reference(one_pass_layernorm(x, gamma, beta), ref, DType::f32, OpClass::norm));
 }
 
 TEST(LayerNorm, RunsInPlace) {
@@ -107,7 +107,7 @@ TEST(LayerNorm, RunsInPlace) {
          beta = random_input({40}, DType::f32, "ln.beta");
   Tensor expected = ref::layernorm_forward(x, gamma, beta).y;
   layernorm_forward(x, gamma, beta, x);
-  EXPECT_TRUE(matches_reference(x, expected, DType::f32));
+  EXPECT_TRUE(matches_reference(x, expected, DType::f32, OpClass::norm));
 }
 
 TEST(LayerNorm, ShapeErrorsNameTheShapes) {

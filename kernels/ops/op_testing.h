@@ -1,6 +1,6 @@
 // Shared by the op tests (header only, included by *_test.cc): inputs from
 // the deterministic RNG and the conformance check of an op against the
-// float64 reference with the tolerance table of harness/compare.cc.
+// float64 reference with the tolerance table of harness/tolerance.h.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -8,6 +8,7 @@
 #include <string>
 
 #include "harness/compare.h"
+#include "harness/tolerance.h"
 #include "harness/error.h"
 #include "harness/rng.h"
 #include "kernels/ops/simd.h"
@@ -21,21 +22,24 @@ inline Tensor random_input(const Shape& shape, DType dtype, const std::string& n
   return random_tensor(shape, dtype, {42, tensor_id(name), scale});
 }
 
-// error(op) <= floor(dtype): the op (in `dtype` storage) against the f64
-// reference computed from the same rounded inputs.
-inline ::testing::AssertionResult matches_reference(const Tensor& op, const Tensor& ref, DType dtype) {
+// error(op) <= gate(dtype, op class): the op (in `dtype` storage) against
+// the f64 reference computed from the same rounded inputs, held to the
+// baseline gate of its row.
+inline ::testing::AssertionResult matches_reference(const Tensor& op, const Tensor& ref, DType dtype, OpClass cls) {
   const ErrorStats e = compare(op, ref);
-  const double floor = tolerance(dtype).floor;
-  if (e.nonfinite == 0 && e.rel_l2 <= floor) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << dtype_name(dtype) << ": error " << e.rel_l2 << " > floor " << floor
-                                       << " (max abs " << e.max_abs << ", nonfinite " << e.nonfinite << ")";
+  const double gate = baseline_gate(dtype, cls);
+  if (e.nonfinite == 0 && e.rel_l2 <= gate) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << dtype_name(dtype) << " " << op_class_name(cls) << ": error " << e.rel_l2
+                                       << " > gate " << gate << " (max abs " << e.max_abs << ", nonfinite "
+                                       << e.nonfinite << ")";
 }
 
 // The opposite, for the tests that show a check can fail.
-inline ::testing::AssertionResult differs_from_reference(const Tensor& op, const Tensor& ref, DType dtype) {
+inline ::testing::AssertionResult differs_from_reference(const Tensor& op, const Tensor& ref, DType dtype,
+                                                         OpClass cls) {
   const ErrorStats e = compare(op, ref);
-  if (e.rel_l2 > tolerance(dtype).floor) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << dtype_name(dtype) << ": error " << e.rel_l2 << " is within the floor";
+  if (e.rel_l2 > baseline_gate(dtype, cls)) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << dtype_name(dtype) << ": error " << e.rel_l2 << " is within the gate";
 }
 
 // Runs body once per lane width this CPU has (4, 8, 16: baseline, AVX2,

@@ -1,5 +1,6 @@
 #include "kernels/ops/softmax.h"
 
+#include "harness/kernel_fault.h"
 #include "kernels/ops/device_dispatch.h"
 #include "kernels/ops/host_common.h"
 #include "kernels/ops/simd.h"
@@ -28,12 +29,13 @@ void softmax_rows(int64_t rows, int64_t n, const F* x, F* y) {
 // dy, y, dx: [rows, n]; dx = y (dy - <dy, y>) per row.
 template <class F>
 void softmax_backward_rows(int64_t rows, int64_t n, const F* dy, const F* y, F* dx) {
+  const bool no_dot = kernel_fault_planted(KernelFault::softmax_backward);
   run_simd([&](auto) SEXTANT_INLINE_LAMBDA {
     for (int64_t r = 0; r < rows; ++r) {
       const F* dyr = dy + r * n;
       const F* yr = y + r * n;
       F* dxr = dx + r * n;
-      const F dot = lane_sum<F>(n, [&](int64_t j) { return dyr[j] * yr[j]; });
+      const F dot = no_dot ? F(0) : lane_sum<F>(n, [&](int64_t j) { return dyr[j] * yr[j]; });
       for (int64_t j = 0; j < n; ++j) dxr[j] = yr[j] * (dyr[j] - dot);
     }
   });

@@ -21,9 +21,9 @@ TEST(Softmax, ForwardAndBackwardMatchTheReference) {
         Tensor y = Tensor::empty(x.shape(), d), dx = Tensor::empty(x.shape(), d);
         softmax_forward(x, y);
         softmax_backward(dy, y, dx);
-        EXPECT_TRUE(matches_reference(y, ref::softmax_forward(x), d)) << "n " << n;
+        EXPECT_TRUE(matches_reference(y, ref::softmax_forward(x), d, OpClass::softmax)) << "n " << n;
         // The reference backward from its own y: the op's y error enters dx too.
-        EXPECT_TRUE(matches_reference(dx, ref::softmax_backward(dy, ref::softmax_forward(x)), d)) << "n " << n;
+        EXPECT_TRUE(matches_reference(dx, ref::softmax_backward(dy, ref::softmax_forward(x)), d, OpClass::softmax)) << "n " << n;
       }
   });
 }
@@ -34,7 +34,7 @@ TEST(Softmax, LargeLogitsDoNotOverflow) {
   for (int64_t i = 0; i < x.numel(); ++i) x.set(i, x.at(i) + 1000.0);
   Tensor y = Tensor::empty(x.shape(), DType::f32);
   softmax_forward(x, y);
-  EXPECT_TRUE(matches_reference(y, ref::softmax_forward(x), DType::f32));
+  EXPECT_TRUE(matches_reference(y, ref::softmax_forward(x), DType::f32, OpClass::softmax));
 }
 
 TEST(Softmax, ABackwardWithoutTheRowDotFails) {
@@ -44,7 +44,7 @@ TEST(Softmax, ABackwardWithoutTheRowDotFails) {
   softmax_forward(x, y);
   Tensor wrong = Tensor::empty(x.shape(), DType::f32);
   for (int64_t i = 0; i < x.numel(); ++i) wrong.set(i, y.at(i) * dy.at(i));
-  EXPECT_TRUE(testing::differs_from_reference(wrong, ref::softmax_backward(dy, ref::softmax_forward(x)), DType::f32));
+  EXPECT_TRUE(testing::differs_from_reference(wrong, ref::softmax_backward(dy, ref::softmax_forward(x)), DType::f32, OpClass::softmax));
 }
 
 TEST(Softmax, ShapeErrorsNameTheShapes) {

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "harness/error.h"
+#include "harness/kernel_fault.h"
 #include "harness/strings.h"
 #include "harness/timing.h"
 #include "kernels/pipeline/validate.h"
@@ -191,11 +192,17 @@ void PipelineExecutor::hand_on(int step, const Tensor& output, std::vector<Tenso
 }
 
 Tensor PipelineExecutor::run_action(const Action& a, const Tensor& input) {
+  const bool skip_weight = kernel_fault_planted(KernelFault::pipeline_skip_weight_grad) &&
+                           a.microbatch == schedule_.microbatches - 1;
   switch (a.type) {
     case T::F: return compute_.forward(a.stage, a.microbatch, input);
-    case T::B: return compute_.backward(a.stage, a.microbatch, input);
+    case T::B:
+      return skip_weight ? compute_.backward_input(a.stage, a.microbatch, input)
+                         : compute_.backward(a.stage, a.microbatch, input);
     case T::I: return compute_.backward_input(a.stage, a.microbatch, input);
-    case T::W: compute_.backward_weight(a.stage, a.microbatch); return Tensor{};
+    case T::W:
+      if (!skip_weight) compute_.backward_weight(a.stage, a.microbatch);
+      return Tensor{};
   }
   return Tensor{};
 }

@@ -10,6 +10,7 @@
 #include "harness/assemble.h"
 #include "harness/comm_nccl_rules.h"
 #include "harness/compare.h"
+#include "harness/tolerance.h"
 #include "harness/strings.h"
 #include "harness/testing/mpi_world.h"
 #include "kernels/pipeline/generators.h"
@@ -142,7 +143,7 @@ Verdict check(const Result& dist, const Result& base, const Reference& ref, DTyp
   Verdict v;
   auto one = [&](const std::string& name, const Tensor& d, const Tensor& b, const Tensor& r) {
     const double err = compare(d, r).rel_l2, base_err = compare(b, r).rel_l2;
-    const double bound = conformance_bound(dtype, base_err);
+    const double bound = distributed_bound(dtype, OpClass::model, base_err);
     v.detail += cat(name, " error ", err, " bound ", bound, "; ");
     v.pass = v.pass && err <= bound;
   };

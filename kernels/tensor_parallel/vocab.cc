@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "harness/error.h"
+#include "harness/kernel_fault.h"
 #include "harness/strings.h"
 #include "kernels/ops/device_dispatch.h"
 #include "kernels/tensor_parallel/regions.h"
@@ -54,10 +55,11 @@ void embedding_backward(const TpGroup& g, const VocabParallelEmbedding& emb, con
     Tensor sums = Tensor::zeros({rows, h}, dtype_of<F>());  // in F, rounded once below
     const F* src = grad.data<F>();
     F* dst = sums.data<F>();
+    const bool overwrite = kernel_fault_planted(KernelFault::embedding_backward_duplicates);
     for (size_t t = 0; t < saved.ids.size(); ++t) {
       const int64_t local = saved.ids[t] - emb.vocab_start;
       if (local < 0 || local >= rows) continue;
-      for (int64_t j = 0; j < h; ++j) dst[local * h + j] += src[t * h + j];
+      for (int64_t j = 0; j < h; ++j) dst[local * h + j] = (overwrite ? F(0) : dst[local * h + j]) + src[t * h + j];
     }
     const DType g = grad_dtype(emb.table.dtype());
     dtable = sums.dtype() == g ? sums : sums.to(g);

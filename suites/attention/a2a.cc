@@ -16,5 +16,6 @@ const Variant kVariant{"a2a",
 }  // namespace
 
 CaseDef a2a_case() { return make_attention_case(kVariant); }
+SEXTANT_REGISTER_CASE(kSuiteOrder, 20, a2a_case);
 
 }  // namespace sextant::attention

@@ -17,5 +17,6 @@ const Variant kVariant{"a2a+p2p",
 }  // namespace
 
 CaseDef a2a_p2p_case() { return make_attention_case(kVariant); }
+SEXTANT_REGISTER_CASE(kSuiteOrder, 40, a2a_p2p_case);
 
 }  // namespace sextant::attention

@@ -15,5 +15,6 @@ const Variant kVariant{"allgather",
 }  // namespace
 
 CaseDef allgather_case() { return make_attention_case(kVariant); }
+SEXTANT_REGISTER_CASE(kSuiteOrder, 30, allgather_case);
 
 }  // namespace sextant::attention

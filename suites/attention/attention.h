@@ -16,6 +16,9 @@
 
 namespace sextant::attention {
 
+// Where the suite sits in listings and reports (suites in ascending order).
+inline constexpr int kSuiteOrder = 40;
+
 // One CP variant as a case.
 struct Variant {
   const char* name;     // case name and `variant` param
@@ -85,6 +88,8 @@ struct State {
 };
 
 // Driver pieces (driver.cc, check.cc, metrics.cc, sweep.cc).
+std::vector<OptionSpec> attention_options();
+MemoryEstimate attention_memory(const CaseConfig& c);
 std::vector<CaseConfig> sweep(const Variant& v, const SweepRequest& req);
 void validate(const Variant& v, const CaseConfig& c);
 State setup(const Variant& v, CaseContext& ctx);
@@ -97,9 +102,5 @@ double bytes_formula(const State& s, bool backward_too);
 
 CaseDef make_attention_case(const Variant& v);
 
-CaseDef p2p_case();
-CaseDef a2a_case();
-CaseDef allgather_case();
-CaseDef a2a_p2p_case();
 
 }  // namespace sextant::attention

@@ -11,7 +11,6 @@
 #include "kernels/attention/cp_attention.h"
 
 namespace sextant {
-void register_attention_suite(Registry&);
 namespace {
 
 using namespace testing;  // world(), ci_options(), run_suite(): harness/testing/suite_run.h
@@ -23,7 +22,7 @@ int failed_tensors(const CaseRecord& r) {
 }
 
 TEST(Attention, EveryVariantPassesAtEveryRankCount) {
-  std::vector<CaseRecord> records = run_suite(register_attention_suite, ci_options({"attention"}));
+  std::vector<CaseRecord> records = run_suite("attention", ci_options({"attention"}));
   if (world().rank() != 0) return;
   ASSERT_FALSE(records.empty());
   int zigzag_checked = 0;
@@ -56,7 +55,7 @@ TEST(Attention, EveryVariantPassesAtEveryRankCount) {
 
 // The ring's isend/irecv under NCCL's point-to-point rules (no tags, one stream).
 TEST(Attention, RingPassesUnderNcclRules) {
-  std::vector<CaseRecord> records = run_suite_under_nccl_rules(register_attention_suite, ci_options({"attention/p2p"}));
+  std::vector<CaseRecord> records = run_suite_under_nccl_rules("attention", ci_options({"attention/p2p"}));
   if (world().rank() != 0) return;
   ASSERT_FALSE(records.empty());
   for (const CaseRecord& r : records) EXPECT_EQ(r.conformance.status, "pass") << r.config.id() << " " << r.error;
@@ -68,7 +67,7 @@ TEST(Attention, SpotCheckOnSampledRowsPasses) {
   o.dtypes = {DType::f32};
   o.options["reference"] = "spot";
   o.options["causal"] = true;
-  std::vector<CaseRecord> records = run_suite(register_attention_suite, o);
+  std::vector<CaseRecord> records = run_suite("attention", o);
   if (world().rank() != 0) return;
   ASSERT_FALSE(records.empty());
   for (const CaseRecord& r : records) {
@@ -82,12 +81,12 @@ TEST(Attention, SpotCheckOnSampledRowsPasses) {
 // invisible at one rank).
 TEST(Attention, EveryPlantedFaultIsCaught) {
   if (world().size() < 2) GTEST_SKIP() << "faults need two ranks";
-  Registry r = suite_registry(register_attention_suite);
+  Registry r = suite_registry("attention");
   for (const std::string& fault : cp::Faults::names()) {
     RunOptions o = ci_options({"attention"});
     o.rank_counts = {world().size()};
     o.fault = fault;
-    std::vector<CaseRecord> records = run_suite(register_attention_suite, o);
+    std::vector<CaseRecord> records = run_suite("attention", o);
     if (world().rank() != 0) continue;
     ASSERT_FALSE(records.empty()) << fault;
     for (const CaseRecord& rec : records) {
@@ -106,7 +105,7 @@ TEST(Attention, SpotCheckCatchesASkippedRingStep) {
   o.rank_counts = {world().size()};
   o.fault = "ring_skip_step";
   o.options["reference"] = "spot";
-  std::vector<CaseRecord> records = run_suite(register_attention_suite, o);
+  std::vector<CaseRecord> records = run_suite("attention", o);
   if (world().rank() != 0) return;
   ASSERT_FALSE(records.empty());
   for (const CaseRecord& rec : records) {
@@ -119,7 +118,7 @@ TEST(Attention, EveryVariantPassesOnTheGpu) {
   SEXTANT_REQUIRE_GPU();
   RunOptions o = ci_options({"attention"});
   o.rank_counts = {world().size()};
-  const std::vector<CaseRecord> records = run_suite_on_gpu(register_attention_suite, o);
+  const std::vector<CaseRecord> records = run_suite_on_gpu("attention", o);
   if (world().rank() != 0) return;
   ASSERT_FALSE(records.empty());
   for (const CaseRecord& r : records) {
@@ -137,7 +136,7 @@ TEST(Attention, EveryPlantedFaultIsCaughtOnTheGpu) {
     RunOptions o = ci_options({"attention"});
     o.rank_counts = {world().size()};
     o.fault = fault;
-    const std::vector<CaseRecord> records = run_suite_on_gpu(register_attention_suite, o);
+    const std::vector<CaseRecord> records = run_suite_on_gpu("attention", o);
     if (world().rank() != 0) continue;
     ASSERT_FALSE(records.empty()) << fault;
     for (const CaseRecord& rec : records) {
@@ -149,7 +148,7 @@ TEST(Attention, EveryPlantedFaultIsCaughtOnTheGpu) {
 
 // Bad input: one line naming the numbers, thrown by validate before anything runs.
 TEST(Attention, BadInputIsRejectedWithTheNumbers) {
-  Registry r = suite_registry(register_attention_suite);
+  Registry r = suite_registry("attention");
   auto validate = [&](const std::string& name, nlohmann::json changes, ParallelConfig parallel) {
     const CaseDef* def = r.select({"attention/" + name}).front();
     CaseConfig c;

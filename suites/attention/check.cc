@@ -130,11 +130,11 @@ Results spot_baseline(const Problem& p, const Inputs& host_inputs, const std::ve
 void check_full(State& s, Checker& checker, const Results& dist, const Inputs& in) {
   const Reference& ref = full_reference(s.problem, s.config.dtype, s.seed, in);
   const Results base = baseline(s, in);
-  checker.compare("out", dist.out, base.out, ref.fwd.out);
-  checker.compare("lse", dist.lse, base.lse, ref.fwd.lse);
-  checker.compare("dq", dist.dq, base.dq, ref.grads.dq);
-  checker.compare("dk", dist.dk, base.dk, ref.grads.dk);
-  checker.compare("dv", dist.dv, base.dv, ref.grads.dv);
+  checker.compare("out", OpClass::attention, dist.out, base.out, ref.fwd.out);
+  checker.compare("lse", OpClass::row_stat, dist.lse, base.lse, ref.fwd.lse);
+  checker.compare("dq", OpClass::attention, dist.dq, base.dq, ref.grads.dq);
+  checker.compare("dk", OpClass::attention, dist.dk, base.dk, ref.grads.dk);
+  checker.compare("dv", OpClass::attention, dist.dv, base.dv, ref.grads.dv);
   checker.note("reference", "full");
 }
 
@@ -142,9 +142,9 @@ void check_spot(State& s, Checker& checker, const Results& dist, const Inputs& i
   const std::vector<int64_t> rows = sample_rows(s.problem.seq, s.seed);
   const ref::AttentionRows ref = ref::attention_rows(in.q, in.k, in.v, in.dout, s.problem.causal, rows);
   const Results base = spot_baseline(s.problem, in, rows, s.config.dtype, s.device);
-  checker.compare("out", select_rows(dist.out, 1, rows), base.out, ref.out);
-  checker.compare("lse", select_rows(dist.lse, 2, rows), base.lse, ref.lse);
-  checker.compare("dq", select_rows(dist.dq, 1, rows), base.dq, ref.dq);
+  checker.compare("out", OpClass::attention, select_rows(dist.out, 1, rows), base.out, ref.out);
+  checker.compare("lse", OpClass::row_stat, select_rows(dist.lse, 2, rows), base.lse, ref.lse);
+  checker.compare("dq", OpClass::attention, select_rows(dist.dq, 1, rows), base.dq, ref.dq);
   checker.note("reference",
                cat("spot: ", rows.size(), " sampled query rows; dk and dv need every row and are not checked"));
 }

@@ -80,7 +80,11 @@ CaseDef make_attention_case(const Variant& v) {
   t.suite = "attention";
   t.name = v.name;
   t.summary = v.summary;
+  t.options = attention_options();
+  t.memory = attention_memory;
   t.faults = v.faults;
+  t.kernel_faults = {KernelFault::attention_forward_scale, KernelFault::attention_backward_softmax_grad,
+                     KernelFault::attention_merge_lse, KernelFault::causal_mask_diagonal};
   t.table_metrics = {"tflops_per_rank", "load_balance", "overlap_efficiency"};
   t.configs = [&v](const SweepRequest& req) { return sweep(v, req); };
   t.validate = [&v](const CaseConfig& c) { validate(v, c); };

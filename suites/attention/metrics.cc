@@ -8,6 +8,32 @@
 namespace sextant::attention {
 
 namespace {
+// Every metric this file records, defined once (harness/metrics.h).
+const MetricDef& kTflopsPerRank = define_metric({"attention", "tflops_per_rank", "TFLOP/s", Better::higher,
+    "attention FLOP/s of fwd_bwd per rank: 3.5 x 4 b s^2 h d (x0.5 causal) / (time x ranks)"});
+const MetricDef& kTflopsPerRankFwd = define_metric({"attention", "tflops_per_rank_fwd", "TFLOP/s", Better::higher,
+    "attention FLOP/s of the forward per rank: 4 b s^2 h d (x0.5 causal) / (time x ranks)"});
+const MetricDef& kFlopsFormula = define_metric({"attention", "flops_formula", "json", Better::neither,
+    "the FLOP count the TFLOP/s figures use, as text"});
+const MetricDef& kLoadBalance = define_metric({"attention", "load_balance", "max/min", Better::lower,
+    "max / min over ranks of the attention compute time in fwd_bwd (1 = balanced)"});
+const MetricDef& kComputeTimeMaxS = define_metric({"attention", "compute_time_max_s", "s", Better::lower,
+    "attention compute time of fwd_bwd on the slowest rank"});
+const MetricDef& kComputeTimeMinS = define_metric({"attention", "compute_time_min_s", "s", Better::neither,
+    "attention compute time of fwd_bwd on the fastest rank"});
+const MetricDef& kComputeTimePerRank = define_metric({"attention", "compute_time_per_rank", "json", Better::neither,
+    "{seconds: [attention compute time of fwd_bwd, one per rank]}"});
+const MetricDef& kWorkBalance = define_metric({"attention", "work_balance", "max/min", Better::lower,
+    "max / min over ranks of the visible (query, key) pairs: the balance the layout promises"});
+const MetricDef& kBytesSentFormula = define_metric({"attention", "bytes_sent_formula", "B", Better::neither,
+    "bytes per rank of the forward from the variant's traffic formula (beside the measured bytes_sent_per_rank)"});
+const MetricDef& kBytesSentFormulaFwdBwd = define_metric({"attention", "bytes_sent_formula_fwd_bwd", "B", Better::neither,
+    "bytes per rank of forward and backward from the variant's traffic formula"});
+const MetricDef& kOverlapEfficiency = define_metric({"attention", "overlap_efficiency", "ratio", Better::higher,
+    "compute_only time / fwd_bwd time: 1 when communication hides fully under compute"});
+}  // namespace
+
+namespace {
 
 // Every rank's value, on every rank (collective over the host communicator).
 std::vector<double> per_rank(Communicator& host, double mine) {
@@ -52,24 +78,24 @@ Metrics metrics(State& s, const RegionTimes& times) {
     return t > 0 ? flops / (t * ranks) / 1e12 : 0.0;
   };
   Metrics m;
-  m.add("tflops_per_rank", tflops(fwd_bwd, "fwd_bwd"), "TFLOP/s");
-  m.add("tflops_per_rank_fwd", tflops(fwd, "fwd"), "TFLOP/s");
-  m.add_json("flops_formula", "forward 4*b*s^2*h*d (x0.5 causal), fwd_bwd 3.5x forward; per rank: / (time * ranks)");
+  m.add(kTflopsPerRank, tflops(fwd_bwd, "fwd_bwd"));
+  m.add(kTflopsPerRankFwd, tflops(fwd, "fwd"));
+  m.add_json(kFlopsFormula, "forward 4*b*s^2*h*d (x0.5 causal), fwd_bwd 3.5x forward; per rank: / (time * ranks)");
 
   const RegionStats& r = s.regions.at("fwd_bwd");
   const std::vector<double> compute = per_rank(*s.host, r.kernel.compute_s / std::max(r.runs, 1));
   const std::vector<double> work = per_rank(*s.host, static_cast<double>(r.kernel.pairs) / std::max(r.runs, 1));
-  m.add("load_balance", ratio(compute), "max/min");
-  m.add("compute_time_max_s", *std::max_element(compute.begin(), compute.end()), "s");
-  m.add("compute_time_min_s", *std::min_element(compute.begin(), compute.end()), "s");
-  m.add_json("compute_time_per_rank", {{"seconds", compute}});
+  m.add(kLoadBalance, ratio(compute));
+  m.add(kComputeTimeMaxS, *std::max_element(compute.begin(), compute.end()));
+  m.add(kComputeTimeMinS, *std::min_element(compute.begin(), compute.end()));
+  m.add_json(kComputeTimePerRank, {{"seconds", compute}});
   // Visible (query, key) pairs per rank: the balance the layout promises, free of timing noise.
-  m.add("work_balance", ratio(work), "max/min");
+  m.add(kWorkBalance, ratio(work));
 
-  m.add("bytes_sent_formula", bytes_formula(s, false), "B");
-  m.add("bytes_sent_formula_fwd_bwd", bytes_formula(s, true), "B");
+  m.add(kBytesSentFormula, bytes_formula(s, false));
+  m.add(kBytesSentFormulaFwdBwd, bytes_formula(s, true));
   const double total = times.at("fwd_bwd").median;
-  m.add("overlap_efficiency", total > 0 ? times.at("compute_only").median / total : 0.0, "ratio");
+  m.add(kOverlapEfficiency, total > 0 ? times.at("compute_only").median / total : 0.0);
   return m;
 }
 

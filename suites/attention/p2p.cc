@@ -16,5 +16,6 @@ const Variant kVariant{"p2p",
 }  // namespace
 
 CaseDef p2p_case() { return make_attention_case(kVariant); }
+SEXTANT_REGISTER_CASE(kSuiteOrder, 10, p2p_case);
 
 }  // namespace sextant::attention

@@ -109,6 +109,31 @@ std::vector<CaseConfig> sweep(const Variant& v, const SweepRequest& req) {
   return out;
 }
 
+std::vector<OptionSpec> attention_options() {
+  return {OptionSpec::size("seq", "sequence length"),
+          OptionSpec::size("batch", "batch size"),
+          OptionSpec::size("heads", "query heads"),
+          OptionSpec::size("kv_heads", "key/value heads (GQA: a divisor of heads)"),
+          OptionSpec::size("head_dim", "head dimension"),
+          OptionSpec::boolean("causal", "causal mask (default: both)"),
+          OptionSpec::choice("layout", {"contiguous", "zigzag"}, "how the sequence is cut over CP (default: both)"),
+          OptionSpec::integer("a2a_size", 1, 65536, "a2a+p2p: Ulysses group size (cp = a2a_size x p2p_size)"),
+          OptionSpec::integer("p2p_size", 1, 65536, "a2a+p2p: ring size"),
+          OptionSpec::choice("reference", {"full", "spot"},
+                             "float64 reference on every query row, or on sampled rows (default by size)")};
+}
+
+// Per rank: q, k, v, dout, out, dq, dk, dv of its shard in f32, a few more
+// for the merges. The group's rank 0 gathers the results and holds the
+// inputs of the whole problem and the float64 reference (about ten whole
+// tensors in 8 bytes).
+MemoryEstimate attention_memory(const CaseConfig& c) {
+  const Problem p = Problem::of(c);
+  const double whole = static_cast<double>(p.batch) * p.seq * p.heads * p.head_dim;
+  const double shard = 12.0 * 4 * whole / c.ranks, root = 10.0 * 8 * whole;
+  return {c.device == Device::host ? shard + root : root, c.device == Device::host ? 0 : shard};
+}
+
 void validate(const Variant& v, const CaseConfig& c) {
   const Problem p = Problem::of(c);
   const ParallelConfig& par = c.parallel;

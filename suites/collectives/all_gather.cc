@@ -35,5 +35,6 @@ const CollectiveOp kAllGather{"all_gather", "every rank's block, in rank order, 
 }  // namespace
 
 CaseDef all_gather_case() { return make_collective_case(kAllGather); }
+SEXTANT_REGISTER_CASE(kSuiteOrder, 20, all_gather_case);
 
 }  // namespace sextant::collectives

@@ -26,5 +26,6 @@ const CollectiveOp kAllReduce{"all_reduce", "sum over ranks, result on every ran
 }  // namespace
 
 CaseDef all_reduce_case() { return make_collective_case(kAllReduce); }
+SEXTANT_REGISTER_CASE(kSuiteOrder, 10, all_reduce_case);
 
 }  // namespace sextant::collectives

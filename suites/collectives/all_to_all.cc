@@ -24,5 +24,6 @@ const CollectiveOp kAllToAll{"all_to_all", "block p of every rank to rank p",
 }  // namespace
 
 CaseDef all_to_all_case() { return make_collective_case(kAllToAll); }
+SEXTANT_REGISTER_CASE(kSuiteOrder, 40, all_to_all_case);
 
 }  // namespace sextant::collectives

@@ -53,5 +53,6 @@ const CollectiveOp kAllToAllV{"all_to_all_v", "uneven blocks (0x, 1x, 2x the mea
 }  // namespace
 
 CaseDef all_to_all_v_case() { return make_collective_case(kAllToAllV); }
+SEXTANT_REGISTER_CASE(kSuiteOrder, 50, all_to_all_v_case);
 
 }  // namespace sextant::collectives

@@ -20,5 +20,6 @@ const CollectiveOp kBroadcast{"broadcast", "rank 0's buffer to every rank",
 }  // namespace
 
 CaseDef broadcast_case() { return make_collective_case(kBroadcast); }
+SEXTANT_REGISTER_CASE(kSuiteOrder, 70, broadcast_case);
 
 }  // namespace sextant::collectives

@@ -15,6 +15,9 @@
 
 namespace sextant::collectives {
 
+// Where the suite sits in listings and reports (suites in ascending order).
+inline constexpr int kSuiteOrder = 20;
+
 // The state of one collective instance on one rank.
 struct CollectiveState {
   std::unique_ptr<Communicator> faulty;  // set when a fault is planted
@@ -64,20 +67,25 @@ double factor_one(int n);         // 1
 CaseDef make_collective_case(const CollectiveOp& op);
 
 // Each operation file provides one of these.
-CaseDef all_reduce_case();
-CaseDef all_gather_case();
-CaseDef reduce_scatter_case();
-CaseDef all_to_all_case();
-CaseDef all_to_all_v_case();
-CaseDef sendrecv_case();
-CaseDef broadcast_case();
-CaseDef sp_identity_case();
 
 // Shared by the driver and the sp_identity case.
 std::vector<CaseConfig> sweep_sizes(const SweepRequest& req, const CollectiveOp& op);
 Communicator& group_for(CaseContext& ctx, std::unique_ptr<Communicator>& faulty);
 void validate_sizes(const CaseConfig& c, const CollectiveOp& op);
-Metrics bandwidth(double bytes, double factor, const TimeStats& t, const std::string& suffix = "");
+// The options every collective case declares (--min-bytes, --group, ...).
+std::vector<OptionSpec> collective_options();
+// Send and receive buffers of the largest message, per rank.
+MemoryEstimate collective_memory(const CaseConfig& c);
+
+// The bandwidth metrics of one timed region (nccl-tests' convention).
+struct BandwidthMetrics {
+  const MetricDef& algbw;
+  const MetricDef& busbw;
+  const MetricDef& factor;
+};
+BandwidthMetrics collective_bandwidth();  // of the collective the case is named after
+BandwidthMetrics all_reduce_bandwidth();  // sp_identity's all_reduce region
+Metrics bandwidth(double bytes, double factor, const TimeStats& t, const BandwidthMetrics& defs = collective_bandwidth());
 int64_t count_wrong(const Tensor& got, const std::function<double(int64_t)>& expected);
 
 }  // namespace sextant::collectives

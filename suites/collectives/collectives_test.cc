@@ -7,7 +7,6 @@
 #include "harness/testing/suite_run.h"
 
 namespace sextant {
-void register_collectives_suite(Registry&);
 namespace {
 
 using namespace testing;  // world(), ci_options(), run_suite(): harness/testing/suite_run.h
@@ -19,7 +18,7 @@ RunOptions small(std::vector<std::string> selection = {"collectives"}) {
 }
 
 TEST(Collectives, EveryOpPassesExactlyAtEveryRankCount) {
-  std::vector<CaseRecord> records = run_suite(register_collectives_suite, small());
+  std::vector<CaseRecord> records = run_suite("collectives", small());
   if (world().rank() != 0) return;
   ASSERT_FALSE(records.empty());
   for (const CaseRecord& r : records) {
@@ -32,7 +31,7 @@ TEST(Collectives, EveryOpPassesExactlyAtEveryRankCount) {
 
 // sendrecv's ring exchange under NCCL's point-to-point rules (no tags, one stream).
 TEST(Collectives, SendRecvPassesUnderNcclRules) {
-  std::vector<CaseRecord> records = run_suite_under_nccl_rules(register_collectives_suite, small({"collectives/sendrecv"}));
+  std::vector<CaseRecord> records = run_suite_under_nccl_rules("collectives", small({"collectives/sendrecv"}));
   if (world().rank() != 0) return;
   ASSERT_FALSE(records.empty());
   for (const CaseRecord& r : records) EXPECT_EQ(r.conformance.status, "pass") << r.config.id() << " " << r.error;
@@ -43,7 +42,7 @@ TEST(Collectives, RunsOnEveryGroupOfADimensionAtOnce) {
   RunOptions o = small({"collectives/all_reduce", "collectives/all_gather", "collectives/sp_identity"});
   o.parallel = ParallelConfig{2, 2, 1, 1};
   o.options["group"] = "tp";
-  std::vector<CaseRecord> records = run_suite(register_collectives_suite, o);
+  std::vector<CaseRecord> records = run_suite("collectives", o);
   if (world().rank() != 0) return;
   for (const CaseRecord& r : records) {
     EXPECT_EQ(r.conformance.status, "pass") << r.config.id();
@@ -64,7 +63,7 @@ TEST(Collectives, EveryPlantedFaultIsCaught) {
     RunOptions o = small(targets.at(fault));
     o.rank_counts = {world().size()};
     o.fault = fault;
-    std::vector<CaseRecord> records = run_suite(register_collectives_suite, o);
+    std::vector<CaseRecord> records = run_suite("collectives", o);
     if (world().rank() != 0) continue;
     ASSERT_FALSE(records.empty());
     for (const CaseRecord& r : records) {

@@ -26,6 +26,22 @@ int group_size_of(const SweepRequest& req) {
 }
 }  // namespace
 
+std::vector<OptionSpec> collective_options() {
+  constexpr int64_t kMaxMessage = int64_t{1} << 40;
+  return {OptionSpec::bytes("min_bytes", 1, kMaxMessage, "smallest message per rank, e.g. 1K"),
+          OptionSpec::bytes("max_bytes", 1, kMaxMessage, "largest message per rank, e.g. 64M"),
+          OptionSpec::integer("step_factor", 2, 1024, "size multiplier between steps"),
+          OptionSpec::choice("group", {"world", "tp", "cp", "dp", "pp", "ep", "etp", "edp", "dp_cp", "tp_cp"},
+                             "run on every group of this dimension at once (needs a pinned config)")};
+}
+
+MemoryEstimate collective_memory(const CaseConfig& c) {
+  // The receive side of a gather holds the group's messages; send + receive + the check's host copy.
+  const double bytes = static_cast<double>(c.i("bytes")), n = static_cast<double>(c.i("group_size"));
+  const double buffers = bytes * (n + 2);
+  return {c.device == Device::host ? buffers : 2 * bytes, c.device == Device::host ? 0 : buffers};
+}
+
 std::vector<CaseConfig> sweep_sizes(const SweepRequest& req, const CollectiveOp& op) {
   const bool ci = req.profile == "ci", qualify = req.profile == "qualify";
   const int64_t min_bytes = req.get<int64_t>("min_bytes", 1024);
@@ -73,12 +89,39 @@ Communicator& group_for(CaseContext& ctx, std::unique_ptr<Communicator>& faulty)
   return *faulty;
 }
 
-Metrics bandwidth(double bytes, double factor, const TimeStats& t, const std::string& suffix) {
+BandwidthMetrics collective_bandwidth() {
+  static const BandwidthMetrics defs{
+      define_metric({"collectives", "algbw_GBps", "GB/s", Better::higher,
+                     "algorithm bandwidth: the operation's bytes (nccl-tests' count convention) / median time"}),
+      define_metric({"collectives", "busbw_GBps", "GB/s", Better::higher,
+                     "bus bandwidth: algbw x busbw_factor, comparable across group sizes (nccl-tests)"}),
+      define_metric({"collectives", "busbw_factor", "1", Better::neither,
+                     "busbw / algbw: 2(n-1)/n all_reduce, (n-1)/n gather/scatter/all_to_all, 1 send/recv, broadcast"})};
+  return defs;
+}
+
+BandwidthMetrics all_reduce_bandwidth() {
+  static const BandwidthMetrics defs{
+      define_metric({"collectives", "algbw_all_reduce_GBps", "GB/s", Better::higher,
+                     "sp_identity: algbw of the all_reduce region, beside the reduce-scatter + all-gather pair"}),
+      define_metric({"collectives", "busbw_all_reduce_GBps", "GB/s", Better::higher,
+                     "sp_identity: busbw of the all_reduce region"}),
+      define_metric({"collectives", "busbw_factor_all_reduce", "1", Better::neither,
+                     "sp_identity: the all_reduce region's busbw factor, 2(n-1)/n"})};
+  return defs;
+}
+
+namespace {
+// Defined at start-up so that `sextant list --metrics` lists them.
+const BandwidthMetrics kDefined[] = {collective_bandwidth(), all_reduce_bandwidth()};
+}  // namespace
+
+Metrics bandwidth(double bytes, double factor, const TimeStats& t, const BandwidthMetrics& defs) {
   Metrics m;
   double algbw = t.median > 0 ? bytes / t.median / 1e9 : 0;
-  m.add("algbw" + suffix + "_GBps", algbw, "GB/s");
-  m.add("busbw" + suffix + "_GBps", algbw * factor, "GB/s");
-  m.add("busbw_factor" + suffix, factor, "1");
+  m.add(defs.algbw, algbw);
+  m.add(defs.busbw, algbw * factor);
+  m.add(defs.factor, factor);
   return m;
 }
 
@@ -131,8 +174,10 @@ CaseDef make_collective_case(const CollectiveOp& op) {
   t.suite = "collectives";
   t.name = op.name;
   t.summary = op.summary;
+  t.options = collective_options();
   t.faults = FaultyCommunicator::faults();
   t.table_metrics = {"algbw_GBps", "busbw_GBps"};
+  t.memory = collective_memory;
   t.configs = [&op](const SweepRequest& req) { return sweep_sizes(req, op); };
   t.validate = [&op](const CaseConfig& c) { validate_sizes(c, op); };
   t.setup = [&op](CaseContext& ctx) { return setup(op, ctx); };

@@ -19,7 +19,6 @@
 #include "harness/timing.h"
 
 namespace sextant {
-void register_collectives_suite(Registry&);
 }
 
 using namespace sextant;
@@ -76,8 +75,7 @@ int main(int argc, char** argv) {
   int iters = argc > 1 ? std::atoi(argv[1]) : 20;
   {
     auto world = MpiCommunicator::world();
-    Registry registry;
-    register_collectives_suite(registry);
+    const Registry registry = all_suites();
     if (world->rank() == 0)
       std::printf("# all_reduce f32 out of place, %d ranks, %d iterations, median of 3 interleaved rounds; busbw GB/s\n"
                   "# %10s %10s %12s %12s %10s %12s\n",

@@ -31,5 +31,6 @@ const CollectiveOp kReduceScatter{"reduce_scatter", "sum over ranks, block r on 
 }  // namespace
 
 CaseDef reduce_scatter_case() { return make_collective_case(kReduceScatter); }
+SEXTANT_REGISTER_CASE(kSuiteOrder, 30, reduce_scatter_case);
 
 }  // namespace sextant::collectives

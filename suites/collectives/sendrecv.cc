@@ -25,5 +25,6 @@ const CollectiveOp kSendRecv{"sendrecv", "ring: isend to rank+1, irecv from rank
 }  // namespace
 
 CaseDef sendrecv_case() { return make_collective_case(kSendRecv); }
+SEXTANT_REGISTER_CASE(kSuiteOrder, 60, sendrecv_case);
 
 }  // namespace sextant::collectives

@@ -186,13 +186,13 @@ void check(State& s, Checker& checker) {
   const double dropped = load.back();
   load.pop_back();
   check_routing(s, checker, table, fwd.routing, load, dropped, redrawn);
-  checker.compare("y", dist.y, base.y, fwd.y);
-  checker.compare("dx", dist.dx, base.dx, grads.dx);
-  checker.compare("d_router", dist.router, base.router, grads.drouter);
-  checker.compare("d_w1", dist.w1, base.w1, grads.dw1);
-  checker.compare("d_w2", dist.w2, base.w2, grads.dw2);
-  if (p.aux_coeff > 0) checker.compare("aux_loss", scalar(dist.aux_loss), scalar(base.aux_loss), scalar(fwd.aux_loss));
-  if (p.z_coeff > 0) checker.compare("z_loss", scalar(dist.z_loss), scalar(base.z_loss), scalar(fwd.z_loss));
+  checker.compare("y", OpClass::linear, dist.y, base.y, fwd.y);
+  checker.compare("dx", OpClass::linear, dist.dx, base.dx, grads.dx);
+  checker.compare("d_router", OpClass::linear, dist.router, base.router, grads.drouter);
+  checker.compare("d_w1", OpClass::linear, dist.w1, base.w1, grads.dw1);
+  checker.compare("d_w2", OpClass::linear, dist.w2, base.w2, grads.dw2);
+  if (p.aux_coeff > 0) checker.compare("aux_loss", OpClass::loss, scalar(dist.aux_loss), scalar(base.aux_loss), scalar(fwd.aux_loss));
+  if (p.z_coeff > 0) checker.compare("z_loss", OpClass::loss, scalar(dist.z_loss), scalar(base.z_loss), scalar(fwd.z_loss));
 }
 
 }  // namespace sextant::moe_suite

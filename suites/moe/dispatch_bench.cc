@@ -22,7 +22,6 @@
 #include "kernels/moe/router.h"
 
 namespace sextant {
-void register_moe_suite(Registry&);
 }
 
 using namespace sextant;
@@ -165,8 +164,7 @@ int main(int argc, char** argv) {
                     world->size(), kExperts, kTopk, iters, kRounds, "tokens", "hidden", "MB_recv", "dispatch_GBps",
                     "a2a_GBps", "bare_GBps", "disp/bare", "a2a/bare", "counts_ms", "rows_ms", "local_ms");
       for (int64_t hidden : {256, 1024, 4096}) dispatch_vs_bare(*world, *self, 2048, hidden, iters);
-      Registry registry;
-      register_moe_suite(registry);
+      const Registry registry = all_suites();
       skew_effect(*world, registry, iters);
     }
   }

@@ -87,7 +87,12 @@ CaseDef layer_case() {
   t.suite = "moe";
   t.name = "layer";
   t.summary = "MoE layer: router, token dispatch (alltoall / allgather) over EP, experts with ETP, fwd + bwd";
+  t.options = moe_options();
+  t.memory = moe_memory;
   t.faults = moe::MoeFaults::names();
+  t.kernel_faults = {KernelFault::router_topk_repeats, KernelFault::moe_permute_order,
+                     KernelFault::moe_unpermute_order, KernelFault::moe_combine_twice,
+                     KernelFault::gemm_ignores_beta,   KernelFault::gelu_backward_coefficient};
   t.table_metrics = {"dispatch_GBps", "imbalance_expert", "dropped_tokens", "a2a_share"};
   t.configs = sweep;
   t.validate = validate;
@@ -97,5 +102,6 @@ CaseDef layer_case() {
   t.metrics = metrics;
   return make_case(std::move(t));
 }
+SEXTANT_REGISTER_CASE(kSuiteOrder, 10, layer_case);
 
 }  // namespace sextant::moe_suite

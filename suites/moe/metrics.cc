@@ -25,6 +25,36 @@
 namespace sextant::moe_suite {
 
 namespace {
+// Every metric this file records, defined once (harness/metrics.h).
+const MetricDef& kDispatchGBps = define_metric({"moe", "dispatch_GBps", "GB/s", Better::higher,
+    "bytes received from other ranks in the dispatch / its time, mean over ranks"});
+const MetricDef& kCombineGBps = define_metric({"moe", "combine_GBps", "GB/s", Better::higher,
+    "bytes received from other ranks in the combine / its time, mean over ranks"});
+const MetricDef& kDispatchGBpsAggregate = define_metric({"moe", "dispatch_GBps_aggregate", "GB/s", Better::higher,
+    "all ranks' dispatch bytes / the slowest rank's dispatch time"});
+const MetricDef& kImbalanceExpert = define_metric({"moe", "imbalance_expert", "1", Better::lower,
+    "max / mean kept tokens per expert"});
+const MetricDef& kImbalanceRank = define_metric({"moe", "imbalance_rank", "1", Better::lower,
+    "max / mean rows an expert-parallel rank computes"});
+const MetricDef& kDroppedTokens = define_metric({"moe", "dropped_tokens", "slots", Better::neither,
+    "routed slots over capacity and dropped"});
+const MetricDef& kTokensPerS = define_metric({"moe", "tokens_per_s", "tokens/s", Better::higher,
+    "tokens of the layer batch / median fwd_bwd time"});
+const MetricDef& kExpertTflops = define_metric({"moe", "expert_tflops", "TFLOP/s", Better::higher,
+    "expert matmul FLOP/s per rank"});
+const MetricDef& kA2aShare = define_metric({"moe", "a2a_share", "1", Better::lower,
+    "fraction of the layer time spent in token all-to-all, mean over ranks"});
+const MetricDef& kDispatchTimeS = define_metric({"moe", "dispatch_time_s", "s", Better::lower,
+    "dispatch time, max over ranks"});
+const MetricDef& kCombineTimeS = define_metric({"moe", "combine_time_s", "s", Better::lower,
+    "combine time, max over ranks"});
+const MetricDef& kExpertLoad = define_metric({"moe", "expert_load", "json", Better::neither,
+    "kept slots per expert"});
+const MetricDef& kTimeSplit = define_metric({"moe", "time_split", "json", Better::neither,
+    "rank 0's seconds in forward, backward, router, experts, token_comm, grad_reduce"});
+}  // namespace
+
+namespace {
 
 // Median over the last `iters` layer runs of one per-run quantity.
 template <class Fn>
@@ -75,21 +105,21 @@ Metrics metrics(State& s, const RegionTimes& times) {
   const double share_sum = host.all_reduce_value(share, ReduceOp::sum);
 
   Metrics m;
-  m.add("dispatch_GBps", dispatch_rate_sum / ranks, "GB/s");
-  m.add("combine_GBps", combine_rate_sum / ranks, "GB/s");
-  m.add("dispatch_GBps_aggregate", ratio(bytes_sum, dispatch_max_s) / 1e9, "GB/s");
-  m.add("imbalance_expert", ratio(load_max, load_sum / s.problem.experts), "1");
-  m.add("imbalance_rank", ratio(rows_max, rows_sum / ranks), "1");
-  m.add("dropped_tokens", dropped, "slots");
-  m.add("tokens_per_s", ratio(static_cast<double>(s.problem.tokens), t.median), "tokens/s");
-  m.add("expert_tflops", ratio(flops_sum / ranks, t.median) / 1e12, "TFLOP/s");
-  m.add("a2a_share", share_sum / ranks, "1");
-  m.add("dispatch_time_s", dispatch_max_s, "s");
-  m.add("combine_time_s", host.all_reduce_value(combine_s, ReduceOp::max), "s");
-  m.add_json("expert_load", load);
+  m.add(kDispatchGBps, dispatch_rate_sum / ranks);
+  m.add(kCombineGBps, combine_rate_sum / ranks);
+  m.add(kDispatchGBpsAggregate, ratio(bytes_sum, dispatch_max_s) / 1e9);
+  m.add(kImbalanceExpert, ratio(load_max, load_sum / s.problem.experts));
+  m.add(kImbalanceRank, ratio(rows_max, rows_sum / ranks));
+  m.add(kDroppedTokens, dropped);
+  m.add(kTokensPerS, ratio(static_cast<double>(s.problem.tokens), t.median));
+  m.add(kExpertTflops, ratio(flops_sum / ranks, t.median) / 1e12);
+  m.add(kA2aShare, share_sum / ranks);
+  m.add(kDispatchTimeS, dispatch_max_s);
+  m.add(kCombineTimeS, host.all_reduce_value(combine_s, ReduceOp::max));
+  m.add_json(kExpertLoad, load);
   // Where rank 0's layer time goes (medians, seconds).
   auto part = [&](auto fn) { return median_of(s.history, t.iters, fn); };
-  m.add_json("time_split",
+  m.add_json(kTimeSplit,
              {{"forward", part([](const moe::MoeTimes& x) { return x.forward_s; })},
               {"backward", part([](const moe::MoeTimes& x) { return x.backward_s; })},
               {"router", part([](const moe::MoeTimes& x) { return x.router_s; })},

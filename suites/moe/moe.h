@@ -17,6 +17,9 @@
 
 namespace sextant::moe_suite {
 
+// Where the suite sits in listings and reports (suites in ascending order).
+inline constexpr int kSuiteOrder = 50;
+
 // The instance's problem, read from CaseConfig::params.
 struct Problem {
   moe::DispatcherKind dispatcher = moe::DispatcherKind::alltoall;
@@ -55,6 +58,8 @@ struct State {
 };
 
 // sweep.cc
+std::vector<OptionSpec> moe_options();
+MemoryEstimate moe_memory(const CaseConfig& c);
 std::vector<CaseConfig> sweep(const SweepRequest& req);
 void validate(const CaseConfig& c);
 // Whether a planted fault can change this instance's results at all.
@@ -81,6 +86,5 @@ void check(State& s, Checker& checker);
 // metrics.cc
 Metrics metrics(State& s, const RegionTimes& times);
 
-CaseDef layer_case();
 
 }  // namespace sextant::moe_suite

@@ -10,7 +10,6 @@
 #include "kernels/moe/moe_layer.h"
 
 namespace sextant {
-void register_moe_suite(Registry&);
 namespace {
 
 using namespace testing;  // world(), ci_options(), run_suite(): harness/testing/suite_run.h
@@ -22,7 +21,7 @@ RunOptions small() {
 }
 
 TEST(Moe, EveryInstancePassesWithTheReferencesRouting) {
-  std::vector<CaseRecord> records = run_suite(register_moe_suite, small());
+  std::vector<CaseRecord> records = run_suite("moe", small());
   if (world().rank() != 0) return;
   ASSERT_FALSE(records.empty());
   for (const CaseRecord& r : records) {
@@ -47,7 +46,7 @@ TEST(Moe, SkewedRoutingLoadsTheHotExperts) {
   std::map<std::string, double> imbalance;
   for (const char* routing : {"uniform", "skewed"}) {
     o.options["routing"] = routing;
-    std::vector<CaseRecord> records = run_suite(register_moe_suite, o);
+    std::vector<CaseRecord> records = run_suite("moe", o);
     if (world().rank() != 0) continue;
     ASSERT_FALSE(records.empty());
     for (const CaseRecord& r : records) {
@@ -66,7 +65,7 @@ TEST(Moe, EveryPlantedFaultIsCaught) {
   for (const std::string& fault : moe::MoeFaults::names()) {
     RunOptions o = small();
     o.fault = fault;
-    std::vector<CaseRecord> records = run_suite(register_moe_suite, o);
+    std::vector<CaseRecord> records = run_suite("moe", o);
     if (world().rank() != 0) continue;
     if (world().size() >= 2) {
       EXPECT_FALSE(records.empty()) << fault << " has no instance";
@@ -89,7 +88,7 @@ TEST(Moe, EveryPlantedFaultIsCaught) {
 // The default list reaches every value of every dimension; sweep=full is the cross product.
 TEST(Moe, SweepsReachEveryDimension) {
   if (world().rank() != 0 || world().size() < 4) GTEST_SKIP() << "planning only, at 4+ ranks";
-  Registry r = suite_registry(register_moe_suite);
+  Registry r = suite_registry("moe");
   RunOptions o;
   o.selection = {"moe"};
   o.rank_counts = {4};
@@ -113,7 +112,7 @@ TEST(Moe, SweepsReachEveryDimension) {
 
 TEST(Moe, BadInputIsRefusedWithTheNumbers) {
   if (world().rank() != 0 || world().size() < 4) GTEST_SKIP() << "planning only, at 4+ ranks";
-  Registry r = suite_registry(register_moe_suite);
+  Registry r = suite_registry("moe");
   auto refused = [&](nlohmann::json options, std::optional<ParallelConfig> parallel, const std::string& message) {
     RunOptions o;
     o.selection = {"moe"};
@@ -135,12 +134,12 @@ TEST(Moe, BadInputIsRefusedWithTheNumbers) {
   refused({{"experts", 6}}, ep4, "--ep 4 must divide --experts 6");
   refused({{"ffn", 5}}, etp2, "--etp 2 must divide --ffn 5");
   refused({{"topk", 9}, {"experts", 8}}, std::nullopt, "--topk 9 must be at most --experts 8");
-  refused({{"capacity_factor", 0}}, std::nullopt, "--set capacity_factor=0 must be positive");
-  refused({{"capacity_factor", -1.5}}, std::nullopt, "--set capacity_factor=-1.5 must be positive");
+  refused({{"capacity_factor", 0}}, std::nullopt, "--set capacity_factor '0' must be a finite number in [1e-06");
+  refused({{"capacity_factor", -1.5}}, std::nullopt, "--set capacity_factor '-1.5' must be a finite number in [1e-06");
   refused({{"tokens", 10}}, std::nullopt, "--set tokens=10 must be a multiple of the rank count 4");
-  refused({{"dispatcher", "p2p"}}, std::nullopt, "--set dispatcher='p2p' must be alltoall or allgather");
-  refused({{"pre_softmax", "yes"}}, std::nullopt, "--set pre_softmax=\"yes\" must be true or false");
-  refused({{"drop_policy", "random"}}, std::nullopt, "--set drop_policy='random' must be none, probability or position");
+  refused({{"dispatcher", "p2p"}}, std::nullopt, "--set dispatcher 'p2p' must be one of alltoall, allgather");
+  refused({{"pre_softmax", "maybe"}}, std::nullopt, "--set pre_softmax 'maybe' must be true or false");
+  refused({{"drop_policy", "random"}}, std::nullopt, "--set drop_policy 'random' must be one of none, probability, position");
   ParallelConfig too_big{1, 1, 1, 4};
   too_big.ep = 4;
   too_big.etp = 2;
@@ -152,7 +151,7 @@ TEST(Moe, BadInputIsRefusedWithTheNumbers) {
 // reference, with the reference's routing; the ranks share the GPU (staged).
 TEST(Moe, EveryInstancePassesOnTheGpu) {
   SEXTANT_REQUIRE_GPU();
-  const std::vector<CaseRecord> records = run_suite_on_gpu(register_moe_suite, small());
+  const std::vector<CaseRecord> records = run_suite_on_gpu("moe", small());
   if (world().rank() != 0) return;
   ASSERT_FALSE(records.empty());
   for (const CaseRecord& r : records) {
@@ -170,7 +169,7 @@ TEST(Moe, EveryPlantedFaultIsCaughtOnTheGpu) {
   for (const std::string& fault : moe::MoeFaults::names()) {
     RunOptions o = small();
     o.fault = fault;
-    const std::vector<CaseRecord> records = run_suite_on_gpu(register_moe_suite, o);
+    const std::vector<CaseRecord> records = run_suite_on_gpu("moe", o);
     if (world().rank() != 0) continue;
     for (const CaseRecord& r : records) {
       EXPECT_EQ(r.conformance.status, "fail") << fault << " was not caught on the GPU by " << r.config.id();

@@ -172,6 +172,36 @@ std::vector<CaseConfig> sweep(const SweepRequest& req) {
   return out;
 }
 
+std::vector<OptionSpec> moe_options() {
+  return {OptionSpec::choice("dispatcher", {"alltoall", "allgather"}, "token dispatcher"),
+          OptionSpec::integer("experts", 1, 65536, "experts"),
+          OptionSpec::integer("topk", 1, 65536, "experts per token"),
+          OptionSpec::choice("routing", {"uniform", "skewed"}, "router weights: uniform, or hot experts favoured"),
+          OptionSpec::integer("hot_experts", 1, 65536, "skewed: how many experts are hot"),
+          OptionSpec::number("skew", 1e-6, 1e6, "skewed: how much larger the hot experts' router columns are"),
+          OptionSpec::number("capacity_factor", 1e-6, 1e6, "capacity mode: slots per expert = ceil(tokens k / E x cf)"),
+          OptionSpec::choice("drop_policy", {"none", "probability", "position"}, "over capacity: what is dropped"),
+          OptionSpec::boolean("pre_softmax", "softmax over all experts, then top-k"),
+          OptionSpec::size("tokens", "tokens of the whole batch (a multiple of the rank count)"),
+          OptionSpec::size("hidden", "hidden size"),
+          OptionSpec::size("ffn", "expert FFN size"),
+          OptionSpec::number("aux_coeff", 0, 1e6, "Switch load-balancing loss coefficient"),
+          OptionSpec::number("z_coeff", 0, 1e6, "router z-loss coefficient"),
+          OptionSpec::choice("sweep", {"recipes", "full"}, "the recipe list, or the full cross product")};
+}
+
+// Per rank: its tokens (input, output, gradients), the top-k rows it
+// dispatches and receives, and its experts' weights and gradients. The
+// group's rank 0 holds the float64 reference of the whole layer.
+MemoryEstimate moe_memory(const CaseConfig& c) {
+  const Problem p = Problem::of(c);
+  const double rows = static_cast<double>(p.tokens) * p.hidden, k = p.topk;
+  const double weights = 2.0 * p.experts * p.hidden * p.ffn;
+  const double shard = 4.0 * (rows / c.ranks * (4 + 4 * k) + 2 * weights / std::max(1, c.parallel.ep));
+  const double reference = 8.0 * (rows * (4 + 4 * k) + 2 * weights);
+  return {c.device == Device::host ? shard + reference : reference, c.device == Device::host ? 0 : shard};
+}
+
 void validate(const CaseConfig& c) {
   const Problem p = Problem::of(c);  // parses the names (UsageError on unknown ones)
   const ParallelConfig& par = c.parallel;

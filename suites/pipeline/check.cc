@@ -186,7 +186,7 @@ void check(PipelineState& s, Checker& checker) {
   const Expected* e = nullptr;
   if (checker.is_root()) {
     e = &expected_for(whole_model(s), p, *s.self);
-    checker.compare("loss", scalar(loss, DType::f64), scalar(e->base.loss, DType::f64),
+    checker.compare("loss", OpClass::loss, scalar(loss, DType::f64), scalar(e->base.loss, DType::f64),
                     scalar(e->ref.loss, DType::f64));
     checker.note("loss", loss);
   }
@@ -199,7 +199,7 @@ void check(PipelineState& s, Checker& checker) {
     if (!checker.is_root()) continue;
     if (a.uncovered > 0) checker.fail(cat(kind, ": ", a.uncovered, " elements held by no rank"));
     if (a.mismatched > 0) checker.fail(cat(kind, ": ", a.mismatched, " replicated elements differ between ranks"));
-    checker.compare(kind, a.tensor, e->base.grads.at(kind), e->ref.grads.at(kind));
+    checker.compare(kind, OpClass::model, a.tensor, e->base.grads.at(kind), e->ref.grads.at(kind));
     prints[kind] = fingerprint(a.tensor);
   }
   if (checker.is_root()) checker.note("grad_fingerprint", prints);

@@ -14,5 +14,6 @@ const ScheduleKind kKind{"csv",
 }  // namespace
 
 CaseDef csv_case() { return make_pipeline_case(kKind); }
+SEXTANT_REGISTER_CASE(kSuiteOrder, 70, csv_case);
 
 }  // namespace sextant::pipeline

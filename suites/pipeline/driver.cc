@@ -106,7 +106,11 @@ CaseDef make_pipeline_case(const ScheduleKind& kind) {
   t.suite = "pipeline";
   t.name = kind.name;
   t.summary = kind.summary;
+  t.options = pipeline_options();
+  t.memory = pipeline_memory;
   t.faults = faults();
+  t.kernel_faults = {KernelFault::pipeline_skip_weight_grad, KernelFault::layernorm_backward_mean_term,
+                     KernelFault::gelu_backward_coefficient};
   t.table_metrics = {"bubble_measured_mean", "bubble_simulated", "bubble_closed_form", "microbatches_per_s"};
   t.configs = [&kind](const SweepRequest& req) { return sweep(req, kind); };
   t.validate = [&kind](const CaseConfig& c) { validate_problem(c, kind); };

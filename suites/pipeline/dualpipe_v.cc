@@ -13,5 +13,6 @@ const ScheduleKind kKind{"dualpipe-v",
 }  // namespace
 
 CaseDef dualpipe_v_case() { return make_pipeline_case(kKind); }
+SEXTANT_REGISTER_CASE(kSuiteOrder, 60, dualpipe_v_case);
 
 }  // namespace sextant::pipeline

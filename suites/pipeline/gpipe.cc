@@ -13,5 +13,6 @@ const ScheduleKind kKind{"gpipe",
 }  // namespace
 
 CaseDef gpipe_case() { return make_pipeline_case(kKind); }
+SEXTANT_REGISTER_CASE(kSuiteOrder, 10, gpipe_case);
 
 }  // namespace sextant::pipeline

@@ -13,5 +13,6 @@ const ScheduleKind kKind{"interleaved",
 }  // namespace
 
 CaseDef interleaved_case() { return make_pipeline_case(kKind); }
+SEXTANT_REGISTER_CASE(kSuiteOrder, 30, interleaved_case);
 
 }  // namespace sextant::pipeline

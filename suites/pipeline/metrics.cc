@@ -16,6 +16,42 @@
 namespace sextant::pipeline {
 
 namespace {
+// Every metric this file records, defined once (harness/metrics.h).
+const MetricDef& kBubbleMeasuredMean = define_metric({"pipeline", "bubble_measured_mean", "1", Better::lower,
+    "idle fraction of the step, mean over the pipeline ranks (timed step with the median makespan)"});
+const MetricDef& kBubbleMeasuredMax = define_metric({"pipeline", "bubble_measured_max", "1", Better::lower,
+    "idle fraction of the step on the most idle pipeline rank"});
+const MetricDef& kBubbleSimulated = define_metric({"pipeline", "bubble_simulated", "1", Better::neither,
+    "the simulator's bubble fed with the step's mean cost per action type and stage and the p2p latency"});
+const MetricDef& kBubbleClosedForm = define_metric({"pipeline", "bubble_closed_form", "1", Better::neither,
+    "the schedule's closed form, e.g. (p-1)/(m+p-1) for 1F1B; null where none applies"});
+const MetricDef& kBubbleReplayed = define_metric({"pipeline", "bubble_replayed", "1", Better::neither,
+    "the simulator fed with every action's own duration: the bubble the dependencies force"});
+const MetricDef& kMakespanS = define_metric({"pipeline", "makespan_s", "s", Better::lower,
+    "step time of the timed step with the median makespan"});
+const MetricDef& kMicrobatchesPerS = define_metric({"pipeline", "microbatches_per_s", "microbatches/s", Better::higher,
+    "global microbatches per second (dp x m / median step time)"});
+const MetricDef& kPeakActivations = define_metric({"pipeline", "peak_activations", "microbatches", Better::lower,
+    "most microbatches whose activations a rank held at once (max over ranks)"});
+const MetricDef& kPeakActivationsPerRank = define_metric({"pipeline", "peak_activations_per_rank", "json", Better::neither,
+    "peak held microbatches, one per pipeline rank"});
+const MetricDef& kBubblePerRank = define_metric({"pipeline", "bubble_per_rank", "json", Better::neither,
+    "idle fraction of the step, one per pipeline rank"});
+const MetricDef& kP2pLatencyS = define_metric({"pipeline", "p2p_latency_s", "s", Better::neither,
+    "one boundary message between pipeline neighbours (the simulator's communication cost)"});
+const MetricDef& kCpuPerWall = define_metric({"pipeline", "cpu_per_wall", "1", Better::neither,
+    "process CPU seconds / wall seconds inside actions (below 1 when ranks share cores)"});
+const MetricDef& kTimedSteps = define_metric({"pipeline", "timed_steps", "steps", Better::neither,
+    "steps timed for the measured bubble"});
+const MetricDef& kActionCosts = define_metric({"pipeline", "action_costs", "json", Better::neither,
+    "{F, B, I, W}: mean seconds per action type and stage, fed to the simulator"});
+const MetricDef& kTimeline = define_metric({"pipeline", "timeline", "json", Better::neither,
+    "per pipeline rank, its actions [stage, type, microbatch, start_s, end_s]"});
+const MetricDef& kTraceFile = define_metric({"pipeline", "trace_file", "json", Better::neither,
+    "Chrome trace of the timeline (path relative to the results folder); absent without one"});
+}  // namespace
+
+namespace {
 
 // Every pipeline rank's per-action CPU seconds of one step (collective over pp).
 std::vector<std::vector<double>> gather_cpu(PipelineState& s, const std::vector<double>& mine) {
@@ -97,23 +133,23 @@ Metrics pipeline_metrics(PipelineState& s, const RegionTimes& times) {
       p.schedule == "csv" ? std::nan("") : pp::closed_form_bubble(p.schedule, p.pp, p.microbatches, p.chunks);
 
   Metrics m;
-  m.add("bubble_measured_mean", stats.bubble_mean, "1");
-  m.add("bubble_measured_max", stats.bubble_max, "1");
-  m.add("bubble_simulated", predicted.stats.bubble_mean, "1");
-  m.add("bubble_closed_form", closed, "1");
-  m.add("bubble_replayed", replayed.stats.bubble_mean, "1");
-  m.add("makespan_s", stats.makespan, "s");
-  m.add("microbatches_per_s", t.median > 0 ? p.total_microbatches() / t.median : 0.0, "microbatches/s");
-  m.add("peak_activations", *std::max_element(peaks.begin(), peaks.end()), "microbatches");
-  m.add_json("peak_activations_per_rank", peaks);
-  m.add_json("bubble_per_rank", stats.bubble);
-  m.add("p2p_latency_s", s.p2p_latency, "s");
-  m.add("cpu_per_wall", share[chosen], "1");
-  m.add("timed_steps", static_cast<double>(timed), "steps");
-  m.add_json("action_costs", costs_json(costs));
-  m.add_json("timeline", pp::timeline_json(measured));
+  m.add(kBubbleMeasuredMean, stats.bubble_mean);
+  m.add(kBubbleMeasuredMax, stats.bubble_max);
+  m.add(kBubbleSimulated, predicted.stats.bubble_mean);
+  m.add(kBubbleClosedForm, closed);
+  m.add(kBubbleReplayed, replayed.stats.bubble_mean);
+  m.add(kMakespanS, stats.makespan);
+  m.add(kMicrobatchesPerS, t.median > 0 ? p.total_microbatches() / t.median : 0.0);
+  m.add(kPeakActivations, *std::max_element(peaks.begin(), peaks.end()));
+  m.add_json(kPeakActivationsPerRank, peaks);
+  m.add_json(kBubblePerRank, stats.bubble);
+  m.add(kP2pLatencyS, s.p2p_latency);
+  m.add(kCpuPerWall, share[chosen]);
+  m.add(kTimedSteps, static_cast<double>(timed));
+  m.add_json(kActionCosts, costs_json(costs));
+  m.add_json(kTimeline, pp::timeline_json(measured));
   if (!s.out_dir.empty() && s.host->rank() == 0)
-    m.add_json("trace_file", write_trace(s.out_dir, s.id, pp::chrome_trace(measured, s.id)));
+    m.add_json(kTraceFile, write_trace(s.out_dir, s.id, pp::chrome_trace(measured, s.id)));
   return m;
 }
 

@@ -14,5 +14,6 @@ const ScheduleKind kKind{"1f1b",
 }  // namespace
 
 CaseDef one_f_one_b_case() { return make_pipeline_case(kKind); }
+SEXTANT_REGISTER_CASE(kSuiteOrder, 20, one_f_one_b_case);
 
 }  // namespace sextant::pipeline

@@ -28,6 +28,9 @@
 
 namespace sextant::pipeline {
 
+// Where the suite sits in listings and reports (suites in ascending order).
+inline constexpr int kSuiteOrder = 60;
+
 // A schedule case: its generator's name and the chunks per rank it accepts.
 struct ScheduleKind {
   const char* name;  // gpipe, 1f1b, interleaved, zb-h1, zb-v, dualpipe-v, csv
@@ -51,6 +54,8 @@ Problem problem_of(const CaseConfig& c);
 
 // Instances at req.ranks, and the bad-input rules (UsageError; a user CSV
 // that breaks a schedule rule throws pp::ScheduleError with the grid).
+std::vector<OptionSpec> pipeline_options();
+MemoryEstimate pipeline_memory(const CaseConfig& c);
 std::vector<CaseConfig> sweep(const SweepRequest& req, const ScheduleKind& kind);
 void validate_problem(const CaseConfig& c, const ScheduleKind& kind);
 
@@ -101,12 +106,5 @@ Metrics pipeline_metrics(PipelineState& s, const RegionTimes& times);  // metric
 
 CaseDef make_pipeline_case(const ScheduleKind& kind);
 
-CaseDef gpipe_case();
-CaseDef one_f_one_b_case();
-CaseDef interleaved_case();
-CaseDef zb_h1_case();
-CaseDef zb_v_case();
-CaseDef dualpipe_v_case();
-CaseDef csv_case();
 
 }  // namespace sextant::pipeline

@@ -17,6 +17,7 @@
 #include <tuple>
 
 #include "harness/compare.h"
+#include "harness/tolerance.h"
 #include "harness/error.h"
 #include "harness/runner.h"
 #include "harness/testing/gpu.h"
@@ -25,7 +26,6 @@
 #include "kernels/pipeline/validate.h"
 
 namespace sextant {
-void register_pipeline_suite(Registry&);
 namespace {
 
 using namespace testing;  // world(), ci_options(), run_suite(): harness/testing/suite_run.h
@@ -41,7 +41,7 @@ RunOptions small() {
 }
 
 const std::vector<CaseRecord>& sweep_records() {
-  static const std::vector<CaseRecord> records = run_suite(register_pipeline_suite, small());
+  static const std::vector<CaseRecord> records = run_suite("pipeline", small());
   return records;
 }
 
@@ -90,7 +90,7 @@ TEST(Pipeline, EveryScheduleCaseAndConfigPasses) {
 // NCCL has no tags and one stream: the executor's message order must run
 // there too. Host buffers under NCCL's point-to-point rules.
 TEST(Pipeline, EveryScheduleCasePassesUnderNcclRules) {
-  const std::vector<CaseRecord> records = run_suite_under_nccl_rules(register_pipeline_suite, small());
+  const std::vector<CaseRecord> records = run_suite_under_nccl_rules("pipeline", small());
   if (world().rank() != 0) return;
   ASSERT_EQ(records.size(), sweep_records().size());
   for (const CaseRecord& r : records) {
@@ -107,7 +107,7 @@ TEST(Pipeline, AllSchedulesAgreeWithEachOther) {
   using Key = std::tuple<int, int, int, int>;  // pp, tp, dp, m
   std::map<Key, const CaseRecord*> first;
   std::map<Key, std::set<std::string>> schedules;
-  const double floor = tolerance(DType::f32).floor;
+  const double floor = expected_error(DType::f32, OpClass::model);
   for (const CaseRecord& r : records) {
     const ParallelConfig& pc = r.config.parallel;
     const Key key{pc.pp, pc.tp, pc.dp, microbatches_of(r)};
@@ -142,7 +142,7 @@ TEST(Pipeline, EveryPlantedFaultFails) {
     RunOptions o = small();
     o.options["microbatches"] = 2 * world().size();  // every schedule's minimum at every pp of the world
     o.fault = fault;
-    std::vector<CaseRecord> records = run_suite(register_pipeline_suite, o);
+    std::vector<CaseRecord> records = run_suite("pipeline", o);
     if (world().rank() != 0) continue;
     ASSERT_FALSE(records.empty()) << fault;
     for (const CaseRecord& r : records) {
@@ -171,7 +171,7 @@ TEST(Pipeline, EveryPlantedFaultFails) {
 // share the GPU), action times taken after the GPU finished each action.
 TEST(Pipeline, EveryScheduleCasePassesOnTheGpu) {
   SEXTANT_REQUIRE_GPU();
-  const std::vector<CaseRecord> records = run_suite_on_gpu(register_pipeline_suite, small());
+  const std::vector<CaseRecord> records = run_suite_on_gpu("pipeline", small());
   if (world().rank() != 0) return;
   ASSERT_FALSE(records.empty());
   for (const CaseRecord& r : records) {
@@ -186,7 +186,7 @@ TEST(Pipeline, AccumulateTwiceIsCaughtOnTheGpu) {
   RunOptions o = small();
   o.options["microbatches"] = 2 * world().size();
   o.fault = "accumulate_twice";
-  const std::vector<CaseRecord> records = run_suite_on_gpu(register_pipeline_suite, o);
+  const std::vector<CaseRecord> records = run_suite_on_gpu("pipeline", o);
   if (world().rank() != 0) return;
   ASSERT_FALSE(records.empty());
   for (const CaseRecord& r : records) EXPECT_EQ(r.conformance.status, "fail") << details(r);
@@ -247,7 +247,7 @@ RunOptions csv_options(const std::string& path) {
 TEST(Pipeline, AUsersCsvScheduleRunsAndPasses) {
   const int p = world().size();
   TempFile file("# 1F1B written out by hand\n" + pp::to_csv(pp::one_f_one_b(p, 2 * p)));
-  std::vector<CaseRecord> records = run_suite(register_pipeline_suite, csv_options(file.path));
+  std::vector<CaseRecord> records = run_suite("pipeline", csv_options(file.path));
   if (world().rank() != 0) return;
   ASSERT_EQ(records.size(), 1u);
   EXPECT_EQ(records[0].config.name, "csv");
@@ -265,7 +265,7 @@ TEST(Pipeline, BadCsvSchedulesAreRefusedNamingRankAndStep) {
       {"0F0,0B0,0F1,0B1\n1F1,1F0,1B0,1B1\n", "deadlock: with blocking receives rank 0 step 1"},
       {"0F0,0F1,0B0\n1F0,1B0,1F1,1B1\n", "coverage: stage 0 microbatch 1 on rank 0 has no backward"},
   };
-  Registry r = suite_registry(register_pipeline_suite);
+  Registry r = suite_registry("pipeline");
   for (const auto& [text, message] : bad) {
     TempFile file(text);
     RunOptions o = csv_options(file.path);
@@ -296,11 +296,11 @@ TEST(Pipeline, BadInputIsRefusedWhilePlanning) {
       {"pipeline/zb-h1", 4, 1, {{"microbatches", 2}}, "--microbatches 2 must be at least --pp 4 for schedule zb-h1"},
       {"pipeline/interleaved", 4, 2, {{"microbatches", 6}}, "--microbatches 6 must be divisible by --pp 4"},
       {"pipeline/zb-v", 2, 3, {}, "--vpp 3 must be 2 for schedule zb-v"},
-      {"pipeline", 2, 1, {{"schedule", "pipedream"}}, "--set schedule=pipedream is not one of gpipe, 1f1b"},
+      {"pipeline", 2, 1, {{"schedule", "pipedream"}}, "--set schedule 'pipedream' must be one of gpipe, 1f1b"},
       {"pipeline", 2, 1, {{"schedule", "csv"}}, "--set schedule=csv needs --set schedule_file=PATH"},
       {"pipeline", 2, 1, {{"schedule_file", "/nonexistent.csv"}}, "--set schedule_file=/nonexistent.csv is not a"},
   };
-  Registry r = suite_registry(register_pipeline_suite);
+  Registry r = suite_registry("pipeline");
   for (const Bad& b : bad) {
     RunOptions o = small();
     o.rank_counts.clear();
@@ -309,6 +309,7 @@ TEST(Pipeline, BadInputIsRefusedWhilePlanning) {
     o.parallel = ParallelConfig{};
     o.parallel->pp = b.pp;
     o.parallel->vpp = b.vpp;
+    o.vpp_given = true;
     EXPECT_THROW(
         {
           try {
@@ -354,7 +355,7 @@ TEST(Pipeline, WritesAChromeTraceNextToTheResults) {
   o.selection = {"pipeline/zb-h1"};
   o.options["microbatches"] = 4;
   o.out_dir = dir;
-  std::vector<CaseRecord> records = run_suite(register_pipeline_suite, o);
+  std::vector<CaseRecord> records = run_suite("pipeline", o);
   if (world().rank() == 0) {
     expect_trace_files(records, dir);
     std::filesystem::remove_all(dir);

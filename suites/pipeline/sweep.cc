@@ -117,6 +117,29 @@ std::vector<CaseConfig> csv_configs(const SweepRequest& req, const Sizes& sizes)
 
 }  // namespace
 
+std::vector<OptionSpec> pipeline_options() {
+  return {OptionSpec::choice("schedule", known_schedules(), "run only this schedule"),
+          OptionSpec::text("schedule_file", "csv: a schedule file, one row of actions per pipeline rank"),
+          OptionSpec::integer("microbatches", 1, 1 << 20, "microbatches per pipeline and step"),
+          OptionSpec::size("layers", "MLP blocks in the whole model"),
+          OptionSpec::size("hidden", "hidden size"),
+          OptionSpec::size("ffn", "FFN hidden size"),
+          OptionSpec::size("batch", "sequences per microbatch"),
+          OptionSpec::size("seq", "sequence length")};
+}
+
+// Per rank: its layers' weights, gradients (f32) and the activations of
+// every microbatch in flight (at most all m); rank 0 adds the float64
+// reference of the whole model over the global batch.
+MemoryEstimate pipeline_memory(const CaseConfig& c) {
+  const Problem p = problem_of(c);
+  const double act = static_cast<double>(p.batch) * p.seq * std::max(p.hidden, p.ffn);
+  const double weights = 2.0 * p.hidden * p.ffn * p.layers;
+  const double shard = 4.0 * (3 * weights / (p.pp * p.tp) + 4 * act * p.microbatches * p.layers / p.pp);
+  const double reference = 8.0 * (3 * weights + 4 * act * p.total_microbatches() * p.layers);
+  return {c.device == Device::host ? shard + reference : reference, c.device == Device::host ? 0 : shard};
+}
+
 std::vector<CaseConfig> sweep(const SweepRequest& req, const ScheduleKind& kind) {
   if (!selected(req, kind)) return {};
   Sizes s = profile_sizes(req.profile);
@@ -131,8 +154,8 @@ std::vector<CaseConfig> sweep(const SweepRequest& req, const ScheduleKind& kind)
   std::vector<CaseConfig> out;
   for (DType dtype : req.dtypes_or({DType::f32}))
     for (ParallelConfig pc : configs) {
-      // A pinned --vpp 1 cannot be told from no --vpp: each schedule then runs its own v.
-      const std::vector<int> chunks = pc.vpp > 1 ? std::vector{pc.vpp} : kind.chunks;
+      // Without --vpp each schedule runs its own chunk counts.
+      const std::vector<int> chunks = req.vpp_given ? std::vector{pc.vpp} : kind.chunks;
       const int p = pc.pp;
       const std::vector<int> ms =
           user_m ? std::vector{static_cast<int>(req.get<int64_t>("microbatches", 0))} : std::vector{p, 2 * p, 4 * p};

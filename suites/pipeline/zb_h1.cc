@@ -14,5 +14,6 @@ const ScheduleKind kKind{"zb-h1",
 }  // namespace
 
 CaseDef zb_h1_case() { return make_pipeline_case(kKind); }
+SEXTANT_REGISTER_CASE(kSuiteOrder, 40, zb_h1_case);
 
 }  // namespace sextant::pipeline

@@ -13,5 +13,6 @@ const ScheduleKind kKind{"zb-v",
 }  // namespace
 
 CaseDef zb_v_case() { return make_pipeline_case(kKind); }
+SEXTANT_REGISTER_CASE(kSuiteOrder, 50, zb_v_case);
 
 }  // namespace sextant::pipeline

@@ -233,7 +233,7 @@ void check_train(State& s, Checker& checker) {
   const std::vector<model::ParamSpec> specs = model::param_specs(s.model);
   for (int k = 0; k < s.steps; ++k) {
     const std::string step = cat("step", k + 1, ".");
-    checker.compare(step + "loss", scalar(dist[k].loss), scalar(base[k].loss), scalar(ref[k].loss));
+    checker.compare(step + "loss", OpClass::loss, scalar(dist[k].loss), scalar(base[k].loss), scalar(ref[k].loss));
     for (size_t l = 0; l < ref[k].routing.size(); ++l) {
       const std::string label = cat(step, "routing.moe", l);
       if (k == 0) checker.note(cat("expert_load.moe", l), expert_load(dist[k].routing[l], s.model.experts));
@@ -241,10 +241,10 @@ void check_train(State& s, Checker& checker) {
       compare_routing(checker, "one-rank baseline", label, base[k].routing[l], ref[k].routing[l]);
     }
     for (const model::ParamSpec& p : specs)
-      checker.compare(step + "grad." + p.name, dist[k].grads.at(p.name), base[k].grads.at(p.name),
+      checker.compare(step + "grad." + p.name, OpClass::model, dist[k].grads.at(p.name), base[k].grads.at(p.name),
                       ref[k].grads.at(p.name));
     for (const model::ParamSpec& p : specs)
-      checker.compare(step + "param." + p.name, dist[k].params.at(p.name), base[k].params.at(p.name),
+      checker.compare(step + "param." + p.name, OpClass::model, dist[k].params.at(p.name), base[k].params.at(p.name),
                       ref[k].params.at(p.name));
   }
 }

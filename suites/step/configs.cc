@@ -204,6 +204,49 @@ void validate_dtype(DType dtype, const model::GptConfig& model) {
               " MoE layers: bf16 rounding routes tokens to other experts than the float64 reference"));
 }
 
+std::vector<OptionSpec> model_options() {
+  return {OptionSpec::size("vocab", "vocabulary size"),
+          OptionSpec::size("hidden", "hidden size"),
+          OptionSpec::size("heads", "attention heads"),
+          OptionSpec::size("head_dim", "head dimension (default hidden / heads)"),
+          OptionSpec::size("ffn", "dense FFN size"),
+          OptionSpec::size("layers", "transformer layers"),
+          OptionSpec::size("seq", "sequence length"),
+          OptionSpec::integer("moe_every", 0, kMaxDimension, "layer i is MoE when i % moe_every == 0 (0: dense)"),
+          OptionSpec::text("moe_pattern", "one digit per layer: 1 MoE, 0 dense (wins over moe_every)"),
+          OptionSpec::integer("experts", 1, 65536, "experts per MoE layer"),
+          OptionSpec::integer("topk", 1, 65536, "experts per token"),
+          OptionSpec::size("moe_ffn", "expert FFN size"),
+          OptionSpec::choice("dispatcher", {"alltoall", "allgather"}, "MoE token dispatcher"),
+          OptionSpec::size("batch", "global batch (sequences per step)"),
+          OptionSpec::choice("cp_layout", {"contiguous", "zigzag"}, "how CP cuts the sequence"),
+          OptionSpec::boolean("regather", "SP: save input shards and all-gather them again in backward"),
+          OptionSpec::number("lr", 1e-12, 10, "Adam learning rate"),
+          OptionSpec::number("adam_eps", 1e-30, 1, "Adam epsilon"),
+          OptionSpec::integer("steps", 1, 1000, "training steps checked against the reference"),
+          OptionSpec::integer("microbatches", 1, 1 << 20, "pipeline microbatches per DP replica and step"),
+          OptionSpec::choice("schedule", {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipe-v"},
+                             "pipeline schedule"),
+          OptionSpec::choice("cp_comm", {"p2p", "a2a", "allgather", "a2a+p2p"}, "context-parallel attention variant"),
+          OptionSpec::integer("a2a_size", 1, 65536, "a2a+p2p: Ulysses group size"),
+          OptionSpec::boolean("zero", "ZeRO-1: optimizer state sharded over the gradient groups"),
+          peak_tflops_option()};
+}
+
+MemoryEstimate step_memory(const CaseConfig& c) {
+  const model::GptConfig m = model::gpt_config_from_json(c.params);
+  const double h = static_cast<double>(m.hidden), q = static_cast<double>(m.heads) * m.head_dim;
+  const int moe_layers = m.moe_layer_count();
+  const double layer_params = 4 * h * q + (m.layers - moe_layers) * 2 * h * m.ffn / std::max<int64_t>(m.layers, 1);
+  const double params = 2 * m.vocab * h + m.layers * layer_params + moe_layers * 2.0 * m.experts * h * m.moe_ffn;
+  const double tokens = static_cast<double>(m.batch) * m.seq;
+  const double activations = tokens * (m.layers * (12 * h + 2 * std::max<int64_t>(m.ffn, m.moe_ffn)) + m.vocab);
+  const ParallelConfig& p = c.parallel;
+  const double shard = 4.0 * (4 * params / (p.tp * p.pp) + activations / c.ranks);
+  const double reference = 8.0 * (4 * params + activations);
+  return {c.device == Device::host ? shard + reference : reference, c.device == Device::host ? 0 : shard};
+}
+
 void validate_config(const CaseConfig& c) {
   const model::GptConfig model = model::gpt_config_from_json(c.params);
   validate_dtype(c.dtype, model);

@@ -11,6 +11,40 @@
 namespace sextant::step {
 
 namespace {
+// Every metric this file records, defined once (harness/metrics.h).
+const MetricDef& kTokensPerS = define_metric({"step", "tokens_per_s", "tokens/s", Better::higher,
+    "tokens of the global batch / step time", "train"});
+const MetricDef& kFlopsPerStep = define_metric({"step", "flops_per_step", "FLOP", Better::neither,
+    "model FLOPs of one step (flops_formula)", "train"});
+const MetricDef& kFlopsFormula = define_metric({"step", "flops_formula", "json", Better::neither,
+    "the FLOP count, Megatron's num_floating_point_operations, as text", "train"});
+const MetricDef& kTflopsPerRank = define_metric({"step", "tflops_per_rank", "TFLOP/s", Better::higher,
+    "model FLOPs per step / (step time x ranks)", "train"});
+const MetricDef& kPeakTflops = define_metric({"step", "peak_tflops", "TFLOP/s", Better::neither,
+    "the peak MFU divides by (device table, --peak-tflops, or the measured host rate)", "train"});
+const MetricDef& kPeakSource = define_metric({"step", "peak_source", "json", Better::neither,
+    "where peak_tflops comes from", "train"});
+const MetricDef& kMfu = define_metric({"step", "mfu", "1", Better::higher,
+    "model FLOPs utilisation: tflops_per_rank / peak_tflops", "train"});
+const MetricDef& kSgemmTflopsPerRank = define_metric({"step", "sgemm_tflops_per_rank", "TFLOP/s", Better::neither,
+    "measured f32 gemm rate per rank while every rank runs one", "train"});
+const MetricDef& kMfuVsSgemm = define_metric({"step", "mfu_vs_sgemm", "1", Better::higher,
+    "tflops_per_rank / sgemm_tflops_per_rank: MFU against what this machine's gemm reaches", "train"});
+const MetricDef& kBubbleFraction = define_metric({"step", "bubble_fraction", "1", Better::lower,
+    "pipeline idle fraction, mean over pipeline ranks (last timed step)", "train"});
+const MetricDef& kBubbleFractionMax = define_metric({"step", "bubble_fraction_max", "1", Better::lower,
+    "pipeline idle fraction of the most idle rank", "train"});
+const MetricDef& kBubbleClosedForm = define_metric({"step", "bubble_closed_form", "1", Better::neither,
+    "the schedule's closed-form bubble", "train"});
+const MetricDef& kTimeSplit = define_metric({"step", "time_split", "json", Better::neither,
+    "seconds per step in compute, exposed tp/cp/ep/dp/pp communication and bubble; fractions; definition", "train"});
+const MetricDef& kLosses = define_metric({"step", "losses", "json", Better::neither,
+    "loss per step (the conformance run's K steps, else the timed steps)", "train"});
+const MetricDef& kSchedule = define_metric({"step", "schedule", "json", Better::neither,
+    "the pipeline schedule that ran", "train"});
+}  // namespace
+
+namespace {
 
 // This rank's step, in seconds: where it went. Communication is time inside
 // the timed communicators' calls (blocking on the host: all exposed). The
@@ -62,32 +96,32 @@ Metrics train_metrics(State& s, const RegionTimes& times) {
   const double tokens = static_cast<double>(s.model.tokens_per_step());
   const double flops = model::step_flops(s.model);
   const double step_s = t.median;
-  m.add("tokens_per_s", step_s > 0 ? tokens / step_s : 0, "tokens/s");
-  m.add("flops_per_step", flops, "FLOP");
-  m.add_json("flops_formula", model::step_flops_formula(s.model));
+  m.add(kTokensPerS, step_s > 0 ? tokens / step_s : 0);
+  m.add(kFlopsPerStep, flops);
+  m.add_json(kFlopsFormula, model::step_flops_formula(s.model));
   const double per_rank = step_s > 0 ? flops / (step_s * ranks) / 1e12 : 0;
-  m.add("tflops_per_rank", per_rank, "TFLOP/s");
+  m.add(kTflopsPerRank, per_rank);
   const auto [peak, source] = peak_per_rank(s.config.params, ranks, s.device);
-  m.add("peak_tflops", peak, "TFLOP/s");
-  m.add_json("peak_source", source);
-  m.add("mfu", peak > 0 ? per_rank / peak : 0, "1");
-  m.add("sgemm_tflops_per_rank", s.rates.sgemm_tflops_per_rank, "TFLOP/s");
-  m.add("mfu_vs_sgemm", s.rates.sgemm_tflops_per_rank > 0 ? per_rank / s.rates.sgemm_tflops_per_rank : 0, "1");
+  m.add(kPeakTflops, peak);
+  m.add_json(kPeakSource, source);
+  m.add(kMfu, peak > 0 ? per_rank / peak : 0);
+  m.add(kSgemmTflopsPerRank, s.rates.sgemm_tflops_per_rank);
+  m.add(kMfuVsSgemm, s.rates.sgemm_tflops_per_rank > 0 ? per_rank / s.rates.sgemm_tflops_per_rank : 0);
 
   // Bubble of the last timed step, from every pipeline rank's recorded actions.
   const pp::Timeline timeline = s.trainer->executor().gather(s.history.back().actions);
   const pp::TimelineStats stats = pp::summarize(timeline);
-  m.add("bubble_fraction", stats.bubble_mean, "1");
-  m.add("bubble_fraction_max", stats.bubble_max, "1");
+  m.add(kBubbleFraction, stats.bubble_mean);
+  m.add(kBubbleFractionMax, stats.bubble_max);
   const pp::Schedule& schedule = s.trainer->schedule();
-  m.add("bubble_closed_form",
-        pp::closed_form_bubble(schedule.name, schedule.ranks, schedule.microbatches, schedule.chunks_per_rank()), "1");
-  m.add_json("time_split", time_split(s, t.iters));
+  m.add(kBubbleClosedForm,
+        pp::closed_form_bubble(schedule.name, schedule.ranks, schedule.microbatches, schedule.chunks_per_rank()));
+  m.add_json(kTimeSplit, time_split(s, t.iters));
   std::vector<double> losses = s.check_losses;
   if (losses.empty())
     for (const model::StepReport& r : s.history) losses.push_back(r.loss);
-  m.add_json("losses", losses);
-  m.add_json("schedule", schedule.name);
+  m.add_json(kLosses, losses);
+  m.add_json(kSchedule, schedule.name);
   return m;
 }
 

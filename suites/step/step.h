@@ -23,6 +23,9 @@
 
 namespace sextant::step {
 
+// Where the suite sits in listings and reports (suites in ascending order).
+inline constexpr int kSuiteOrder = 70;
+
 // ---- configs.cc: sizes per profile, the configs of a rank count, rules.
 
 // Model and step options of a profile (ci: tiny, default: the model).
@@ -47,6 +50,11 @@ ParallelConfig parse_recipe(const std::string& text, int ranks);
 CaseConfig make_config(const SweepRequest& req, const nlohmann::json& params, const Recipe& r, DType dtype);
 // Bad input (throws UsageError with one line).
 void validate_config(const CaseConfig& c);
+// The options both cases declare (model sizes and step options); each case adds its own.
+std::vector<OptionSpec> model_options();
+// Parameters with gradients and Adam state, and the activations of a step,
+// per rank; the group's rank 0 adds the float64 reference model and step.
+MemoryEstimate step_memory(const CaseConfig& c);
 // The dtypes step/train and step/sweep run: f32, and bf16 (mixed precision) for dense
 // models only. bf16 rounding moves router logits enough to send some tokens
 // to other experts than the float64 reference does (measured: 1 of 256 at
@@ -90,7 +98,5 @@ Metrics train_metrics(State& s, const RegionTimes& times);
 // The per-rank host peak (estimate) or the user's --peak-tflops, and its label.
 std::pair<double, std::string> peak_per_rank(const nlohmann::json& options, int ranks, Device device);
 
-CaseDef train_case();
-CaseDef sweep_case();
 
 }  // namespace sextant::step

@@ -15,7 +15,6 @@
 #include "suites/step/check.h"
 
 namespace sextant {
-void register_step_suite(Registry&);
 namespace {
 
 using namespace testing;  // world(), ci_options(), run_suite(): harness/testing/suite_run.h
@@ -83,7 +82,7 @@ TEST(Step, RoutingDifferencesAreFoundTokenByToken) {
 }
 
 TEST(Step, EveryConfigMatchesTheReferenceForThreeSteps) {
-  std::vector<CaseRecord> records = run_suite(register_step_suite, ci());
+  std::vector<CaseRecord> records = run_suite("step", ci());
   if (world().rank() != 0) return;
   expect_every_record_passes(records, Device::host, DType::f32);
   for (const CaseRecord& r : records) {
@@ -96,7 +95,7 @@ TEST(Step, EveryConfigMatchesTheReferenceForThreeSteps) {
 // The configs with a pipeline (pp > 1) under NCCL's point-to-point rules
 // (no tags, one stream), where the pipeline's messages are ordered for NCCL.
 TEST(Step, EveryConfigPassesUnderNcclRules) {
-  std::vector<CaseRecord> records = run_suite_under_nccl_rules(register_step_suite, ci());
+  std::vector<CaseRecord> records = run_suite_under_nccl_rules("step", ci());
   if (world().rank() != 0) return;
   ASSERT_FALSE(records.empty());
   for (const CaseRecord& r : records)
@@ -111,7 +110,7 @@ TEST(Step, EveryPlantedFaultIsCaught) {
   for (const std::string& fault : model::step_fault_names()) {
     RunOptions o = ci();
     o.fault = fault;
-    std::vector<CaseRecord> records = run_suite(register_step_suite, o);
+    std::vector<CaseRecord> records = run_suite("step", o);
     if (world().rank() != 0) continue;
     for (const CaseRecord& r : records) {
       ++planted;
@@ -140,7 +139,7 @@ RunOptions dense_bf16() {
 }
 
 TEST(Step, DenseModelInBf16MatchesTheReference) {
-  std::vector<CaseRecord> records = run_suite(register_step_suite, dense_bf16());
+  std::vector<CaseRecord> records = run_suite("step", dense_bf16());
   if (world().rank() != 0) return;
   expect_every_record_passes(records, Device::host, DType::bf16);
 }
@@ -150,7 +149,7 @@ TEST(Step, EveryVisibleFaultIsCaughtInBf16) {
   for (const std::string& fault : model::step_fault_names()) {
     RunOptions o = dense_bf16();
     o.fault = fault;
-    std::vector<CaseRecord> records = run_suite(register_step_suite, o);
+    std::vector<CaseRecord> records = run_suite("step", o);
     if (world().rank() != 0) continue;
     for (const CaseRecord& r : records) {
       EXPECT_EQ(r.conformance.status, "fail") << fault << " was not caught in bf16 by " << r.config.id();
@@ -165,7 +164,7 @@ TEST(Step, SweepRanksTheFactorisations) {
   RunOptions bf16 = dense_bf16();
   bf16.selection = {"step/sweep"};
   for (const RunOptions& o : {ci({"step/sweep"}), bf16}) {
-    std::vector<CaseRecord> records = run_suite(register_step_suite, o);
+    std::vector<CaseRecord> records = run_suite("step", o);
     if (world().rank() != 0) continue;
     ASSERT_EQ(records.size(), 1u);
     const CaseRecord& r = records[0];
@@ -184,7 +183,7 @@ TEST(Step, SweepRanksTheFactorisations) {
 // reference and a one-rank baseline run on the GPU, step after step.
 TEST(Step, EveryConfigPassesOnTheGpu) {
   SEXTANT_REQUIRE_GPU();
-  std::vector<CaseRecord> records = run_suite_on_gpu(register_step_suite, ci());
+  std::vector<CaseRecord> records = run_suite_on_gpu("step", ci());
   if (world().rank() != 0) return;
   expect_every_record_passes(records, Device::cuda, DType::f32);
   expect_equal_losses(records);
@@ -193,7 +192,7 @@ TEST(Step, EveryConfigPassesOnTheGpu) {
 // bf16 on the device: cuBLAS bf16 gemms, bf16 activations between the stages.
 TEST(Step, DenseModelInBf16PassesOnTheGpu) {
   SEXTANT_REQUIRE_GPU();
-  std::vector<CaseRecord> records = run_suite_on_gpu(register_step_suite, dense_bf16());
+  std::vector<CaseRecord> records = run_suite_on_gpu("step", dense_bf16());
   if (world().rank() != 0) return;
   expect_every_record_passes(records, Device::cuda, DType::bf16);
 }
@@ -205,7 +204,7 @@ TEST(Step, SkippedCpGradientReduceIsCaughtOnTheGpu) {
   if (world().size() < 2) GTEST_SKIP() << "the fault needs cp 2, two ranks";
   RunOptions o = ci();
   o.fault = "no_cp_grad_reduce";
-  std::vector<CaseRecord> records = run_suite_on_gpu(register_step_suite, o);
+  std::vector<CaseRecord> records = run_suite_on_gpu("step", o);
   if (world().rank() != 0) return;
   ASSERT_FALSE(records.empty()) << "no config of " << world().size() << " ranks has cp > 1";
   for (const CaseRecord& r : records) {

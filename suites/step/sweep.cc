@@ -18,6 +18,28 @@
 namespace sextant::step {
 
 namespace {
+// Every metric this file records, defined once (harness/metrics.h).
+const MetricDef& kAllreduceBusbwGBps = define_metric({"step", "allreduce_busbw_GBps", "GB/s", Better::neither,
+    "measured all-reduce bus bandwidth, fed to the planner", "sweep"});
+const MetricDef& kRanking = define_metric({"step", "ranking", "json", Better::neither,
+    "every config, best first: config, microbatches, step_s, tokens_per_s, mfu, predicted_step_s, prediction_error_pct", "sweep"});
+const MetricDef& kBestConfig = define_metric({"step", "best_config", "json", Better::neither,
+    "the config with the highest tokens_per_s", "sweep"});
+const MetricDef& kTokensPerS = define_metric({"step", "tokens_per_s", "tokens/s", Better::higher,
+    "tokens per second of the best config", "sweep"});
+const MetricDef& kMfu = define_metric({"step", "mfu", "1", Better::higher,
+    "MFU of the best config", "sweep"});
+const MetricDef& kConfigs = define_metric({"step", "configs", "1", Better::neither,
+    "configs measured", "sweep"});
+const MetricDef& kPlannerAbsErrorMedianPct = define_metric({"step", "planner_abs_error_median_pct", "%", Better::lower,
+    "median |predicted - measured| / measured step time over the configs", "sweep"});
+const MetricDef& kSgemmTflopsPerRank = define_metric({"step", "sgemm_tflops_per_rank", "TFLOP/s", Better::neither,
+    "measured f32 gemm rate per rank, fed to the planner", "sweep"});
+const MetricDef& kPeakSource = define_metric({"step", "peak_source", "json", Better::neither,
+    "where the peak behind mfu comes from", "sweep"});
+}  // namespace
+
+namespace {
 
 const std::vector<std::string> kStepKeys = {"microbatches", "schedule", "cp_comm", "a2a_size", "zero"};
 
@@ -133,7 +155,7 @@ void check_sweep(SweepState& s, Checker& checker) {
     e.trainer->forward_backward(report);
     e.trainer->reset();
     if (checker.is_root())
-      checker.compare("loss." + e.name, Tensor::from_values({1}, {report.loss}, DType::f64),
+      checker.compare("loss." + e.name, OpClass::loss, Tensor::from_values({1}, {report.loss}, DType::f64),
                       Tensor::from_values({1}, {base}, DType::f64), Tensor::from_values({1}, {ref}, DType::f64));
   }
 }
@@ -198,15 +220,15 @@ Metrics sweep_metrics(SweepState& s, const RegionTimes& times) {
     return a["tokens_per_s"].get<double>() > b["tokens_per_s"].get<double>();
   });
   Metrics m;
-  m.add_json("ranking", rows);
-  m.add_json("best_config", rows.empty() ? "" : rows[0]["config"].get<std::string>());
-  m.add("tokens_per_s", rows.empty() ? 0 : rows[0]["tokens_per_s"].get<double>(), "tokens/s");  // of the best
-  m.add("mfu", rows.empty() ? 0 : rows[0]["mfu"].get<double>(), "1");
-  m.add("configs", static_cast<double>(rows.size()), "1");
-  m.add("planner_abs_error_median_pct", median(errors), "%");
-  m.add("sgemm_tflops_per_rank", s.rates.sgemm_tflops_per_rank, "TFLOP/s");
-  m.add("allreduce_busbw_GBps", s.rates.allreduce_busbw_GBps, "GB/s");
-  m.add_json("peak_source", source);
+  m.add_json(kRanking, rows);
+  m.add_json(kBestConfig, rows.empty() ? "" : rows[0]["config"].get<std::string>());
+  m.add(kTokensPerS, rows.empty() ? 0 : rows[0]["tokens_per_s"].get<double>());  // of the best
+  m.add(kMfu, rows.empty() ? 0 : rows[0]["mfu"].get<double>());
+  m.add(kConfigs, static_cast<double>(rows.size()));
+  m.add(kPlannerAbsErrorMedianPct, median(errors));
+  m.add(kSgemmTflopsPerRank, s.rates.sgemm_tflops_per_rank);
+  m.add(kAllreduceBusbwGBps, s.rates.allreduce_busbw_GBps);
+  m.add_json(kPeakSource, source);
   if (s.host->rank() == 0) {  // the table a user reads to pick a config
     std::cout << "step/sweep: " << ranks << " ranks, ranked by measured throughput (planner fed with sgemm "
               << s.rates.sgemm_tflops_per_rank * 1e3 << " GFLOP/s per rank, all-reduce " << s.rates.allreduce_busbw_GBps
@@ -233,6 +255,9 @@ CaseDef sweep_case() {
   t.name = "sweep";
   t.summary = "one model over every factorisation of the ranks, ranked by measured throughput vs the planner";
   t.table_metrics = {"tokens_per_s", "configs"};
+  t.options = model_options();
+  t.options.push_back(OptionSpec::text("configs", "all (default) or a list such as tp2-sp-dp2,dp4"));
+  t.memory = step_memory;
   t.configs = sweep_configs;
   t.validate = validate_sweep;
   t.setup = setup_sweep;
@@ -241,5 +266,6 @@ CaseDef sweep_case() {
   t.metrics = sweep_metrics;
   return make_case(std::move(t));
 }
+SEXTANT_REGISTER_CASE(kSuiteOrder, 20, sweep_case);
 
 }  // namespace sextant::step

@@ -146,7 +146,18 @@ CaseDef train_case() {
   t.suite = "step";
   t.name = "train";
   t.summary = "GPT training step under TP x SP x CP x EP x PP x DP vs the float64 reference, K steps";
+  t.options = model_options();
+  t.options.push_back(OptionSpec::text("sweep", "recipes (default), all (every factorisation) or a list of configs"));
+  t.memory = step_memory;
   t.faults = model::step_fault_names();
+  t.kernel_faults = {KernelFault::attention_forward_scale,      KernelFault::attention_backward_softmax_grad,
+                     KernelFault::causal_mask_diagonal,         KernelFault::layernorm_forward_variance,
+                     KernelFault::layernorm_backward_mean_term, KernelFault::gelu_backward_coefficient,
+                     KernelFault::cross_entropy_gradient,       KernelFault::embedding_backward_duplicates,
+                     KernelFault::adam_bias_correction,         KernelFault::router_topk_repeats,
+                     KernelFault::moe_permute_order,            KernelFault::moe_unpermute_order,
+                     KernelFault::moe_combine_twice,            KernelFault::pipeline_skip_weight_grad,
+                     KernelFault::gemm_ignores_beta};
   t.table_metrics = {"tokens_per_s", "mfu", "bubble_fraction"};
   t.configs = train_configs;
   t.validate = validate_config;
@@ -156,5 +167,6 @@ CaseDef train_case() {
   t.metrics = train_metrics;
   return make_case(std::move(t));
 }
+SEXTANT_REGISTER_CASE(kSuiteOrder, 10, train_case);
 
 }  // namespace sextant::step

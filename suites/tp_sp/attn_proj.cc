@@ -150,18 +150,18 @@ void check(AttnState& s, Checker& checker) {
   const Shape act = activation_shape(p);
   const int64_t width = p.hidden;  // heads * head_dim
   const int64_t qkv_offset = 3 * width / p.tp * at.tp_rank, out_offset = width / p.tp * at.tp_rank;
-  check_gathered(checker, "y", {{s.y, at.offset()}}, act, base.y, r.y);
-  check_gathered(checker, "dx", {{s.dx, at.offset()}}, act, base.dx, r.dx);
-  check_gathered(checker, "dln_gamma", {block_along(s.grads.ln_gamma, 0, 0)}, {p.hidden}, base.grads.ln_gamma,
+  check_gathered(checker, "y", OpClass::linear, {{s.y, at.offset()}}, act, base.y, r.y);
+  check_gathered(checker, "dx", OpClass::norm, {{s.dx, at.offset()}}, act, base.dx, r.dx);
+  check_gathered(checker, "dln_gamma", OpClass::norm, {block_along(s.grads.ln_gamma, 0, 0)}, {p.hidden}, base.grads.ln_gamma,
                  r.dln_gamma);
-  check_gathered(checker, "dln_beta", {block_along(s.grads.ln_beta, 0, 0)}, {p.hidden}, base.grads.ln_beta, r.dln_beta);
-  check_gathered(checker, "dw_qkv", {block_along(s.grads.qkv.dw, 1, qkv_offset)}, {p.hidden, 3 * width},
+  check_gathered(checker, "dln_beta", OpClass::norm, {block_along(s.grads.ln_beta, 0, 0)}, {p.hidden}, base.grads.ln_beta, r.dln_beta);
+  check_gathered(checker, "dw_qkv", OpClass::linear, {block_along(s.grads.qkv.dw, 1, qkv_offset)}, {p.hidden, 3 * width},
                  base.grads.qkv.dw, r.dwqkv);
-  check_gathered(checker, "db_qkv", {block_along(s.grads.qkv.db, 0, qkv_offset)}, {3 * width}, base.grads.qkv.db,
+  check_gathered(checker, "db_qkv", OpClass::linear, {block_along(s.grads.qkv.db, 0, qkv_offset)}, {3 * width}, base.grads.qkv.db,
                  r.dbqkv);
-  check_gathered(checker, "dw_out", {block_along(s.grads.out.dw, 0, out_offset)}, {width, p.hidden}, base.grads.out.dw,
+  check_gathered(checker, "dw_out", OpClass::linear, {block_along(s.grads.out.dw, 0, out_offset)}, {width, p.hidden}, base.grads.out.dw,
                  r.dwo);
-  check_gathered(checker, "db_out", {block_along(s.grads.out.db, 0, 0)}, {p.hidden}, base.grads.out.db, r.dbo);
+  check_gathered(checker, "db_out", OpClass::linear, {block_along(s.grads.out.db, 0, 0)}, {p.hidden}, base.grads.out.db, r.dbo);
 }
 
 Metrics metrics(AttnState& s, const RegionTimes& times) {
@@ -177,8 +177,10 @@ CaseDef attn_proj_case() {
   CaseTable<AttnState> t = block_table("attn_proj", setup, fwd_bwd, check, metrics);
   t.summary = "attention projections (LN, QKV column-parallel by heads, token-local core, output row-parallel)";
   t.faults = {"skip_input_grad_reduce", "reduce_scatter_wrong_dim", "layernorm_wrong_axis"};
+  t.kernel_faults = {KernelFault::layernorm_forward_variance, KernelFault::layernorm_backward_mean_term};
   t.table_metrics = {"tflops_per_rank", "activation_bytes_per_rank", "layernorm_activation_bytes_per_rank"};
   return make_case(std::move(t));
 }
+SEXTANT_REGISTER_CASE(kSuiteOrder, 20, attn_proj_case);
 
 }  // namespace sextant::tp_sp

@@ -1,11 +1,27 @@
 // What the three tp_sp cases share: sweep, bad-input rules, placement,
 // gathered comparison and the metrics.
+#include <algorithm>
+
 #include "harness/error.h"
 #include "harness/strings.h"
 #include "kernels/tensor_parallel/tp_group.h"
 #include "suites/tp_sp/tp_sp.h"
 
 namespace sextant::tp_sp {
+
+namespace {
+// Every metric this file records, defined once (harness/metrics.h).
+const MetricDef& kTflopsPerRank = define_metric({"tp_sp", "tflops_per_rank", "TFLOP/s", Better::higher,
+    "matmul FLOP/s of the block's forward and backward per rank"});
+const MetricDef& kActivationBytesPerRank = define_metric({"tp_sp", "activation_bytes_per_rank", "B", Better::lower,
+    "activations a rank holds between forward and backward"});
+const MetricDef& kLayernormActivationBytesPerRank = define_metric({"tp_sp", "layernorm_activation_bytes_per_rank", "B", Better::lower,
+    "the LayerNorm's share of activation_bytes_per_rank (mlp, attn_proj)"});
+const MetricDef& kSpGradAllreduceBytesPerRank = define_metric({"tp_sp", "sp_grad_allreduce_bytes_per_rank", "B", Better::neither,
+    "SP: bytes of the TP all-reduce of replicated parameters' gradients"});
+const MetricDef& kRegatherBytesPerRank = define_metric({"tp_sp", "regather_bytes_per_rank", "B", Better::neither,
+    "SP with regather: bytes of the backward re-all-gather of saved input shards"});
+}  // namespace
 
 namespace {
 
@@ -98,6 +114,27 @@ Problem problem_of(const CaseConfig& c) {
   return p;
 }
 
+std::vector<OptionSpec> block_options() {
+  return {OptionSpec::size("seq", "sequence length"),
+          OptionSpec::size("batch", "global batch (sequences)"),
+          OptionSpec::size("hidden", "hidden size"),
+          OptionSpec::size("heads", "attention heads (attn_proj)"),
+          OptionSpec::size("ffn", "FFN hidden size (mlp)"),
+          OptionSpec::size("vocab", "vocabulary size (vocab)"),
+          OptionSpec::boolean("regather", "SP: save input shards and all-gather them again in backward")};
+}
+
+// The widest matrix of the block sets the scale: activations [b, s, width]
+// and weights [h, width] per rank, and on the group's rank 0 the float64
+// reference of the whole problem (a dozen such tensors in 8 bytes).
+MemoryEstimate block_memory(const CaseConfig& c) {
+  const Problem p = problem_of(c);
+  const double width = std::max({p.hidden, 3 * p.hidden, p.ffn, p.vocab}) * 1.0;
+  const double elements = static_cast<double>(p.batch) * p.seq * width + static_cast<double>(p.hidden) * width;
+  const double shard = 4.0 * 8 * elements / p.tp, reference = 8.0 * 12 * elements;
+  return {c.device == Device::host ? shard + reference : reference, c.device == Device::host ? 0 : shard};
+}
+
 void validate_problem(const CaseConfig& c) {
   const Problem p = problem_of(c);
   require(c.parallel.cp == 1, cat("tp_sp runs tp x dp: --cp ", c.parallel.cp, " must be 1"));
@@ -144,14 +181,15 @@ Env make_env(CaseContext& ctx) {
 
 tp::TpGroup baseline_group(const Env& env) { return tp::TpGroup{*env.self}; }
 
-void check_gathered(Checker& checker, const std::string& name, const std::vector<Block>& blocks, const Shape& global,
+void check_gathered(Checker& checker, const std::string& name, OpClass op, const std::vector<Block>& blocks,
+                    const Shape& global,
                     const Tensor& base, const Tensor& ref) {
   if (blocks.empty()) throw RuntimeError(cat("check_gathered ", name, ": this rank holds no block"));
   Assembled a = assemble(checker.comm(), blocks, global, blocks.front().data.dtype());
   if (!checker.is_root()) return;
   if (a.uncovered > 0) checker.fail(cat(name, ": ", a.uncovered, " elements held by no rank"));
   if (a.mismatched > 0) checker.fail(cat(name, ": ", a.mismatched, " replicated elements differ between ranks"));
-  checker.compare(name, a.tensor, base, ref);
+  checker.compare(name, op, a.tensor, base, ref);
 }
 
 Tensor on_host(const Tensor& t) { return !t.defined() || t.is_host() ? t : t.to(Device::host); }
@@ -178,15 +216,14 @@ Metrics block_metrics(const Env& env, const RegionTimes& times, double flops, si
   const bool sp = env.tp->sp();
   Metrics m;
   // Matrix-product FLOPs of the global forward + backward, shared evenly by the ranks.
-  m.add("tflops_per_rank", t.median > 0 ? flops / (t.median * ranks) / 1e12 : 0.0, "TFLOP/s");
-  m.add("activation_bytes_per_rank", static_cast<double>(activation_bytes), "B");
-  if (has_layernorm) m.add("layernorm_activation_bytes_per_rank", static_cast<double>(layernorm_bytes), "B");
+  m.add(kTflopsPerRank, t.median > 0 ? flops / (t.median * ranks) / 1e12 : 0.0);
+  m.add(kActivationBytesPerRank, static_cast<double>(activation_bytes));
+  if (has_layernorm) m.add(kLayernormActivationBytesPerRank, static_cast<double>(layernorm_bytes));
   // The two ways SP's traffic differs from the all-reduce path's (ring bytes per rank and iteration).
-  m.add("sp_grad_allreduce_bytes_per_rank",
-        sp ? static_cast<double>(ring_bytes_sent("all_reduce", replicated_grad_bytes, env.p.tp)) : 0.0, "B");
-  m.add("regather_bytes_per_rank",
-        sp && env.p.regather ? static_cast<double>(ring_bytes_sent("all_gather", regathered_bytes, env.p.tp)) : 0.0,
-        "B");
+  m.add(kSpGradAllreduceBytesPerRank,
+        sp ? static_cast<double>(ring_bytes_sent("all_reduce", replicated_grad_bytes, env.p.tp)) : 0.0);
+  m.add(kRegatherBytesPerRank,
+        sp && env.p.regather ? static_cast<double>(ring_bytes_sent("all_gather", regathered_bytes, env.p.tp)) : 0.0);
   return m;
 }
 

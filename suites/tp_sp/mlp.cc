@@ -79,17 +79,17 @@ void check(MlpState& s, Checker& checker) {
   }
   const Shape act = activation_shape(p);
   const int64_t ffn_offset = p.ffn / p.tp * at.tp_rank;
-  check_gathered(checker, "y", {{s.y, at.offset()}}, act, base_y, ref_fwd.y);
-  check_gathered(checker, "dx", {{s.dx, at.offset()}}, act, base_dx, ref_bwd.dx);
-  check_gathered(checker, "dln_gamma", {block_along(s.grads.ln_gamma, 0, 0)}, {p.hidden}, base.ln_gamma,
+  check_gathered(checker, "y", OpClass::linear, {{s.y, at.offset()}}, act, base_y, ref_fwd.y);
+  check_gathered(checker, "dx", OpClass::norm, {{s.dx, at.offset()}}, act, base_dx, ref_bwd.dx);
+  check_gathered(checker, "dln_gamma", OpClass::norm, {block_along(s.grads.ln_gamma, 0, 0)}, {p.hidden}, base.ln_gamma,
                  ref_bwd.dln_gamma);
-  check_gathered(checker, "dln_beta", {block_along(s.grads.ln_beta, 0, 0)}, {p.hidden}, base.ln_beta, ref_bwd.dln_beta);
-  check_gathered(checker, "dw1", {block_along(s.grads.fc1.dw, 1, ffn_offset)}, {p.hidden, p.ffn}, base.fc1.dw,
+  check_gathered(checker, "dln_beta", OpClass::norm, {block_along(s.grads.ln_beta, 0, 0)}, {p.hidden}, base.ln_beta, ref_bwd.dln_beta);
+  check_gathered(checker, "dw1", OpClass::linear, {block_along(s.grads.fc1.dw, 1, ffn_offset)}, {p.hidden, p.ffn}, base.fc1.dw,
                  ref_bwd.dw1);
-  check_gathered(checker, "db1", {block_along(s.grads.fc1.db, 0, ffn_offset)}, {p.ffn}, base.fc1.db, ref_bwd.db1);
-  check_gathered(checker, "dw2", {block_along(s.grads.fc2.dw, 0, ffn_offset)}, {p.ffn, p.hidden}, base.fc2.dw,
+  check_gathered(checker, "db1", OpClass::linear, {block_along(s.grads.fc1.db, 0, ffn_offset)}, {p.ffn}, base.fc1.db, ref_bwd.db1);
+  check_gathered(checker, "dw2", OpClass::linear, {block_along(s.grads.fc2.dw, 0, ffn_offset)}, {p.ffn, p.hidden}, base.fc2.dw,
                  ref_bwd.dw2);
-  check_gathered(checker, "db2", {block_along(s.grads.fc2.db, 0, 0)}, {p.hidden}, base.fc2.db, ref_bwd.db2);
+  check_gathered(checker, "db2", OpClass::linear, {block_along(s.grads.fc2.db, 0, 0)}, {p.hidden}, base.fc2.db, ref_bwd.db2);
 }
 
 Metrics metrics(MlpState& s, const RegionTimes& times) {
@@ -106,8 +106,11 @@ CaseDef mlp_case() {
   CaseTable<MlpState> t = block_table("mlp", setup, fwd_bwd, check, metrics);
   t.summary = "pre-LN MLP block (LN, column linear, GELU, row linear, residual) under TP / SP";
   t.faults = {"skip_input_grad_reduce", "reduce_scatter_wrong_dim", "layernorm_wrong_axis"};
+  t.kernel_faults = {KernelFault::layernorm_forward_variance, KernelFault::layernorm_backward_mean_term,
+                     KernelFault::gelu_backward_coefficient};
   t.table_metrics = {"tflops_per_rank", "activation_bytes_per_rank", "layernorm_activation_bytes_per_rank"};
   return make_case(std::move(t));
 }
+SEXTANT_REGISTER_CASE(kSuiteOrder, 10, mlp_case);
 
 }  // namespace sextant::tp_sp

@@ -20,6 +20,9 @@
 
 namespace sextant::tp_sp {
 
+// Where the suite sits in listings and reports (suites in ascending order).
+inline constexpr int kSuiteOrder = 30;
+
 // One instance's problem, from its params and parallel config.
 struct Problem {
   std::string block;  // mlp, attn_proj, vocab
@@ -29,6 +32,8 @@ struct Problem {
   int64_t tokens() const { return batch * seq; }
 };
 Problem problem_of(const CaseConfig& c);
+std::vector<OptionSpec> block_options();
+MemoryEstimate block_memory(const CaseConfig& c);
 
 // Where this rank's data lies in the global [batch, seq, ...] activations.
 struct Placement {
@@ -62,7 +67,8 @@ void validate_problem(const CaseConfig& c);
 // Collective over the checker's group: assembles `blocks` on root and
 // compares the result with base (one rank, test dtype) and ref (f64) there;
 // replicas that disagree bit for bit fail the case.
-void check_gathered(Checker& checker, const std::string& name, const std::vector<Block>& blocks, const Shape& global,
+void check_gathered(Checker& checker, const std::string& name, OpClass op, const std::vector<Block>& blocks,
+                    const Shape& global,
                     const Tensor& base, const Tensor& ref);
 
 // The metrics of METRICS.md's tp_sp row. flops: matrix-product FLOPs of the
@@ -96,7 +102,9 @@ CaseTable<State> block_table(const std::string& block, State (*setup)(CaseContex
   t.suite = "tp_sp";
   t.name = block;
   t.configs = [block](const SweepRequest& req) { return sweep(req, block); };
+  t.options = block_options();
   t.validate = validate_problem;
+  t.memory = block_memory;
   t.setup = setup;
   t.timed = {{"fwd_bwd", fwd_bwd}};
   t.check = check;
@@ -104,8 +112,5 @@ CaseTable<State> block_table(const std::string& block, State (*setup)(CaseContex
   return t;
 }
 
-CaseDef mlp_case();
-CaseDef attn_proj_case();
-CaseDef vocab_case();
 
 }  // namespace sextant::tp_sp

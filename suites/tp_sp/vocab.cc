@@ -108,13 +108,13 @@ void check(VocabState& s, Checker& checker) {
     move_to_host({&base.logits, &base.row_loss, &base.dembedding, &base.head.dw, &base.head.db});
   }
   const int64_t vocab_offset = s.w.embedding.vocab_start;
-  check_gathered(checker, "logits", {{s.out.logits, {at.batch_offset, 0, vocab_offset}}}, {p.batch, p.seq, p.vocab},
+  check_gathered(checker, "logits", OpClass::linear, {{s.out.logits, {at.batch_offset, 0, vocab_offset}}}, {p.batch, p.seq, p.vocab},
                  base.logits, r.logits);
-  check_gathered(checker, "row_loss", {{s.out.row_loss, {at.batch_offset, 0}}}, {p.batch, p.seq}, base.row_loss,
+  check_gathered(checker, "row_loss", OpClass::loss, {{s.out.row_loss, {at.batch_offset, 0}}}, {p.batch, p.seq}, base.row_loss,
                  r.row_loss);
-  check_gathered(checker, "dembedding", {block_along(s.out.dembedding, 0, vocab_offset)}, {p.vocab, p.hidden},
+  check_gathered(checker, "dembedding", OpClass::linear, {block_along(s.out.dembedding, 0, vocab_offset)}, {p.vocab, p.hidden},
                  base.dembedding, r.dembedding);
-  check_gathered(checker, "dhead", {block_along(s.out.head.dw, 1, vocab_offset)}, {p.hidden, p.vocab}, base.head.dw,
+  check_gathered(checker, "dhead", OpClass::linear, {block_along(s.out.head.dw, 1, vocab_offset)}, {p.hidden, p.vocab}, base.head.dw,
                  r.dhead);
 }
 
@@ -131,8 +131,10 @@ CaseDef vocab_case() {
   CaseTable<VocabState> t = block_table("vocab", setup, fwd_bwd, check, metrics);
   t.summary = "vocab-parallel embedding, LM head and cross-entropy (max, sum-exp, target all-reduced over TP)";
   t.faults = {"skip_input_grad_reduce", "reduce_scatter_wrong_dim", "cross_entropy_local_max"};
+  t.kernel_faults = {KernelFault::cross_entropy_gradient, KernelFault::embedding_backward_duplicates};
   t.table_metrics = {"tflops_per_rank", "activation_bytes_per_rank"};
   return make_case(std::move(t));
 }
+SEXTANT_REGISTER_CASE(kSuiteOrder, 30, vocab_case);
 
 }  // namespace sextant::tp_sp

@@ -135,11 +135,11 @@ void expect_conforms(const Problem& p, DType dt, const AttentionMask& mask, cons
   int64_t mismatched = 0;
   const Tensor c_lse = finite_lse(c.lse, r.lse, mismatched), h_lse = finite_lse(h.lse, r.lse, mismatched);
   EXPECT_EQ(mismatched, 0) << "rows that see no key must have LSE -inf, and only they";
-  EXPECT_TRUE(testing::cuda_conforms(c.out, h.out, r.out, dt)) << "out";
-  EXPECT_TRUE(testing::cuda_conforms(c_lse, h_lse, ref_lse_finite, DType::f32)) << "lse";
-  EXPECT_TRUE(testing::cuda_conforms(c.dq, h.dq, r.dq, dt)) << "dq";
-  EXPECT_TRUE(testing::cuda_conforms(c.dk, h.dk, r.dk, dt)) << "dk";
-  EXPECT_TRUE(testing::cuda_conforms(c.dv, h.dv, r.dv, dt)) << "dv";
+  EXPECT_TRUE(testing::cuda_conforms(c.out, h.out, r.out, dt, OpClass::attention)) << "out";
+  EXPECT_TRUE(testing::cuda_conforms(c_lse, h_lse, ref_lse_finite, DType::f32, OpClass::row_stat)) << "lse";
+  EXPECT_TRUE(testing::cuda_conforms(c.dq, h.dq, r.dq, dt, OpClass::attention)) << "dq";
+  EXPECT_TRUE(testing::cuda_conforms(c.dk, h.dk, r.dk, dt, OpClass::attention)) << "dk";
+  EXPECT_TRUE(testing::cuda_conforms(c.dv, h.dv, r.dv, dt, OpClass::attention)) << "dv";
 }
 
 constexpr DType kDtypes[] = {DType::f32, DType::bf16, DType::f16};

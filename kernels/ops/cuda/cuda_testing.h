@@ -10,6 +10,7 @@
 #include <string>
 
 #include "harness/compare.h"
+#include "harness/tolerance.h"
 #include "harness/rng.h"
 #include "harness/tensor.h"
 #include "harness/testing/gpu.h"
@@ -23,11 +24,12 @@ inline Tensor input(const Shape& shape, DType dtype, const std::string& name, do
   return random_tensor(shape, dtype, {42, tensor_id(name), scale});
 }
 
-// cuda (on the device or copied back) against ref, bounded by the host op's error.
+// cuda (on the device or copied back) against ref: within the gate of its
+// tolerance row, and bounded by the host op's error like a distributed run.
 inline ::testing::AssertionResult cuda_conforms(const Tensor& cuda, const Tensor& host_op, const Tensor& ref,
-                                                DType dtype) {
+                                                DType dtype, OpClass cls) {
   const ErrorStats e_cuda = compare(host(cuda), ref), e_host = compare(host_op, ref);
-  const double bound = conformance_bound(dtype, e_host.rel_l2);
+  const double bound = std::min(distributed_bound(dtype, cls, e_host.rel_l2), baseline_gate(dtype, cls));
   if (e_cuda.nonfinite == 0 && e_cuda.rel_l2 <= bound) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << dtype_name(dtype) << ": CUDA error " << e_cuda.rel_l2 << " > bound "
                                        << bound << " (host error " << e_host.rel_l2 << ", max abs "

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "harness/compare.h"
+#include "harness/tolerance.h"
 #include "harness/testing/gpu.h"
 #include "kernels/ops/gemm.h"
 #include "kernels/ops/random.h"
@@ -36,7 +37,7 @@ TEST(CudaGemm, MatchesTheHostOpAndTheReference) {
           Tensor ref = reference(a, ta, b, tb, c0, alpha, beta);
           ErrorStats e_host = compare(host, ref), e_gpu = compare(gpu.to(Device::host), ref);
           EXPECT_EQ(e_gpu.nonfinite, 0);
-          EXPECT_LE(e_gpu.rel_l2, conformance_bound(d, e_host.rel_l2))
+          EXPECT_LE(e_gpu.rel_l2, distributed_bound(d, OpClass::linear, e_host.rel_l2))
               << dtype_name(d) << " ta=" << ta << " tb=" << tb << " beta=" << beta << " host error "
               << e_host.rel_l2;
         }
@@ -59,7 +60,7 @@ TEST(CudaGemm, SixteenBitInputsAccumulateIntoF32) {
       Tensor ref = reference(a, ta, b, false, c0, 1.0f, 1.0f);
       ErrorStats e_host = compare(host, ref), e_gpu = compare(gpu.to(Device::host), ref);
       EXPECT_EQ(gpu.dtype(), DType::f32);
-      EXPECT_LE(e_gpu.rel_l2, conformance_bound(DType::f32, e_host.rel_l2))
+      EXPECT_LE(e_gpu.rel_l2, distributed_bound(DType::f32, OpClass::linear, e_host.rel_l2))
           << dtype_name(d) << " ta=" << ta << " host error " << e_host.rel_l2;
     }
 }
@@ -80,7 +81,7 @@ TEST(CudaGemm, LargeBf16ProductOnDeviceInputs) {
   Tensor ref = reference(a.to(Device::host), false, b.to(Device::host), true, Tensor::zeros({s, s}, DType::bf16),
                          1.0f, 0.0f);
   ErrorStats e_host = compare(host, ref), e_gpu = compare(c.to(Device::host), ref);
-  EXPECT_LE(e_gpu.rel_l2, conformance_bound(DType::bf16, e_host.rel_l2)) << "host error " << e_host.rel_l2;
+  EXPECT_LE(e_gpu.rel_l2, distributed_bound(DType::bf16, OpClass::linear, e_host.rel_l2)) << "host error " << e_host.rel_l2;
 }
 
 }  // namespace

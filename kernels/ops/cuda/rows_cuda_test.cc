@@ -49,12 +49,12 @@ TEST(CudaLayerNorm, ForwardAndBackwardConform) {
         layernorm_backward(gpu(dy), gpu(x), gpu(gamma), gstats, gdx, gdgamma, gdbeta);
         const ref::LayerNormOut rf = ref::layernorm_forward(x, gamma, beta);
         const ref::LayerNormGrads rb = ref::layernorm_backward(dy, x, gamma);
-        EXPECT_TRUE(cuda_conforms(gy, y, rf.y, d));
-        EXPECT_TRUE(cuda_conforms(gstats.mean, stats.mean, rf.mean, DType::f32));
-        EXPECT_TRUE(cuda_conforms(gstats.rstd, stats.rstd, rf.rstd, DType::f32));
-        EXPECT_TRUE(cuda_conforms(gdx, dx, rb.dx, d));
-        EXPECT_TRUE(cuda_conforms(gdgamma, dgamma, rb.dgamma, param));
-        EXPECT_TRUE(cuda_conforms(gdbeta, dbeta, rb.dbeta, param));
+        EXPECT_TRUE(cuda_conforms(gy, y, rf.y, d, OpClass::norm));
+        EXPECT_TRUE(cuda_conforms(gstats.mean, stats.mean, rf.mean, DType::f32, OpClass::row_stat));
+        EXPECT_TRUE(cuda_conforms(gstats.rstd, stats.rstd, rf.rstd, DType::f32, OpClass::row_stat));
+        EXPECT_TRUE(cuda_conforms(gdx, dx, rb.dx, d, OpClass::norm));
+        EXPECT_TRUE(cuda_conforms(gdgamma, dgamma, rb.dgamma, param, OpClass::norm));
+        EXPECT_TRUE(cuda_conforms(gdbeta, dbeta, rb.dbeta, param, OpClass::norm));
       }
 }
 
@@ -68,8 +68,8 @@ TEST(CudaGelu, ForwardAndBackwardConform) {
     Tensor gy = gpu(y), gdx = gpu(dx);
     gelu_forward(gpu(x), gy);
     gelu_backward(gpu(dy), gpu(x), gdx);
-    EXPECT_TRUE(cuda_conforms(gy, y, ref::gelu_forward(x), d));
-    EXPECT_TRUE(cuda_conforms(gdx, dx, ref::gelu_backward(dy, x), d));
+    EXPECT_TRUE(cuda_conforms(gy, y, ref::gelu_forward(x), d, OpClass::elementwise));
+    EXPECT_TRUE(cuda_conforms(gdx, dx, ref::gelu_backward(dy, x), d, OpClass::elementwise));
     Tensor in_place = gpu(dy);  // dx may alias dy
     gelu_backward(in_place, gpu(x), in_place);
     EXPECT_EQ(testing::differing_elements(in_place, gdx), 0) << dtype_name(d);
@@ -89,8 +89,8 @@ TEST(CudaSoftmax, ForwardAndBackwardConform) {
       softmax_forward(gpu(x), gy);
       softmax_backward(gpu(dy), gy, gdx);
       const Tensor ry = ref::softmax_forward(x);
-      EXPECT_TRUE(cuda_conforms(gy, y, ry, d));
-      EXPECT_TRUE(cuda_conforms(gdx, dx, ref::softmax_backward(dy, ry), d));
+      EXPECT_TRUE(cuda_conforms(gy, y, ry, d, OpClass::softmax));
+      EXPECT_TRUE(cuda_conforms(gdx, dx, ref::softmax_backward(dy, ry), d, OpClass::softmax));
     }
 }
 
@@ -117,7 +117,7 @@ TEST(CudaCrossEntropy, WholeVocabularyConforms) {
       cross_entropy_backward(logits, targets, f.stats, LossReduction::mean, 1.5f, dlogits);
       cross_entropy_backward(gpu(logits), targets, gf.stats, LossReduction::mean, 1.5f, gdlogits);
       EXPECT_TRUE(cuda_conforms(
-          gdlogits, dlogits, ref::cross_entropy_backward(logits, targets, ref::Reduction::mean, 1.5), d));
+          gdlogits, dlogits, ref::cross_entropy_backward(logits, targets, ref::Reduction::mean, 1.5), d, OpClass::softmax));
     }
 }
 
@@ -157,7 +157,7 @@ TEST(CudaCrossEntropy, VocabSlicesCombineToTheWhole) {
     cross_entropy_backward(logits, targets, cross_entropy_forward(logits, targets, LossReduction::sum).stats,
                            LossReduction::sum, 1.0f, host_whole);
     EXPECT_TRUE(cuda_conforms(whole, host_whole, ref::cross_entropy_backward(logits, targets, ref::Reduction::sum),
-                              d));
+                              d, OpClass::softmax));
   }
 }
 
@@ -179,8 +179,8 @@ TEST(CudaBias, AddAndBackwardConform) {
         ry.set(r * n + j, x.at(r * n + j) + bias.at(j));
         rdb.set(j, rdb.at(j) + x.at(r * n + j));
       }
-    EXPECT_TRUE(cuda_conforms(gy, y, ry, d));
-    EXPECT_TRUE(cuda_conforms(gdb, db, rdb, d));
+    EXPECT_TRUE(cuda_conforms(gy, y, ry, d, OpClass::elementwise));
+    EXPECT_TRUE(cuda_conforms(gdb, db, rdb, d, OpClass::linear));
   }
 }
 
@@ -201,9 +201,9 @@ TEST(CudaAdam, StepsConform) {
       adam_step(gp, gpu(grad), gm, gv, step, config);
       ref::adam_step(rp, grad, rm, rv, step, ref_config);
     }
-    EXPECT_TRUE(cuda_conforms(gp, p, rp, DType::f32)) << "param, grad " << dtype_name(grad_dtype);
-    EXPECT_TRUE(cuda_conforms(gm, m, rm, DType::f32)) << "exp_avg, grad " << dtype_name(grad_dtype);
-    EXPECT_TRUE(cuda_conforms(gv, v, rv, DType::f32)) << "exp_avg_sq, grad " << dtype_name(grad_dtype);
+    EXPECT_TRUE(cuda_conforms(gp, p, rp, DType::f32, OpClass::optimizer)) << "param, grad " << dtype_name(grad_dtype);
+    EXPECT_TRUE(cuda_conforms(gm, m, rm, DType::f32, OpClass::optimizer)) << "exp_avg, grad " << dtype_name(grad_dtype);
+    EXPECT_TRUE(cuda_conforms(gv, v, rv, DType::f32, OpClass::optimizer)) << "exp_avg_sq, grad " << dtype_name(grad_dtype);
   }
 }
 

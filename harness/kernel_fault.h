@@ -1,0 +1,77 @@
+// Planted faults inside shared kernels: the ops that every run executes, the
+// one-device baseline included (attention blocks, LayerNorm, GELU, softmax,
+// cross-entropy, embedding, Adam, the MoE router and permutations, the
+// pipeline executor, the gemm wrapper). Each is a bug a real implementation
+// has had. A suite's distributed-only faults (a skipped ring step, a missing
+// reduction) are cleared for its baseline and caught by the distributed
+// bound; these are not cleared, so only the absolute gate on the baseline
+// (harness/tolerance.h) can catch them, and a test proves that it does.
+//
+// Kernels sit deep under the suites, so a fault point is read from the
+// process rather than threaded through every signature: the runner plants a
+// fault for one case (PlantedKernelFault, a scope) and kernels ask
+// kernel_fault_planted(KernelFault::x) on their host paths. The check costs
+// one relaxed atomic load per kernel call.
+#pragma once
+
+#include <atomic>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sextant {
+
+enum class KernelFault {
+  none,
+  attention_forward_scale,          // scores scaled by 1/d instead of 1/sqrt(d) in the forward
+  attention_backward_softmax_grad,  // dS = P * dP: the - rowsum(dO * O) term is missing
+  attention_merge_lse,              // merged LSE = max(lse_a, lse_b), without the log1p(exp(min - max)) term
+  causal_mask_diagonal,             // a query does not see its own key (k < q instead of k <= q)
+  layernorm_forward_variance,       // variance divided by h - 1 (unbiased) instead of h
+  layernorm_backward_mean_term,     // dx misses the - xhat * mean(g * xhat) term
+  gelu_backward_coefficient,        // d/dx of 0.044715 x^3 taken as 0.044715 x^2 (the factor 3 lost)
+  softmax_backward,                 // dx = y * dy: the - sum(y * dy) term is missing
+  cross_entropy_gradient,           // dlogits = softmax: the - 1 at the target is missing
+  embedding_backward_duplicates,    // a token seen twice overwrites its gradient row instead of adding
+  adam_bias_correction,             // the second moment is not bias-corrected
+  router_topk_repeats,              // top-k excludes only the choices before the previous one: choice 2 repeats choice 1
+  moe_permute_order,                // rows grouped by expert in reverse token order while the map says forward
+  moe_unpermute_order,              // grouped rows read back as if they were in token order
+  moe_combine_twice,                // expert outputs weighted by the routing probability twice
+  pipeline_skip_weight_grad,        // the executor skips the weight gradient of the last microbatch
+  gemm_ignores_beta,                // C = alpha A B overwrites C when the caller asked to accumulate (beta = 1)
+};
+
+struct KernelFaultInfo {
+  KernelFault fault;
+  const char* name;     // as --fault takes it
+  const char* family;   // the op family it breaks
+  const char* bug;      // one line
+  bool cuda;            // also planted in the CUDA path (else --device cuda refuses it)
+};
+
+const std::vector<KernelFaultInfo>& kernel_faults();
+const KernelFaultInfo& kernel_fault_info(KernelFault fault);
+// The fault of that name, or nothing when it is not a kernel fault.
+std::optional<KernelFault> find_kernel_fault(const std::string& name);
+
+namespace detail {
+inline std::atomic<KernelFault> planted_kernel_fault{KernelFault::none};
+}
+
+// Whether `fault` is planted in this process now.
+inline bool kernel_fault_planted(KernelFault fault) {
+  return detail::planted_kernel_fault.load(std::memory_order_relaxed) == fault;
+}
+
+// Plants a fault for the lifetime of the scope (none: a scope that plants
+// nothing). Scopes do not nest.
+class PlantedKernelFault {
+ public:
+  explicit PlantedKernelFault(KernelFault fault);
+  ~PlantedKernelFault();
+  PlantedKernelFault(const PlantedKernelFault&) = delete;
+  PlantedKernelFault& operator=(const PlantedKernelFault&) = delete;
+};
+
+}  // namespace sextant

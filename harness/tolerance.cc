@@ -1,0 +1,75 @@
+#include "harness/tolerance.h"
+
+#include <algorithm>
+
+#include "harness/error.h"
+
+namespace sextant {
+
+namespace {
+
+// a = storage roundings x conditioning, b = accumulation growth (see the
+// header). Measured baseline errors per row and profile are in
+// docs/CONFORMANCE.md; the gate keeps at least 3x headroom over every one.
+const std::vector<ToleranceRow> kTable = {
+    {OpClass::data_movement, "data_movement", 0.5, 1,
+     "values are copied, not computed: at most one rounding to a narrower storage dtype"},
+    {OpClass::elementwise, "elementwise", 1, 4,
+     "one rounding of the output; f32 exp/tanh are within a few ulp"},
+    {OpClass::softmax, "softmax", 1, 4,
+     "one rounding of the output; the max-shifted exp and the row sum add a few f32 ulp (sum of positive terms)"},
+    {OpClass::row_stat, "row_stat", 0, 4,
+     "kept in f32 from rounded inputs, never stored in 16 bits: only f32 dot products and a log-sum-exp"},
+    {OpClass::loss, "loss", 0.5, 4,
+     "a mean of per-row log-softmax terms: the rounding of the logits averages out over the rows"},
+    {OpClass::linear, "linear", 1, 8,
+     "one rounding of the output; f32 dot products of K <= 16384 terms grow like sqrt(K) u but blocked BLAS sums "
+     "keep them within a few u"},
+    {OpClass::norm, "norm", 2, 16,
+     "the backward subtracts two row means from g (conditioning about 2) over h-term f32 sums; its inputs come "
+     "rounded from the layer above"},
+    {OpClass::attention, "attention", 1, 8,
+     "outputs rounded once; P and dS are formed in f32 from scores that are dot products of d <= 256 terms, then "
+     "summed over up to s keys in f32"},
+    {OpClass::optimizer, "optimizer", 0, 16,
+     "the Adam op alone: f32 master weights and moments whatever the gradients' dtype, a few f32 roundings per "
+     "step"},
+    {OpClass::model, "model", 3, 32,
+     "a whole model over training steps (gradients, and parameters Adam updated from them) or a block's "
+     "gradients through several layers: each layer adds a rounding of its stored activations and the backward "
+     "through LayerNorm and softmax amplifies it; Adam turns a gradient's relative error into up to 2 lr for "
+     "entries whose gradient is rounding noise"},
+};
+}  // namespace
+
+const std::vector<ToleranceRow>& tolerance_table() { return kTable; }
+
+const ToleranceRow& tolerance_row(OpClass op) {
+  for (const ToleranceRow& row : kTable)
+    if (row.op == op) return row;
+  throw RuntimeError("no tolerance row for op class " + std::to_string(static_cast<int>(op)));
+}
+
+std::string op_class_name(OpClass op) { return tolerance_row(op).name; }
+
+OpClass parse_op_class(const std::string& name) {
+  for (const ToleranceRow& row : kTable)
+    if (name == row.name) return row.op;
+  throw RuntimeError("unknown op class '" + name + "'");
+}
+
+DType accumulate_dtype(DType storage) { return storage == DType::f64 ? DType::f64 : DType::f32; }
+
+double expected_error(DType dtype, OpClass op) {
+  const ToleranceRow& row = tolerance_row(op);
+  return row.storage_roundings * unit_roundoff(dtype) +
+         row.accumulation_growth * unit_roundoff(accumulate_dtype(dtype));
+}
+
+double baseline_gate(DType dtype, OpClass op) { return kGateHeadroom * expected_error(dtype, op); }
+
+double distributed_bound(DType dtype, OpClass op, double base_error) {
+  return std::max(2.0 * base_error, expected_error(dtype, op));
+}
+
+}  // namespace sextant

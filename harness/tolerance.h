@@ -1,0 +1,82 @@
+// The conformance tolerance table: how far from the float64 reference a
+// correct kernel may land, per storage dtype and per kind of computation.
+//
+// A checked tensor comes from one kind of computation (its OpClass row). A
+// correct kernel's relative L2 error against the float64 reference, computed
+// from the same rounded inputs, is modelled as
+//
+//   expected(dtype, op) = a(op) * u(dtype) + b(op) * u(accumulate(dtype))
+//
+// with u the unit roundoff (2^-24 f32, 2^-8 bf16, 2^-11 f16, 2^-53 f64) and
+// accumulate(dtype) = f32 for every 16-bit or f32 storage (f64 for f64):
+//   a  storage roundings: how many times a value on the path is rounded to the
+//      storage dtype (inputs are already rounded and the reference consumes
+//      them), times how much the computation amplifies a relative
+//      perturbation (its condition number);
+//   b  accumulation growth: rounding in the f32 sums and transcendental
+//      functions, which grows with the reduction length K (about sqrt(K) u
+//      for random-sign terms: Higham and Mary, "A New Approach to
+//      Probabilistic Rounding Error Analysis", SIAM J. Sci. Comput. 2019)
+//      and with conditioning.
+// Both factors are stated for the largest shapes of the ci, default and
+// qualify profiles; the reason on each row says why.
+//
+// The conformance rule (docs/DESIGN.md, "Conformance"):
+//   1. the one-device baseline must satisfy  error(base) <= gate,
+//      gate = kGateHeadroom x expected: the kernel itself is right. Without
+//      this gate a kernel that the one-rank run shares could be wrong and
+//      still pass, because rule 2 grows with it;
+//   2. the distributed run must satisfy  error(dist) <= max(2 x error(base), floor),
+//      floor = expected: it is as accurate as the same kernel on one device
+//      (flash-attn's criterion), and never needs to beat a correct kernel's
+//      expected error.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "harness/dtype.h"
+
+namespace sextant {
+
+// What computed a checked tensor: selects its row of the table.
+enum class OpClass {
+  data_movement,  // copies, permutes, gathers: values pass through unchanged
+  elementwise,    // per-element functions (GELU, bias, scaling) and their gradients
+  softmax,        // row softmax and its gradient
+  row_stat,       // per-row f32 statistics of rounded inputs (attention LSE)
+  loss,           // losses: cross-entropy per row or averaged, auxiliary losses
+  linear,         // matmuls: linear layers, experts, and their input and weight gradients
+  norm,           // LayerNorm outputs and gradients (gamma, beta, input)
+  attention,      // attention output and dq, dk, dv
+  optimizer,      // the Adam op: parameters and moments after its steps
+  model,          // a model's gradients and parameters over training steps; gradients through several layers
+};
+
+struct ToleranceRow {
+  OpClass op;
+  const char* name;           // as the results record it ("linear", ...)
+  double storage_roundings;   // a
+  double accumulation_growth; // b
+  const char* reason;
+};
+
+// Headroom of the baseline gate over the expected error: the spread of a
+// correct kernel's error across shapes, seeds and profiles.
+inline constexpr double kGateHeadroom = 4.0;
+
+const std::vector<ToleranceRow>& tolerance_table();
+const ToleranceRow& tolerance_row(OpClass op);
+std::string op_class_name(OpClass op);
+OpClass parse_op_class(const std::string& name);  // throws RuntimeError
+
+// The dtype sums are kept in: f64 for f64 storage, f32 otherwise.
+DType accumulate_dtype(DType storage);
+// a * u(dtype) + b * u(accumulate(dtype)): the floor of the distributed bound.
+double expected_error(DType dtype, OpClass op);
+// kGateHeadroom * expected_error: the absolute gate on the one-device baseline.
+double baseline_gate(DType dtype, OpClass op);
+// max(2 * base_error, expected_error): the bound on the distributed run.
+double distributed_bound(DType dtype, OpClass op, double base_error);
+
+}  // namespace sextant

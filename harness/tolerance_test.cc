@@ -1,0 +1,44 @@
+#include "harness/tolerance.h"
+
+#include <gtest/gtest.h>
+
+namespace sextant {
+namespace {
+
+TEST(Tolerance, EveryRowHasAReasonAndAName) {
+  for (const ToleranceRow& row : tolerance_table()) {
+    EXPECT_STRNE(row.reason, "");
+    EXPECT_EQ(parse_op_class(row.name), row.op);
+    EXPECT_GE(row.storage_roundings, 0);
+    EXPECT_GT(row.accumulation_growth, 0) << row.name << ": every computation rounds in f32 at least once";
+  }
+}
+
+TEST(Tolerance, ExpectedErrorIsStorageAndAccumulationRoundoff) {
+  const ToleranceRow& row = tolerance_row(OpClass::linear);
+  const double u32 = unit_roundoff(DType::f32), u16 = unit_roundoff(DType::bf16);
+  EXPECT_DOUBLE_EQ(expected_error(DType::f32, OpClass::linear), (row.storage_roundings + row.accumulation_growth) * u32);
+  EXPECT_DOUBLE_EQ(expected_error(DType::bf16, OpClass::linear),
+                   row.storage_roundings * u16 + row.accumulation_growth * u32);
+  EXPECT_DOUBLE_EQ(baseline_gate(DType::bf16, OpClass::linear), kGateHeadroom * expected_error(DType::bf16, OpClass::linear));
+  // A statistic kept in f32 is held to f32 roundoff even in a bf16 run.
+  EXPECT_LT(baseline_gate(DType::bf16, OpClass::row_stat), 1e-5);
+}
+
+TEST(Tolerance, DistributedBoundIsTwiceTheBaselineOrTheFloor) {
+  const double floor = expected_error(DType::f32, OpClass::attention);
+  EXPECT_DOUBLE_EQ(distributed_bound(DType::f32, OpClass::attention, floor / 10), floor);
+  EXPECT_DOUBLE_EQ(distributed_bound(DType::f32, OpClass::attention, floor * 3), floor * 6);
+}
+
+TEST(Tolerance, GatesSitBetweenRoundoffAndVisibleErrors) {
+  for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16})
+    for (const ToleranceRow& row : tolerance_table()) {
+      EXPECT_GT(baseline_gate(d, row.op), unit_roundoff(accumulate_dtype(d))) << row.name;
+      // A wrong kernel with a 0.3% relative error must fail in f32.
+      if (d == DType::f32) EXPECT_LT(baseline_gate(d, row.op), 3e-3) << row.name;
+    }
+}
+
+}  // namespace
+}  // namespace sextant

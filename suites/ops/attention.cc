@@ -1,0 +1,133 @@
+// The attention block op (kernels/ops/attention_block.h) on one device,
+// forward and backward, against reference/attention.h: one-row inputs, odd
+// head counts and dimensions, GQA ratios, tiles that the causal diagonal
+// crosses, and query blocks at an offset in the sequence (a CP shard: the
+// queries see every earlier key). Offset blocks are checked row by row
+// (out, lse, dq); whole blocks also dk and dv.
+#include <numeric>
+
+#include "kernels/ops/attention_block.h"
+#include "reference/attention.h"
+#include "suites/ops/ops.h"
+
+namespace sextant::ops_suite {
+namespace {
+
+struct Shape4 {
+  int64_t b, sq, sk, hq, hk, d, q_start;
+  bool causal;
+};
+
+struct State {
+  Shape4 p{};
+  Tensor q_all, k, v, dout_all;  // host inputs over the whole sequence: [b, sk, hq | hk, d]
+  Tensor q, dout;                // the query block: rows [q_start, q_start + sq)
+  Tensor qd, kd, vd, doutd;      // on the device
+  ops::AttentionMask mask;
+  ops::AttentionOut fwd;
+  ops::AttentionGrads grads;
+};
+
+nlohmann::json shape(int64_t b, int64_t sq, int64_t sk, int64_t hq, int64_t hk, int64_t d, bool causal) {
+  return {{"batch", b}, {"sq", sq}, {"sk", sk}, {"heads", hq}, {"kv_heads", hk}, {"head_dim", d}, {"causal", causal}};
+}
+
+std::vector<nlohmann::json> shapes(const std::string& profile) {
+  std::vector<nlohmann::json> out = {
+      shape(1, 1, 1, 1, 1, 1, false),     // one row, one key, d = 1
+      shape(1, 1, 1, 1, 1, 8, true),      // the first causal row sees only itself
+      shape(2, 13, 13, 6, 2, 20, true),   // GQA 3, odd sizes
+      shape(1, 67, 67, 3, 3, 24, false),  // three heads, MHA
+      shape(1, 19, 300, 2, 1, 32, true),  // a block at offset 281: every earlier key, crossing key tiles
+  };
+  if (profile != "ci") out.push_back(shape(1, 300, 300, 4, 1, 64, true));  // GQA 4, the diagonal across tiles
+  if (profile == "qualify") out.push_back(shape(1, 64, 8192, 16, 16, 128, true));
+  return out;
+}
+
+Shape4 shape_of(const CaseConfig& c) {
+  Shape4 p{c.i("batch"), c.i("sq"), c.i("sk"), c.i("heads"), c.i("kv_heads"), c.i("head_dim"), 0, c.b("causal")};
+  p.q_start = p.sk - p.sq;  // the block ends where the sequence does
+  return p;
+}
+
+State setup(CaseContext& ctx) {
+  State s;
+  s.p = shape_of(ctx.config);
+  const Shape4& p = s.p;
+  const DType dtype = ctx.config.dtype;
+  // Scales as the attention suite's: q.k / sqrt(d) has a standard deviation of about 1.
+  s.q_all = input({p.b, p.sk, p.hq, p.d}, dtype, "attention.q", ctx.seed, 2.0);
+  s.k = input({p.b, p.sk, p.hk, p.d}, dtype, "attention.k", ctx.seed, 1.5);
+  s.v = input({p.b, p.sk, p.hk, p.d}, dtype, "attention.v", ctx.seed);
+  s.dout_all = input({p.b, p.sk, p.hq, p.d}, dtype, "attention.dout", ctx.seed);
+  s.q = narrow(s.q_all, 1, p.q_start, p.sq);
+  s.dout = narrow(s.dout_all, 1, p.q_start, p.sq);
+  s.qd = on_device(s.q, ctx.device), s.kd = on_device(s.k, ctx.device), s.vd = on_device(s.v, ctx.device);
+  s.doutd = on_device(s.dout, ctx.device);
+  s.mask = p.causal ? ops::AttentionMask::causal_blocks(p.q_start, p.sq, 0, p.sk) : ops::AttentionMask::none();
+  return s;
+}
+
+void run(State& s) {
+  s.fwd = ops::attention_block_forward(s.qd, s.kd, s.vd, s.mask, s.qd.dtype());
+  s.grads = ops::attention_block_backward(s.qd, s.kd, s.vd, s.fwd.out, s.fwd.lse, s.doutd, s.mask);
+}
+
+void check(State& s, Checker& checker) {
+  run(s);
+  const Shape4& p = s.p;
+  for (auto [name, t] : {std::pair{"q", &s.q}, {"k", &s.k}, {"v", &s.v}, {"dout", &s.dout}}) checker.input(name, *t);
+  const Tensor out = on_host(s.fwd.out), lse = on_host(s.fwd.lse), dq = on_host(s.grads.dq).to(s.q.dtype());
+  if (p.sq == p.sk) {
+    const ref::AttentionResult f = ref::attention_forward(s.q, s.k, s.v, p.causal);
+    const ref::AttentionGradients g = ref::attention_backward(s.q, s.k, s.v, s.dout, p.causal);
+    const Tensor dk = on_host(s.grads.dk).to(s.k.dtype()), dv = on_host(s.grads.dv).to(s.k.dtype());
+    checker.compare("out", OpClass::attention, out, out, f.out);
+    checker.compare("lse", OpClass::row_stat, lse, lse, f.lse);
+    checker.compare("dq", OpClass::attention, dq, dq, g.dq);
+    checker.compare("dk", OpClass::attention, dk, dk, g.dk);
+    checker.compare("dv", OpClass::attention, dv, dv, g.dv);
+    return;
+  }
+  // An offset block: its rows of the whole-sequence reference.
+  std::vector<int64_t> rows(static_cast<size_t>(p.sq));
+  std::iota(rows.begin(), rows.end(), p.q_start);
+  const ref::AttentionRows r = ref::attention_rows(s.q_all, s.k, s.v, s.dout_all, p.causal, rows);
+  checker.compare("out", OpClass::attention, out, out, r.out);
+  checker.compare("lse", OpClass::row_stat, lse, lse, r.lse);
+  checker.compare("dq", OpClass::attention, dq, dq, r.dq);
+  checker.note("reference", "rows of the whole sequence: dk and dv need every query row and are not checked");
+}
+
+double forward_flops(const State& s) {
+  const Shape4& p = s.p;
+  const double pairs = static_cast<double>(ops::visible_pairs(s.mask, p.sq, p.sk));
+  return 4.0 * p.b * p.hq * p.d * pairs;
+}
+
+CaseDef attention_case() {
+  CaseTable<State> t;
+  t.suite = "ops";
+  t.name = "attention";
+  t.summary = "attention block forward (out, LSE) and backward (dq, dk, dv): GQA, causal offsets, odd shapes";
+  t.kernel_faults = {KernelFault::attention_forward_scale, KernelFault::attention_backward_softmax_grad,
+                     KernelFault::causal_mask_diagonal};
+  t.table_metrics = {"gflops"};
+  t.configs = [](const SweepRequest& req) { return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16}); };
+  t.memory = [](const CaseConfig& c) {
+    const Shape4 p = shape_of(c);
+    return op_memory(c, 8.0 * p.b * p.sk * p.hq * p.d);
+  };
+  t.setup = setup;
+  t.timed = {{"fwd_bwd", run}};
+  t.check = check;
+  t.metrics = [](State& s, const RegionTimes& times) {
+    return rates(3.5 * forward_flops(s), 0, times.at("fwd_bwd"));  // backward 2.5x forward
+  };
+  return make_case(std::move(t));
+}
+SEXTANT_REGISTER_CASE(kSuiteOrder, 70, attention_case);
+
+}  // namespace
+}  // namespace sextant::ops_suite

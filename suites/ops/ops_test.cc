@@ -1,0 +1,44 @@
+// The ops suite at the ci sizes: every op passes its gate, and every kernel
+// fault the suite lists makes some op fail on the baseline side (the op
+// itself is wrong: only the gate can see it).
+#include <gtest/gtest.h>
+
+#include "harness/testing/suite_run.h"
+
+namespace sextant {
+namespace {
+
+using testing::ci_options;
+using testing::run_suite;
+using testing::world;
+
+TEST(OpsSuite, EveryOpPassesAtEveryShape) {
+  const std::vector<CaseRecord> records = run_suite("ops", ci_options({"ops"}));
+  if (world().rank() != 0) return;
+  ASSERT_FALSE(records.empty());
+  for (const CaseRecord& r : records) {
+    EXPECT_EQ(r.conformance.status, "pass") << r.config.id() << " " << r.error << " "
+                                            << (r.conformance.failures.empty() ? "" : r.conformance.failures[0]);
+    for (const TensorCheck& t : r.conformance.tensors) EXPECT_TRUE(t.base_pass) << r.config.id() << " " << t.name;
+  }
+}
+
+TEST(OpsSuite, EveryKernelFaultFailsItsOpOnTheBaselineSide) {
+  const Registry registry = testing::suite_registry("ops");
+  std::set<KernelFault> faults;
+  for (const CaseDef& c : registry.cases()) faults.insert(c.kernel_faults.begin(), c.kernel_faults.end());
+  ASSERT_FALSE(faults.empty());
+  for (KernelFault fault : faults) {
+    RunOptions o = ci_options({"ops"});
+    o.fault = kernel_fault_info(fault).name;
+    const std::vector<CaseRecord> records = run_suite("ops", o);
+    if (world().rank() != 0) continue;
+    int failed = 0;
+    for (const CaseRecord& r : records)
+      for (const TensorCheck& t : r.conformance.tensors) failed += !t.base_pass;
+    EXPECT_GT(failed, 0) << o.fault << " passed every op";
+  }
+}
+
+}  // namespace
+}  // namespace sextant
