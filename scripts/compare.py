@@ -12,23 +12,43 @@ and bubbles lower), and cases found on one side only.
 
 Exit status 1 (gate fails) when a candidate case fails conformance or could
 not run, a planted fault is not caught, a check was dropped, a metric
-regresses beyond its threshold (default 5%), or a baseline case is missing
-from the candidate (unless --allow-missing). 0 otherwise; 2 on bad usage.
+regresses beyond its threshold (default 5%), a metric measured in the baseline
+is null in the candidate (not computable: the harness measured NaN or Inf),
+or a baseline case is missing from the candidate (unless --allow-missing).
+0 otherwise.
+
+Exit status 2, with one line on stderr, on bad usage and on any input that is
+not a valid results document: unreadable, not UTF-8, not JSON, holding NaN or
+Infinity (Python writes them, JSON has no such numbers: there is nothing to
+compare a NaN with, so the gate refuses the file rather than pass or fail on
+it), or against results/schema.json (scripts/validate.py says where). The
+consistency rules validate.py adds (unique ids, summary counts) are not
+required here.
 """
 import argparse
+import math
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from sextant_results.compare import DEFAULT_THRESHOLD_PCT, Thresholds, compare_docs  # noqa: E402
-from sextant_results.load import ResultsError, Run, read_document  # noqa: E402
+from sextant_results.load import ResultsError, Run  # noqa: E402
+from sextant_results.schema import load_schema, read_valid_document  # noqa: E402
 
 LIST_LIMIT = 25  # ids listed per one-side group before "... and N more"
 
 
 class UsageError(Exception):
     pass
+
+
+def finite_number(text):
+    """A finite float (argparse's float takes 'nan')."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(text)
+    return value
 
 
 def parse_thresholds(specs):
@@ -40,8 +60,8 @@ def parse_thresholds(specs):
             value = float(pct)
         except ValueError:
             raise UsageError(f"--threshold '{spec}': '{pct}' must be a percentage, e.g. busbw_GBps=3") from None
-        if value < 0:
-            raise UsageError(f"--threshold '{spec}': {value} must be >= 0")
+        if not math.isfinite(value) or value < 0:  # a NaN threshold would pass every change
+            raise UsageError(f"--threshold '{spec}': {value} must be a finite number >= 0")
         if name:
             overrides[name] = value
         else:
@@ -92,6 +112,9 @@ def print_report(result, base_run, cand_run, show_all):
     if result.conformance:
         print(f"\nCONFORMANCE ({len(result.conformance)}): candidate cases that fail the gate")
         print("\n".join(f"  {case_id}: {reason}" for case_id, reason in result.conformance))
+    if result.of("lost"):
+        print(f"\nLOST ({len(result.of('lost'))}): measured in the baseline, null (NaN or Inf) in the candidate")
+        print(table(change_rows(result.of("lost")), header))
     for verdict, title in (("regressed", "REGRESSED beyond threshold"), ("improved", "improved beyond threshold")):
         changes = sorted(result.of(verdict), key=lambda c: -abs(c.change_pct or 0))
         if changes:
@@ -113,6 +136,7 @@ def print_report(result, base_run, cand_run, show_all):
     print(f"\nsummary: {result.matched} cases matched, {len(gated)} performance metrics compared: "
           f"{len(result.of('regressed'))} regressed, {len(result.of('improved'))} improved, "
           f"{len(result.of('within'))} within threshold, {len(result.of('noise'))} below --min-time, "
+          f"{len(result.of('lost'))} lost, "
           f"{len([c for c in changed if c.direction != 'info'])} not comparable; "
           f"{len(result.conformance)} conformance problems; "
           f"{len(result.only_base)} only in baseline, {len(result.only_cand)} only in candidate")
@@ -130,7 +154,7 @@ def main(argv=None):
                              "metric or a glob (time.*=20); repeatable")
     parser.add_argument("--only", action="append", metavar="GLOB",
                         help="compare only these metrics (e.g. busbw_GBps, 'time.*'); repeatable")
-    parser.add_argument("--min-time", type=float, default=0.0, metavar="SECONDS",
+    parser.add_argument("--min-time", type=finite_number, default=0.0, metavar="SECONDS",
                         help="do not gate instances whose baseline time (first region, median) is below this; "
                              "they are counted as noise (default 0: gate everything)")
     parser.add_argument("--allow-missing", action="store_true",
@@ -139,7 +163,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         thresholds = parse_thresholds(args.threshold)
-        docs = [read_document(p) for p in (args.baseline, args.candidate)]
+        schema = load_schema()
+        docs = [read_valid_document(p, schema) for p in (args.baseline, args.candidate)]
     except (UsageError, ResultsError) as e:
         print(f"compare: {e}", file=sys.stderr)
         return 2

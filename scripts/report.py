@@ -8,8 +8,12 @@ index.html (figures embedded, so the page can be mailed) and summary.md.
 Several files (runs, machines) go into one report; their lines are told
 apart by line style and a label (device x world size). Suites that are not in
 the results are skipped with a line saying so. Exit status: 0 when every
-section was drawn or skipped for lack of data, 1 when a section failed to
-draw (the rest of the report is still written), 2 on bad input.
+section was drawn or skipped for lack of data; 1 when a section failed to
+draw (one "ERROR in" line each on stderr, the tracebacks in
+report-errors.txt beside index.html; the rest of the report is still
+written); 2, with one line on stderr, on bad usage or bad input: a file that
+cannot be read, is not UTF-8, is not JSON, holds NaN or Infinity, or is not
+valid against results/schema.json (scripts/validate.py says where).
 """
 import argparse
 import os
@@ -18,6 +22,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from sextant_results.load import ResultsError, expand_paths, load_runs  # noqa: E402
+from sextant_results.schema import load_schema, read_valid_document  # noqa: E402
 
 
 def main(argv=None):
@@ -34,9 +39,15 @@ def main(argv=None):
         print("report: no results files (*.json, not schema.json) in " + " ".join(args.results), file=sys.stderr)
         return 2
     try:
-        runs = load_runs(paths)
+        schema = load_schema()
+        runs = load_runs(paths, read=lambda path: read_valid_document(path, schema))
     except ResultsError as e:
         print(f"report: {e}", file=sys.stderr)
+        return 2
+    try:
+        os.makedirs(args.out, exist_ok=True)
+    except OSError as e:
+        print(f"report: cannot write the report to {args.out}: {e.strerror or e}", file=sys.stderr)
         return 2
     from sextant_results.report import build_report  # imports matplotlib: only when there is work
 
@@ -47,7 +58,7 @@ def main(argv=None):
         else:
             print(f"report: {s.title}: {len(s.figures)} figure(s), {len(s.tables)} table(s)")
     for error in result.errors:
-        print(f"report: ERROR in {error}", file=sys.stderr)
+        print(f"report: ERROR in {error} (traceback in {result.error_log})", file=sys.stderr)
     print(f"report: {result.html} ({len(result.figures)} figures), {result.markdown}")
     return 1 if result.errors else 0
 

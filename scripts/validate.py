@@ -4,11 +4,14 @@
     python3 scripts/validate.py results/*.json
     python3 scripts/validate.py out/results          # every *.json in a folder
 
-One line per file: "ok" with the case count, or "INVALID" with the JSON path
-of the first problem (and how many more there are). Exit status 0 when every
-file is valid, 1 when any is not, 2 on bad usage. After the schema, checks
-what a schema cannot: unique ids, the run summary matches the cases, and
-tp*cp*pp*dp equals the case's rank count.
+One line per file on stdout: "ok" with the case count, or "INVALID" with the
+JSON path of the first problem (and how many more there are). A file that
+cannot be read, is not UTF-8, is not JSON or holds NaN or Infinity (not JSON,
+though Python writes them) is INVALID too, with the reason. Exit status 0
+when every file is valid, 1 when any is not, 2 on bad usage (no results
+files, an unusable --schema), with one line on stderr. After the schema,
+checks what a schema cannot: unique ids, the run summary matches the cases,
+and tp*cp*pp*dp equals the case's rank count.
 """
 import argparse
 import os
@@ -17,7 +20,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from sextant_results.load import SCHEMA_PATH, ResultsError, expand_paths, read_document  # noqa: E402
-from sextant_results.schema import load_schema, validate_document  # noqa: E402
+from sextant_results.schema import first_problem_text, load_schema, validate_document  # noqa: E402
 
 
 def check_file(path, schema, show_all=False):
@@ -31,9 +34,7 @@ def check_file(path, schema, show_all=False):
         summary = doc["run"]["summary"]
         return True, (f"{path}: ok ({summary['cases']} cases: {summary['pass']} pass, {summary['fail']} fail, "
                       f"{summary['skip']} skip, {summary['error']} error)")
-    where, message = problems[0]
-    more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
-    line = f"{path}: INVALID at {where}: {message}{more}"
+    line = f"{path}: INVALID {first_problem_text(problems)}"
     if show_all:
         line += "".join(f"\n    {w}: {m}" for w, m in problems[1:])
     return False, line
@@ -49,8 +50,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         schema = load_schema(args.schema)
-    except (OSError, ValueError) as e:
-        print(f"validate: cannot use schema {args.schema}: {e}", file=sys.stderr)
+    except ResultsError as e:
+        print(f"validate: cannot use the schema: {e}", file=sys.stderr)
         return 2
     paths = expand_paths(args.files)
     if not paths:

@@ -7,12 +7,18 @@ higher is better; s: lower is better) or its name (mfu: higher; measured
 bubble and load balance: lower). Everything else (busbw factors, byte counts,
 model FLOPs, simulated bubbles, routing imbalance...) is a fact of the
 configuration, not a performance: it is shown when it changes, never gated.
+
+A gated metric that has a value in the baseline and null in the candidate (the
+harness writes null where it measured NaN or Inf) is "lost" and fails the gate.
+Documents must satisfy results/schema.json (schema.read_valid_document);
+compare_docs refuses numbers that are not finite (NaN, Inf) in either, since
+NaN compares false both ways and would pass the gate silently.
 """
 import fnmatch
 import json
 from dataclasses import dataclass, field
 
-from .load import status
+from .load import ResultsError, json_path, non_json_problem, non_json_values, status
 
 HIGHER, LOWER, INFO = "higher", "lower", "info"
 HIGHER_NAMES = ("mfu", "overlap_efficiency")
@@ -77,7 +83,8 @@ class Change:
     cand: float
     direction: str
     threshold: float  # percent
-    verdict: str      # regressed, improved, within, noise, changed (no percentage), same (info, equal)
+    verdict: str      # regressed, improved, within, noise, lost (became null), changed (no percentage),
+                      # same (info, equal)
 
     @property
     def change_pct(self):
@@ -100,7 +107,8 @@ class Comparison:
 
     @property
     def failed(self):
-        return bool(self.conformance or self.of("regressed") or (self.only_base and not self.allow_missing))
+        return bool(self.conformance or self.of("regressed") or self.of("lost")
+                    or (self.only_base and not self.allow_missing))
 
 
 class Thresholds:
@@ -128,8 +136,10 @@ def judge(case_id, name, base, cand, thresholds, noisy=False):
         change.verdict = "same" if b == c else "changed"
     elif b == c:
         change.verdict = "within"
-    elif b is None or c is None or b == 0:
-        change.verdict = "changed"  # no percentage to judge (a value became non-finite or zero)
+    elif c is None:
+        change.verdict = "lost"  # measured before, not finite now
+    elif b is None or b == 0:
+        change.verdict = "changed"  # no percentage to judge (a value became finite, or was zero)
     else:
         worse = (c - b) / abs(b) * (1 if d == LOWER else -1) * 100.0  # percent, positive = worse
         t = change.threshold
@@ -166,6 +176,10 @@ def compare_docs(base_doc, cand_doc, thresholds=None, only=None, allow_missing=F
     instances whose baseline primary time is below min_time seconds are
     reported as noise instead of regressed/improved."""
     thresholds = thresholds or Thresholds()
+    for role, doc in (("baseline", base_doc), ("candidate", cand_doc)):
+        bad = next(non_json_values(doc), None)
+        if bad:
+            raise ResultsError(f"{role}: at {json_path(bad[0])}: {non_json_problem(bad[1])}")
     base, cand = index_cases(base_doc), index_cases(cand_doc)
     result = Comparison(allow_missing=allow_missing)
     result.only_base = [base[k]["id"] for k in base if k not in cand]

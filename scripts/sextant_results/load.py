@@ -2,8 +2,11 @@
 way results/METRICS.md describes it. Case records stay plain dicts: the JSON
 is the contract, these helpers only name the paths into it."""
 import json
+import math
 import os
 import re
+import reprlib
+import sys
 from dataclasses import dataclass, field
 
 SCHEMA_ID = "sextant.result/1"
@@ -56,7 +59,8 @@ class Run:
     def timings_representative(self):
         """False when a case says its communicator's timings do not represent
         the hardware (perf.metrics.comm, e.g. mpi-staged: ranks sharing a GPU)."""
-        return all((extra(c, "comm") or {}).get("timings_representative", True) is not False for c in self.cases)
+        comms = [extra(c, "comm") for c in self.cases]
+        return not any(isinstance(m, dict) and m.get("timings_representative") is False for m in comms)
 
 
 def short_device_name(name):
@@ -67,26 +71,52 @@ def short_device_name(name):
     return " ".join(name.split()) or "unknown device"
 
 
-def read_document(path):
-    """The parsed JSON of path; ResultsError when unreadable or not sextant's."""
+def read_json(path):
+    """The parsed JSON of path; ResultsError naming the file and the problem
+    when it cannot be read, is not UTF-8, is not JSON, or holds a value only
+    Python's json accepts (non_json_values): NaN and Infinity above all. JSON
+    has no such numbers and the harness writes null for a value it could not
+    compute, so such a token means the file did not come from it intact."""
     try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
+        with open(path, "rb") as f:
+            data = f.read()
     except OSError as e:
-        raise ResultsError(f"{path}: cannot read: {e.strerror}") from e
+        raise ResultsError(f"{path}: cannot read: {e.strerror or e}") from e
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ResultsError(f"{path}: not UTF-8: byte 0x{data[e.start]:02x} at offset {e.start}") from e
+    try:
+        doc = json.loads(text, parse_constant=NonFiniteToken)
     except json.JSONDecodeError as e:
         raise ResultsError(f"{path}: not JSON: {e.msg} at line {e.lineno} column {e.colno}") from e
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA_ID:
-        found = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
-        raise ResultsError(f"{path}: not a {SCHEMA_ID} document (schema: {found!r})")
+    except RecursionError as e:
+        raise ResultsError(f"{path}: not JSON this tool can read: nested too deeply") from e
+    except ValueError as e:  # e.g. an integer with more digits than Python converts
+        raise ResultsError(f"{path}: not JSON this tool can read: {e}") from e
+    first = next(non_json_values(doc), None)
+    if first:
+        parts, value = first
+        raise ResultsError(f"{path}: not plain JSON at {json_path(parts)}: {non_json_problem(value)}")
     return doc
 
 
-def load_runs(paths):
-    """Runs in the order given, each with a short unique label."""
+def read_document(path):
+    """The parsed JSON of path (read_json); ResultsError also when it is not
+    a sextant results document."""
+    doc = read_json(path)
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA_ID:
+        found = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
+        raise ResultsError(f"{path}: not a {SCHEMA_ID} document (schema: {reprlib.repr(found)})")
+    return doc
+
+
+def load_runs(paths, read=read_document):
+    """Runs in the order given, each with a short unique label. read(path)
+    gives the document (schema.read_valid_document to refuse invalid ones)."""
     runs = []
     for i, path in enumerate(paths):
-        doc = read_document(path)
+        doc = read(path)
         runs.append(Run(path=path, doc=doc, index=i, cases=list(doc.get("cases", []))))
     for run, label in zip(runs, run_labels(runs)):
         run.label = label
@@ -122,11 +152,85 @@ def expand_paths(paths):
 def is_other_document(path):
     """Readable JSON that does not claim any schema: not a results file."""
     try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError):
+        doc = read_json(path)
+    except ResultsError:
         return False
     return not isinstance(doc, dict) or "schema" not in doc
+
+
+# ---- values Python's json reads that JSON has no place for ----------------
+
+class NonFiniteToken:
+    """What json.loads gives for NaN, Infinity and -Infinity here (instead of
+    a float), so that the error can quote the token as written."""
+
+    def __init__(self, token):
+        self.token = token
+
+    def __repr__(self):
+        return self.token
+
+
+def is_non_json(value):
+    """NaN or an infinity (token or float), an integer beyond a double's
+    range (other languages' readers cannot keep it), or a string with an
+    unpaired surrogate (a lone \\udXXX escape: not text, cannot be printed
+    or written as UTF-8)."""
+    if isinstance(value, NonFiniteToken):
+        return True
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return abs(value) > sys.float_info.max
+    if isinstance(value, str) and not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+    return False
+
+
+def non_json_problem(value):
+    """What is wrong with a value is_non_json accepts, for a message."""
+    if isinstance(value, (NonFiniteToken, float)):  # a written 1e999 reads as the float inf
+        return f"{value!r} is not a finite number (null stands for a value that could not be computed)"
+    if isinstance(value, int):
+        return f"an integer of {value.bit_length()} bits is beyond a double's range"
+    return f"{reprlib.repr(value)} has an unpaired surrogate: not Unicode text"  # repr escapes it
+
+
+def non_json_values(doc):
+    """(path parts, value) of every value (and key) is_non_json accepts, in
+    document order. Iterative, so any nesting depth is fine."""
+    stack = [((), doc)]
+    while stack:
+        parts, value = stack.pop()
+        if isinstance(value, dict):
+            for k, v in reversed(list(value.items())):
+                stack.append(((*parts, k), v))
+                if is_non_json(k):
+                    stack.append(((*parts, k), k))
+        elif isinstance(value, list):
+            stack.extend(((*parts, i), v) for i, v in reversed(list(enumerate(value))))
+        elif is_non_json(value):
+            yield parts, value
+
+
+def json_path(parts):
+    """['cases', 3, 'conformance'] -> '$.cases[3].conformance'. Keys that are
+    not plain words are quoted (JSON escapes), so a path is always one line."""
+    out = "$"
+    for p in parts:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        elif isinstance(p, str) and PLAIN_KEY.fullmatch(p):
+            out += f".{p}"
+        else:
+            out += f"[{json.dumps(str(p))}]"
+    return out
+
+
+PLAIN_KEY = re.compile(r"[A-Za-z0-9_+-]+")
 
 
 # ---- accessors for one case record ------------------------------------------

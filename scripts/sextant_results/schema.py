@@ -1,10 +1,17 @@
 """Validation of results documents: results/schema.json (JSON Schema draft
-2020-12), then the consistency rules a schema cannot state (ids unique, the
-summary matches the cases, parallel sizes multiply to the rank count)."""
-import json
-import re
+2020-12) with every number finite, then the consistency rules a schema
+cannot state (ids unique, the summary matches the cases, parallel sizes
+multiply to the rank count).
 
-from .load import SCHEMA_PATH
+JSON Schema has no word for "finite": Python's json reads NaN and Infinity
+and jsonschema counts them as numbers. So the schema check here also walks
+the document for numbers that are not finite doubles (load.non_json_values;
+read_document refuses them in files, this catches documents built in Python).
+Where the schema allows null for a number, null stays allowed."""
+import re
+import reprlib
+
+from .load import SCHEMA_PATH, ResultsError, json_path, non_json_problem, non_json_values, read_document, read_json
 
 try:
     import jsonschema
@@ -13,18 +20,13 @@ except ImportError as e:  # the caller prints this; pip install -r scripts/requi
 
 
 def load_schema(path=SCHEMA_PATH):
-    with open(path, encoding="utf-8") as f:
-        schema = json.load(f)
-    jsonschema.Draft202012Validator.check_schema(schema)
+    """The schema at path, checked against draft 2020-12; ResultsError otherwise."""
+    schema = read_json(path)
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as e:
+        raise ResultsError(f"{path}: not a draft 2020-12 JSON Schema: {e.message}") from e
     return schema
-
-
-def json_path(parts):
-    """['cases', 3, 'conformance'] -> '$.cases[3].conformance'."""
-    out = "$"
-    for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else f".{p}"
-    return out
 
 
 def _deepest(error):
@@ -35,13 +37,30 @@ def _deepest(error):
 
 
 def schema_problems(doc, schema):
-    """(json path, message) per violation, document order."""
+    """(json path, message) per violation, document order: values JSON has
+    no place for (non-finite numbers above all), and what the schema rejects."""
+    problems = [(json_path(parts), non_json_problem(value)) for parts, value in non_json_values(doc)]
     validator = jsonschema.Draft202012Validator(schema)
-    problems = []
     for error in validator.iter_errors(doc):
         error = _deepest(error)
-        problems.append((json_path(error.absolute_path), error.message))
+        problems.append((json_path(error.absolute_path), _message(error)))
     return sorted(problems, key=lambda p: _path_key(p[0]))
+
+
+MESSAGE_LIMIT = 200
+SHORT = reprlib.Repr()
+SHORT.maxstring, SHORT.maxother, SHORT.maxlevel = 60, 60, 2
+
+
+def _message(error):
+    """jsonschema's message on one short line: it quotes the offending value
+    whole, which for a replaced case or list can run to megabytes."""
+    message = error.message
+    if len(message) > MESSAGE_LIMIT:
+        message = message.replace(repr(error.instance), SHORT.repr(error.instance))
+    if len(message) > 2 * MESSAGE_LIMIT:
+        message = message[:2 * MESSAGE_LIMIT] + "..."
+    return message
 
 
 def _path_key(path):
@@ -84,3 +103,23 @@ def validate_document(doc, schema):
     """All problems: schema first; consistency only when the schema holds."""
     problems = schema_problems(doc, schema)
     return problems if problems else consistency_problems(doc)
+
+
+def first_problem_text(problems):
+    """'at $.cases[3]: message (+2 more)': the first problem of several."""
+    where, message = problems[0]
+    more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"at {where}: {message}{more}"
+
+
+def read_valid_document(path, schema):
+    """The results document at path when the schema holds for it; else
+    ResultsError with the first problem. What report.py and compare.py read:
+    after this every field they use has its type. The consistency rules are
+    left to validate.py: the tools do not depend on them."""
+    doc = read_document(path)
+    problems = schema_problems(doc, schema)
+    if problems:
+        raise ResultsError(f"{path}: invalid {first_problem_text(problems)} "
+                           f"(scripts/validate.py --all lists every problem)")
+    return doc
