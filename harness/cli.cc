@@ -79,7 +79,8 @@ void add_run_flags(CLI::App& run, RunFlags& f) {
          "Untimed iterations before timing")
       ->group(where);
   run.add_option("--seed", f.seed, "Seed of the deterministic inputs")->group(where);
-  run.add_option("--timeout", f.timeout, "Abort the run when one case takes longer (seconds; inf: never)")
+  run.add_option("--timeout", f.timeout,
+                 "End the whole run when one case takes longer (seconds; inf: no limit); see the footer")
       ->group(where);
   run.add_option_function<int64_t>(
          "--blas-threads",
@@ -120,10 +121,15 @@ void add_run_flags(CLI::App& run, RunFlags& f) {
       ->group(prob);
 
   auto* out = "Output";
-  run.add_option("-o,--out", f.out, "Folder for the results JSON (a new file per run, never overwritten)")
+  run.add_option("-o,--out", f.out,
+                 "Folder for the results JSON and its journal (a new file per run, never overwritten)")
       ->group(out);
   run.add_flag("--no-results", f.no_results, "Do not write a results file")->group(out);
-  run.add_option("--junit", f.junit, "Also write JUnit XML here (one test case per sextant case)")->group(out);
+  run.add_option("--junit", f.junit,
+                 "Also write JUnit XML (one test case per sextant case): in a folder (one that exists, or a path "
+                 "ending in /) as sextant-<run id>.xml; or as this file name, with -<run id> added when the name "
+                 "is taken. Never over another file")
+      ->group(out);
   run.add_option("--dump", f.dump, "Write inputs, outputs and references of checked cases as .npy here")
       ->group(out);
   run.add_flag("--no-check", f.no_check, "Skip conformance checks (benchmark only)")->group(out);

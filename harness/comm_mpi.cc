@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "harness/error.h"
+#include "harness/heartbeat.h"
 #include "harness/strings.h"
 
 namespace sextant {
@@ -72,16 +73,23 @@ MPI_Op mpi_op(DType dtype, ReduceOp op) {
   return MPI_SUM;
 }
 
+// `what` and `peer` name the transfer for the heartbeat ("wait recv from" 1):
+// the wait is where a point-to-point exchange blocks.
 class MpiRequest : public Request {
  public:
-  MpiRequest() = default;
+  MpiRequest(const char* what, int peer) : what_(what), peer_(peer) {}
   ~MpiRequest() override {
     if (request_ != MPI_REQUEST_NULL) MPI_Wait(&request_, MPI_STATUS_IGNORE);
   }
-  void wait() override { check_mpi(MPI_Wait(&request_, MPI_STATUS_IGNORE), "MPI_Wait"); }
+  void wait() override {
+    CommCallScope scope(what_, peer_);
+    check_mpi(MPI_Wait(&request_, MPI_STATUS_IGNORE), "MPI_Wait");
+  }
   MPI_Request* handle() { return &request_; }
 
  private:
+  const char* what_;
+  int peer_;
   MPI_Request request_ = MPI_REQUEST_NULL;
 };
 
@@ -111,6 +119,7 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::world() {
 }
 
 void MpiCommunicator::all_reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op) {
+  CommCallScope scope("all_reduce");
   const void* in = send == recv ? MPI_IN_PLACE : send;
   check_mpi(MPI_Allreduce(in, recv, as_int(count, "all_reduce"), mpi_type(dtype), mpi_op(dtype, op), comm_),
             "MPI_Allreduce");
@@ -118,6 +127,7 @@ void MpiCommunicator::all_reduce(const void* send, void* recv, size_t count, DTy
 }
 
 void MpiCommunicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype, ReduceOp op) {
+  CommCallScope scope("reduce_scatter");
   const size_t elem = dtype_size(dtype);
   const bool in_place = static_cast<const char*>(send) + rank_ * recv_count * elem == recv;
   int n = as_int(recv_count, "reduce_scatter");
@@ -136,6 +146,7 @@ void MpiCommunicator::reduce_scatter(const void* send, void* recv, size_t recv_c
 }
 
 void MpiCommunicator::all_gather(const void* send, void* recv, size_t send_count, DType dtype) {
+  CommCallScope scope("all_gather");
   const size_t elem = dtype_size(dtype);
   const bool in_place = static_cast<const char*>(recv) + rank_ * send_count * elem == send;
   int n = as_int(send_count, "all_gather");
@@ -145,6 +156,7 @@ void MpiCommunicator::all_gather(const void* send, void* recv, size_t send_count
 }
 
 void MpiCommunicator::all_to_all(const void* send, void* recv, size_t count_per_peer, DType dtype) {
+  CommCallScope scope("all_to_all");
   int n = as_int(count_per_peer, "all_to_all");
   check_mpi(MPI_Alltoall(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), comm_), "MPI_Alltoall");
   this->count("all_to_all", ring_bytes_sent("all_to_all", count_per_peer * size_ * dtype_size(dtype), size_));
@@ -154,6 +166,7 @@ void MpiCommunicator::all_to_all_v(const void* send, const std::vector<size_t>& 
                                    const std::vector<size_t>& send_displs, void* recv,
                                    const std::vector<size_t>& recv_counts, const std::vector<size_t>& recv_displs,
                                    DType dtype) {
+  CommCallScope scope("all_to_all_v");
   const size_t n = static_cast<size_t>(size_);
   if (send_counts.size() != n || send_displs.size() != n || recv_counts.size() != n || recv_displs.size() != n)
     throw RuntimeError(cat("all_to_all_v: counts and displacements need ", n, " entries"));
@@ -169,14 +182,18 @@ void MpiCommunicator::all_to_all_v(const void* send, const std::vector<size_t>& 
 }
 
 void MpiCommunicator::broadcast(void* buffer, size_t count, DType dtype, int root) {
+  CommCallScope scope("broadcast");
   check_mpi(MPI_Bcast(buffer, as_int(count, "broadcast"), mpi_type(dtype), root, comm_), "MPI_Bcast");
   this->count("broadcast", ring_bytes_sent("broadcast", count * dtype_size(dtype), size_));
 }
 
-void MpiCommunicator::barrier() { check_mpi(MPI_Barrier(comm_), "MPI_Barrier"); }
+void MpiCommunicator::barrier() {
+  CommCallScope scope("barrier");
+  check_mpi(MPI_Barrier(comm_), "MPI_Barrier");
+}
 
 RequestPtr MpiCommunicator::isend(const void* buffer, size_t count, DType dtype, int peer, int tag) {
-  auto request = std::make_unique<MpiRequest>();
+  auto request = std::make_unique<MpiRequest>("wait send to", peer);
   check_mpi(MPI_Isend(buffer, as_int(count, "isend"), mpi_type(dtype), peer, tag, comm_, request->handle()),
             "MPI_Isend");
   this->count("send", count * dtype_size(dtype));
@@ -184,13 +201,14 @@ RequestPtr MpiCommunicator::isend(const void* buffer, size_t count, DType dtype,
 }
 
 RequestPtr MpiCommunicator::irecv(void* buffer, size_t count, DType dtype, int peer, int tag) {
-  auto request = std::make_unique<MpiRequest>();
+  auto request = std::make_unique<MpiRequest>("wait recv from", peer);
   check_mpi(MPI_Irecv(buffer, as_int(count, "irecv"), mpi_type(dtype), peer, tag, comm_, request->handle()),
             "MPI_Irecv");
   return request;
 }
 
 std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
+  CommCallScope scope("split");
   MPI_Comm sub;
   check_mpi(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &sub), "MPI_Comm_split");
   if (sub == MPI_COMM_NULL) return nullptr;

@@ -4,11 +4,15 @@
 #include <unistd.h>
 
 #include <cblas.h>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <sstream>
 #include <thread>
 
 #include "harness/blas.h"
@@ -123,45 +127,96 @@ nlohmann::json describe_system(Communicator& world, Device device, const std::st
 
 nlohmann::json results_document(nlohmann::json run, nlohmann::json system, const std::vector<CaseRecord>& records) {
   nlohmann::json cases = nlohmann::json::array();
+  for (const CaseRecord& r : records) cases.push_back(to_json(r));
+  return results_document(std::move(run), std::move(system), std::move(cases));
+}
+
+nlohmann::json results_document(nlohmann::json run, nlohmann::json system, nlohmann::json cases) {
   int pass = 0, fail = 0, skip = 0, errors = 0;
-  for (const CaseRecord& r : records) {
-    cases.push_back(to_json(r));
-    if (!r.error.empty()) ++errors;
-    else if (r.conformance.status == "pass") ++pass;
-    else if (r.conformance.status == "fail") ++fail;
+  for (const nlohmann::json& c : cases) {
+    const std::string status = c["conformance"].value("status", "skip");
+    if (c.contains("error")) ++errors;
+    else if (status == "pass") ++pass;
+    else if (status == "fail") ++fail;
     else ++skip;
   }
-  run["summary"] = {{"cases", records.size()}, {"pass", pass}, {"fail", fail}, {"skip", skip}, {"error", errors}};
+  run["summary"] = {{"cases", cases.size()}, {"pass", pass}, {"fail", fail}, {"skip", skip}, {"error", errors}};
   return {{"schema", kResultSchema}, {"run", run}, {"system", system}, {"cases", cases}};
 }
 
-void require_writable_dir(const std::string& dir, const std::string& option) {
+namespace {
+// Why no file can be created in dir (after creating dir if needed), or "".
+std::string probe_dir(const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (!fs::is_directory(dir)) throw UsageError(cat(option, " '", dir, "' is not a directory that can be created"));
-  if (access(dir.c_str(), W_OK) != 0) throw UsageError(cat(option, " '", dir, "' is not writable"));
+  if (!fs::is_directory(dir)) return "it is not a directory that can be created";
+  std::string probe = cat(dir, "/.sextant-probe-XXXXXX");
+  int fd = mkstemp(probe.data());
+  if (fd < 0) return cat("cannot create a file there (", std::strerror(errno), ")");
+  close(fd);
+  unlink(probe.c_str());
+  return "";
 }
 
-std::string write_results(const nlohmann::json& doc, const std::string& dir) {
-  std::string stamp = doc["run"]["start"].get<std::string>();
-  for (char& c : stamp) c = (c == ':' ? '-' : c);
-  std::string base = cat(dir, "/sextant-", stamp, "-", host_name(), "-", getpid());
-  std::string tmp = base + ".json.tmp";
+bool names_folder(const std::string& target) { return target.back() == '/' || fs::is_directory(target); }
+}  // namespace
+
+void require_writable_dir(const std::string& dir, const std::string& option) {
+  const std::string why = probe_dir(dir);
+  if (why.rfind("it is not a directory", 0) == 0)
+    throw UsageError(cat(option, " '", dir, "' is not a directory that can be created"));
+  if (!why.empty()) throw UsageError(cat(option, " '", dir, "' is not writable: ", why));
+}
+
+void require_writable_junit(const std::string& target) {
+  if (target.empty()) throw UsageError("--junit '' must name a file or a folder");
+  if (names_folder(target)) return require_writable_dir(target, "--junit");
+  std::string parent = fs::path(target).parent_path().string();
+  if (parent.empty()) parent = ".";
+  const std::string why = probe_dir(parent);
+  if (!why.empty()) throw UsageError(cat("--junit '", target, "' cannot be written: folder '", parent, "': ", why));
+}
+
+std::string results_base(const std::string& dir, const std::string& run_id) {
+  std::string name = run_id;
+  for (char& c : name) c = (c == ':' || c == '/') ? '-' : c;
+  return (fs::path(dir) / ("sextant-" + name)).string();
+}
+
+namespace {
+// Writes text to a temporary file and links it to the first free name that
+// `candidate(attempt)` gives: link() fails rather than replace a file, so no
+// run ever overwrites another's.
+std::string write_unique(const std::string& text, const std::string& tmp,
+                         const std::function<std::string(int attempt)>& candidate) {
   {
     std::ofstream out(tmp);
-    out << doc.dump(1) << "\n";
+    out << text;
+    out.flush();
     if (!out) throw RuntimeError("cannot write " + tmp);
   }
-  // link() fails rather than replace an existing file: never overwrite a run.
   for (int attempt = 0; attempt < 100; ++attempt) {
-    std::string path = attempt == 0 ? base + ".json" : cat(base, "-", attempt, ".json");
+    std::string path = candidate(attempt);
     if (link(tmp.c_str(), path.c_str()) == 0) {
       unlink(tmp.c_str());
       return path;
     }
+    if (errno != EEXIST) break;
   }
+  int error = errno;
   unlink(tmp.c_str());
-  throw RuntimeError("could not find a free results file name near " + base);
+  throw RuntimeError(cat("could not write ", candidate(0), " (", std::strerror(error), ")"));
+}
+}  // namespace
+
+std::string write_results_at(const nlohmann::json& doc, const std::string& base) {
+  return write_unique(doc.dump(1) + "\n", cat(base, ".json.tmp-", getpid()), [&](int attempt) {
+    return attempt == 0 ? base + ".json" : cat(base, "-", attempt, ".json");
+  });
+}
+
+std::string write_results(const nlohmann::json& doc, const std::string& dir) {
+  return write_results_at(doc, results_base(dir, doc["run"]["id"].get<std::string>()));
 }
 
 namespace {
@@ -180,42 +235,68 @@ std::string xml_escape(const std::string& s) {
 }
 }  // namespace
 
-void write_junit(const std::vector<CaseRecord>& records, const std::string& path) {
-  std::map<std::string, std::vector<const CaseRecord*>> by_suite;
-  for (const CaseRecord& r : records) by_suite[r.config.suite].push_back(&r);
-  std::string tmp = path + ".tmp";
-  std::ofstream out(tmp);
+namespace {
+std::string junit_xml(const nlohmann::json& run, const nlohmann::json& cases) {
+  std::map<std::string, std::vector<const nlohmann::json*>> by_suite;
+  for (const nlohmann::json& c : cases) by_suite[c["suite"].get<std::string>()].push_back(&c);
+  std::ostringstream out;
   out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"sextant\">\n";
+  auto status = [](const nlohmann::json& c) { return c["conformance"].value("status", "skip"); };
   for (const auto& [suite, list] : by_suite) {
     int failures = 0, errors = 0, skipped = 0;
-    for (const CaseRecord* r : list) {
-      if (!r->error.empty()) ++errors;
-      else if (r->conformance.status == "fail") ++failures;
-      else if (r->conformance.status == "skip") ++skipped;
+    for (const nlohmann::json* c : list) {
+      if (c->contains("error")) ++errors;
+      else if (status(*c) == "fail") ++failures;
+      else if (status(*c) == "skip") ++skipped;
     }
     out << "  <testsuite name=\"" << xml_escape(suite) << "\" tests=\"" << list.size() << "\" failures=\"" << failures
         << "\" errors=\"" << errors << "\" skipped=\"" << skipped << "\">\n";
-    for (const CaseRecord* r : list) {
-      double seconds = r->times.empty() ? 0.0 : r->times.begin()->second.median;
-      out << "    <testcase classname=\"sextant." << xml_escape(suite) << "\" name=\"" << xml_escape(r->config.id())
-          << "\" time=\"" << seconds << "\">";
-      if (!r->error.empty()) {
-        out << "<error message=\"" << xml_escape(r->error) << "\"/>";
-      } else if (r->conformance.status == "fail") {
+    for (const nlohmann::json* c : list) {
+      const nlohmann::json& time = (*c)["perf"]["time"];
+      double seconds = time.empty() ? 0.0 : time.begin().value()["median"].get<double>();
+      out << "    <testcase classname=\"sextant." << xml_escape(suite) << "\" name=\""
+          << xml_escape((*c)["id"].get<std::string>()) << "\" time=\"" << seconds << "\">";
+      if (c->contains("error")) {
+        out << "<error message=\"" << xml_escape((*c)["error"].get<std::string>()) << "\"/>";
+      } else if (status(*c) == "fail") {
         std::string text;
-        for (const std::string& f : r->conformance.failures) text += f + "\n";
+        for (const nlohmann::json& f : (*c)["conformance"]["failures"]) text += f.get<std::string>() + "\n";
         out << "<failure message=\"conformance failed\">" << xml_escape(text) << "</failure>";
-      } else if (r->conformance.status == "skip") {
+      } else if (status(*c) == "skip") {
         out << "<skipped message=\"not checked\"/>";
       }
       out << "</testcase>\n";
     }
     out << "  </testsuite>\n";
   }
+  // An interrupted run is a failure a JUnit reader must see, whatever the cases say.
+  if (!run.value("complete", true)) {
+    out << "  <testsuite name=\"run\" tests=\"1\" failures=\"0\" errors=\"1\" skipped=\"0\">\n"
+        << "    <testcase classname=\"sextant.run\" name=\"run complete\" time=\"0\"><error message=\""
+        << xml_escape(run.value("incomplete_reason", "the run did not finish")) << "\"/></testcase>\n"
+        << "  </testsuite>\n";
+  }
   out << "</testsuites>\n";
-  out.close();
-  if (!out) throw RuntimeError("cannot write " + tmp);
-  fs::rename(tmp, path);
+  return out.str();
+}
+}  // namespace
+
+std::string write_junit(const nlohmann::json& doc, const std::string& target) {
+  const std::string run_id = doc["run"]["id"].get<std::string>();
+  std::string xml = junit_xml(doc["run"], doc["cases"]);
+  if (names_folder(target)) {
+    const std::string base = results_base(target, run_id);
+    return write_unique(xml, cat(base, ".xml.tmp-", getpid()), [&](int attempt) {
+      return attempt == 0 ? base + ".xml" : cat(base, "-", attempt, ".xml");
+    });
+  }
+  fs::path path(target);
+  const std::string stem = (path.parent_path() / path.stem()).string(), ext = path.extension().string();
+  const std::string id = fs::path(results_base("", run_id)).filename().string().substr(sizeof("sextant-") - 1);
+  return write_unique(xml, cat(target, ".tmp-", getpid()), [&](int attempt) {
+    if (attempt == 0) return target;
+    return attempt == 1 ? cat(stem, "-", id, ext) : cat(stem, "-", id, "-", attempt - 1, ext);
+  });
 }
 
 }  // namespace sextant

@@ -30,15 +30,34 @@ nlohmann::json to_json(const CaseRecord& record);
 nlohmann::json describe_run(const std::string& command_line, const std::string& start_time);
 nlohmann::json describe_system(Communicator& world, Device device, const std::string& backend);
 
-// Assembles the document.
+// Assembles the document (run.summary counted from the cases).
 nlohmann::json results_document(nlohmann::json run, nlohmann::json system, const std::vector<CaseRecord>& records);
+nlohmann::json results_document(nlohmann::json run, nlohmann::json system, nlohmann::json cases);
 
-// Throws UsageError unless dir exists (or can be created) and is writable.
+// Throws UsageError unless dir exists (or can be created) and a file can be
+// created in it (a probe file is created and removed: permissions alone do
+// not tell, e.g. /proc or a read-only mount as root).
 void require_writable_dir(const std::string& dir, const std::string& option);
-// Writes doc into dir under a fresh unique name and returns the path.
+// The same for --junit's target (a folder, or a file name in a folder).
+void require_writable_junit(const std::string& target);
+
+// The path of a run's results without extension: DIR/sextant-<run id>, with
+// ':' replaced (run ids are "<start>-<host>-<pid>"). The journal is
+// <base>.journal, the results <base>.json.
+std::string results_base(const std::string& dir, const std::string& run_id);
+// Writes doc as <base>.json (or <base>-N.json when taken: never over another
+// run's file), atomically, and returns the path.
+std::string write_results_at(const nlohmann::json& doc, const std::string& base);
+// Writes doc into dir under the run's unique name and returns the path.
 std::string write_results(const nlohmann::json& doc, const std::string& dir);
-// JUnit XML: one testcase per record; failures carry errors and bounds.
-void write_junit(const std::vector<CaseRecord>& records, const std::string& path);
+
+// JUnit XML of a results document, one testcase per case; failures carry
+// errors and bounds. An incomplete run adds a "run complete" testcase in
+// error carrying run.incomplete_reason. `target` is a folder (one that exists, or a path ending
+// in '/'): the file is <folder>/sextant-<run id>.xml, named like the results;
+// or a file name: used when free, otherwise the run id joins the name
+// (junit.xml -> junit-<run id>.xml). Never over another file. Returns the path.
+std::string write_junit(const nlohmann::json& doc, const std::string& target);
 
 std::string iso_time_now();
 

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "harness/error.h"
+#include "harness/heartbeat.h"
 #include "harness/strings.h"
 
 namespace sextant {
@@ -80,6 +81,7 @@ CaseRecord run_in_env(const PlannedCase& planned, MpiCommunicator& group, GroupE
   std::string local_error;
   auto guarded = [&](const std::string& phase, const std::function<void()>& fn) {
     if (!local_error.empty()) return;
+    heartbeat_phase(phase.c_str());
     try {
       fn();
     } catch (const std::exception& e) {
@@ -134,6 +136,7 @@ CaseRecord run_in_env(const PlannedCase& planned, MpiCommunicator& group, GroupE
       for (auto it = m.begin(); it != m.end(); ++it) record.metrics[it.key()] = it.value();
     });
   // Any rank's error becomes the record's error (root keeps the record).
+  heartbeat_phase("gather errors");
   std::vector<std::string> errors = all_gather_strings(group, local_error);
   for (size_t r = 0; r < errors.size(); ++r)
     if (!errors[r].empty()) {
@@ -149,6 +152,7 @@ CaseRecord run_in_env(const PlannedCase& planned, MpiCommunicator& group, GroupE
 // the measured group needs. Waking within a millisecond of the last arrival
 // costs nothing that is timed (it sits between rank counts).
 void sleeping_barrier(MpiCommunicator& world) {
+  CommCallScope scope("barrier between rank counts");
   MPI_Request request;
   check_mpi(MPI_Ibarrier(world.handle(), &request), "MPI_Ibarrier");
   for (int done = 0;;) {
@@ -173,7 +177,9 @@ std::vector<CaseRecord> execute_plan(const std::vector<PlannedCase>& plan, MpiCo
   size_t index = 0;
   for (int g : plan_rank_counts(plan)) {
     // The first g ranks form the group; the others sleep at the world barrier.
+    heartbeat_begin(static_cast<int>(index), "form the group");
     std::unique_ptr<Communicator> group_comm = world.split(world.rank() < g ? 0 : -1, world.rank());
+    heartbeat_end();
     auto* group = static_cast<MpiCommunicator*>(group_comm.get());
     std::map<std::string, std::unique_ptr<GroupEnv>> envs;
     for (const PlannedCase& p : plan) {
@@ -181,6 +187,8 @@ std::vector<CaseRecord> execute_plan(const std::vector<PlannedCase>& plan, MpiCo
       ++index;
       if (!group) continue;
       std::string key = to_string(p.config.parallel) + " " + p.config.parallel.order;
+      // The heartbeat arms the watchdog from here until the record is handed on.
+      heartbeat_begin(static_cast<int>(index), "communicators");
       if (hooks.started) hooks.started(p, index, plan.size());
       CaseRecord r;
       if (!p.skip_reason.empty()) {
@@ -190,10 +198,16 @@ std::vector<CaseRecord> execute_plan(const std::vector<PlannedCase>& plan, MpiCo
         if (!envs.count(key)) envs[key] = make_env(*group, p.config.parallel, make_kernel_comm);
         r = run_in_env(p, *group, *envs[key], o);
       }
+      heartbeat_phase("record");
       if (hooks.finished) hooks.finished(p, r, index, plan.size());
+      heartbeat_end();
       if (world.rank() == 0) records.push_back(std::move(r));
     }
+    // Members of the group wait here for each other (watched: a rank that
+    // stops between cases must not hang the run); the others for the group.
+    if (group) heartbeat_begin(static_cast<int>(index), "end of rank count");
     sleeping_barrier(world);
+    heartbeat_end();
   }
   return records;
 }
