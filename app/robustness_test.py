@@ -20,7 +20,7 @@ SEXTANT = MPIEXEC = VALIDATE = None
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMPI_MCA_rmaps_base_oversubscribe="1", OPENBLAS_NUM_THREADS="1")
 # Enough small cases that a disturbance after the first few lands mid-run.
-WORKLOAD = ["collectives", "--profile", "ci", "--iters", "2", "--warmup", "0"]
+WORKLOAD = ["collectives", "--profile", "ci", "--iters", "30", "--warmup", "0"]  # seconds long: a signal lands mid-run
 
 
 def mpirun(np, args, **kw):

@@ -15,6 +15,7 @@
 #include "app/finalizer.h"
 #include "app/watchdog.h"
 #include "harness/blas.h"
+#include "harness/build_info.h"
 #include "harness/device.h"
 #include "harness/error.h"
 #include "harness/heartbeat.h"
@@ -221,7 +222,8 @@ int run_command(const RunFlags& flags, const std::string& resume, const std::str
 
   if (root && !blas_core_warning().empty()) std::cerr << "sextant: warning: " << blas_core_warning() << "\n";
   if (root && !flags.quiet) {
-    std::cout << "# sextant " << kVersionString << ": " << plan.size() << " case instances at ranks "
+    std::cout << "# sextant " << kVersionString << " (" << build_git_sha() << (build_git_dirty() ? " dirty" : "")
+              << "): " << plan.size() << " case instances at ranks "
               << join(plan_rank_counts(plan), ",") << " of " << world->size() << " (" << device_name(options.device)
               << ", blas threads " << threads << ")\n";
     if (!resume.empty())

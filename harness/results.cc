@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "harness/blas.h"
+#include "harness/build_info.h"
 #include "harness/error.h"
 #include "harness/peaks.h"
 #include "harness/strings.h"
@@ -82,13 +83,12 @@ std::string host_name() {
 }  // namespace
 
 nlohmann::json describe_run(const std::string& command_line, const std::string& start_time) {
-  std::string sha = command_output(cat("git -C '", kSourceDir, "' rev-parse --short=12 HEAD 2>/dev/null"));
-  std::string dirty = command_output(cat("git -C '", kSourceDir, "' status --porcelain --untracked-files=no 2>/dev/null"));
   return {{"id", cat(start_time, "-", host_name(), "-", getpid())},
           {"start", start_time},
           {"end", iso_time_now()},
           {"command", command_line},
-          {"git_sha", sha.empty() ? std::string(kGitSha) : sha + (dirty.empty() ? "" : "-dirty")},
+          {"git_sha", build_git_sha()},  // of the source this binary was built from
+          {"git_dirty", build_git_dirty()},
           {"version", kVersion}};
 }
 

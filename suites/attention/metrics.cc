@@ -23,7 +23,7 @@ const MetricDef& kComputeTimeMinS = define_metric({"attention", "compute_time_mi
     "attention compute time of fwd_bwd on the fastest rank"});
 const MetricDef& kComputeTimePerRank = define_metric({"attention", "compute_time_per_rank", "json", Better::neither,
     "{seconds: [attention compute time of fwd_bwd, one per rank]}"});
-const MetricDef& kWorkBalance = define_metric({"attention", "work_balance", "max/min", Better::lower,
+const MetricDef& kWorkBalance = define_metric({"attention", "work_balance", "max/min", Better::neither,
     "max / min over ranks of the visible (query, key) pairs: the balance the layout promises"});
 const MetricDef& kBytesSentFormula = define_metric({"attention", "bytes_sent_formula", "B", Better::neither,
     "bytes per rank of the forward from the variant's traffic formula (beside the measured bytes_sent_per_rank)"});

@@ -32,9 +32,9 @@ const MetricDef& kCombineGBps = define_metric({"moe", "combine_GBps", "GB/s", Be
     "bytes received from other ranks in the combine / its time, mean over ranks"});
 const MetricDef& kDispatchGBpsAggregate = define_metric({"moe", "dispatch_GBps_aggregate", "GB/s", Better::higher,
     "all ranks' dispatch bytes / the slowest rank's dispatch time"});
-const MetricDef& kImbalanceExpert = define_metric({"moe", "imbalance_expert", "1", Better::lower,
+const MetricDef& kImbalanceExpert = define_metric({"moe", "imbalance_expert", "1", Better::neither,
     "max / mean kept tokens per expert"});
-const MetricDef& kImbalanceRank = define_metric({"moe", "imbalance_rank", "1", Better::lower,
+const MetricDef& kImbalanceRank = define_metric({"moe", "imbalance_rank", "1", Better::neither,
     "max / mean rows an expert-parallel rank computes"});
 const MetricDef& kDroppedTokens = define_metric({"moe", "dropped_tokens", "slots", Better::neither,
     "routed slots over capacity and dropped"});
@@ -42,7 +42,7 @@ const MetricDef& kTokensPerS = define_metric({"moe", "tokens_per_s", "tokens/s",
     "tokens of the layer batch / median fwd_bwd time"});
 const MetricDef& kExpertTflops = define_metric({"moe", "expert_tflops", "TFLOP/s", Better::higher,
     "expert matmul FLOP/s per rank"});
-const MetricDef& kA2aShare = define_metric({"moe", "a2a_share", "1", Better::lower,
+const MetricDef& kA2aShare = define_metric({"moe", "a2a_share", "1", Better::neither,
     "fraction of the layer time spent in token all-to-all, mean over ranks"});
 const MetricDef& kDispatchTimeS = define_metric({"moe", "dispatch_time_s", "s", Better::lower,
     "dispatch time, max over ranks"});

@@ -31,13 +31,13 @@ const MetricDef& kMakespanS = define_metric({"pipeline", "makespan_s", "s", Bett
     "step time of the timed step with the median makespan"});
 const MetricDef& kMicrobatchesPerS = define_metric({"pipeline", "microbatches_per_s", "microbatches/s", Better::higher,
     "global microbatches per second (dp x m / median step time)"});
-const MetricDef& kPeakActivations = define_metric({"pipeline", "peak_activations", "microbatches", Better::lower,
+const MetricDef& kPeakActivations = define_metric({"pipeline", "peak_activations", "microbatches", Better::neither,
     "most microbatches whose activations a rank held at once (max over ranks)"});
 const MetricDef& kPeakActivationsPerRank = define_metric({"pipeline", "peak_activations_per_rank", "json", Better::neither,
     "peak held microbatches, one per pipeline rank"});
 const MetricDef& kBubblePerRank = define_metric({"pipeline", "bubble_per_rank", "json", Better::neither,
     "idle fraction of the step, one per pipeline rank"});
-const MetricDef& kP2pLatencyS = define_metric({"pipeline", "p2p_latency_s", "s", Better::neither,
+const MetricDef& kP2pLatencyS = define_metric({"pipeline", "p2p_latency_s", "s", Better::lower,
     "one boundary message between pipeline neighbours (the simulator's communication cost)"});
 const MetricDef& kCpuPerWall = define_metric({"pipeline", "cpu_per_wall", "1", Better::neither,
     "process CPU seconds / wall seconds inside actions (below 1 when ranks share cores)"});

@@ -26,13 +26,13 @@ const MetricDef& kPeakSource = define_metric({"step", "peak_source", "json", Bet
     "where peak_tflops comes from", "train"});
 const MetricDef& kMfu = define_metric({"step", "mfu", "1", Better::higher,
     "model FLOPs utilisation: tflops_per_rank / peak_tflops", "train"});
-const MetricDef& kSgemmTflopsPerRank = define_metric({"step", "sgemm_tflops_per_rank", "TFLOP/s", Better::neither,
+const MetricDef& kSgemmTflopsPerRank = define_metric({"step", "sgemm_tflops_per_rank", "TFLOP/s", Better::higher,
     "measured f32 gemm rate per rank while every rank runs one", "train"});
-const MetricDef& kMfuVsSgemm = define_metric({"step", "mfu_vs_sgemm", "1", Better::higher,
+const MetricDef& kMfuVsSgemm = define_metric({"step", "mfu_vs_sgemm", "1", Better::neither,
     "tflops_per_rank / sgemm_tflops_per_rank: MFU against what this machine's gemm reaches", "train"});
 const MetricDef& kBubbleFraction = define_metric({"step", "bubble_fraction", "1", Better::lower,
     "pipeline idle fraction, mean over pipeline ranks (last timed step)", "train"});
-const MetricDef& kBubbleFractionMax = define_metric({"step", "bubble_fraction_max", "1", Better::lower,
+const MetricDef& kBubbleFractionMax = define_metric({"step", "bubble_fraction_max", "1", Better::neither,
     "pipeline idle fraction of the most idle rank", "train"});
 const MetricDef& kBubbleClosedForm = define_metric({"step", "bubble_closed_form", "1", Better::neither,
     "the schedule's closed-form bubble", "train"});

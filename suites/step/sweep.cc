@@ -19,7 +19,7 @@ namespace sextant::step {
 
 namespace {
 // Every metric this file records, defined once (harness/metrics.h).
-const MetricDef& kAllreduceBusbwGBps = define_metric({"step", "allreduce_busbw_GBps", "GB/s", Better::neither,
+const MetricDef& kAllreduceBusbwGBps = define_metric({"step", "allreduce_busbw_GBps", "GB/s", Better::higher,
     "measured all-reduce bus bandwidth, fed to the planner", "sweep"});
 const MetricDef& kRanking = define_metric({"step", "ranking", "json", Better::neither,
     "every config, best first: config, microbatches, step_s, tokens_per_s, mfu, predicted_step_s, prediction_error_pct", "sweep"});
@@ -31,9 +31,9 @@ const MetricDef& kMfu = define_metric({"step", "mfu", "1", Better::higher,
     "MFU of the best config", "sweep"});
 const MetricDef& kConfigs = define_metric({"step", "configs", "1", Better::neither,
     "configs measured", "sweep"});
-const MetricDef& kPlannerAbsErrorMedianPct = define_metric({"step", "planner_abs_error_median_pct", "%", Better::lower,
+const MetricDef& kPlannerAbsErrorMedianPct = define_metric({"step", "planner_abs_error_median_pct", "%", Better::neither,
     "median |predicted - measured| / measured step time over the configs", "sweep"});
-const MetricDef& kSgemmTflopsPerRank = define_metric({"step", "sgemm_tflops_per_rank", "TFLOP/s", Better::neither,
+const MetricDef& kSgemmTflopsPerRank = define_metric({"step", "sgemm_tflops_per_rank", "TFLOP/s", Better::higher,
     "measured f32 gemm rate per rank, fed to the planner", "sweep"});
 const MetricDef& kPeakSource = define_metric({"step", "peak_source", "json", Better::neither,
     "where the peak behind mfu comes from", "sweep"});

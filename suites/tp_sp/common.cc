@@ -13,9 +13,9 @@ namespace {
 // Every metric this file records, defined once (harness/metrics.h).
 const MetricDef& kTflopsPerRank = define_metric({"tp_sp", "tflops_per_rank", "TFLOP/s", Better::higher,
     "matmul FLOP/s of the block's forward and backward per rank"});
-const MetricDef& kActivationBytesPerRank = define_metric({"tp_sp", "activation_bytes_per_rank", "B", Better::lower,
+const MetricDef& kActivationBytesPerRank = define_metric({"tp_sp", "activation_bytes_per_rank", "B", Better::neither,
     "activations a rank holds between forward and backward"});
-const MetricDef& kLayernormActivationBytesPerRank = define_metric({"tp_sp", "layernorm_activation_bytes_per_rank", "B", Better::lower,
+const MetricDef& kLayernormActivationBytesPerRank = define_metric({"tp_sp", "layernorm_activation_bytes_per_rank", "B", Better::neither,
     "the LayerNorm's share of activation_bytes_per_rank (mlp, attn_proj)"});
 const MetricDef& kSpGradAllreduceBytesPerRank = define_metric({"tp_sp", "sp_grad_allreduce_bytes_per_rank", "B", Better::neither,
     "SP: bytes of the TP all-reduce of replicated parameters' gradients"});
