@@ -11,6 +11,7 @@ packages=(
   libopenmpi-dev openmpi-bin        # launcher everywhere and the host communicator
   libopenblas-dev                   # host gemm
   nlohmann-json3-dev libcli11-dev   # results JSON, command line
+  libssl-dev                        # SHA-256 of training data (OpenSSL's libcrypto)
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-pip
 )
