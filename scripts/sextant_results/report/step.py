@@ -158,7 +158,7 @@ def overlap_figure(runs, pairs, out):
         return None
     ncols = min(len(pairs), 3)
     nrows = (len(pairs) + ncols - 1) // ncols
-    fig, axes = subplots(nrows, ncols, width=4.4, height=3.4)
+    fig, axes = subplots(nrows, ncols, width=4.8, height=3.6)
     panels = [a for row in axes for a in row]
     for ax in panels[len(pairs):]:
         ax.axis("off")
@@ -184,7 +184,7 @@ def overlap_figure(runs, pairs, out):
         ax.set_xticks(range(len(dims)), dims)
         ax.set_ylabel("communication per step (ms)")
         ax.grid(True, axis="y", alpha=0.3)
-        ax.set_title(f"{c['ranks']}r {config_text(c)}" + (f" [{run.label}]" if len(runs) > 1 else ""), fontsize=8)
+        ax.set_title(f"{c['ranks']}r {config_text(c)}" + (f"\n[{run.label}]" if len(runs) > 1 else ""), fontsize=8)
     figure_legend(fig, axes)
     caption = ("step/train: each dimension's communication per step (mean over timed steps and ranks), split into "
                "the time the step waited for it (exposed: inside blocking calls, and the start, tests and wait of "
