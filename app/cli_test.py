@@ -72,6 +72,10 @@ BAD_INPUT = [
     (2, ["step/train", "--dtype", "f16"], "--dtype f16: step/train runs f32 or bf16"),
     (2, ["step/train", "--dtype", "bf16"], "--dtype bf16 needs a dense model (--set moe_every=0), not 2 MoE layers"),
     (2, ["step/sweep", "--dtype", "bf16"], "--dtype bf16 needs a dense model (--set moe_every=0)"),
+    (2, ["step/train", "--set", "data=/nonexistent/text"],
+     "--set data=/nonexistent/text: cannot open /nonexistent/text.idx"),
+    (2, ["step/train", "--set", "overlap_param_gather=true"], "--set overlap_param_gather=true needs --set zero=true"),
+    (2, ["step/train", "--set", "bucket_mb=-1"], "--set bucket_mb=-1 must be at least 0"),
 ]
 
 
@@ -92,6 +96,31 @@ class BadInput(unittest.TestCase):
                 self.assertEqual(len(lines), 1, f"{args}: expected one error line, got {lines}")
                 self.assertIn(expected, lines[0])
                 self.assertEqual(os.listdir(out), [], f"{args}: a results file was written")
+
+    def test_dataset_rules(self):
+        """A dataset the model cannot read, and a broken one: refused before anything runs."""
+        here = os.path.dirname(os.path.abspath(__file__))
+        with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryDirectory() as out:
+            prefix = os.path.join(tmp, "readme")
+            subprocess.run([sys.executable, os.path.join(here, "../scripts/preprocess_data.py"), "--input",
+                            os.path.join(here, "../README.md"), "--output-prefix", prefix], check=True,
+                           capture_output=True)
+            with open(prefix + ".idx", "rb") as f:
+                idx = f.read()
+            with open(os.path.join(tmp, "broken.idx"), "wb") as f:
+                f.write(b"MMIDIDY" + idx[7:])
+            os.symlink(prefix + ".bin", os.path.join(tmp, "broken.bin"))
+            for args, expected in (
+                    (["--set", f"data={prefix}", "--set", "vocab=128"],
+                     "--vocab 128 must exceed the largest token id 256"),
+                    (["--set", f"data={prefix}", "--set", "vocab=512", "--seq", "100000"], "fewer than the 100001"),
+                    (["--set", f"data={tmp}/broken", "--set", "vocab=512"], f"{tmp}/broken.idx: bad magic")):
+                p = run(2, ["step/train"] + args, out)
+                self.assertEqual(p.returncode, 2, f"{args}: exit {p.returncode}\n{p.stdout}\n{p.stderr}")
+                lines = [l for l in p.stderr.splitlines() if l.startswith("sextant:")]
+                self.assertEqual(len(lines), 1, lines)
+                self.assertIn(expected, lines[0])
+                self.assertEqual(os.listdir(out), [])
 
     def test_unwritable_output_folder(self):
         with tempfile.NamedTemporaryFile() as f:

@@ -11,6 +11,7 @@ find_path(TOMLPLUSPLUS_INCLUDE_DIR toml++/toml.h REQUIRED)
 find_package(GTest REQUIRED)
 find_package(benchmark REQUIRED)
 find_package(Threads REQUIRED)
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)  # SHA-256 of training data files
 find_package(Python3 COMPONENTS Interpreter)
 
 set(SEXTANT_HAVE_CUDA OFF)

@@ -27,6 +27,11 @@ class Request {
  public:
   virtual ~Request() = default;
   virtual void wait() = 0;
+  // True once the operation is complete (then wait() returns at once). On
+  // MPI each call also lets pending operations advance: a host rank's
+  // nonblocking collective progresses only while MPI is called. Default:
+  // completion unknown until wait().
+  virtual bool test() { return false; }
 };
 using RequestPtr = std::unique_ptr<Request>;
 void wait_all(std::vector<RequestPtr>& requests);
@@ -66,6 +71,13 @@ class Communicator {
                             DType dtype) = 0;
   virtual void broadcast(void* buffer, size_t count, DType dtype, int root) = 0;
   virtual void barrier() = 0;
+  // Nonblocking collectives: the same results and in-place rules as the
+  // blocking ones, complete at wait() (or when test() says so). Buffers
+  // stay untouched by the caller until then; every rank issues the group's
+  // collectives in the same order.
+  virtual RequestPtr iall_reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op) = 0;
+  virtual RequestPtr ireduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype, ReduceOp op) = 0;
+  virtual RequestPtr iall_gather(const void* send, void* recv, size_t send_count, DType dtype) = 0;
   virtual RequestPtr isend(const void* buffer, size_t count, DType dtype, int peer, int tag) = 0;
   virtual RequestPtr irecv(void* buffer, size_t count, DType dtype, int peer, int tag) = 0;
   // Brackets several isend/irecv that must be issued together (NCCL group

@@ -38,6 +38,13 @@ class ForwardingCommunicator : public Communicator {
   }
   void broadcast(void* b, size_t n, DType t, int root) override { inner_.broadcast(b, n, t, root); }
   void barrier() override { inner_.barrier(); }
+  RequestPtr iall_reduce(const void* s, void* r, size_t n, DType t, ReduceOp op) override {
+    return inner_.iall_reduce(s, r, n, t, op);
+  }
+  RequestPtr ireduce_scatter(const void* s, void* r, size_t n, DType t, ReduceOp op) override {
+    return inner_.ireduce_scatter(s, r, n, t, op);
+  }
+  RequestPtr iall_gather(const void* s, void* r, size_t n, DType t) override { return inner_.iall_gather(s, r, n, t); }
   RequestPtr isend(const void* b, size_t n, DType t, int peer, int tag) override {
     return inner_.isend(b, n, t, peer, tag);
   }

@@ -2,6 +2,7 @@
 
 #include <climits>
 #include <cstring>
+#include <functional>
 
 #include "harness/error.h"
 #include "harness/heartbeat.h"
@@ -77,20 +78,37 @@ MPI_Op mpi_op(DType dtype, ReduceOp op) {
 // the wait is where a point-to-point exchange blocks.
 class MpiRequest : public Request {
  public:
-  MpiRequest(const char* what, int peer) : what_(what), peer_(peer) {}
+  // on_complete runs once, when the operation is seen complete (wait or test).
+  MpiRequest(const char* what, int peer, std::function<void()> on_complete = {})
+      : what_(what), peer_(peer), on_complete_(std::move(on_complete)) {}
   ~MpiRequest() override {
     if (request_ != MPI_REQUEST_NULL) MPI_Wait(&request_, MPI_STATUS_IGNORE);
+    if (on_complete_) on_complete_();
   }
   void wait() override {
     CommCallScope scope(what_, peer_);
     check_mpi(MPI_Wait(&request_, MPI_STATUS_IGNORE), "MPI_Wait");
+    complete();
+  }
+  bool test() override {
+    int done = 0;
+    check_mpi(MPI_Test(&request_, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (done) complete();
+    return done != 0;
   }
   MPI_Request* handle() { return &request_; }
 
  private:
+  void complete() {
+    if (!on_complete_) return;
+    std::function<void()> action = std::move(on_complete_);
+    on_complete_ = nullptr;
+    action();
+  }
   const char* what_;
   int peer_;
   MPI_Request request_ = MPI_REQUEST_NULL;
+  std::function<void()> on_complete_;
 };
 
 std::vector<int> ints(const std::vector<size_t>& v, const char* what) {
@@ -190,6 +208,52 @@ void MpiCommunicator::broadcast(void* buffer, size_t count, DType dtype, int roo
 void MpiCommunicator::barrier() {
   CommCallScope scope("barrier");
   check_mpi(MPI_Barrier(comm_), "MPI_Barrier");
+}
+
+RequestPtr MpiCommunicator::iall_reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op) {
+  auto request = std::make_unique<MpiRequest>("wait all_reduce", -1);
+  const void* in = send == recv ? MPI_IN_PLACE : send;
+  check_mpi(MPI_Iallreduce(in, recv, as_int(count, "iall_reduce"), mpi_type(dtype), mpi_op(dtype, op), comm_,
+                           request->handle()),
+            "MPI_Iallreduce");
+  this->count("all_reduce", ring_bytes_sent("all_reduce", count * dtype_size(dtype), size_));
+  return request;
+}
+
+RequestPtr MpiCommunicator::ireduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype,
+                                            ReduceOp op) {
+  const size_t elem = dtype_size(dtype);
+  const bool in_place = static_cast<const char*>(send) + rank_ * recv_count * elem == recv;
+  const int n = as_int(recv_count, "ireduce_scatter");
+  std::unique_ptr<MpiRequest> request;
+  if (in_place) {
+    // As in reduce_scatter: MPI leaves the block at the front, NCCL's rule at this rank's block.
+    void* buffer = const_cast<void*>(send);
+    request = std::make_unique<MpiRequest>("wait reduce_scatter", -1, [=, rank = rank_] {
+      if (rank != 0) std::memmove(recv, buffer, recv_count * elem);
+    });
+    check_mpi(MPI_Ireduce_scatter_block(MPI_IN_PLACE, buffer, n, mpi_type(dtype), mpi_op(dtype, op), comm_,
+                                        request->handle()),
+              "MPI_Ireduce_scatter_block");
+  } else {
+    request = std::make_unique<MpiRequest>("wait reduce_scatter", -1);
+    check_mpi(MPI_Ireduce_scatter_block(send, recv, n, mpi_type(dtype), mpi_op(dtype, op), comm_, request->handle()),
+              "MPI_Ireduce_scatter_block");
+  }
+  this->count("reduce_scatter", ring_bytes_sent("reduce_scatter", recv_count * size_ * elem, size_));
+  return request;
+}
+
+RequestPtr MpiCommunicator::iall_gather(const void* send, void* recv, size_t send_count, DType dtype) {
+  const size_t elem = dtype_size(dtype);
+  const bool in_place = static_cast<const char*>(recv) + rank_ * send_count * elem == send;
+  const int n = as_int(send_count, "iall_gather");
+  auto request = std::make_unique<MpiRequest>("wait all_gather", -1);
+  check_mpi(MPI_Iallgather(in_place ? MPI_IN_PLACE : send, n, mpi_type(dtype), recv, n, mpi_type(dtype), comm_,
+                           request->handle()),
+            "MPI_Iallgather");
+  this->count("all_gather", ring_bytes_sent("all_gather", send_count * size_ * elem, size_));
+  return request;
 }
 
 RequestPtr MpiCommunicator::isend(const void* buffer, size_t count, DType dtype, int peer, int tag) {

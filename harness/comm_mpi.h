@@ -41,6 +41,9 @@ class MpiCommunicator : public Communicator {
                     DType dtype) override;
   void broadcast(void* buffer, size_t count, DType dtype, int root) override;
   void barrier() override;
+  RequestPtr iall_reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op) override;
+  RequestPtr ireduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype, ReduceOp op) override;
+  RequestPtr iall_gather(const void* send, void* recv, size_t send_count, DType dtype) override;
   RequestPtr isend(const void* buffer, size_t count, DType dtype, int peer, int tag) override;
   RequestPtr irecv(void* buffer, size_t count, DType dtype, int peer, int tag) override;
   std::unique_ptr<Communicator> split(int color, int key) override;

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "harness/comm_mpi.h"
+#include "harness/testing/comm_contract.h"
 #include "harness/testing/mpi_world.h"
 
 namespace sextant {
@@ -94,6 +95,8 @@ TEST(MpiCommunicator, SplitAndTrafficCounters) {
             ring_bytes_sent("all_reduce", 4096, 4))
       << "SP's AG + RS moves what the all-reduce moves";
 }
+
+TEST(MpiCommunicator, MeetsTheContract) { testing::check_communicator_contract(world()); }
 
 }  // namespace
 }  // namespace sextant

@@ -73,6 +73,14 @@ class NcclRequest : public Request {
     check_cuda(cudaStreamWaitEvent(compute_stream(), done_->event, 0), "cudaStreamWaitEvent");
     waited_ = true;
   }
+  // Whether the GPU finished the transfer (NCCL progresses on its own).
+  bool test() override {
+    if (!done_->recorded) return false;
+    const cudaError_t status = cudaEventQuery(done_->event);
+    if (status == cudaErrorNotReady) return false;
+    check_cuda(status, "cudaEventQuery");
+    return true;
+  }
 
  private:
   std::shared_ptr<GroupDone> done_;
@@ -151,6 +159,18 @@ struct NcclCommunicator::Impl {
     if (group->join_compute) check_cuda(cudaStreamWaitEvent(compute_stream(), group->event, 0), "cudaStreamWaitEvent");
     group.reset();
   }
+  // A nonblocking collective: ordered after compute, but compute joins it
+  // only at the request's wait(); kernels issued in between overlap it on
+  // the communication stream (its own group when none is open).
+  template <class Issue>
+  RequestPtr nonblocking(Issue issue) {
+    const bool own_group = group_depth == 0;
+    if (own_group) open_group();
+    std::shared_ptr<GroupDone> done = group;
+    issue();
+    if (own_group) close_group();
+    return std::make_unique<NcclRequest>(std::move(done));
+  }
   // Grouped point-to-point exchange (all_to_all, all_to_all_v): block p of
   // send goes to peer p; this rank's own block is a device copy.
   void exchange(const char* send, const std::vector<size_t>& send_counts, const std::vector<size_t>& send_displs,
@@ -222,6 +242,36 @@ void NcclCommunicator::all_gather(const void* send, void* recv, size_t send_coun
     check_nccl(ncclAllGather(send, recv, send_count, nccl_type(dtype), m.comm, m.stream), "ncclAllGather", m.comm);
   });
   this->count("all_gather", ring_bytes_sent("all_gather", send_count * m.size * dtype_size(dtype), m.size));
+}
+
+RequestPtr NcclCommunicator::iall_reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op) {
+  Impl& m = *impl_;
+  RequestPtr request = m.nonblocking([&] {
+    check_nccl(ncclAllReduce(send, recv, count, nccl_type(dtype), nccl_op(op), m.comm, m.stream), "ncclAllReduce",
+               m.comm);
+  });
+  this->count("all_reduce", ring_bytes_sent("all_reduce", count * dtype_size(dtype), m.size));
+  return request;
+}
+
+RequestPtr NcclCommunicator::ireduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype,
+                                             ReduceOp op) {
+  Impl& m = *impl_;
+  RequestPtr request = m.nonblocking([&] {
+    check_nccl(ncclReduceScatter(send, recv, recv_count, nccl_type(dtype), nccl_op(op), m.comm, m.stream),
+               "ncclReduceScatter", m.comm);
+  });
+  this->count("reduce_scatter", ring_bytes_sent("reduce_scatter", recv_count * m.size * dtype_size(dtype), m.size));
+  return request;
+}
+
+RequestPtr NcclCommunicator::iall_gather(const void* send, void* recv, size_t send_count, DType dtype) {
+  Impl& m = *impl_;
+  RequestPtr request = m.nonblocking([&] {
+    check_nccl(ncclAllGather(send, recv, send_count, nccl_type(dtype), m.comm, m.stream), "ncclAllGather", m.comm);
+  });
+  this->count("all_gather", ring_bytes_sent("all_gather", send_count * m.size * dtype_size(dtype), m.size));
+  return request;
 }
 
 void NcclCommunicator::all_to_all(const void* send, void* recv, size_t count_per_peer, DType dtype) {

@@ -53,6 +53,10 @@ class NcclCommunicator : public Communicator {
   void broadcast(void* buffer, size_t count, DType dtype, int root) override;
   // Waits for this rank's outstanding GPU work, then an MPI barrier.
   void barrier() override;
+  // On the communication stream; the compute stream waits for them at wait().
+  RequestPtr iall_reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op) override;
+  RequestPtr ireduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype, ReduceOp op) override;
+  RequestPtr iall_gather(const void* send, void* recv, size_t send_count, DType dtype) override;
   RequestPtr isend(const void* buffer, size_t count, DType dtype, int peer, int tag) override;
   RequestPtr irecv(void* buffer, size_t count, DType dtype, int peer, int tag) override;
   void group_start() override;

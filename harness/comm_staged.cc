@@ -41,6 +41,12 @@ class StagedRequest : public Request {
   }
   char* host() { return host_.data(); }
   void start(RequestPtr inner) { inner_ = std::move(inner); }
+  bool test() override {
+    if (!inner_) return true;
+    if (!inner_->test()) return false;
+    wait();  // complete: a receive lands in its buffer
+    return true;
+  }
   void wait() override {
     if (!inner_) return;
     RequestPtr inner = std::move(inner_);
@@ -51,6 +57,48 @@ class StagedRequest : public Request {
  private:
   std::shared_ptr<StagingMemory> memory_;
   std::vector<char> host_;
+  void* target_;
+  RequestPtr inner_;
+};
+
+// A nonblocking collective through host buffers of its own: the input was
+// staged in when it started; the result reaches the device buffer when the
+// operation is seen complete (wait, or a test that finds it done).
+class StagedCollective : public Request {
+ public:
+  StagedCollective(std::shared_ptr<StagingMemory> memory, size_t in_bytes, size_t out_bytes, void* target)
+      : memory_(std::move(memory)), in_(std::max<size_t>(in_bytes, 1)), out_(std::max<size_t>(out_bytes, 1)),
+        out_bytes_(out_bytes), target_(target) {}
+  ~StagedCollective() override {
+    try {
+      wait();
+    } catch (...) {
+      // A destructor must not throw; the error surfaced (or will) elsewhere.
+    }
+  }
+  char* in() { return in_.data(); }
+  char* out() { return out_.data(); }
+  void start(RequestPtr inner) { inner_ = std::move(inner); }
+  void wait() override {
+    if (!inner_) return;
+    inner_->wait();
+    finish();
+  }
+  bool test() override {
+    if (!inner_) return true;
+    if (!inner_->test()) return false;
+    finish();
+    return true;
+  }
+
+ private:
+  void finish() {
+    inner_.reset();
+    if (out_bytes_) memory_->to_buffer(target_, out_.data(), out_bytes_);
+  }
+  std::shared_ptr<StagingMemory> memory_;
+  std::vector<char> in_, out_;
+  size_t out_bytes_;
   void* target_;
   RequestPtr inner_;
 };
@@ -147,6 +195,31 @@ void StagedCommunicator::broadcast(void* buffer, size_t count, DType dtype, int 
   char* staged = rank() == root ? stage_in(buffer, bytes) : scratch_out(bytes);
   host_->broadcast(staged, count, dtype, root);
   if (rank() != root && bytes) memory_->to_buffer(buffer, staged, bytes);
+}
+
+RequestPtr StagedCommunicator::iall_reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op) {
+  const size_t bytes = count * dtype_size(dtype);
+  auto request = std::make_unique<StagedCollective>(memory_, bytes, bytes, recv);
+  if (bytes) memory_->to_host(request->in(), send, bytes);
+  request->start(host_->iall_reduce(request->in(), request->out(), count, dtype, op));
+  return request;
+}
+
+RequestPtr StagedCommunicator::ireduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype,
+                                               ReduceOp op) {
+  const size_t bytes = recv_count * dtype_size(dtype);
+  auto request = std::make_unique<StagedCollective>(memory_, bytes * size(), bytes, recv);
+  if (bytes) memory_->to_host(request->in(), send, bytes * size());
+  request->start(host_->ireduce_scatter(request->in(), request->out(), recv_count, dtype, op));
+  return request;
+}
+
+RequestPtr StagedCommunicator::iall_gather(const void* send, void* recv, size_t send_count, DType dtype) {
+  const size_t bytes = send_count * dtype_size(dtype);
+  auto request = std::make_unique<StagedCollective>(memory_, bytes, bytes * size(), recv);
+  if (bytes) memory_->to_host(request->in(), send, bytes);
+  request->start(host_->iall_gather(request->in(), request->out(), send_count, dtype));
+  return request;
 }
 
 RequestPtr StagedCommunicator::isend(const void* buffer, size_t count, DType dtype, int peer, int tag) {

@@ -5,8 +5,9 @@
 // machine. Correct but slow: its timings are labeled not representative.
 //
 // Calls block like MPI's (the copies order with the compute stream through
-// the legacy default stream); isend/irecv are nonblocking on the host, and a
-// receive reaches the device at wait().
+// the legacy default stream); isend/irecv and the nonblocking collectives
+// are nonblocking on the host (inputs staged when they start), and a result
+// reaches the device when the operation is seen complete (wait or test).
 #pragma once
 
 #include <memory>
@@ -61,6 +62,9 @@ class StagedCommunicator : public Communicator {
                     DType dtype) override;
   void broadcast(void* buffer, size_t count, DType dtype, int root) override;
   void barrier() override { host_->barrier(); }
+  RequestPtr iall_reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op) override;
+  RequestPtr ireduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype, ReduceOp op) override;
+  RequestPtr iall_gather(const void* send, void* recv, size_t send_count, DType dtype) override;
   RequestPtr isend(const void* buffer, size_t count, DType dtype, int peer, int tag) override;
   RequestPtr irecv(void* buffer, size_t count, DType dtype, int peer, int tag) override;
   std::unique_ptr<Communicator> split(int color, int key) override;

@@ -12,6 +12,7 @@ packages=(
   libopenblas-dev                   # host gemm
   nlohmann-json3-dev libcli11-dev   # results JSON, command line
   libtomlplusplus-dev               # --config files (TOML)
+  libssl-dev                        # SHA-256 of training data (OpenSSL's libcrypto)
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-pip
 )

@@ -1,7 +1,7 @@
 // The Communicator contract as GoogleTest checks, shared by the backends'
 // tests (mpi-staged on host and GPU memory, nccl): every operation, NCCL's
 // in-place forms, uneven all_to_all_v with empty blocks, grouped
-// point-to-point, split, and the traffic counters. Buffers live on
+// point-to-point, split, the traffic counters and the nonblocking collectives. Buffers live on
 // comm.device(); values are small integers so every result is exact.
 #pragma once
 
@@ -171,6 +171,52 @@ inline void check_traffic_counters(Communicator& c) {
   EXPECT_EQ(c.stats().total_bytes(), 0u);
 }
 
+// The nonblocking collectives: several outstanding at once on one group,
+// completed by test() or wait() in another order than issued; the same
+// results and in-place rules as the blocking calls.
+inline void check_nonblocking_collectives(Communicator& c) {
+  const int n = c.size(), r = c.rank();
+  Tensor sum = on(c.device(), {1.0 * r, 2.0}, DType::f32);
+  Tensor sum_out = Tensor::zeros({2}, DType::f32, c.device());
+  Tensor in_place = on(c.device(), {1.0, -1.0 * r}, DType::bf16);
+  std::vector<double> blocks(2 * n);
+  for (int i = 0; i < 2 * n; ++i) blocks[i] = i + r;
+  Tensor scatter = on(c.device(), blocks), scatter_out = Tensor::zeros({2}, DType::f32, c.device());
+  Tensor scatter_in_place = on(c.device(), blocks);
+  Tensor mine = on(c.device(), {10.0 * r, 10.0 * r + 1}, DType::f64);
+  Tensor gathered = Tensor::zeros({2 * n}, DType::f64, c.device());
+  std::vector<double> own(2 * n, -1.0);
+  own[2 * r] = 10.0 * r, own[2 * r + 1] = 10.0 * r + 1;
+  Tensor gathered_in_place = on(c.device(), own, DType::f64);
+  auto* gip = static_cast<double*>(gathered_in_place.raw());
+  auto* sip = static_cast<float*>(scatter_in_place.raw());
+
+  std::vector<RequestPtr> requests;
+  requests.push_back(c.iall_reduce(sum.raw(), sum_out.raw(), 2, DType::f32, ReduceOp::sum));
+  requests.push_back(c.iall_reduce(in_place.raw(), in_place.raw(), 2, DType::bf16, ReduceOp::max));
+  requests.push_back(c.ireduce_scatter(scatter.raw(), scatter_out.raw(), 2, DType::f32, ReduceOp::sum));
+  requests.push_back(c.ireduce_scatter(sip, sip + 2 * r, 2, DType::f32, ReduceOp::sum));
+  requests.push_back(c.iall_gather(mine.raw(), gathered.raw(), 2, DType::f64));
+  requests.push_back(c.iall_gather(gip + 2 * r, gip, 2, DType::f64));
+  // The last one tested until done (a test must let it advance), then the rest, last first.
+  while (!requests.back()->test()) {
+  }
+  EXPECT_TRUE(requests.back()->test()) << "a completed request stays complete";
+  for (auto it = requests.rbegin(); it != requests.rend(); ++it) (*it)->wait();
+
+  EXPECT_EQ(values_of(sum_out), (std::vector<double>{n * (n - 1) / 2.0, 2.0 * n}));
+  EXPECT_EQ(values_of(sum), (std::vector<double>{1.0 * r, 2.0})) << "input changed";
+  EXPECT_EQ(values_of(in_place), (std::vector<double>{1.0, 0.0}));
+  const std::vector<double> scattered = {n * (2.0 * r) + n * (n - 1) / 2.0, n * (2.0 * r + 1) + n * (n - 1) / 2.0};
+  EXPECT_EQ(values_of(scatter_out), scattered);
+  const std::vector<double> sip_all = values_of(scatter_in_place);
+  EXPECT_EQ((std::vector<double>{sip_all[2 * r], sip_all[2 * r + 1]}), scattered) << "in place: at this rank's block";
+  std::vector<double> expected(2 * n);
+  for (int i = 0; i < 2 * n; ++i) expected[i] = 10.0 * (i / 2) + i % 2;
+  EXPECT_EQ(values_of(gathered), expected);
+  EXPECT_EQ(values_of(gathered_in_place), expected);
+}
+
 inline void check_communicator_contract(Communicator& c) {
   check_all_reduce(c);
   check_reduce_scatter(c);
@@ -181,6 +227,7 @@ inline void check_communicator_contract(Communicator& c) {
   check_grouped_send_recv(c);
   check_split(c);
   check_traffic_counters(c);
+  check_nonblocking_collectives(c);
   c.barrier();
 }
 

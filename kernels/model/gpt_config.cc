@@ -67,6 +67,7 @@ GptConfig gpt_config_from_json(const nlohmann::json& j) {
   c.moe_ffn = i64("moe_ffn", c.ffn);
   c.dispatcher = moe::parse_dispatcher(j.value("dispatcher", std::string("alltoall")));
   c.batch = i64("batch", c.batch);
+  c.data = j.value("data", c.data);
   c.microbatches = static_cast<int>(i64("microbatches", c.microbatches));
   c.schedule = j.value("schedule", c.schedule);
   c.cp_comm = parse_cp_comm(j.value("cp_comm", std::string("p2p")));
@@ -74,6 +75,9 @@ GptConfig gpt_config_from_json(const nlohmann::json& j) {
   c.cp_layout = cp::parse_layout(j.value("cp_layout", std::string("zigzag")));
   c.regather = j.value("regather", c.regather);
   c.distributed_optimizer = j.value("zero", c.distributed_optimizer);
+  c.bucket_mb = j.value("bucket_mb", c.bucket_mb);
+  c.overlap_grad_reduce = j.value("overlap_grad_reduce", c.overlap_grad_reduce);
+  c.overlap_param_gather = j.value("overlap_param_gather", c.overlap_param_gather);
   c.adam.lr = j.value("lr", c.adam.lr);
   c.adam.eps = j.value("adam_eps", c.adam.eps);
   return c;
@@ -140,6 +144,12 @@ void validate_ep(const GptConfig& c, const ParallelConfig& p) {
   require_divides("--etp", p.expert_tp(), "--set moe_ffn", c.moe_ffn);
 }
 
+void validate_dp_comm(const GptConfig& c) {
+  require(c.bucket_mb >= 0, cat("--set bucket_mb=", c.bucket_mb, " must be at least 0 (0: one layer per bucket)"));
+  require(!c.overlap_param_gather || c.distributed_optimizer,
+          "--set overlap_param_gather=true needs --set zero=true (only the distributed optimizer gathers parameters)");
+}
+
 void validate_pp_dp(const GptConfig& c, const ParallelConfig& p) {
   const int64_t stages = static_cast<int64_t>(p.pp) * p.vpp;
   require(c.layers % stages == 0, cat("--pp ", p.pp, " x --vpp ", p.vpp, " = ", stages, " must divide --layers ",
@@ -161,6 +171,7 @@ void validate(const GptConfig& c, const ParallelConfig& p) {
   validate_cp(c, p);
   validate_ep(c, p);
   validate_pp_dp(c, p);
+  validate_dp_comm(c);
 }
 
 }  // namespace sextant::model

@@ -32,6 +32,7 @@ struct GptConfig {
 
   // The step.
   int64_t batch = 16;             // global batch: sequences of seq + 1 tokens per step
+  std::string data;               // Megatron indexed dataset prefix ("": random tokens; kernels/model/data.h)
   int microbatches = 1;           // per DP replica and step
   std::string schedule = "1f1b";  // kernels/pipeline generator
   CpComm cp_comm = CpComm::p2p;
@@ -39,6 +40,14 @@ struct GptConfig {
   cp::Layout cp_layout = cp::Layout::zigzag;
   bool regather = true;                // SP: column-parallel inputs saved as shards, all-gathered again for dW
   bool distributed_optimizer = false;  // ZeRO-1: optimizer state sharded over the gradient groups
+  // Data-parallel communication (kernels/model/optimizer.h): gradient
+  // buckets of whole layers, reverse order, each closing at bucket_mb MB of
+  // f32 gradients (0: one layer per bucket); reduced during the backward
+  // (Megatron's --overlap-grad-reduce) and, under ZeRO, parameters gathered
+  // during the next forward (--overlap-param-gather).
+  double bucket_mb = 0;
+  bool overlap_grad_reduce = false;
+  bool overlap_param_gather = false;
   ops::AdamConfig adam{1e-3, 0.9, 0.999, 1e-8, 0.0};
   // Mixed precision: activations and the weights the kernels read are
   // stored in `dtype` (f32 or bf16, accumulation f32 either way); the
@@ -56,8 +65,9 @@ std::vector<bool> moe_layer_pattern(int64_t layers, int64_t every, const std::st
 
 // From a step case's params (keys: vocab, hidden, heads, head_dim, ffn,
 // layers, seq, moe_every, moe_pattern, experts, topk, moe_ffn, dispatcher,
-// batch, microbatches, schedule, cp_comm, a2a_size, cp_layout, regather,
-// zero, lr). Missing keys keep the defaults above.
+// batch, data, microbatches, schedule, cp_comm, a2a_size, cp_layout,
+// regather, zero, overlap_grad_reduce, overlap_param_gather, bucket_mb, lr,
+// adam_eps). Missing keys keep the defaults above.
 GptConfig gpt_config_from_json(const nlohmann::json& params);
 
 // Every rule the model imposes on a parallel config; throws UsageError with

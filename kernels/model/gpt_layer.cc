@@ -21,12 +21,14 @@ Tensor GptLayer::forward(int mb, const Tensor& x, bool drop_residual) {
   s = Saved{};
   s.drop_residual = drop_residual;
   const Tensor mid = attention_forward(s, x);
+  if (env_.progress) env_.progress();
   return is_moe_ ? moe_forward(mb, s, mid) : mlp_forward(s, mid);
 }
 
 Tensor GptLayer::backward_input(int mb, const Tensor& dy) {
   Saved& s = saved_.at(static_cast<size_t>(mb));
   const Tensor dmid = is_moe_ ? moe_backward_input(mb, s, dy) : mlp_backward_input(s, dy);
+  if (env_.progress) env_.progress();
   return attention_backward_input(s, dmid);
 }
 

@@ -16,6 +16,7 @@
 // input gradient), so a MoE layer's W covers only its attention.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -50,6 +51,9 @@ struct LayerEnv {
   moe::MoeOptions moe_options;
   moe::MoeComms moe_comms;
   int microbatches = 1;
+  // Called between the attention and feed-forward sublayers (both ways):
+  // lets pending data-parallel collectives advance (unit_hooks.h).
+  std::function<void()> progress;
 };
 
 class GptLayer {

@@ -76,6 +76,11 @@ Tensor init_block(const ParamSpec& p, uint64_t seed, const Shape& offset, const 
   return dtype == DType::f64 ? t : t.to(dtype);
 }
 
+int unit_of(const ParamSpec& p, int64_t layers) {
+  if (p.layer >= 0) return p.layer + 1;
+  return p.name == "embedding" ? 0 : static_cast<int>(layers) + 1;
+}
+
 Tensor init_global(const ParamSpec& p, uint64_t seed, DType dtype) {
   return init_block(p, seed, Shape(p.shape.size(), 0), p.shape, dtype);
 }

@@ -47,6 +47,13 @@ struct ParamSpec {
 // Every parameter of the model, in reference/gpt.h's order (GptParams::tensors()).
 std::vector<ParamSpec> param_specs(const GptConfig& c);
 
+// The units of the step: parameters used and differentiated together, in
+// forward order: 0 the embedding, 1 + i layer i, layers + 1 the final
+// LayerNorm and head. The backward finishes them in reverse order; gradient
+// buckets hold whole units.
+int unit_of(const ParamSpec& p, int64_t layers);
+inline int unit_count(int64_t layers) { return static_cast<int>(layers) + 2; }
+
 // The whole tensor (the reference's initial value) and a block of it (a
 // rank's shard): identical values element for element.
 Tensor init_global(const ParamSpec& p, uint64_t seed, DType dtype);

@@ -62,14 +62,14 @@ TEST(GptData, EveryTokenIsHeldByExactlyOneRankOutsideTheTpRegion) {
   std::vector<int> seen(static_cast<size_t>(c.batch * c.seq), 0);
   for (int r = 0; r < p.world(); ++r)
     for (int mb = 0; mb < c.microbatches; ++mb) {
-      MicrobatchData d = microbatch_data(c, p, grid.coords(r), 3, 0, mb);
+      MicrobatchData d = microbatch_data(c, p, grid.coords(r), TokenSource(3), 0, mb);
       ASSERT_EQ(d.ids.size(), static_cast<size_t>(d.batch * d.rows));
       for (int64_t t : d.token_index) seen[static_cast<size_t>(t)] += 1;
     }
   for (int n : seen) EXPECT_EQ(n, 1);
   // Inputs and targets are the global batch shifted by one.
-  const std::vector<int64_t> all = global_tokens(c, 3, 0);
-  MicrobatchData d = microbatch_data(c, p, grid.coords(0), 3, 0, 0);
+  const std::vector<int64_t> all = global_tokens(c, TokenSource(3), 0);
+  MicrobatchData d = microbatch_data(c, p, grid.coords(0), TokenSource(3), 0, 0);
   EXPECT_EQ(d.ids[0], all[0]);
   EXPECT_EQ(d.targets[0], all[1]);
 }

@@ -60,14 +60,14 @@ LayerGrads layer_grads(ParamStore& store, const GptConfig& c, int layer) {
 }
 
 GptStages::GptStages(const GptConfig& config, const ParallelConfig& parallel, std::vector<int> stages,
-                     ParamStore& store, const LayerEnv& env, bool drop_residual)
+                     ParamStore& store, const LayerEnv& env, Faults faults)
     : config_(config),
       parallel_(parallel),
       stages_(std::move(stages)),
       stage_count_(parallel.pp * parallel.vpp),
       layers_per_stage_(layers_per_stage(config, parallel)),
       tp_(env.tp),
-      drop_residual_(drop_residual),
+      faults_(faults),
       device_(store.device()) {
   std::sort(stages_.begin(), stages_.end());
   for (int stage : stages_)
@@ -100,6 +100,7 @@ void GptStages::begin_step(std::vector<MicrobatchData> data, double loss_scale) 
   data_ = std::move(data);
   loss_scale_ = loss_scale;
   loss_ = 0;
+  weight_grads_done_.assign(static_cast<size_t>(unit_count(config_.layers)), 0);
 }
 
 std::vector<GptLayer*> GptStages::layers_of(int stage) const {
@@ -114,8 +115,10 @@ Tensor GptStages::forward(int stage, int mb, const Tensor& input) {
   Tensor x = stage == 0 ? first_stage_input(mb) : input;
   bool boundary = stage > 0;  // the first layer after a stage boundary
   for (GptLayer* layer : layers_of(stage)) {
-    x = layer->forward(mb, x, drop_residual_ && boundary);
+    before_forward(layer->index() + 1);
+    x = layer->forward(mb, x, faults_.drop_residual && boundary);
     boundary = false;
+    progress();
   }
   if (stage != stage_count_ - 1) return x;
   last_stage_loss(mb, x);
@@ -125,25 +128,64 @@ Tensor GptStages::forward(int stage, int mb, const Tensor& input) {
 Tensor GptStages::backward_input(int stage, int mb, const Tensor& grad_output) {
   Tensor dx = stage == stage_count_ - 1 ? last_stage_backward(mb) : grad_output;
   const std::vector<GptLayer*> layers = layers_of(stage);
-  for (auto it = layers.rbegin(); it != layers.rend(); ++it) dx = (*it)->backward_input(mb, dx);
+  for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
+    dx = (*it)->backward_input(mb, dx);
+    progress();
+  }
   if (stage != 0) return dx;
   saved_.at(static_cast<size_t>(mb)).d_embedding = dx;
   return Tensor{};
 }
 
 void GptStages::backward_weight(int stage, int mb) {
-  for (GptLayer* layer : layers_of(stage)) layer->backward_weight(mb);
-  HeadSaved& s = saved_.at(static_cast<size_t>(mb));
+  for (GptLayer* layer : layers_of(stage))
+    unit_weight_grads(layer->index() + 1, [&] { layer->backward_weight(mb); });
+  if (stage == stage_count_ - 1) head_weight_grads(mb);
+  if (stage == 0) embedding_weight_grads(mb);
+}
+
+Tensor GptStages::backward(int stage, int mb, const Tensor& grad_output) {
+  Tensor dx = grad_output;
   if (stage == stage_count_ - 1) {
+    dx = last_stage_backward(mb);
+    head_weight_grads(mb);
+  }
+  const std::vector<GptLayer*> layers = layers_of(stage);
+  for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
+    GptLayer* layer = *it;
+    dx = layer->backward_input(mb, dx);
+    unit_weight_grads(layer->index() + 1, [&] { layer->backward_weight(mb); });
+  }
+  if (stage != 0) return dx;
+  saved_.at(static_cast<size_t>(mb)).d_embedding = dx;
+  embedding_weight_grads(mb);
+  return Tensor{};
+}
+
+void GptStages::unit_weight_grads(int unit, const std::function<void()>& compute) {
+  const bool last = ++weight_grads_done_.at(static_cast<size_t>(unit)) == config_.microbatches;
+  if (last && hooks_ && faults_.early_gradients_final) hooks_->gradients_final(unit);
+  compute();
+  if (last && hooks_ && !faults_.early_gradients_final) hooks_->gradients_final(unit);
+  progress();
+}
+
+void GptStages::head_weight_grads(int mb) {
+  unit_weight_grads(head_unit(), [&] {
+    HeadSaved& s = saved_.at(static_cast<size_t>(mb));
     column_backward_weight(*tp_, s.head, s.d_logits, d_head_, nullptr);
     s.lnf = {}, s.head = {}, s.ce = {}, s.d_logits = Tensor{};
-  }
-  if (stage == 0) {
+  });
+}
+
+void GptStages::embedding_weight_grads(int mb) {
+  unit_weight_grads(0, [&] {
+    HeadSaved& s = saved_.at(static_cast<size_t>(mb));
     Tensor dtable;  // [V/tp, h]: the rows of this slice, summed over the tokens that looked them up
     tp::embedding_backward(*tp_, embedding_, s.embedding, s.d_embedding, dtable);
     accumulate(d_embedding_, dtable);
     s.embedding = {}, s.d_embedding = Tensor{};
-  }
+  });
 }
 
 void GptStages::synchronize() {
@@ -151,11 +193,13 @@ void GptStages::synchronize() {
 }
 
 Tensor GptStages::first_stage_input(int mb) {
+  before_forward(0);
   const MicrobatchData& d = data_.at(static_cast<size_t>(mb));
   return tp::embedding_forward(*tp_, embedding_, d.ids, d.batch, d.rows, saved_.at(static_cast<size_t>(mb)).embedding);
 }
 
 void GptStages::last_stage_loss(int mb, const Tensor& x) {
+  before_forward(head_unit());
   const MicrobatchData& d = data_.at(static_cast<size_t>(mb));
   HeadSaved& s = saved_.at(static_cast<size_t>(mb));
   const Tensor xf = tp::layernorm_forward(*tp_, x, lnf_gamma_, lnf_beta_, s.lnf);  // [b, s/tp | s, h]

@@ -10,8 +10,16 @@
 //
 // `scale` is 1 / (B * seq): the mean over every next-token prediction of
 // the global batch, whichever rank holds the token.
+//
+// The full backward B runs each layer's I and then its W, last layer first
+// (as autograd does), so a layer's weight gradients are final as early as
+// possible; schedules that split I and W call them apart. Hooks (optional,
+// unit_hooks.h) hear when a unit's parameters are read, when its weight
+// gradients are final (its W of the last microbatch of the step) and every
+// layer boundary.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -19,6 +27,7 @@
 #include "kernels/model/data.h"
 #include "kernels/model/gpt_layer.h"
 #include "kernels/model/param_store.h"
+#include "kernels/model/unit_hooks.h"
 #include "kernels/pipeline/executor.h"
 #include "kernels/tensor_parallel/vocab.h"
 
@@ -26,16 +35,22 @@ namespace sextant::model {
 
 class GptStages : public pp::StageCompute {
  public:
+  // Planted faults (see step_fault_names).
+  struct Faults {
+    bool drop_residual = false;        // stage_drops_residual
+    bool early_gradients_final = false;  // early_grad_bucket: "final" announced before the last W
+  };
   // stages: the pipeline stages this rank runs (schedule.stages_of(pp rank)).
-  // drop_residual: the planted fault stage_drops_residual.
   GptStages(const GptConfig& config, const ParallelConfig& parallel, std::vector<int> stages, ParamStore& store,
-            const LayerEnv& env, bool drop_residual);
+            const LayerEnv& env, Faults faults);
+  void set_hooks(UnitHooks* hooks) { hooks_ = hooks; }
 
   Shape boundary_shape(int stage) const override;
   DType dtype() const override { return config_.dtype; }  // activations and their gradients
   Tensor forward(int stage, int microbatch, const Tensor& input) override;
   Tensor backward_input(int stage, int microbatch, const Tensor& grad_output) override;
   void backward_weight(int stage, int microbatch) override;
+  Tensor backward(int stage, int microbatch, const Tensor& grad_output) override;
   // On a device: waits for the compute stream, so that host clocks read finished work.
   void synchronize() override;
 
@@ -61,6 +76,17 @@ class GptStages : public pp::StageCompute {
   Tensor first_stage_input(int microbatch);
   void last_stage_loss(int microbatch, const Tensor& x);
   Tensor last_stage_backward(int microbatch);
+  // W of one unit for a microbatch, announcing the unit final after its last microbatch.
+  void unit_weight_grads(int unit, const std::function<void()>& compute);
+  void head_weight_grads(int microbatch);
+  void embedding_weight_grads(int microbatch);
+  void before_forward(int unit) {
+    if (hooks_) hooks_->before_forward(unit);
+  }
+  void progress() {
+    if (hooks_) hooks_->progress();
+  }
+  int head_unit() const { return static_cast<int>(config_.layers) + 1; }
 
   GptConfig config_;
   ParallelConfig parallel_;
@@ -68,7 +94,9 @@ class GptStages : public pp::StageCompute {
   int stage_count_ = 1;
   int64_t layers_per_stage_ = 0;
   const tp::TpGroup* tp_;
-  bool drop_residual_;
+  Faults faults_;
+  UnitHooks* hooks_ = nullptr;
+  std::vector<int> weight_grads_done_;  // per unit: microbatches whose W ran this step
   Device device_;  // the store's: parameters, activations and gradients
   std::vector<std::unique_ptr<GptLayer>> layers_;  // the layers of this rank's stages, ascending
   // First / last stage parameters (views of the store), when held.

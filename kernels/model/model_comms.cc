@@ -2,15 +2,21 @@
 
 #include "harness/error.h"
 #include "harness/strings.h"
+#include "harness/timing.h"
 
 namespace sextant::model {
 
 void CommClocks::reset() {
-  for (CommClock* c : {&tp, &cp, &ep, &dp, &pp, &other}) c->reset();
+  const double now = now_seconds();
+  for (CommClock* c : {&tp, &cp, &ep, &dp, &pp, &other}) c->reset(now);
 }
 
 std::map<std::string, double> CommClocks::seconds() const {
   return {{"tp", tp.seconds}, {"cp", cp.seconds}, {"ep", ep.seconds}, {"dp", dp.seconds}, {"pp", pp.seconds}};
+}
+
+std::map<std::string, double> CommClocks::exposed() const {
+  return {{"tp", tp.exposed}, {"cp", cp.exposed}, {"ep", ep.exposed}, {"dp", dp.exposed}, {"pp", pp.exposed}};
 }
 
 namespace {

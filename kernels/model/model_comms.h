@@ -20,7 +20,8 @@ struct CommClocks {
   CommClocks() { pp.separate_receive_waits = true; }
   void reset();
   // {"tp": s, "cp": s, "ep": s, "dp": s, "pp": s}; pp without its input waits.
-  std::map<std::string, double> seconds() const;
+  std::map<std::string, double> seconds() const;  // communication
+  std::map<std::string, double> exposed() const;  // of which the caller waited
 };
 
 struct ModelComms {

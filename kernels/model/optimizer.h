@@ -1,36 +1,53 @@
-// Gradient reduction and Adam for the GPT's parameter blocks.
+// Gradient reduction and Adam for the GPT's parameter blocks, in buckets
+// (Megatron's DDP: megatron/core/distributed/param_and_grad_buffer.py).
 //
-// Reduction, after the pipeline has summed every microbatch into the
-// accumulators (what Megatron's DDP does after the last backward):
+// Buckets: the units (gpt_params.h unit_of) in reverse order, the order the
+// backward finishes them, fill buckets of one gradient group each (dense
+// parameters: dp x cp, since the CP ranks hold other tokens of the same
+// sequences; expert parameters: EDP, the replicas of an expert slice). A
+// bucket closes once it holds at least bucket_mb MB of f32 gradients (0:
+// every unit its own bucket). Each bucket is one packed buffer and one
+// nonblocking collective on the store's device:
 //   1. under SP, the gradients of parameters replicated over TP that saw only
 //      this rank's sequence shard (LayerNorms, row-parallel biases, router)
-//      are all-reduced over TP;
-//   2. dense parameters are summed over dp x cp (the CP ranks hold other
-//      tokens of the same sequences: dp=2 cp=4 must equal dp=8), expert
-//      parameters over EDP (the replicas of an expert slice).
-// Each group is one packed buffer (a bucket) and one collective, on the
-// store's device (device buffers through the communicators; Adam on device).
+//      are first all-reduced over TP;
+//   2. the bucket is summed over its group.
+// Without overlap each bucket is reduced after the backward, one after the
+// other. With overlap_grad_reduce a bucket starts as soon as its units'
+// gradients are final (gradients_final: the last microbatch's weight
+// gradients were written, so under a pipeline after the last microbatch's
+// backward of those layers), during the backward of earlier layers, and the
+// pending collectives are tested at layer boundaries so that MPI progresses
+// them. Either way a bucket is the same collective on the same bytes: the
+// gradients are bit for bit those of the run without overlap.
 //
 // Adam (ops::adam_step) either on every block (plain), or as a distributed
 // optimizer (ZeRO-1, Rajbhandari et al. 2020; Megatron's distributed
 // optimizer): each bucket's gradient is reduce-scattered instead of
-// all-reduced, each rank updates its 1/n slice of the packed parameters with
-// the moments of that slice only, and the parameters are all-gathered back.
+// all-reduced, each rank updates its 1/n slice of the bucket's packed
+// parameters with the moments of that slice only, and the parameters are
+// all-gathered back, bucket by bucket in forward order. With
+// overlap_param_gather those gathers stay pending into the next step: the
+// forward of a unit waits for its bucket's gather just before it reads the
+// unit's parameters (before_forward).
 #pragma once
 
 #include <vector>
 
 #include "harness/comm.h"
+#include "kernels/model/gpt_config.h"
 #include "kernels/model/param_store.h"
+#include "kernels/model/unit_hooks.h"
 #include "kernels/ops/adam.h"
 
 namespace sextant::model {
 
-// Planted faults in the reduction (see StepFaults).
-struct ReduceFaults {
+// Planted faults in the reduction and the gathers (see step_fault_names).
+struct OptimizerFaults {
   bool skip_cp = false;            // dense gradients summed over dp only, not dp x cp
   bool experts_over_dp = false;    // expert gradients summed over the dense DP group instead of EDP
   bool skip_layernorm_tp = false;  // under SP, LayerNorm gradients not summed over TP
+  bool unwaited_params = false;    // the forward reads parameters without waiting for their gather
 };
 
 struct OptimizerComms {
@@ -41,19 +58,44 @@ struct OptimizerComms {
   Communicator* edp = nullptr;    // expert gradients
 };
 
-class Optimizer {
- public:
-  Optimizer(ParamStore& store, const OptimizerComms& comms, const ops::AdamConfig& adam, bool distributed,
-            ReduceFaults faults);
+struct Overlap {
+  bool grad_reduce = false;   // buckets reduced during the backward
+  bool param_gather = false;  // distributed: parameter gathers pending into the next forward
+};
 
-  // Sums the accumulated gradients over their groups. Distributed: each rank
-  // then holds only its slice of every bucket's summed gradient.
+class Optimizer : public UnitHooks {
+ public:
+  // Adam's settings, ZeRO, the bucket size and the overlap from config.
+  Optimizer(ParamStore& store, const OptimizerComms& comms, const GptConfig& config, OptimizerFaults faults);
+
+  // Changes when buckets communicate (not what): between steps only.
+  void set_overlap(Overlap overlap);
+  const Overlap& overlap() const { return overlap_; }
+  int bucket_count() const { return static_cast<int>(buckets_.size()); }
+  // Buckets of the last backward whose reduction started inside it (overlap).
+  int buckets_started_in_backward() const { return started_in_backward_; }
+
+  // A new backward: no bucket's gradients are final yet.
+  void begin_backward();
+  void before_forward(int unit) override;   // waits for the unit's parameter gather
+  void gradients_final(int unit) override;  // overlap: starts the buckets this completes
+  void progress() override;                 // tests the pending collectives
+
+  // Sums the accumulated gradients over their groups: starts the buckets
+  // that have not started, waits for all. Distributed: each rank then holds
+  // only its slice of every bucket's summed gradient.
   void reduce_gradients();
   // Distributed only (checks): all-gathers the gradient slices back into
   // every block's grad, so that every block holds its whole summed gradient.
   void gather_gradients();
   // One Adam step (t counts steps from 1) on the summed gradients.
   void step();
+  // Waits for every pending parameter gather (and writes the parameters).
+  void finish_param_gathers();
+  // Checks: every block's value after the last step, in store order,
+  // without completing pending gathers (so a forward that does not wait for
+  // them still reads stale parameters, as it would without the check).
+  std::vector<Tensor> parameter_values();
   // Zeroes the moments and the step count.
   void reset();
   int64_t steps() const { return t_; }
@@ -61,20 +103,32 @@ class Optimizer {
  private:
   struct Bucket {
     Communicator* group = nullptr;
-    std::vector<Param*> params;
-    int64_t numel = 0, padded = 0;                        // padded: a multiple of the group size
+    std::vector<Param*> params, tp_partial;  // tp_partial: summed over TP first (under SP)
+    std::vector<int> units;
+    int64_t numel = 0, padded = 0;  // padded: a multiple of the group size
+    Tensor grads;                   // [padded] packed gradients, summed in place (plain)
+    Tensor gathered;                // distributed: [padded] packed parameters
     Tensor grad_slice, param_slice, exp_avg, exp_avg_sq;  // distributed: [padded / n]
+    int units_pending = 0;  // this step: units whose gradients are not final yet
+    bool started = false;
+    RequestPtr reduce, gather;
   };
-  void pack(const Bucket& b, bool grads, Tensor& flat) const;
-  void unpack(const Bucket& b, bool grads, const Tensor& flat);
-  void reduce_tp_replicated();
+  void build_buckets(const GptConfig& config);
+  void close_bucket(Bucket& b);
+  void start_reduce(Bucket& b);
+  void finish_reduce(Bucket& b);
+  void finish_gather(Bucket& b);
+  void reduce_tp_partial(const Bucket& b);
 
   ParamStore& store_;
   OptimizerComms comms_;
   ops::AdamConfig adam_;
   bool distributed_;
-  ReduceFaults faults_;
-  std::vector<Bucket> buckets_;
+  Overlap overlap_;
+  OptimizerFaults faults_;
+  std::vector<Bucket> buckets_;                  // in the order the backward finishes them
+  std::vector<std::vector<int>> unit_buckets_;  // per unit: its buckets
+  int started_in_backward_ = 0;
   int64_t t_ = 0;
 };
 

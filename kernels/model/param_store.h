@@ -34,8 +34,10 @@ class ParamStore {
   // Initial values from the seed; gradients and Adam moments zeroed.
   void initialize(uint64_t seed);
   void zero_grads();
-  // compute = value rounded to the compute dtype (nothing to do in f32).
+  // compute = value rounded to the compute dtype (nothing to do in f32),
+  // for every block or some.
   void refresh_compute();
+  void refresh_compute(const std::vector<Param*>& params);
   DType compute_dtype() const { return compute_dtype_; }
 
   Device device() const { return device_; }

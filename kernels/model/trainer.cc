@@ -11,8 +11,9 @@
 namespace sextant::model {
 
 const std::vector<std::string>& step_fault_names() {
-  static const std::vector<std::string> names = {"no_cp_grad_reduce", "experts_over_dp", "no_sp_layernorm_reduce",
-                                                 "loss_token_count", "stage_drops_residual"};
+  static const std::vector<std::string> names = {
+      "no_cp_grad_reduce",    "experts_over_dp",   "no_sp_layernorm_reduce", "loss_token_count",
+      "stage_drops_residual", "early_grad_bucket", "unwaited_param_gather"};
   return names;
 }
 
@@ -21,6 +22,8 @@ bool step_fault_visible(const std::string& fault, const GptConfig& c, const Para
   if (fault == "no_sp_layernorm_reduce") return p.sp && p.tp > 1;
   if (fault == "loss_token_count") return p.dp * p.cp > 1;
   if (fault == "stage_drops_residual") return p.pp * p.vpp > 1;
+  if (fault == "early_grad_bucket") return c.overlap_grad_reduce;
+  if (fault == "unwaited_param_gather") return c.overlap_param_gather;  // (ZeRO; shows from the second step)
   if (fault == "experts_over_dp") {  // only where the dense DP group is not the EDP group
     if (c.moe_layer_count() == 0) return false;
     const RankGrid grid(p, p.world());
@@ -42,7 +45,7 @@ void GptTrainer::synchronize() const {
 }
 
 GptTrainer::GptTrainer(const GptConfig& config, ModelComms& comms, uint64_t seed, const std::string& fault)
-    : config_(config), comms_(comms), seed_(seed), fault_(fault) {
+    : config_(config), comms_(comms), seed_(seed), fault_(fault), tokens_(token_source(config, seed)) {
   const ParallelConfig& p = comms.parallel;
   validate(config_, p);
   if (!fault_.empty()) step_fault_visible(fault_, config_, p);  // rejects unknown names
@@ -56,14 +59,16 @@ GptTrainer::GptTrainer(const GptConfig& config, ModelComms& comms, uint64_t seed
   const bool first = std::count(stages.begin(), stages.end(), 0) > 0;
   const bool last = std::count(stages.begin(), stages.end(), schedule.stages - 1) > 0;
   store_ = std::make_unique<ParamStore>(config, p, comms.coords, layers, first, last, comms.device);
-  stages_ = std::make_unique<GptStages>(config, p, stages, *store_, layer_env(), has(fault_, "stage_drops_residual"));
+  const GptStages::Faults stage_faults{has(fault_, "stage_drops_residual"), has(fault_, "early_grad_bucket")};
+  stages_ = std::make_unique<GptStages>(config, p, stages, *store_, layer_env(), stage_faults);
   pp::ExecutorOptions options;
   options.host = comms.host_pp.get();
   executor_ = std::make_unique<pp::PipelineExecutor>(std::move(schedule), *comms.pp, *stages_, options);
-  const ReduceFaults reduce{has(fault_, "no_cp_grad_reduce"), has(fault_, "experts_over_dp"),
-                            has(fault_, "no_sp_layernorm_reduce")};
+  const OptimizerFaults faults{has(fault_, "no_cp_grad_reduce"), has(fault_, "experts_over_dp"),
+                               has(fault_, "no_sp_layernorm_reduce"), has(fault_, "unwaited_param_gather")};
   const OptimizerComms oc{comms.tp.get(), p.sp, comms.dp.get(), comms.dp_cp.get(), comms.edp.get()};
-  optimizer_ = std::make_unique<Optimizer>(*store_, oc, config.adam, config.distributed_optimizer, reduce);
+  optimizer_ = std::make_unique<Optimizer>(*store_, oc, config, faults);
+  stages_->set_hooks(optimizer_.get());
   reset();
 }
 
@@ -99,12 +104,13 @@ LayerEnv GptTrainer::layer_env() {
   env.moe_options.dispatcher = config_.dispatcher;
   env.moe_comms = {comms_.self.get(), comms_.ep.get(), comms_.etp.get(), comms_.self.get()};
   env.microbatches = config_.microbatches;
+  env.progress = [this] { optimizer_->progress(); };  // (the optimizer exists before any step runs)
   return env;
 }
 
 void GptTrainer::reset() {
+  optimizer_->reset();  // first: pending parameter gathers complete before the weights are drawn again
   store_->initialize(seed_);
-  optimizer_->reset();
   data_step_ = 0;
 }
 
@@ -112,7 +118,7 @@ void GptTrainer::forward_backward(StepReport& report) {
   const ParallelConfig& p = comms_.parallel;
   std::vector<MicrobatchData> data;
   for (int mb = 0; mb < config_.microbatches; ++mb)
-    data.push_back(microbatch_data(config_, p, comms_.coords, seed_, data_step_, mb));
+    data.push_back(microbatch_data(config_, p, comms_.coords, tokens_, data_step_, mb));
   // The loss is the mean over every prediction of the global batch. The
   // planted fault averages over this rank's own tokens instead.
   const double tokens = has(fault_, "loss_token_count")
@@ -120,9 +126,13 @@ void GptTrainer::forward_backward(StepReport& report) {
                             : static_cast<double>(config_.tokens_per_step());
   stages_->begin_step(std::move(data), 1.0 / tokens);
   store_->zero_grads();
+  optimizer_->begin_backward();
   synchronize();
   const double start = now_seconds();
   report.actions = executor_->run_step();
+  // Every forward waited for its parameters (a no-op), unless the planted
+  // fault skipped those waits: then the new parameters land only now.
+  optimizer_->finish_param_gathers();
   synchronize();
   report.pipeline_s = now_seconds() - start;
   // One TP rank of each last-stage replica reports its tokens' share.
@@ -133,10 +143,7 @@ void GptTrainer::forward_backward(StepReport& report) {
 
 void GptTrainer::reduce_gradients() { optimizer_->reduce_gradients(); }
 void GptTrainer::gather_gradients() { optimizer_->gather_gradients(); }
-void GptTrainer::optimizer_step() {
-  optimizer_->step();
-  store_->refresh_compute();  // bf16: the kernels' copies of the new weights
-}
+void GptTrainer::optimizer_step() { optimizer_->step(); }  // (it refreshes the bf16 copies of what it writes)
 
 StepReport GptTrainer::step() {
   StepReport report;
@@ -154,6 +161,7 @@ StepReport GptTrainer::step() {
   report.optimizer_s = now_seconds() - t;
   report.seconds = now_seconds() - start;
   report.comm_s = comms_.clocks->seconds();
+  report.exposed_s = comms_.clocks->exposed();
   report.input_wait_s = comms_.clocks->pp.input_wait;
   return report;
 }

@@ -31,6 +31,8 @@ namespace sextant::model {
 //   no_sp_layernorm_reduce  under SP, LayerNorm gradients not summed over TP
 //   loss_token_count        each rank averages the loss over its own tokens, not the B * seq of the batch
 //   stage_drops_residual    after a pipeline stage boundary the first layer drops its residual
+//   early_grad_bucket       overlap_grad_reduce: a bucket is reduced before its last weight gradient is written
+//   unwaited_param_gather   overlap_param_gather: the forward reads parameters before their all-gather completes
 const std::vector<std::string>& step_fault_names();
 // Whether a fault can change the results of this config (it needs the dimension it breaks).
 bool step_fault_visible(const std::string& fault, const GptConfig& c, const ParallelConfig& p);
@@ -42,8 +44,9 @@ struct StepReport {
   double reduce_s = 0;                   // gradient reduction
   double optimizer_s = 0;                // Adam (and the ZeRO all-gather)
   std::vector<pp::TimedAction> actions;  // this rank's, from the executor
-  std::map<std::string, double> comm_s;  // seconds inside tp, cp, ep, dp, pp calls
-  double input_wait_s = 0;               // waiting for a pipeline neighbour's tensor (part of the bubble)
+  std::map<std::string, double> comm_s;     // tp, cp, ep, dp, pp: communication seconds (timed_comm.h)
+  std::map<std::string, double> exposed_s;  // of which the step waited (all of it for blocking calls)
+  double input_wait_s = 0;                  // waiting for a pipeline neighbour's tensor (part of the bubble)
 };
 
 class GptTrainer {
@@ -61,6 +64,15 @@ class GptTrainer {
   void reduce_gradients();
   void gather_gradients();  // ZeRO: every block's whole summed gradient (checks only)
   void optimizer_step();
+  // Checks: every parameter block's value after the last step, in store
+  // order (pending ZeRO gathers stay pending; see Optimizer::parameter_values).
+  std::vector<Tensor> parameter_values() { return optimizer_->parameter_values(); }
+  // When data-parallel communication happens (not what): between steps.
+  void set_overlap(Overlap overlap) { optimizer_->set_overlap(overlap); }
+  const Overlap& overlap() const { return optimizer_->overlap(); }
+  int bucket_count() const { return optimizer_->bucket_count(); }
+  int buckets_started_in_backward() const { return optimizer_->buckets_started_in_backward(); }
+  const TokenSource& tokens() const { return tokens_; }
 
   const GptConfig& config() const { return config_; }
   const ParallelConfig& parallel() const { return comms_.parallel; }
@@ -84,6 +96,7 @@ class GptTrainer {
   std::unique_ptr<GptStages> stages_;
   std::unique_ptr<pp::PipelineExecutor> executor_;
   std::unique_ptr<Optimizer> optimizer_;
+  TokenSource tokens_;
   int64_t data_step_ = 0;
 };
 

@@ -213,6 +213,21 @@ STEP_CONFIGS = [(1, {}), (2, {"tp": 2, "sp": True}), (2, {"pp": 2}), (4, {"tp": 
                 (8, {"tp": 2, "pp": 2, "dp": 2, "ep": 4, "sp": True})]
 
 
+def comm_entry(comm, exposed):
+    return {"comm_s": comm, "exposed_s": exposed, "hidden_s": comm - exposed,
+            "exposed_fraction": exposed / comm if comm else None}
+
+
+def comm_by_dim(split, dp_exposed_share=1.0):
+    """comm_by_dim from a time split's exposed parts; with overlap only a share of dp's is exposed."""
+    out = {}
+    for d in ("tp", "cp", "ep", "dp", "pp"):
+        comm = split.get(f"exposed_{d}", 0.0)
+        out[d] = comm_entry(comm, comm * (dp_exposed_share if d == "dp" else 1.0))
+    out["all"] = comm_entry(sum(v["comm_s"] for v in out.values()), sum(v["exposed_s"] for v in out.values()))
+    return out
+
+
 def step_cases(rng):
     out = []
     for ranks, dims in STEP_CONFIGS:
@@ -228,14 +243,24 @@ def step_cases(rng):
         split = {k: v * step_s / sum(split.values()) for k, v in split.items()}  # seconds, summing to the step
         losses = [8.32 - 0.05 * s + rng.uniform(-1e-4, 1e-4) for s in range(3)]
         tensors = [tensor("loss", 1e-6, 1e-6, 1e-5, count=3), tensor("grads", 4e-6, 3e-6, 1e-5)]
-        out.append(record("step", "gpt", ranks, par, params, tensors, {"step": step_s},
-                          {"tokens_per_s": measured(tokens, "tokens/s"),
-                           "tflops_per_rank": measured(mfu * 100, "TFLOP/s"), "mfu": measured(mfu, "1"),
-                           "peak_tflops": measured(100.0, "TFLOP/s"), "peak_source": "synthetic fixture",
-                           "flops_per_step": measured(flops, "FLOP"),
-                           "flops_formula": "T*(6*L*12*h^2) (synthetic)",
-                           "bubble_fraction": measured(split["bubble"] / sum(split.values()), "1"),
-                           "time_split": split, "losses": losses}, rng, dtype="f32"))
+        metrics = {"tokens_per_s": measured(tokens, "tokens/s"),
+                   "tflops_per_rank": measured(mfu * 100, "TFLOP/s"), "mfu": measured(mfu, "1"),
+                   "peak_tflops": measured(100.0, "TFLOP/s"), "peak_source": "synthetic fixture",
+                   "flops_per_step": measured(flops, "FLOP"),
+                   "flops_formula": "T*(6*L*12*h^2) (synthetic)",
+                   "bubble_fraction": measured(split["bubble"] / sum(split.values()), "1"),
+                   "time_split": split, "losses": losses}
+        if dims.get("dp", 1) > 1:  # overlapped DP communication: 30% of dp exposed, and the same without overlap
+            params = dict(params, zero=True, overlap_grad_reduce=True, overlap_param_gather=True)
+            with_overlap, without = comm_by_dim(split, 0.3), comm_by_dim(split)
+            metrics.update({"comm_by_dim": with_overlap, "comm_by_dim_without_overlap": without,
+                            "comm_exposed_fraction": measured(with_overlap["all"]["exposed_fraction"], "1"),
+                            "comm_exposed_fraction_without_overlap": measured(without["all"]["exposed_fraction"],
+                                                                              "1")})
+        else:
+            metrics["comm_by_dim"] = comm_by_dim(split)
+            metrics["comm_exposed_fraction"] = measured(metrics["comm_by_dim"]["all"]["exposed_fraction"], "1")
+        out.append(record("step", "gpt", ranks, par, params, tensors, {"step": step_s}, metrics, rng, dtype="f32"))
     return out
 
 

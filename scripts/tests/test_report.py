@@ -92,6 +92,8 @@ def expected_figures(runs):
                                                    {c["dtype"] for c in cases if c["suite"] == "collectives"}]
     if any(c["suite"] == "step" and c["case"] == "sweep" and c["ranks"] > 1 for c in cases):
         names.append("step_sweep.png")
+    if any(c["suite"] == "step" and "comm_by_dim" in c["perf"].get("metrics", {}) for c in cases):
+        names.append("step_overlap.png")
     if len({c["ranks"] for c in cases if c["suite"] in ("tp_sp", "attention", "moe", "step")}) > 1:
         names.append("scaling.png")
     return names
@@ -185,7 +187,7 @@ class MissingData(unittest.TestCase):
             rc, stdout, stderr = run_script("report.py", path, "-o", os.path.join(tmp, "out"))
             self.assertEqual(rc, 1)
             self.assertIn("ERROR in Pipeline schedules", stderr)
-            self.assertIn("report: Training step (MFU and throughput): 1 figure(s)", stdout)
+            self.assertIn("report: Training step (MFU and throughput): 2 figure(s)", stdout)
             self.assertTrue(os.path.isfile(os.path.join(tmp, "out", "index.html")))
 
     def test_bad_input_exits_2(self):

@@ -22,13 +22,16 @@ namespace {
 Tensor scalar(double v) { return Tensor::from_values({1}, {v}, DType::f64); }
 
 // Every parameter's value (or summed gradient) as a whole tensor on root.
+// Values come from the trainer (pending ZeRO gathers stay pending).
 std::map<std::string, Tensor> gather_params(model::GptTrainer& t, Communicator& host, Checker* checker, bool grads) {
   std::map<std::string, Tensor> out;
   const std::vector<model::ParamSpec>& specs = t.params().specs();
+  const std::vector<model::Param>& params = t.params().params();
+  const std::vector<Tensor> values = grads ? std::vector<Tensor>{} : t.parameter_values();
   for (int i = 0; i < static_cast<int>(specs.size()); ++i) {
     std::vector<Block> blocks;
-    for (const model::Param& p : t.params().params())
-      if (p.block.spec == i) blocks.push_back({grads ? p.grad : p.value, p.block.offset});
+    for (size_t k = 0; k < params.size(); ++k)
+      if (params[k].block.spec == i) blocks.push_back({grads ? params[k].grad : values[k], params[k].block.offset});
     Assembled a = assemble(host, blocks, specs[i].shape, DType::f32);
     if (host.rank() != 0) continue;
     if (checker && (a.uncovered || a.mismatched))
@@ -105,7 +108,7 @@ std::string model_key(const model::GptConfig& c, uint64_t seed, int steps) {
   for (bool m : c.moe) pattern += m ? '1' : '0';
   return cat(c.vocab, " ", c.hidden, " ", c.heads, " ", c.head_dim, " ", c.ffn, " ", c.layers, " ", c.seq, " ", pattern,
              " ", c.experts, " ", c.topk, " ", c.moe_ffn, " ", c.batch, " ", c.adam.lr, " ", c.adam.eps, " ", seed, " ",
-             steps);
+             steps, " ", c.data);
 }
 
 Tensor routing_table(const ref::MoeRouting& r) {
@@ -154,9 +157,10 @@ const RunRecord& reference_run(const model::GptConfig& c, uint64_t seed, int ste
   ref::GptParams params = reference_params(c, seed);
   ref::GptAdam adam;
   adam.config = {c.adam.lr, c.adam.beta1, c.adam.beta2, c.adam.eps, c.adam.weight_decay};
+  const model::TokenSource source = model::token_source(c, seed);
   RunRecord run;
   for (int k = 0; k < steps; ++k) {
-    const std::vector<int64_t> tokens = model::global_tokens(c, seed, k);
+    const std::vector<int64_t> tokens = model::global_tokens(c, source, k);
     ref::GptStep step = ref::gpt_forward_backward(dims, params, tokens, c.batch);
     StepRecord rec;
     rec.loss = step.loss;
@@ -180,6 +184,7 @@ const RunRecord& baseline_run(const model::GptConfig& dist, Communicator& self, 
   c.schedule = "1f1b";
   c.cp_comm = model::CpComm::p2p;
   c.distributed_optimizer = false;
+  c.overlap_grad_reduce = c.overlap_param_gather = false;
   GridComms grid = make_grid_comms(self, ParallelConfig{});
   model::ModelComms comms = model::make_model_comms(grid, self, host_self, self, c);
   model::GptTrainer trainer(c, comms, seed);

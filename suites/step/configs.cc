@@ -9,14 +9,23 @@ namespace sextant::step {
 
 namespace {
 
-// Keys a user may set (--seq, --set schedule=zb-v, ...), with the profile
+// Model keys a user may set (--seq, --set data=..., ...), with the profile
 // defaults. ci: tiny, for two shared cores; default: the model
 // (h 64, 4 heads, 4 layers of which 2 MoE with 8 experts top-2, vocab 512,
 // seq 64); qualify: larger, still within reach of the f64 reference.
-const std::vector<std::string> kModelKeys = {
-    "vocab", "hidden",  "heads",      "head_dim", "ffn",       "layers",   "seq", "moe_every", "moe_pattern", "experts",
-    "topk",  "moe_ffn", "dispatcher", "batch",    "cp_layout", "regather", "lr",  "adam_eps",  "steps"};
-const std::vector<std::string> kStepKeys = {"microbatches", "schedule", "cp_comm", "a2a_size", "zero"};
+const std::vector<std::string> kModelKeys = {"vocab", "hidden", "heads", "head_dim", "ffn", "layers", "seq",
+                                             "moe_every", "moe_pattern", "experts", "topk", "moe_ffn", "dispatcher",
+                                             "batch", "data", "cp_layout", "regather", "lr", "adam_eps", "steps"};
+
+}  // namespace
+
+const std::vector<std::string>& step_keys() {
+  static const std::vector<std::string> keys = {"microbatches", "schedule",  "cp_comm", "a2a_size", "zero",
+                                                "bucket_mb",    "overlap_grad_reduce", "overlap_param_gather"};
+  return keys;
+}
+
+namespace {
 
 nlohmann::json profile_sizes(const std::string& profile) {
   if (profile == "ci")
@@ -55,9 +64,16 @@ nlohmann::json default_params(const SweepRequest& req) {
 // Together they exercise every dimension and variant: TP with SP, CP by
 // ring / all-to-all / all-gather / both, EP with and without ETP, PP with
 // 1F1B, interleaved, ZB-H1 and ZB-V (I/W split), DP with Adam and ZeRO-1,
+// gradient buckets reduced during the backward and ZeRO gathers during the
+// next forward (alone, and under pipelines whose backward splits I and W),
 // and all six at once from 16 ranks. ci keeps the first ones of each count.
 std::vector<Recipe> recipes(int ranks, const std::string& profile) {
   const bool sp = true;
+  const nlohmann::json zero_overlap = {{"zero", true}, {"overlap_grad_reduce", true}, {"overlap_param_gather", true}};
+  auto with = [](nlohmann::json options, const nlohmann::json& more) {
+    options.update(more);
+    return options;
+  };
   std::vector<Recipe> all;
   switch (ranks) {
     case 1:
@@ -65,18 +81,19 @@ std::vector<Recipe> recipes(int ranks, const std::string& profile) {
       break;
     case 2:
       all = {recipe(par(2, 1, 1, 1, 1, sp)), recipe(par(1, 2, 1, 1)), recipe(par(1, 1, 2, 1), {{"microbatches", 2}}),
-             recipe(par(1, 1, 1, 2, 2), {{"zero", true}})};
+             recipe(par(1, 1, 1, 2, 2), zero_overlap)};
       break;
     case 4:
       all = {recipe(par(2, 2, 1, 1, 2, sp)),
-             recipe(par(1, 1, 2, 2, 2), {{"microbatches", 2}, {"schedule", "zb-h1"}, {"zero", true}}),
+             recipe(par(1, 1, 2, 2, 2), with({{"microbatches", 2}, {"schedule", "zb-h1"}}, zero_overlap)),
              recipe(par(2, 1, 2, 1, 1, sp, 2), {{"microbatches", 2}, {"schedule", "interleaved"}}),
              recipe(par(1, 2, 1, 2), {{"cp_comm", "a2a"}})};
       break;
     case 8:
       all = {recipe(par(2, 2, 2, 1, 2, sp), {{"microbatches", 2}}),
-             recipe(par(1, 4, 1, 2), {{"cp_comm", "a2a+p2p"}, {"a2a_size", 2}}), recipe(par(1, 1, 1, 8)),
-             recipe(par(2, 1, 2, 2, 4, sp, 2, 1), {{"microbatches", 2}, {"schedule", "zb-v"}, {"zero", true}})};
+             recipe(par(1, 4, 1, 2), {{"cp_comm", "a2a+p2p"}, {"a2a_size", 2}}),
+             recipe(par(1, 1, 1, 8), {{"overlap_grad_reduce", true}}),
+             recipe(par(2, 1, 2, 2, 4, sp, 2, 1), with({{"microbatches", 2}, {"schedule", "zb-v"}}, zero_overlap))};
       break;
     case 16:
       all = {recipe(par(2, 2, 2, 2, 2, sp), {{"microbatches", 2}}),
@@ -188,7 +205,7 @@ CaseConfig make_config(const SweepRequest& req, const nlohmann::json& params, co
   CaseConfig c;
   c.params = params;
   for (auto it = r.options.begin(); it != r.options.end(); ++it) c.params[it.key()] = it.value();
-  for (const std::string& key : kStepKeys)  // the user's choices win over a recipe's
+  for (const std::string& key : step_keys())  // the user's choices win over a recipe's
     if (req.options.contains(key)) c.params[key] = req.options.at(key);
   c.parallel = r.parallel;
   c.ranks = req.ranks;
@@ -253,6 +270,7 @@ void validate_config(const CaseConfig& c) {
   const int64_t steps = c.params.value("steps", int64_t{3});
   require(steps >= 1, cat("--set steps=", steps, " must be at least 1"));
   model::validate(model, c.parallel);
+  model::token_source(model, 0);  // the dataset's format and its fit to the model (--vocab, --seq)
 }
 
 }  // namespace sextant::step

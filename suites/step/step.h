@@ -30,6 +30,8 @@ inline constexpr int kSuiteOrder = 70;
 
 // Model and step options of a profile (ci: tiny, default: the model).
 nlohmann::json default_params(const SweepRequest& req);
+// The step options a user sets over a recipe's (microbatches, schedule, zero, overlap, ...).
+const std::vector<std::string>& step_keys();
 // A parallel config with its step options (schedule, microbatches, cp_comm, ...).
 struct Recipe {
   ParallelConfig parallel;

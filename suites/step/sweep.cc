@@ -41,7 +41,6 @@ const MetricDef& kPeakSource = define_metric({"step", "peak_source", "json", Bet
 
 namespace {
 
-const std::vector<std::string> kStepKeys = {"microbatches", "schedule", "cp_comm", "a2a_size", "zero"};
 
 struct Entry {
   std::string name;
@@ -95,7 +94,7 @@ std::vector<CaseConfig> sweep_configs(const SweepRequest& req) {
   if (!req.fault.empty() || req.parallel) return {};
   CaseConfig c;
   c.params = default_params(req);
-  for (const std::string& key : kStepKeys)
+  for (const std::string& key : step_keys())
     if (req.options.contains(key)) c.params[key] = req.options.at(key);
   if (req.options.contains("peak_tflops")) c.params["peak_tflops"] = req.options.at("peak_tflops");
   c.params["configs"] = req.get<std::string>("configs", "all");
@@ -107,7 +106,9 @@ std::vector<CaseConfig> sweep_configs(const SweepRequest& req) {
 }
 
 void validate_sweep(const CaseConfig& c) {
-  validate_dtype(c.dtype, model::gpt_config_from_json(c.params));
+  const model::GptConfig gpt = model::gpt_config_from_json(c.params);
+  validate_dtype(c.dtype, gpt);
+  model::token_source(gpt, 0);  // the dataset, if any
   entries_of(c);
 }
 

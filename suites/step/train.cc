@@ -43,6 +43,7 @@ std::vector<CaseConfig> train_configs(const SweepRequest& req) {
   // the user's mistakes there fail loudly instead of filtering every recipe out.
   const model::GptConfig gpt = model::gpt_config_from_json(params);
   model::validate(gpt, ParallelConfig{});
+  model::token_source(gpt, 0);  // a broken dataset, or one the model cannot read, fails every config
   for (DType dtype : req.dtypes_or({DType::f32})) validate_dtype(dtype, gpt);
   std::vector<CaseConfig> out;
   std::string first_error;

@@ -1,8 +1,12 @@
 """The full training step. step/train records (each parallel config trained
-and checked step after step): throughput, MFU and where the step time goes.
+and checked step after step): throughput, MFU, where the step time goes and
+how much of each dimension's communication the step waited for, with and
+without overlapped data-parallel communication.
 step/sweep records (every factorisation of the rank count, ranked by
 throughput next to the planner's prediction): the fastest configs per rank
 count."""
+import os
+
 from matplotlib.ticker import EngFormatter
 
 from ..load import cases_of, extra, metric, metric_unit, par, param, parallel_text
@@ -33,6 +37,12 @@ def config_text(case):
         parts.append(f"cp {param(case, 'cp_comm', 'p2p')}")
     if param(case, "zero"):
         parts.append("ZeRO-1")
+    overlap = [name for key, name in (("overlap_grad_reduce", "grad"), ("overlap_param_gather", "gather"))
+               if param(case, key)]
+    if overlap:
+        parts.append("overlap " + "+".join(overlap))
+    if param(case, "data"):
+        parts.append("data " + os.path.basename(str(param(case, "data"))))
     return ", ".join(parts)
 
 
@@ -115,6 +125,79 @@ def train_figure(runs, pairs, out):
     return out.save(fig, "step_mfu.png", "Training step: throughput, MFU and time split", caption)
 
 
+DIMS = ("tp", "cp", "ep", "dp", "pp")
+
+
+def comm_by_dim(case, without_overlap=False):
+    """Per dimension {comm_s, exposed_s, hidden_s, exposed_fraction}, or None."""
+    c = extra(case, "comm_by_dim_without_overlap" if without_overlap else "comm_by_dim")
+    return c if isinstance(c, dict) else None
+
+
+def comm_variants(case):
+    """[(label, comm_by_dim)]: the run as configured, and without overlap where it was measured."""
+    with_overlap = bool(param(case, "overlap_grad_reduce") or param(case, "overlap_param_gather"))
+    variants = [("overlap" if with_overlap else "no overlap", comm_by_dim(case))]
+    if comm_by_dim(case, True):
+        variants.append(("no overlap", comm_by_dim(case, True)))
+    return variants
+
+
+def exposed_percent(case, without_overlap=False):
+    c = comm_by_dim(case, without_overlap)
+    f = (c or {}).get("all", {}).get("exposed_fraction")
+    return None if f is None else 100.0 * f
+
+
+def overlap_figure(runs, pairs, out):
+    """Per config: communication per step and dimension, the part the step
+    waited for (solid) under the part hidden behind compute (hatched), as run
+    and, where the case measured it, the same steps without overlap."""
+    pairs = [(r, c) for r, c in pairs if comm_by_dim(c)]
+    if not pairs:
+        return None
+    ncols = min(len(pairs), 3)
+    nrows = (len(pairs) + ncols - 1) // ncols
+    fig, axes = subplots(nrows, ncols, width=4.8, height=3.6)
+    panels = [a for row in axes for a in row]
+    for ax in panels[len(pairs):]:
+        ax.axis("off")
+    colors = {"overlap": "C0", "no overlap": "C1"}
+    for ax, (run, c) in zip(panels, pairs):
+        variants = comm_variants(c)
+        # Dimensions with communication worth a bar: above 1% of the panel's largest.
+        largest = max((v[d]["comm_s"] for _, v in variants for d in DIMS if d in v), default=0)
+        dims = [d for d in DIMS if any(v.get(d, {}).get("comm_s", 0) > 0.01 * largest for _, v in variants)]
+        width = 0.8 / len(variants)
+        for k, (label, v) in enumerate(variants):
+            xs = [i + (k - (len(variants) - 1) / 2) * width for i in range(len(dims))]
+            exposed = [1e3 * v[d]["exposed_s"] for d in dims]
+            hidden = [1e3 * v[d]["hidden_s"] for d in dims]
+            ax.bar(xs, exposed, width, color=colors[label], label=f"{label}: exposed")
+            if any(h > 0.01 * (e + h) for e, h in zip(exposed, hidden)):
+                ax.bar(xs, hidden, width, bottom=exposed, color=colors[label], alpha=0.3, hatch="//",
+                       label=f"{label}: hidden")
+            for x, d, e, h in zip(xs, dims, exposed, hidden):
+                f = v[d].get("exposed_fraction")
+                if f is not None:
+                    ax.text(x, e + h, f"{100 * f:.0f}%", ha="center", va="bottom", fontsize=6)
+        ax.set_xticks(range(len(dims)), dims)
+        ax.set_ylabel("communication per step (ms)")
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.set_title(f"{c['ranks']}r {config_text(c)}" + (f"\n[{run.label}]" if len(runs) > 1 else ""), fontsize=8)
+    figure_legend(fig, axes)
+    caption = ("step/train: each dimension's communication per step (mean over timed steps and ranks), split into "
+               "the time the step waited for it (exposed: inside blocking calls, and the start, tests and wait of "
+               "nonblocking collectives) and the rest of the time a nonblocking collective was in flight (hidden "
+               "behind compute; in flight until a test or wait saw it complete, so an upper bound). Percentages: "
+               "exposed / communication. With overlapped data-parallel communication (gradient buckets reduced "
+               "during the backward, ZeRO parameter gathers during the next forward) the case also runs the same "
+               "steps without overlap, same buckets: the two bars of dp. "
+               f"{systems_caption(runs_used(runs, pairs))}")
+    return out.save(fig, "step_overlap.png", "Training step: communication exposed and hidden per dimension",
+                    caption)
+
+
 def ranking(case):
     rows = extra(case, "ranking")
     return [r for r in rows if isinstance(r, dict) and r.get("tokens_per_s")] if isinstance(rows, list) else []
@@ -165,10 +248,11 @@ def train_table(runs, pairs):
         rows.append([run.label, str(c["ranks"]), config_text(c), model_kind(c), c["dtype"],
                      fmt(metric(c, "tokens_per_s")), fmt(metric(c, "tflops_per_rank")), fmt(mfu_percent(c)),
                      f"{fmt(peak)} ({extra(c, 'peak_source') or '?'})" if peak else "-",
-                     fmt(metric(c, "bubble_fraction")), str(extra(c, "flops_formula") or "-")])
+                     fmt(metric(c, "bubble_fraction")), fmt(exposed_percent(c)), fmt(exposed_percent(c, True)),
+                     str(extra(c, "flops_formula") or "-")])
     return Table("Training step instances (step/train)",
                  ["run", "ranks", "config", "model", "dtype", "tokens/s", "TFLOP/s/rank", "MFU %", "peak TFLOP/s",
-                  "bubble", "FLOPs formula"], rows)
+                  "bubble", "comm exposed %", "without overlap %", "FLOPs formula"], rows)
 
 
 def sweep_table(runs, pairs):
@@ -193,6 +277,9 @@ def build(runs, out):
     section = Section(TITLE)
     if train:
         section.figures.append(train_figure(runs_used(runs, train), train, out))
+        figure = overlap_figure(runs_used(runs, train), train, out)
+        if figure:
+            section.figures.append(figure)
         section.tables.append(train_table(runs, train))
     if sweep:
         figure = sweep_figure(runs_used(runs, sweep), sweep, out)
