@@ -247,6 +247,10 @@ std::vector<OptionSpec> model_options() {
           OptionSpec::choice("cp_comm", {"p2p", "a2a", "allgather", "a2a+p2p"}, "context-parallel attention variant"),
           OptionSpec::integer("a2a_size", 1, 65536, "a2a+p2p: Ulysses group size"),
           OptionSpec::boolean("zero", "ZeRO-1: optimizer state sharded over the gradient groups"),
+          OptionSpec::number("bucket_mb", 0, 1e6, "gradient bucket size in MB of f32 gradients (0: one layer per bucket)"),
+          OptionSpec::boolean("overlap_grad_reduce", "reduce each gradient bucket as soon as its gradients are final"),
+          OptionSpec::boolean("overlap_param_gather", "ZeRO: gather each bucket's parameters during the next forward"),
+          OptionSpec::text("data", "a Megatron indexed dataset prefix (PREFIX.idx, PREFIX.bin); default: random tokens"),
           peak_tflops_option()};
 }
 
