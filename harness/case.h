@@ -52,6 +52,7 @@ struct SweepRequest {
   nlohmann::json options = nlohmann::json::object();  // --seq 256, --set key=value, ...
   std::string fault;
   std::string profile = "default";  // default, ci, qualify
+  uint64_t seed = 1234;             // --seed: options drawn at random (e.g. sequence lengths) draw from it
 
   // Option value, or fallback when the user did not set it.
   template <class T>

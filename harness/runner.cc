@@ -55,7 +55,7 @@ std::vector<PlannedCase> plan_run(const Registry& registry, const RunOptions& o,
   std::vector<PlannedCase> plan;
   for (int g : resolve_rank_counts(o, world)) {
     for (const CaseDef* def : defs) {
-      SweepRequest req{g, o.dtypes, o.parallel, o.options, o.fault, o.profile};
+      SweepRequest req{g, o.dtypes, o.parallel, o.options, o.fault, o.profile, o.seed};
       for (CaseConfig c : def->configs(req)) {
         c.suite = def->suite;
         c.name = def->name;

@@ -1,6 +1,9 @@
 // The cost model: attention TFLOP/s per rank, per-rank compute balance,
 // the variant's traffic formula (next to the harness's measured
-// bytes_sent_per_rank) and overlap efficiency.
+// bytes_sent_per_rank) and overlap efficiency. Packed sequences: FLOPs of
+// the real tokens only, the padding, and the causal work balance of the
+// three ways to split a pack over CP (per-sequence zigzag, the stream
+// zigzagged as one sequence, contiguous).
 #include <algorithm>
 
 #include "suites/attention/attention.h"
@@ -19,6 +22,31 @@ std::vector<double> per_rank(Communicator& host, double mine) {
 double ratio(const std::vector<double>& v) {
   const double lo = *std::min_element(v.begin(), v.end()), hi = *std::max_element(v.begin(), v.end());
   return lo > 0 ? hi / lo : 0;
+}
+
+// Packed: max/min over the CP ranks of the causal pairs their rows compute
+// when the pack is split by `chunks_of(cp rank)`.
+template <class ChunksOf>
+double pair_balance(const Problem& p, int cp, ChunksOf chunks_of) {
+  std::vector<double> pairs;
+  for (int r = 0; r < cp; ++r)
+    pairs.push_back(static_cast<double>(cp::causal_pairs_of_rows(p.packing, cp::positions_of(chunks_of(r)))));
+  return ratio(pairs);
+}
+
+void add_packed_metrics(const Problem& p, int cp, Metrics& m) {
+  m.add("padding_rows", static_cast<double>(p.packing.padding()), "rows");
+  m.add("padding_fraction", static_cast<double>(p.packing.padding()) / static_cast<double>(p.rows()), "ratio");
+  m.add("work_balance_zigzag_per_sequence", pair_balance(p, cp, [&](int r) {
+          return cp::shard_chunks(cp::Layout::zigzag, p.packing, cp, r);
+        }), "max/min");
+  m.add("work_balance_contiguous", pair_balance(p, cp, [&](int r) {
+          return cp::shard_chunks(cp::Layout::contiguous, p.packing, cp, r);
+        }), "max/min");
+  if (p.rows() % (2 * cp) == 0)
+    m.add("work_balance_zigzag_stream", pair_balance(p, cp, [&](int r) {
+            return cp::shard_chunks(cp::Layout::zigzag, p.rows(), cp, r);
+          }), "max/min");
 }
 
 }  // namespace
@@ -54,7 +82,10 @@ Metrics metrics(State& s, const RegionTimes& times) {
   Metrics m;
   m.add("tflops_per_rank", tflops(fwd_bwd, "fwd_bwd"), "TFLOP/s");
   m.add("tflops_per_rank_fwd", tflops(fwd, "fwd"), "TFLOP/s");
-  m.add_json("flops_formula", "forward 4*b*s^2*h*d (x0.5 causal), fwd_bwd 3.5x forward; per rank: / (time * ranks)");
+  m.add_json("flops_formula", s.problem.packed()
+                                  ? "forward sum over packed sequences of 4*b*L^2*h*d x0.5 (real tokens only), fwd_bwd "
+                                    "3.5x forward; per rank: / (time * ranks)"
+                                  : "forward 4*b*s^2*h*d (x0.5 causal), fwd_bwd 3.5x forward; per rank: / (time * ranks)");
 
   const RegionStats& r = s.regions.at("fwd_bwd");
   const std::vector<double> compute = per_rank(*s.host, r.kernel.compute_s / std::max(r.runs, 1));
@@ -65,6 +96,7 @@ Metrics metrics(State& s, const RegionTimes& times) {
   m.add_json("compute_time_per_rank", {{"seconds", compute}});
   // Visible (query, key) pairs per rank: the balance the layout promises, free of timing noise.
   m.add("work_balance", ratio(work), "max/min");
+  if (s.problem.packed()) add_packed_metrics(s.problem, s.config.parallel.cp, m);
 
   m.add("bytes_sent_formula", bytes_formula(s, false), "B");
   m.add("bytes_sent_formula_fwd_bwd", bytes_formula(s, true), "B");

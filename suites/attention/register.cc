@@ -9,6 +9,7 @@ void register_attention_suite(Registry& r) {
   r.add(a2a_case());
   r.add(allgather_case());
   r.add(a2a_p2p_case());
+  r.add(dynamic_cp_case());
 }
 
 }  // namespace sextant

@@ -3,6 +3,7 @@
 
 #include "harness/error.h"
 #include "harness/strings.h"
+#include "kernels/attention/packing.h"
 #include "suites/step/step.h"
 
 namespace sextant::step {
@@ -49,6 +50,13 @@ nlohmann::json default_params(const SweepRequest& req) {
   params["adam_eps"] = 1e-5;
   for (const std::string& key : kModelKeys)
     if (req.options.contains(key)) params[key] = req.options.at(key);
+  // Packed rows: "a,b,c" or "zipf:N" (drawn from --seed), recorded as the lengths.
+  if (req.options.contains("seq_lens")) {
+    const nlohmann::json& v = req.options.at("seq_lens");
+    const std::string spec = v.is_string() ? v.get<std::string>() : v.dump();
+    params["seq_lens"] = cp::parse_seq_lens(spec, params.at("seq").get<int64_t>(), req.seed);
+    params["seq_lens_spec"] = spec;
+  }
   return params;
 }
 
