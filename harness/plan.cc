@@ -142,8 +142,9 @@ std::vector<PlannedCase> plan_run(const Registry& registry, const RunOptions& o,
     std::string first_problem;
     size_t runnable = 0;
     for (int g : counts) {
-      SweepRequest req{g,       dtypes,    o.parallel, o.vpp_given, options, kernel ? "" : o.fault,
-                       kernel.value_or(KernelFault::none), o.profile, &def->options};
+      SweepRequest req{g,         dtypes,        o.parallel, o.vpp_given,
+                       options,   kernel ? "" : o.fault, kernel.value_or(KernelFault::none),
+                       o.profile, &def->options, o.seed};
       for (CaseConfig c : def->configs(req)) {
         c.suite = def->suite;
         c.name = def->name;

@@ -9,6 +9,7 @@
 #include "reference/layernorm.h"
 #include "reference/linear.h"
 #include "reference/mlp.h"
+#include "reference/packed_attention.h"
 
 namespace sextant::ref {
 
@@ -77,11 +78,21 @@ Tensor merge_heads(const Qkv& g, const Shape& packed_shape) {
   return out;
 }
 
+// Causal attention over each row, or over each packed sequence of it.
+Tensor core_attention(const GptDims& d, const Qkv& qkv) {
+  if (d.seq_lens.empty()) return attention_forward(qkv.q, qkv.k, qkv.v, true).out;
+  return packed_attention_forward(qkv.q, qkv.k, qkv.v, d.seq_lens).out;
+}
+AttentionGradients core_attention_backward(const GptDims& d, const Qkv& qkv, const Tensor& dout) {
+  if (d.seq_lens.empty()) return attention_backward(qkv.q, qkv.k, qkv.v, dout, true);
+  return packed_attention_backward(qkv.q, qkv.k, qkv.v, dout, d.seq_lens);
+}
+
 // The attention sublayer: y = x + Wo attention(split(LN1(x) Wqkv + bqkv)) + bo.
 Tensor attention_sublayer(const GptDims& d, const GptLayer& p, const Tensor& x) {
   const Tensor a = layernorm_forward(x, p.ln1_gamma, p.ln1_beta, d.eps).y;
   const Qkv qkv = split_heads(linear_forward(a, p.wqkv, p.bqkv), d.heads, d.head_dim);
-  Tensor o = attention_forward(qkv.q, qkv.k, qkv.v, true).out;
+  Tensor o = core_attention(d, qkv);
   Shape flat = x.shape();
   flat.back() = d.heads * d.head_dim;
   return add(x, linear_forward(o.reshape(flat), p.wo, p.bo));
@@ -93,11 +104,11 @@ Tensor attention_sublayer_backward(const GptDims& d, const GptLayer& p, const Te
   const Tensor a = layernorm_forward(x, p.ln1_gamma, p.ln1_beta, d.eps).y;
   const Tensor packed = linear_forward(a, p.wqkv, p.bqkv);
   const Qkv qkv = split_heads(packed, d.heads, d.head_dim);
-  const Tensor o = attention_forward(qkv.q, qkv.k, qkv.v, true).out;
+  const Tensor o = core_attention(d, qkv);
   Shape flat = x.shape();
   flat.back() = d.heads * d.head_dim;
   const LinearGrads out = linear_backward(dy, o.reshape(flat), p.wo);
-  const AttentionGradients att = attention_backward(qkv.q, qkv.k, qkv.v, out.dx.reshape(o.shape()), true);
+  const AttentionGradients att = core_attention_backward(d, qkv, out.dx.reshape(o.shape()));
   const LinearGrads in = linear_backward(merge_heads({att.dq, att.dk, att.dv}, packed.shape()), a, p.wqkv);
   const LayerNormGrads ln = layernorm_backward(in.dx, x, p.ln1_gamma, d.eps);
   g.wo = out.dw, g.bo = out.db, g.wqkv = in.dw, g.bqkv = in.db, g.ln1_gamma = ln.dgamma, g.ln1_beta = ln.dbeta;
@@ -146,14 +157,25 @@ Batch split_tokens(std::span<const int64_t> tokens, int64_t batch, int64_t seq) 
 
 GptStep gpt_forward_backward(const GptDims& d, const GptParams& p, std::span<const int64_t> tokens, int64_t batch) {
   const Batch b = split_tokens(tokens, batch, d.seq);
+  return gpt_forward_backward(d, p, b.inputs, b.targets, batch);
+}
+
+double gpt_loss(const GptDims& d, const GptParams& p, std::span<const int64_t> tokens, int64_t batch) {
+  const Batch b = split_tokens(tokens, batch, d.seq);
+  return gpt_loss(d, p, b.inputs, b.targets, batch);
+}
+
+GptStep gpt_forward_backward(const GptDims& d, const GptParams& p, std::span<const int64_t> inputs,
+                             std::span<const int64_t> targets, int64_t batch) {
+  const Batch b{{inputs.begin(), inputs.end()}, {targets.begin(), targets.end()}};
   GptStep step;
   // Forward, keeping each sublayer's input.
-  std::vector<Tensor> inputs;  // [2 L] inputs of the attention / ffn sublayers
+  std::vector<Tensor> sublayer_inputs;  // [2 L] inputs of the attention / ffn sublayers
   Tensor x = embedding_forward(b.inputs, p.embedding).reshape({batch, d.seq, d.hidden});
   for (const GptLayer& layer : p.layers) {
-    inputs.push_back(x);
+    sublayer_inputs.push_back(x);
     x = attention_sublayer(d, layer, x);
-    inputs.push_back(x);
+    sublayer_inputs.push_back(x);
     if (layer.is_moe) step.routing.emplace_back();
     x = ffn_sublayer(d, layer, x, layer.is_moe ? &step.routing.back() : nullptr);
   }
@@ -170,15 +192,16 @@ GptStep gpt_forward_backward(const GptDims& d, const GptParams& p, std::span<con
   g.lnf_gamma = lnf.dgamma, g.lnf_beta = lnf.dbeta;
   Tensor dx = lnf.dx;
   for (int64_t l = d.layers - 1; l >= 0; --l) {
-    dx = ffn_sublayer_backward(d, p.layers[l], inputs[2 * l + 1], dx, g.layers[l]);
-    dx = attention_sublayer_backward(d, p.layers[l], inputs[2 * l], dx, g.layers[l]);
+    dx = ffn_sublayer_backward(d, p.layers[l], sublayer_inputs[2 * l + 1], dx, g.layers[l]);
+    dx = attention_sublayer_backward(d, p.layers[l], sublayer_inputs[2 * l], dx, g.layers[l]);
   }
   g.embedding = embedding_backward(b.inputs, dx.reshape({batch * d.seq, d.hidden}), d.vocab);
   return step;
 }
 
-double gpt_loss(const GptDims& d, const GptParams& p, std::span<const int64_t> tokens, int64_t batch) {
-  const Batch b = split_tokens(tokens, batch, d.seq);
+double gpt_loss(const GptDims& d, const GptParams& p, std::span<const int64_t> inputs,
+                std::span<const int64_t> targets, int64_t batch) {
+  const Batch b{{inputs.begin(), inputs.end()}, {targets.begin(), targets.end()}};
   Tensor x = embedding_forward(b.inputs, p.embedding).reshape({batch, d.seq, d.hidden});
   for (const GptLayer& layer : p.layers) x = ffn_sublayer(d, layer, attention_sublayer(d, layer, x));
   const Tensor logits = linear_forward(layernorm_forward(x, p.lnf_gamma, p.lnf_beta, d.eps).y, p.head);

@@ -12,6 +12,11 @@
 //       or x + MoE(LN2(x))   (router [h, E], experts W1 [E, h, f], W2 [E, f, h])
 //   logits = LNf(x) Whead                                  Whead [h, V]
 //   loss = mean over the B s positions of CE(logits, next token)
+// Packed rows (seq_lens): every row holds several sequences one after
+// another and attention runs on each sequence alone (reference/
+// packed_attention.h); inputs and targets then come apart, each sequence
+// with its own next tokens. The model has no position embeddings, so
+// nothing else restarts per sequence.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +31,7 @@ namespace sextant::ref {
 
 struct GptDims {
   int64_t vocab = 0, hidden = 0, heads = 0, head_dim = 0, ffn = 0, layers = 0, seq = 0;
+  std::vector<int64_t> seq_lens;  // packed rows: lengths summing to seq; empty: one sequence
   MoeConfig moe;  // used by the layers with is_moe
   double eps = 1e-5;
 };
@@ -58,6 +64,11 @@ struct GptStep {
 GptStep gpt_forward_backward(const GptDims& dims, const GptParams& params, std::span<const int64_t> tokens,
                              int64_t batch);
 double gpt_loss(const GptDims& dims, const GptParams& params, std::span<const int64_t> tokens, int64_t batch);
+// inputs, targets: [B, s] row-major ids (packed rows give them apart).
+GptStep gpt_forward_backward(const GptDims& dims, const GptParams& params, std::span<const int64_t> inputs,
+                             std::span<const int64_t> targets, int64_t batch);
+double gpt_loss(const GptDims& dims, const GptParams& params, std::span<const int64_t> inputs,
+                std::span<const int64_t> targets, int64_t batch);
 
 // Adam on every parameter (f64 state, created on first use).
 struct GptAdam {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "harness/compare.h"
 #include "harness/rng.h"
 #include "reference/gradcheck.h"
@@ -91,6 +93,48 @@ TEST(ReferenceGpt, AdamStepsLowerTheLoss) {
   }
   EXPECT_LT(last, first);
   EXPECT_EQ(adam.step, 5);
+}
+
+// Packed rows: the loss of a row holding sequences of 2 and 3 tokens is the
+// token-weighted mean of the two sequences run as rows of their own (every
+// other sublayer works per token, and the MoE here drops nothing), and its
+// gradients are the finite differences of that loss.
+TEST(ReferenceGpt, PackedRowsAttendWithinEachSequence) {
+  GptDims packed = tiny_dims();  // seq 5
+  packed.seq_lens = {2, 3};
+  const GptParams p = tiny_params(packed);
+  std::vector<int64_t> inputs, targets;
+  for (int64_t i = 0; i < 5; ++i)
+    inputs.push_back(static_cast<int64_t>(random_bits(2, tensor_id("in"), i) % packed.vocab)),
+        targets.push_back(static_cast<int64_t>(random_bits(2, tensor_id("tg"), i) % packed.vocab));
+  const double loss = gpt_loss(packed, p, inputs, targets, 1);
+  GptDims alone = tiny_dims();
+  double sum = 0;
+  for (auto [start, n] : {std::pair<int64_t, int64_t>{0, 2}, {2, 3}}) {
+    alone.seq = n;
+    const std::vector<int64_t> in(inputs.begin() + start, inputs.begin() + start + n),
+        tg(targets.begin() + start, targets.begin() + start + n);
+    sum += n * gpt_loss(alone, p, in, tg, 1);
+  }
+  EXPECT_NEAR(loss, sum / 5, 1e-12);
+  GptDims whole = tiny_dims();
+  EXPECT_GT(std::abs(loss - gpt_loss(whole, p, inputs, targets, 1)), 1e-6) << "one sequence is not two";
+
+  GptParams q = tiny_params(packed);
+  GptStep step = gpt_forward_backward(packed, q, inputs, targets, 1);
+  EXPECT_NEAR(step.loss, loss, 1e-12);
+  std::vector<Tensor*> params = q.tensors(), grads = step.grads.tensors();
+  for (size_t i : {size_t{0}, size_t{3}, params.size() - 1}) {  // embedding, a Wqkv, the head
+    const Tensor original = params[i]->clone();
+    const Tensor numeric = numeric_gradient(
+        [&](const Tensor& x) {
+          params[i]->copy_from(x);
+          return gpt_loss(packed, q, inputs, targets, 1);
+        },
+        original);
+    params[i]->copy_from(original);
+    EXPECT_LT(compare(*grads[i], numeric).rel_l2, kGradcheckTolerance) << "parameter tensor " << i;
+  }
 }
 
 }  // namespace

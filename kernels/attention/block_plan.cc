@@ -30,17 +30,23 @@ double cpu_seconds() {
 
 ops::AttentionMask BlockPlan::mask(int q_member, int k_member) const {
   if (!causal) return ops::AttentionMask::none();
-  return ops::AttentionMask::causal_positions(positions.at(q_member), key_positions(*this, q_member, k_member));
+  if (sequences.empty())
+    return ops::AttentionMask::causal_positions(positions.at(q_member), key_positions(*this, q_member, k_member));
+  return ops::AttentionMask::causal_packed(positions.at(q_member), sequences.at(q_member),
+                                           key_positions(*this, q_member, k_member), sequences.at(k_member));
 }
 
 ops::AttentionMask BlockPlan::mask_all(int q_member) const {
   if (!causal) return ops::AttentionMask::none();
-  std::vector<int64_t> keys;
+  std::vector<int64_t> keys, key_sequences;
   for (int m = 0; m < static_cast<int>(positions.size()); ++m) {
     std::vector<int64_t> mine = key_positions(*this, q_member, m);
     keys.insert(keys.end(), mine.begin(), mine.end());
+    if (!sequences.empty()) key_sequences.insert(key_sequences.end(), sequences[m].begin(), sequences[m].end());
   }
-  return ops::AttentionMask::causal_positions(positions.at(q_member), std::move(keys));
+  if (sequences.empty()) return ops::AttentionMask::causal_positions(positions.at(q_member), std::move(keys));
+  return ops::AttentionMask::causal_packed(positions.at(q_member), sequences.at(q_member), std::move(keys),
+                                           std::move(key_sequences));
 }
 
 void count_work(Stats* stats, int64_t scores, const ops::AttentionMask& mask, const Tensor& q, const Tensor& k) {

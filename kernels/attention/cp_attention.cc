@@ -10,8 +10,9 @@
 namespace sextant::cp {
 
 const std::vector<std::string>& Faults::names() {
-  static const std::vector<std::string> names = {"ring_skip_step", "lse_add",          "mask_off_by_one",
-                                                 "zigzag_order",   "dkv_not_returned", "ulysses_swap"};
+  static const std::vector<std::string> names = {
+      "ring_skip_step", "lse_add",          "mask_off_by_one",    "zigzag_order",          "dkv_not_returned",
+      "ulysses_swap",   "thd_cross_boundary", "thd_zigzag_stream", "cu_seqlens_off_by_one"};
   return names;
 }
 
@@ -24,13 +25,16 @@ Faults Faults::parse(const std::string& name) {
   else if (name == "zigzag_order") f.zigzag_order_swapped = true;
   else if (name == "dkv_not_returned") f.dkv_not_returned = true;
   else if (name == "ulysses_swap") f.ulysses_swapped = true;
+  else if (name == "thd_cross_boundary") f.attends_across_sequences = true;
+  else if (name == "thd_zigzag_stream") f.zigzag_whole_stream = true;
+  else if (name == "cu_seqlens_off_by_one") f.cu_seqlens_off_by_one = true;
   else throw UsageError(cat("--fault '", name, "' is not an attention fault (known: ", join(names(), ", "), ")"));
   return f;
 }
 
 bool Faults::any() const {
   return ring_skips_last_step || lse_added || mask_off_by_one || zigzag_order_swapped || dkv_not_returned ||
-         ulysses_swapped;
+         ulysses_swapped || attends_across_sequences || zigzag_whole_stream || cu_seqlens_off_by_one;
 }
 
 namespace {
@@ -49,21 +53,37 @@ Geometry geometry_of(const Comms& comms) {
 }
 
 // The chunks of CP rank c as the kernel believes them (the planted zigzag
-// fault swaps a rank's two chunks).
+// faults swap a rank's two chunks, or zigzag a packed stream as one sequence).
 std::vector<Chunk> chunks_of(const Options& o, int cp, int c) {
-  std::vector<Chunk> chunks = shard_chunks(o.layout, o.seq, cp, c);
+  std::vector<Chunk> chunks = o.packing.packed() && !o.faults.zigzag_whole_stream
+                                  ? shard_chunks(o.layout, o.packing, cp, c)
+                                  : shard_chunks(o.layout, o.seq, cp, c);
   if (o.faults.zigzag_order_swapped) std::reverse(chunks.begin(), chunks.end());
   return chunks;
 }
 
-// Positions of each kv member's rows: after the Ulysses stage a member holds
-// the rows of its whole a2a group (A consecutive CP ranks), in group order.
+// The packing the mask reads: under the planted off-by-one every boundary
+// between sequences sits one row late (the rows stay where they are).
+Packing mask_packing(const Options& o) {
+  Packing p = o.packing;
+  if (o.faults.cu_seqlens_off_by_one && p.padded.size() > 1) ++p.padded.front(), --p.padded.back();
+  return p;
+}
+
+// Positions (and, packed, sequences) of each kv member's rows: after the
+// Ulysses stage a member holds the rows of its whole a2a group (A
+// consecutive CP ranks), in group order.
 BlockPlan plan_for(const Options& o, const Geometry& g, Stats* stats) {
-  BlockPlan plan{o.causal, MemberPositions(g.kv_size), o.faults, stats};
+  BlockPlan plan{o.causal, MemberPositions(g.kv_size), {}, o.faults, stats};
+  const bool packed = o.causal && o.packing.packed() && !o.faults.attends_across_sequences;
+  if (packed) plan.sequences.resize(g.kv_size);
   for (int m = 0; m < g.kv_size; ++m)
     for (int a = 0; a < g.a2a_size; ++a) {
       std::vector<int64_t> rows = positions_of(chunks_of(o, g.cp(), m * g.a2a_size + a));
       plan.positions[m].insert(plan.positions[m].end(), rows.begin(), rows.end());
+      if (!packed) continue;
+      std::vector<int64_t> names = sequence_of_rows(mask_packing(o), rows);
+      plan.sequences[m].insert(plan.sequences[m].end(), names.begin(), names.end());
     }
   return plan;
 }
@@ -73,6 +93,9 @@ void check_inputs(const char* op, const Options& o, const Geometry& g, const Ten
   for (const Tensor* t : {&q, &k, &v})
     if (!t->defined() || t->device() != q.device() || t->ndim() != 4)
       throw RuntimeError(cat(op, ": q, k, v must be tensors [b, n, h, d] on one device"));
+  if (o.packing.packed() && (!o.causal || o.packing.rows() != o.seq))
+    throw RuntimeError(cat(op, ": packed sequences need a causal mask and seq ", o.seq, " = the packed rows ",
+                           o.packing.rows()));
   if (q.dim(1) * g.cp() != o.seq || k.dim(1) != q.dim(1) || v.shape() != k.shape())
     throw RuntimeError(cat(op, ": q ", shape_string(q.shape()), ", k ", shape_string(k.shape()), " do not hold seq ",
                            o.seq, " / cp ", g.cp(), " rows"));

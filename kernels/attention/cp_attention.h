@@ -22,8 +22,11 @@
 //   a2a+p2p     A consecutive  cp/A, ring      (cp = a2a_size x p2p_size)
 //
 // Causal masks use the global positions of the rows (layout.h), so the same
-// code serves contiguous and zigzag shards. Tensor parallelism composes from
-// outside: each TP rank passes its own heads.
+// code serves contiguous and zigzag shards. Packed variable-length sequences
+// (THD, packing.h) add the sequence of every row to the mask: attention stays
+// within each sequence, padding rows take no part, and the per-token LSE
+// merges across blocks unchanged. Tensor parallelism composes from outside:
+// each TP rank passes its own heads.
 #pragma once
 
 #include <string>
@@ -49,6 +52,13 @@ struct Faults {
                                        //   and stay on the rank before their owner
   bool ulysses_swapped = false;        // ulysses_swap: the all-to-all reads its blocks with the
                                        //   heads and sequence dims swapped
+  // Packed sequences (THD):
+  bool attends_across_sequences = false;  // thd_cross_boundary: the mask forgets the sequences (one
+                                          //   causal stream: rows attend into earlier sequences)
+  bool zigzag_whole_stream = false;       // thd_zigzag_stream: the kernel believes the packed stream
+                                          //   zigzagged as one sequence, not each sequence on its own
+  bool cu_seqlens_off_by_one = false;     // cu_seqlens_off_by_one: every boundary between sequences
+                                          //   sits one row late in the mask
 
   static const std::vector<std::string>& names();
   static Faults parse(const std::string& name);  // "" -> none; unknown -> UsageError
@@ -60,7 +70,8 @@ enum class KvExchange { ring, allgather };
 struct Options {
   bool causal = false;
   Layout layout = Layout::contiguous;
-  int64_t seq = 0;  // global sequence length
+  int64_t seq = 0;  // global sequence length (packed: packing.rows(), the padded stream)
+  Packing packing;  // packed sequences (causal only); empty: one sequence
   KvExchange kv_exchange = KvExchange::ring;
   Faults faults;
 };

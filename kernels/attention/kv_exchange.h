@@ -22,6 +22,7 @@ using MemberPositions = std::vector<std::vector<int64_t>>;
 struct BlockPlan {
   bool causal = false;
   MemberPositions positions;
+  MemberPositions sequences;  // packed: the sequence of every row (attention_block.h); empty otherwise
   Faults faults;
   Stats* stats = nullptr;
 

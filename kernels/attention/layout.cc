@@ -25,6 +25,25 @@ std::vector<Chunk> shard_chunks(Layout layout, int64_t seq, int cp, int rank) {
   return {{rank * c, c}, {(2 * cp - 1 - rank) * c, c}};
 }
 
+std::vector<Chunk> shard_chunks(Layout layout, const Packing& packing, int cp, int rank) {
+  if (layout == Layout::contiguous || !packing.packed()) return shard_chunks(layout, packing.rows(), cp, rank);
+  std::vector<Chunk> chunks;
+  int64_t start = 0;
+  for (size_t i = 0; i < packing.padded.size(); ++i) {
+    for (const Chunk& c : shard_chunks(layout, packing.padded[i], cp, rank)) chunks.push_back({start + c.start, c.length});
+    start += packing.padded[i];
+  }
+  return chunks;
+}
+
+int64_t causal_pairs_of_rows(const Packing& packing, const std::vector<int64_t>& rows) {
+  const std::vector<int64_t> sequence = sequence_of_rows(packing, rows);
+  int64_t pairs = 0;
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (sequence[i] >= 0) pairs += rows[i] - sequence[i] + 1;  // keys from the sequence's first row to its own
+  return pairs;
+}
+
 std::vector<int64_t> positions_of(const std::vector<Chunk>& chunks) {
   std::vector<int64_t> pos;
   for (const Chunk& c : chunks)

@@ -6,29 +6,41 @@
 #include "harness/error.h"
 #include "harness/rng.h"
 #include "harness/strings.h"
-#include "kernels/attention/layout.h"
 
 namespace sextant::model {
+
+RowSlots row_slots(const GptConfig& c) {
+  RowSlots s;
+  const std::vector<int64_t> lengths = c.seq_lens.empty() ? std::vector<int64_t>{c.seq} : c.seq_lens;
+  s.per_row = c.seq + static_cast<int64_t>(lengths.size());
+  int64_t slot = 0;
+  for (int64_t n : lengths) {
+    for (int64_t o = 0; o < n; ++o) s.of_position.push_back(slot + o);
+    slot += n + 1;
+  }
+  return s;
+}
 
 TokenSource::TokenSource(uint64_t seed, std::shared_ptr<const IndexedDataset> dataset)
     : seed_(seed), dataset_(std::move(dataset)) {}
 
-int64_t TokenSource::window_start(const GptConfig& c, int64_t step, int64_t sequence) const {
-  const uint64_t starts = static_cast<uint64_t>(dataset_->tokens() - c.seq);  // windows of s + 1 tokens
-  return static_cast<int64_t>(random_bits(seed_, tensor_id("step.data"), static_cast<uint64_t>(sequence),
+int64_t TokenSource::window_start(const GptConfig& c, int64_t step, int64_t row) const {
+  const uint64_t starts = static_cast<uint64_t>(dataset_->tokens() - row_slots(c).per_row + 1);
+  return static_cast<int64_t>(random_bits(seed_, tensor_id("step.data"), static_cast<uint64_t>(row),
                                           static_cast<uint64_t>(step)) %
                               starts);
 }
 
-std::vector<int64_t> TokenSource::sequence(const GptConfig& c, int64_t step, int64_t sequence) const {
-  std::vector<int64_t> out(static_cast<size_t>(c.seq + 1));
+std::vector<int64_t> TokenSource::row(const GptConfig& c, int64_t step, int64_t row) const {
+  const int64_t per_row = row_slots(c).per_row;
+  std::vector<int64_t> out(static_cast<size_t>(per_row));
   if (dataset_) {
-    dataset_->read(window_start(c, step, sequence), c.seq + 1, out.data());
+    dataset_->read(window_start(c, step, row), per_row, out.data());
     return out;
   }
-  for (int64_t t = 0; t <= c.seq; ++t) {
-    const uint64_t index = static_cast<uint64_t>(sequence * (c.seq + 1) + t);
-    out[t] = static_cast<int64_t>(random_bits(seed_, tensor_id("step.tokens"), index, static_cast<uint64_t>(step)) %
+  for (int64_t k = 0; k < per_row; ++k) {
+    const uint64_t slot = static_cast<uint64_t>(row * per_row + k);
+    out[k] = static_cast<int64_t>(random_bits(seed_, tensor_id("step.tokens"), slot, static_cast<uint64_t>(step)) %
                                   static_cast<uint64_t>(c.vocab));
   }
   return out;
@@ -50,21 +62,44 @@ std::shared_ptr<const IndexedDataset> open_once(const std::string& prefix) {
 TokenSource token_source(const GptConfig& c, uint64_t seed) {
   if (c.data.empty()) return TokenSource(seed);
   std::shared_ptr<const IndexedDataset> d = open_once(c.data);
+  const int64_t per_row = row_slots(c).per_row;
   require(d->max_token() < c.vocab, cat("--vocab ", c.vocab, " must exceed the largest token id ", d->max_token(),
                                         " in ", d->bin_path(), " (--set data=", c.data, ")"));
-  require(d->tokens() >= c.seq + 1, cat("--set data=", c.data, " holds ", d->tokens(), " tokens, fewer than the ",
-                                        c.seq + 1, " of one sequence (--seq ", c.seq, " + 1)"));
+  require(d->tokens() >= per_row, cat("--set data=", c.data, " holds ", d->tokens(), " tokens, fewer than the ",
+                                      per_row, " of one row (--seq ", c.seq, " and its targets)"));
   return TokenSource(seed, std::move(d));
 }
 
 std::vector<int64_t> global_tokens(const GptConfig& c, const TokenSource& source, int64_t step) {
   std::vector<int64_t> out;
-  out.reserve(static_cast<size_t>(c.batch * (c.seq + 1)));
   for (int64_t i = 0; i < c.batch; ++i) {
-    const std::vector<int64_t> tokens = source.sequence(c, step, i);
+    const std::vector<int64_t> tokens = source.row(c, step, i);
     out.insert(out.end(), tokens.begin(), tokens.end());
   }
   return out;
+}
+
+GlobalBatch global_batch(const GptConfig& c, const TokenSource& source, int64_t step) {
+  const RowSlots slots = row_slots(c);
+  GlobalBatch b;
+  for (int64_t i = 0; i < c.batch; ++i) {
+    const std::vector<int64_t> tokens = source.row(c, step, i);
+    for (int64_t t = 0; t < c.seq; ++t) {
+      const int64_t slot = slots.of_position[static_cast<size_t>(t)];
+      b.inputs.push_back(tokens[slot]);
+      b.targets.push_back(tokens[slot + 1]);
+    }
+  }
+  return b;
+}
+
+cp::Packing row_packing(const GptConfig& c) {
+  return c.seq_lens.empty() ? cp::Packing{} : cp::pack_sequences(c.seq_lens, 1);
+}
+
+std::vector<cp::Chunk> row_chunks(const GptConfig& c, int cp, int cp_rank) {
+  if (c.seq_lens.empty()) return cp::shard_chunks(c.cp_layout, c.seq, cp, cp_rank);
+  return cp::shard_chunks(c.cp_layout, row_packing(c), cp, cp_rank);
 }
 
 MicrobatchData microbatch_data(const GptConfig& c, const ParallelConfig& p, const RankCoords& at,
@@ -72,15 +107,17 @@ MicrobatchData microbatch_data(const GptConfig& c, const ParallelConfig& p, cons
   MicrobatchData d;
   d.batch = c.batch / (static_cast<int64_t>(p.dp) * c.microbatches);
   const int64_t first = at.dp * (c.batch / p.dp) + microbatch * d.batch;
-  const std::vector<int64_t> positions = cp::positions_of(cp::shard_chunks(c.cp_layout, c.seq, p.cp, at.cp));
+  const std::vector<int64_t> positions = cp::positions_of(row_chunks(c, p.cp, at.cp));
+  const RowSlots slots = row_slots(c);
   d.rows = static_cast<int64_t>(positions.size());
   const bool sp = p.sp && p.tp > 1;
   const int64_t shard = sp ? d.rows / p.tp : d.rows, shard0 = sp ? at.tp * shard : 0;
   for (int64_t i = first; i < first + d.batch; ++i) {
-    const std::vector<int64_t> tokens = source.sequence(c, step, i);
+    const std::vector<int64_t> tokens = source.row(c, step, i);
     for (int64_t r = 0; r < d.rows; ++r) {
-      d.ids.push_back(tokens[positions[r]]);
-      d.targets.push_back(tokens[positions[r] + 1]);
+      const int64_t slot = slots.of_position[static_cast<size_t>(positions[r])];
+      d.ids.push_back(tokens[slot]);
+      d.targets.push_back(tokens[slot + 1]);
     }
     for (int64_t r = shard0; r < shard0 + shard; ++r) d.token_index.push_back(i * c.seq + positions[r]);
   }

@@ -1,19 +1,27 @@
-// The training data: a global batch of B sequences of s + 1 token ids per
-// step (inputs are tokens [:, :s], targets [:, 1:], as reference/gpt.h reads
-// them), and the piece of it a rank holds:
+// The training data: a global batch of B rows of s positions per step, and
+// the piece of it a rank holds:
 //
-//   DP splits the sequences: replica d holds sequences [d B/dp, (d+1) B/dp)
+//   DP splits the rows: replica d holds rows [d B/dp, (d+1) B/dp)
 //   microbatches split those further into m groups of b = B/(dp m)
-//   CP shards each sequence by the layout (zigzag: chunks c and 2cp-1-c)
+//   CP shards each row by the layout (zigzag: chunks c and 2cp-1-c)
 //   SP shards the CP rows within TP (the embedding and the layers do that)
+//
+// A row is one sequence of s + 1 tokens (inputs [:s], targets [1:], as
+// reference/gpt.h reads them), or, packed (seq_lens, THD), several
+// sequences: sequence j of length L has its own L + 1 tokens, inputs [:L]
+// and targets [1:], so that no prediction crosses a sequence boundary and
+// every position is a real token (the step does not pad: the lengths must
+// split for CP); CP then zigzags every sequence on its own
+// (kernels/attention/layout.h). A row of n sequences thus reads s + n
+// consecutive tokens, its "slots".
 //
 // Tokens come from the counter RNG (uniform ids below --vocab) or, with
 // --set data=PREFIX, from a Megatron indexed dataset: its documents laid end
 // to end (with their end-of-document tokens, as Megatron's GPTDataset
-// concatenates them) and a window of s + 1 tokens per sequence, starting at
-// an offset drawn from (seed, step, sequence). Either way a token is a
-// function of (seed, step, sequence, position) alone, so every rank and the
-// float64 reference read the same batch whatever the sharding.
+// concatenates them) and a window of a row's slots starting at an offset
+// drawn from (seed, step, row). Either way a token is a function of (seed,
+// step, row, slot) alone, so every rank and the float64 reference read the
+// same batch whatever the sharding.
 #pragma once
 
 #include <cstdint>
@@ -21,18 +29,27 @@
 #include <vector>
 
 #include "harness/grid.h"
+#include "kernels/attention/layout.h"
 #include "kernels/model/gpt_config.h"
 #include "kernels/model/indexed_dataset.h"
 
 namespace sextant::model {
 
+// The slots of a row: how many tokens it reads, and at which slot each
+// position's input sits (its target is the next slot).
+struct RowSlots {
+  int64_t per_row = 0;
+  std::vector<int64_t> of_position;  // [s]
+};
+RowSlots row_slots(const GptConfig& c);
+
 class TokenSource {
  public:
   explicit TokenSource(uint64_t seed, std::shared_ptr<const IndexedDataset> dataset = nullptr);
-  // Tokens [0, s] of sequence `sequence` of step `step`'s global batch.
-  std::vector<int64_t> sequence(const GptConfig& c, int64_t step, int64_t sequence) const;
-  // Where the window of that sequence starts in the dataset's tokens (datasets only).
-  int64_t window_start(const GptConfig& c, int64_t step, int64_t sequence) const;
+  // The per_row tokens of row `row` of step `step`'s global batch.
+  std::vector<int64_t> row(const GptConfig& c, int64_t step, int64_t row) const;
+  // Where that row's window starts in the dataset's tokens (datasets only).
+  int64_t window_start(const GptConfig& c, int64_t step, int64_t row) const;
   const IndexedDataset* dataset() const { return dataset_.get(); }
 
  private:
@@ -42,17 +59,27 @@ class TokenSource {
 
 // The source a config asks for: random tokens, or the dataset of c.data
 // (opened once per process), checked against the model: every token id
-// below --vocab and at least s + 1 tokens. Throws UsageError.
+// below --vocab and at least one row's slots. Throws UsageError.
 TokenSource token_source(const GptConfig& c, uint64_t seed);
 
-// The whole batch [B, s + 1] row-major: what the reference reads.
+// Every row's slots, [B, per_row] row-major (unpacked rows: the [B, s + 1] tokens).
 std::vector<int64_t> global_tokens(const GptConfig& c, const TokenSource& source, int64_t step);
 
+// The whole batch as inputs and next-token targets, [B, s] each: what the reference reads.
+struct GlobalBatch {
+  std::vector<int64_t> inputs, targets;
+};
+GlobalBatch global_batch(const GptConfig& c, const TokenSource& source, int64_t step);
+
+// The packing of a row (packing.h; no padding), and the CP chunks of rank cp_rank.
+cp::Packing row_packing(const GptConfig& c);
+std::vector<cp::Chunk> row_chunks(const GptConfig& c, int cp, int cp_rank);
+
 struct MicrobatchData {
-  int64_t batch = 0, rows = 0;        // b sequences of `rows` = s/cp CP-local positions
+  int64_t batch = 0, rows = 0;        // b rows of `rows` = s/cp CP-local positions
   std::vector<int64_t> ids, targets;  // [b, rows]
-  // Global index (sequence * s + position) of each row this rank holds outside
-  // the TP region: [b, rows/tp] under SP, [b, rows] otherwise.
+  // Global index (row * s + position) of each position this rank holds
+  // outside the TP region: [b, rows/tp] under SP, [b, rows] otherwise.
   std::vector<int64_t> token_index;
 };
 

@@ -31,10 +31,10 @@ const std::vector<int64_t> kStream = {1, 2, 3, 4, 5, 6, 7, 9, 8, 7, 6, 5, 4, 3, 
 TEST(TokenSource, RandomTokensAreTheCounterRng) {
   const GptConfig c = tiny();
   const TokenSource a(7), b(7), other(8);
-  EXPECT_EQ(a.sequence(c, 2, 1), b.sequence(c, 2, 1));
-  EXPECT_NE(a.sequence(c, 2, 1), other.sequence(c, 2, 1));
-  EXPECT_NE(a.sequence(c, 2, 1), a.sequence(c, 3, 1));
-  for (int64_t t : a.sequence(c, 0, 0)) EXPECT_TRUE(t >= 0 && t < c.vocab);
+  EXPECT_EQ(a.row(c, 2, 1), b.row(c, 2, 1));
+  EXPECT_NE(a.row(c, 2, 1), other.row(c, 2, 1));
+  EXPECT_NE(a.row(c, 2, 1), a.row(c, 3, 1));
+  for (int64_t t : a.row(c, 0, 0)) EXPECT_TRUE(t >= 0 && t < c.vocab);
   EXPECT_EQ(a.dataset(), nullptr);
 }
 
@@ -51,8 +51,8 @@ TEST(TokenSource, DatasetWindowsAreDocumentsEndToEnd) {
       ASSERT_LE(start + c.seq + 1, static_cast<int64_t>(kStream.size()));
       starts.insert(start);
       const std::vector<int64_t> want(kStream.begin() + start, kStream.begin() + start + c.seq + 1);
-      EXPECT_EQ(source.sequence(c, step, i), want) << "step " << step << " sequence " << i;
-      EXPECT_EQ(token_source(c, 5).sequence(c, step, i), want) << "deterministic";
+      EXPECT_EQ(source.row(c, step, i), want) << "step " << step << " sequence " << i;
+      EXPECT_EQ(token_source(c, 5).row(c, step, i), want) << "deterministic";
     }
   EXPECT_GT(starts.size(), 3u) << "windows start at many offsets";
   EXPECT_NE(token_source(c, 6).window_start(c, 0, 0) * 100 + token_source(c, 6).window_start(c, 0, 1),

@@ -61,6 +61,7 @@ GptConfig gpt_config_from_json(const nlohmann::json& j) {
   c.ffn = i64("ffn", 4 * c.hidden);
   c.layers = i64("layers", c.layers);
   c.seq = i64("seq", c.seq);
+  if (j.contains("seq_lens")) c.seq_lens = j.at("seq_lens").get<std::vector<int64_t>>();
   c.moe = moe_layer_pattern(c.layers, i64("moe_every", 0), j.value("moe_pattern", std::string()));
   c.experts = static_cast<int>(i64("experts", c.experts));
   c.topk = static_cast<int>(i64("topk", c.topk));
@@ -115,7 +116,23 @@ void validate_tp(const GptConfig& c, const ParallelConfig& p) {
                       " need --sp (Megatron requires sequence parallelism for expert parallelism under TP)"));
 }
 
+// Packed rows: lengths that tile the row and split for CP without padding
+// (the step has no padding rows: every position is a token with a target).
+void validate_packed(const GptConfig& c, const ParallelConfig& p) {
+  int64_t sum = 0;
+  for (int64_t n : c.seq_lens) {
+    require(n >= 1, cat("--set seq_lens: length ", n, " must be positive"));
+    sum += n;
+  }
+  require(sum == c.seq, cat("--set seq_lens: the lengths sum to ", sum, ", not --seq ", c.seq));
+  if (c.cp_layout == cp::Layout::zigzag)
+    for (int64_t n : c.seq_lens)
+      require(n % (2 * p.cp) == 0, cat("--set seq_lens: sequence length ", n, " must be divisible by 2 x --cp ", p.cp,
+                                       " = ", 2 * p.cp, " (step/train zigzags each sequence and does not pad)"));
+}
+
 void validate_cp(const GptConfig& c, const ParallelConfig& p) {
+  if (!c.seq_lens.empty()) validate_packed(c, p);
   const int64_t chunks = cp::layout_chunks(c.cp_layout, p.cp);
   if (c.cp_layout == cp::Layout::zigzag)
     require(c.seq % chunks == 0, cat("2 x --cp ", p.cp, " = ", chunks, " must divide --seq ", c.seq,

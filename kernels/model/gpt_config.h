@@ -24,6 +24,9 @@ CpComm parse_cp_comm(const std::string& name);  // throws UsageError
 struct GptConfig {
   // The model (global sizes), as reference/gpt.h defines it.
   int64_t vocab = 512, hidden = 64, heads = 4, head_dim = 16, ffn = 256, layers = 4, seq = 64;
+  // Packed rows (THD): the lengths of the sequences of every row, summing to
+  // seq; attention within each (kernels/model/data.h). Empty: one sequence.
+  std::vector<int64_t> seq_lens;
   std::vector<bool> moe;  // [layers]: the layer's feed-forward is MoE (else a dense GELU MLP)
   int experts = 8, topk = 2;
   int64_t moe_ffn = 256;  // width of each expert
@@ -64,10 +67,11 @@ struct GptConfig {
 std::vector<bool> moe_layer_pattern(int64_t layers, int64_t every, const std::string& pattern);
 
 // From a step case's params (keys: vocab, hidden, heads, head_dim, ffn,
-// layers, seq, moe_every, moe_pattern, experts, topk, moe_ffn, dispatcher,
-// batch, data, microbatches, schedule, cp_comm, a2a_size, cp_layout,
-// regather, zero, overlap_grad_reduce, overlap_param_gather, bucket_mb, lr,
-// adam_eps). Missing keys keep the defaults above.
+// layers, seq, seq_lens (list), moe_every, moe_pattern, experts, topk,
+// moe_ffn, dispatcher, batch, data, microbatches, schedule, cp_comm,
+// a2a_size, cp_layout, regather, zero, overlap_grad_reduce,
+// overlap_param_gather, bucket_mb, lr, adam_eps). Missing keys keep the
+// defaults above.
 GptConfig gpt_config_from_json(const nlohmann::json& params);
 
 // Every rule the model imposes on a parallel config; throws UsageError with

@@ -74,5 +74,38 @@ TEST(GptData, EveryTokenIsHeldByExactlyOneRankOutsideTheTpRegion) {
   EXPECT_EQ(d.targets[0], all[1]);
 }
 
+// Packed rows (8 = 4 + 4, zigzag per sequence at cp 2): every position is
+// held once, each rank's inputs and targets are the global batch's at its
+// positions, and a sequence's last target is its own next token, not the
+// next sequence's first input.
+TEST(GptData, PackedRowsGiveEverySequenceItsOwnTargets) {
+  GptConfig c = tiny();
+  c.seq_lens = {4, 4};
+  ParallelConfig p{1, 2, 1, 2};  // cp2 dp2
+  const RankGrid grid(p, p.world());
+  const GlobalBatch all = global_batch(c, TokenSource(3), 0);
+  std::vector<int> seen(static_cast<size_t>(c.batch * c.seq), 0);
+  for (int r = 0; r < p.world(); ++r)
+    for (int mb = 0; mb < c.microbatches; ++mb) {
+      const MicrobatchData d = microbatch_data(c, p, grid.coords(r), TokenSource(3), 0, mb);
+      for (size_t i = 0; i < d.token_index.size(); ++i) {
+        const size_t t = static_cast<size_t>(d.token_index[i]);
+        seen[t] += 1;
+        EXPECT_EQ(d.ids[i], all.inputs[t]);
+        EXPECT_EQ(d.targets[i], all.targets[t]);
+      }
+    }
+  for (int n : seen) EXPECT_EQ(n, 1);
+  // Row 0: positions 0..3 are sequence 0 (slots 0..4), 4..7 sequence 1 (slots 5..9).
+  EXPECT_EQ(all.targets[2], all.inputs[3]);
+  EXPECT_NE(all.targets[3], all.inputs[4]) << "the last target of sequence 0 is its own token";
+  // Unpacked rows read the [B, s + 1] tokens shifted by one, as before.
+  c.seq_lens.clear();
+  const GlobalBatch plain = global_batch(c, TokenSource(3), 0);
+  const std::vector<int64_t> tokens = global_tokens(c, TokenSource(3), 0);
+  EXPECT_EQ(plain.inputs[9], tokens[10]);  // row 1, position 1: slot 9 + 1
+  EXPECT_EQ(plain.targets[9], tokens[11]);
+}
+
 }  // namespace
 }  // namespace sextant::model

@@ -79,6 +79,7 @@ LayerEnv GptTrainer::layer_env() {
   env.cp_options.causal = true;
   env.cp_options.layout = config_.cp_layout;
   env.cp_options.seq = config_.seq;
+  env.cp_options.packing = row_packing(config_);
   env.cp_options.kv_exchange = config_.cp_comm == CpComm::allgather ? cp::KvExchange::allgather : cp::KvExchange::ring;
   if (p.cp > 1) {
     switch (config_.cp_comm) {

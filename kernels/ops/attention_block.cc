@@ -41,9 +41,50 @@ AttentionMask AttentionMask::causal_positions(std::vector<int64_t> q_pos, std::v
   return m;
 }
 
+AttentionMask AttentionMask::causal_packed(std::vector<int64_t> q_pos, std::vector<int64_t> q_seq,
+                                           std::vector<int64_t> k_pos, std::vector<int64_t> k_seq) {
+  AttentionMask m = causal_positions(std::move(q_pos), std::move(k_pos));
+  m.q_seq = std::move(q_seq);
+  m.k_seq = std::move(k_seq);
+  return m;
+}
+
+bool key_visible(const AttentionMask& m, size_t i, size_t j) {
+  if (!m.causal) return true;
+  if (m.packed() && (m.q_seq[i] == AttentionMask::kPaddingRow || m.k_seq[j] != m.q_seq[i])) return false;
+  return m.k_pos[j] <= m.q_pos[i];
+}
+
+namespace {
+
+// Visible pairs of a packed mask: the keys of each sequence sorted by
+// position, each query counting those of its own sequence up to its position.
+int64_t packed_visible_pairs(const AttentionMask& mask) {
+  std::vector<std::pair<int64_t, int64_t>> keys;  // (sequence, position)
+  for (size_t j = 0; j < mask.k_pos.size(); ++j)
+    if (mask.k_seq[j] != AttentionMask::kPaddingRow) keys.emplace_back(mask.k_seq[j], mask.k_pos[j]);
+  std::sort(keys.begin(), keys.end());
+  int64_t pairs = 0;
+  for (size_t i = 0; i < mask.q_pos.size(); ++i) {
+    const int64_t seq = mask.q_seq[i];
+    if (seq == AttentionMask::kPaddingRow) continue;
+    auto first = std::lower_bound(keys.begin(), keys.end(), std::pair<int64_t, int64_t>{seq, std::numeric_limits<int64_t>::min()});
+    auto last = std::upper_bound(keys.begin(), keys.end(), std::pair<int64_t, int64_t>{seq, mask.q_pos[i]});
+    pairs += last - first;
+  }
+  return pairs;
+}
+
+}  // namespace
+
 Visibility visibility(const AttentionMask& mask) {
   if (!mask.causal) return Visibility::full;
   if (mask.q_pos.empty() || mask.k_pos.empty()) return Visibility::none;
+  if (mask.packed()) {
+    const int64_t pairs = packed_visible_pairs(mask);
+    const int64_t all = static_cast<int64_t>(mask.q_pos.size() * mask.k_pos.size());
+    return pairs == 0 ? Visibility::none : pairs == all ? Visibility::full : Visibility::partial;
+  }
   auto [q_min, q_max] = std::minmax_element(mask.q_pos.begin(), mask.q_pos.end());
   auto [k_min, k_max] = std::minmax_element(mask.k_pos.begin(), mask.k_pos.end());
   if (*k_max <= *q_min) return Visibility::full;
@@ -53,6 +94,7 @@ Visibility visibility(const AttentionMask& mask) {
 
 int64_t visible_pairs(const AttentionMask& mask, int64_t sq, int64_t sk) {
   if (!mask.causal) return sq * sk;
+  if (mask.packed()) return packed_visible_pairs(mask);
   std::vector<int64_t> keys = mask.k_pos;
   std::sort(keys.begin(), keys.end());
   int64_t pairs = 0;
@@ -98,32 +140,42 @@ Dims check_dims(const char* op, const Tensor& q, const Tensor& k, const Tensor& 
                       static_cast<int64_t>(mask.k_pos.size()) != g.sk))
     throw RuntimeError(cat(op, ": mask has ", mask.q_pos.size(), " query and ", mask.k_pos.size(),
                            " key positions for a block of ", g.sq, " x ", g.sk));
+  if (mask.packed() && (!mask.causal || static_cast<int64_t>(mask.q_seq.size()) != g.sq ||
+                        static_cast<int64_t>(mask.k_seq.size()) != g.sk))
+    throw RuntimeError(cat(op, ": a packed mask needs causal positions and ", g.sq, " query and ", g.sk,
+                           " key sequence names, not ", mask.q_seq.size(), " and ", mask.k_seq.size()));
   g.group = g.hq / g.hk;
   g.scale = g.d > 0 ? 1.0f / std::sqrt(static_cast<float>(g.d)) : 1.0f;
   return g;
 }
 
-// Rows [start, start + rows) whose global positions run pos, pos + 1, ...
+// Rows [start, start + rows) whose global positions run pos, pos + 1, ...,
+// all of one sequence (seq: AttentionMask's name of it; 0 when not packed).
 struct Tile {
-  int64_t start = 0, rows = 0, pos = 0;
+  int64_t start = 0, rows = 0, pos = 0, seq = 0;
 };
 
 // Cuts n rows into tiles of at most `size` rows, never across a jump in
-// positions (a zigzag shard's two chunks, a gathered sequence's blocks), so
-// that every tile is one contiguous stretch of the sequence.
-std::vector<Tile> tiles_of(const std::vector<int64_t>& pos, int64_t n, int64_t size) {
+// positions (a zigzag shard's two chunks, a gathered sequence's blocks) or a
+// change of sequence, so that every tile is one contiguous stretch of one
+// sequence.
+std::vector<Tile> tiles_of(const std::vector<int64_t>& pos, const std::vector<int64_t>& seq, int64_t n,
+                           int64_t size) {
   std::vector<Tile> tiles;
   for (int64_t i = 0; i < n;) {
     int64_t j = i + 1;
-    while (j < n && j - i < size && (pos.empty() || pos[j] == pos[j - 1] + 1)) ++j;
-    tiles.push_back({i, j - i, pos.empty() ? i : pos[i]});
+    while (j < n && j - i < size && (pos.empty() || pos[j] == pos[j - 1] + 1) && (seq.empty() || seq[j] == seq[i]))
+      ++j;
+    tiles.push_back({i, j - i, pos.empty() ? i : pos[i], seq.empty() ? 0 : seq[i]});
     i = j;
   }
   return tiles;
 }
 
 Visibility classify(bool causal, const Tile& q, const Tile& k) {
-  if (!causal || k.pos + k.rows - 1 <= q.pos) return Visibility::full;
+  if (!causal) return Visibility::full;
+  if (q.seq == AttentionMask::kPaddingRow || k.seq != q.seq) return Visibility::none;  // another sequence, or padding
+  if (k.pos + k.rows - 1 <= q.pos) return Visibility::full;
   if (k.pos > q.pos + q.rows - 1) return Visibility::none;
   return Visibility::partial;
 }
@@ -308,8 +360,8 @@ AttentionOut attention_block_forward(const Tensor& q, const Tensor& k, const Ten
   result.lse = Tensor::empty({g.b, g.hq, g.sq}, DType::f32);
   HostIn<float> q32(q), k32(k), v32(v);
   HostOut<float> out32(result.out);
-  const std::vector<Tile> q_tiles = tiles_of(mask.q_pos, g.sq, kTileQ);
-  const std::vector<Tile> k_tiles = tiles_of(mask.k_pos, g.sk, kTileK);
+  const std::vector<Tile> q_tiles = tiles_of(mask.q_pos, mask.q_seq, g.sq, kTileQ);
+  const std::vector<Tile> k_tiles = tiles_of(mask.k_pos, mask.k_seq, g.sk, kTileK);
   ForwardArgs args{g, q32.get(), k32.get(), v32.get(), q_tiles, k_tiles, mask.causal, out32.get(),
                    result.lse.data<float>()};
   std::vector<float> s(kTileQ * kTileK), acc(kTileQ * std::max<int64_t>(g.d, 1));
@@ -359,8 +411,8 @@ int64_t attention_block_backward_accumulate(const Tensor& q, const Tensor& k, co
   if (!q.is_host())
     return SEXTANT_CUDA_CALL(cuda::attention_backward_accumulate(q, k, v, dout, lse, delta, mask, dq, dk, dv));
   HostIn<float> q32(q), k32(k), v32(v), do32(dout);
-  const std::vector<Tile> q_tiles = tiles_of(mask.q_pos, g.sq, kTileQ);
-  const std::vector<Tile> k_tiles = tiles_of(mask.k_pos, g.sk, kTileK);
+  const std::vector<Tile> q_tiles = tiles_of(mask.q_pos, mask.q_seq, g.sq, kTileQ);
+  const std::vector<Tile> k_tiles = tiles_of(mask.k_pos, mask.k_seq, g.sk, kTileK);
   BackwardArgs args{g,
                     q32.get(),
                     k32.get(),

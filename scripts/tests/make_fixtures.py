@@ -147,6 +147,35 @@ def attention_cases(rng):
     return out
 
 
+def dynamic_cp_cases():
+    """attention/dynamic_cp: a long-tailed length distribution gains, full-length sequences do not."""
+    rng = random.Random(20260415)
+    out = []
+    for spec, gain in (("zipf:16", 1.35), ("512", 1.0)):
+        for ranks in (2, 4, 8):
+            par = parallel(cp=ranks)
+            params = {"variant": "dynamic_cp", "layout": "zigzag", "causal": True, "seq": 512, "microbatches": 8,
+                      "seq_lens_spec": spec, "heads": 8, "kv_heads": 8, "head_dim": 32, "capacity": 512 // ranks,
+                      "ring_step": 1000.0,
+                      "lengths": [[300, 100, 60, 30, 12, 10] if gain > 1 else [512] for _ in range(8)]}
+            static = 0.02 * (1 + 0.1 * math.log2(ranks))
+            speedup = noisy(rng, gain * (1 + 0.05 * math.log2(ranks)), 2) if gain > 1 else noisy(rng, 1.0, 1)
+            tensors = [tensor(f"{mode}.{n}", 4e-3, 3.5e-3, 2.5e-2) for mode in ("static", "dynamic")
+                       for n in ("out", "lse", "dq", "dk", "dv")]
+            bins = {"1": 9, str(ranks): 3} if gain > 1 else {str(ranks): 8}
+            out.append(record("attention", "dynamic_cp", ranks, par, params, tensors,
+                              {"dynamic": static / speedup, "static": static},
+                              {"speedup_vs_static": measured(speedup, "x"),
+                               "speedup_vs_static_model": measured(gain, "x"),
+                               "time_static_s": measured(static, "s"), "time_dynamic_s": measured(static / speedup, "s"),
+                               "tflops_per_rank": measured(0.02 * speedup, "TFLOP/s"),
+                               "load_balance": measured(noisy(rng, 1.3, 5), "max/min"),
+                               "busy_fraction_static": measured(noisy(rng, 0.45, 5), "ratio"),
+                               "busy_fraction_dynamic": measured(noisy(rng, 0.45 * speedup, 5), "ratio"),
+                               "bins_per_group_dynamic": bins}, rng, dtype="f32"))
+    return out
+
+
 def moe_cases(rng):
     out = []
     for dispatcher in ("alltoall", "allgather"):
@@ -278,6 +307,7 @@ def fixtures():
     """{file name: document}, deterministic."""
     rng = random.Random(20260101)
     cases = tp_sp_cases(rng) + attention_cases(rng) + moe_cases(rng) + pipeline_cases(rng) + step_cases(rng)
+    cases += dynamic_cp_cases()
     return {"synthetic-suites.json": document("suites", cases)}
 
 

@@ -13,7 +13,7 @@ from sextant_results.load import load_runs
 from sextant_results.report import SECTIONS, build_report, conformance, pipeline, step
 
 EVERY_FIGURE = ["conformance_0.png", "conformance_1.png", "collectives_busbw_f32.png", "collectives_busbw_bf16.png",
-                "collectives_peak_busbw.png", "tp_sp.png", "attention_cp.png", "moe_bandwidth.png",
+                "collectives_peak_busbw.png", "tp_sp.png", "attention_cp.png", "attention_dynamic_cp.png", "moe_bandwidth.png",
                 "moe_imbalance.png", "pipeline_bubble.png", "pipeline_agreement.png", "pipeline_gantt.png",
                 "step_mfu.png", "scaling.png"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -90,6 +90,8 @@ def expected_figures(runs):
     if "collectives" in suites:
         names += ["collectives_peak_busbw.png"] + [f"collectives_busbw_{d}.png" for d in
                                                    {c["dtype"] for c in cases if c["suite"] == "collectives"}]
+    if any(c["suite"] == "attention" and c["case"] == "dynamic_cp" for c in cases):
+        names.append("attention_dynamic_cp.png")
     if any(c["suite"] == "step" and c["case"] == "sweep" and c["ranks"] > 1 for c in cases):
         names.append("step_sweep.png")
     if any(c["suite"] == "step" and "comm_by_dim" in c["perf"].get("metrics", {}) for c in cases):

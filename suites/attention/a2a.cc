@@ -11,7 +11,8 @@ const Variant kVariant{"a2a",
                        /*ulysses=*/true,
                        /*kv_group=*/false,
                        cp::KvExchange::ring,  // unused: no kv group
-                       {"zigzag_order", "ulysses_swap"}};  // one block: no block boundary to miss
+                       {"zigzag_order", "ulysses_swap", "thd_cross_boundary", "thd_zigzag_stream",
+                        "cu_seqlens_off_by_one"}};  // one block: no block boundary to miss
 
 }  // namespace
 

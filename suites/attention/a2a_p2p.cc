@@ -12,7 +12,7 @@ const Variant kVariant{"a2a+p2p",
                        /*kv_group=*/true,
                        cp::KvExchange::ring,
                        {"ring_skip_step", "lse_add", "mask_off_by_one", "zigzag_order", "dkv_not_returned",
-                        "ulysses_swap"}};
+                        "ulysses_swap", "thd_cross_boundary", "thd_zigzag_stream", "cu_seqlens_off_by_one"}};
 
 }  // namespace
 

@@ -10,7 +10,7 @@ const Variant kVariant{"allgather",
                        /*ulysses=*/false,
                        /*kv_group=*/true,
                        cp::KvExchange::allgather,
-                       {"mask_off_by_one", "zigzag_order"}};
+                       {"mask_off_by_one", "zigzag_order", "thd_cross_boundary", "thd_zigzag_stream", "cu_seqlens_off_by_one"}};
 
 }  // namespace
 

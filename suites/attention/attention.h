@@ -4,6 +4,13 @@
 // contiguous / zigzag layout, MHA / GQA, f32 / bf16 and the CP (x TP) sizes
 // of the rank count. The shared driver (driver.cc) turns a Variant into a
 // case, like the collectives suite turns a CollectiveOp into one.
+//
+// Packed sequences (--set seq_lens=40,8,16 or zipf:N): one batch row holds
+// several sequences summing to --seq (THD); every variant then attends within
+// each sequence, per-sequence zigzag or contiguous. Padding rows (each
+// sequence rounded up to 2 cp rows) are recorded, masked out, and left out of
+// the checks and the FLOPs. dynamic_cp.cc runs packed microbatches on CP
+// groups sized per microbatch.
 #pragma once
 
 #include <map>
@@ -37,11 +44,22 @@ struct Problem {
   int64_t seq = 0, batch = 0, heads = 0, kv_heads = 0, head_dim = 0;
   int a2a_size = 1, p2p_size = 1;  // cp = a2a_size x p2p_size
   std::string reference;           // "full" or "spot" (sampled query rows)
+  // Packed sequences: tokens of each, summing to seq; empty: one sequence.
+  std::vector<int64_t> seq_lens;
+  bool thd_padding = true;  // pad each sequence to a multiple of 2 cp rows (else they must split)
+  cp::Packing packing;      // seq_lens as the packed stream holds them at this config's cp
 
   static Problem of(const CaseConfig& config);
-  // Forward FLOPs of the whole problem: 4 b s^2 h d, halved when causal.
+  bool packed() const { return packing.packed(); }
+  // Rows of a batch row as the ranks hold it: seq, plus padding when packed.
+  int64_t rows() const { return packed() ? packing.rows() : seq; }
+  // Forward FLOPs of the real tokens: 4 b s^2 h d, halved when causal; packed:
+  // the sum over sequences of 4 b L^2 h d / 2.
   double flops_forward() const;
 };
+
+// The packing of seq_lens for a CP size (padded to 2 cp rows or not).
+cp::Packing packing_for(const std::vector<int64_t>& seq_lens, bool thd_padding, int cp);
 
 // What one rank holds: its batch rows (DP), heads (TP) and sequence chunks (CP).
 struct Shard {
@@ -60,6 +78,9 @@ struct Inputs {
 Inputs make_inputs(const Problem& p, const Shard& shard, DType dtype, uint64_t seed, Device device = Device::host);
 Inputs to_device(const Inputs& in, Device device);
 Shard whole(const Problem& p);
+// The token rows of a stream tensor (dim 1, or dim 2 for a [b, h, rows]
+// statistic): padding rows dropped. Unpacked: t itself.
+Tensor token_rows(const Problem& p, const Tensor& t, int dim);
 
 // Per timed region: what the kernels reported, summed over the runs.
 struct RegionStats {

@@ -1,7 +1,8 @@
 // The attention suite through the same registry the CLI uses: every variant
 // passes at every rank count (ci sizes), the traffic formula matches the
 // measured counters, zigzag balances the causal work, and every planted
-// fault fails its case. Tests never assert on time.
+// fault fails its case; the same for packed sequences (THD) and for
+// attention/dynamic_cp. Tests never assert on time.
 #include <gtest/gtest.h>
 
 #include "harness/error.h"
@@ -15,6 +16,18 @@ namespace {
 
 using namespace testing;  // world(), ci_options(), run_suite(): harness/testing/suite_run.h
 
+// The four CP variants (attention/dynamic_cp has tests of its own below).
+const std::vector<std::string> kVariants = {"attention/p2p", "attention/a2a", "attention/allgather",
+                                            "attention/a2a+p2p"};
+
+// Packed sequences at --seq 64: no padding up to cp 4.
+RunOptions packed_options(std::vector<std::string> selection) {
+  RunOptions o = ci_options(std::move(selection));
+  o.options["seq"] = 64;
+  o.options["seq_lens"] = "40,8,16";
+  return o;
+}
+
 int failed_tensors(const CaseRecord& r) {
   int n = 0;
   for (const TensorCheck& t : r.conformance.tensors) n += t.pass ? 0 : 1;
@@ -22,7 +35,7 @@ int failed_tensors(const CaseRecord& r) {
 }
 
 TEST(Attention, EveryVariantPassesAtEveryRankCount) {
-  std::vector<CaseRecord> records = run_suite("attention", ci_options({"attention"}));
+  std::vector<CaseRecord> records = run_suite("attention", ci_options(kVariants));
   if (world().rank() != 0) return;
   ASSERT_FALSE(records.empty());
   int zigzag_checked = 0;
@@ -53,9 +66,61 @@ TEST(Attention, EveryVariantPassesAtEveryRankCount) {
   }
 }
 
+// Packed sequences (40, 8, 16 in one row of 64): every variant passes, the
+// metrics count real tokens, and per-sequence zigzag balances the causal
+// work exactly where no sequence needs padding, where zigzagging the packed
+// stream as one sequence does not.
+TEST(Attention, PackedSequencesPassEveryVariant) {
+  std::vector<CaseRecord> records = run_suite("attention", packed_options(kVariants));
+  if (world().rank() != 0) return;
+  ASSERT_FALSE(records.empty());
+  int balanced = 0;
+  for (const CaseRecord& r : records) {
+    const std::string id = r.config.id();
+    EXPECT_EQ(r.conformance.status, "pass") << id << " " << r.error;
+    EXPECT_EQ(r.conformance.tensors.size(), 5u) << id;
+    EXPECT_EQ(r.config.params.at("causal"), true) << id;
+    EXPECT_EQ(r.config.params.at("seq_lens"), nlohmann::json({40, 8, 16})) << id;
+    EXPECT_DOUBLE_EQ(metric(r, "bytes_sent_formula_fwd_bwd"), metric(r, "bytes_sent_per_rank_fwd_bwd")) << id;
+    const int cp = r.config.parallel.cp;
+    EXPECT_EQ(r.config.params.at("padding_rows").get<int64_t>(), cp <= 4 ? 0 : 16) << id;  // 48 + 16 + 16 at cp 8
+    if (cp >= 2 && cp <= 4) {
+      EXPECT_EQ(metric(r, "work_balance_zigzag_per_sequence"), 1.0) << id;
+      EXPECT_GT(metric(r, "work_balance_zigzag_stream"), 1.5) << id;
+      EXPECT_GT(metric(r, "work_balance_contiguous"), 1.0) << id;
+      if (r.config.params["layout"] == "zigzag" && r.config.name != "a2a") {
+        EXPECT_EQ(metric(r, "work_balance"), 1.0) << id;
+        ++balanced;
+      }
+    }
+  }
+  if (world().size() >= 2) {
+    EXPECT_GT(balanced, 0);
+  }
+}
+
+// zipf lengths with padding, and without: a length that does not split is refused.
+TEST(Attention, ZipfLengthsWithPaddingPass) {
+  RunOptions o = ci_options({"attention/p2p", "attention/allgather"});
+  o.rank_counts = {world().size()};
+  o.dtypes = {DType::f32};
+  o.options["seq_lens"] = "zipf:5";
+  std::vector<CaseRecord> records = run_suite("attention", o);
+  if (world().rank() != 0) return;
+  ASSERT_FALSE(records.empty());
+  for (const CaseRecord& r : records) {
+    EXPECT_EQ(r.conformance.status, "pass") << r.config.id() << " " << r.error;
+    EXPECT_EQ(r.config.params.at("seq_lens").size(), 5u);
+    if (r.config.parallel.cp >= 2) {
+      EXPECT_GT(metric(r, "padding_rows"), 0.0) << r.config.id();
+    }
+  }
+}
+
 // The ring's isend/irecv under NCCL's point-to-point rules (no tags, one stream).
 TEST(Attention, RingPassesUnderNcclRules) {
-  std::vector<CaseRecord> records = run_suite_under_nccl_rules("attention", ci_options({"attention/p2p"}));
+  std::vector<CaseRecord> records =
+      run_suite_under_nccl_rules("attention", ci_options({"attention/p2p", "attention/dynamic_cp"}));
   if (world().rank() != 0) return;
   ASSERT_FALSE(records.empty());
   for (const CaseRecord& r : records) EXPECT_EQ(r.conformance.status, "pass") << r.config.id() << " " << r.error;
@@ -68,6 +133,9 @@ TEST(Attention, SpotCheckOnSampledRowsPasses) {
   o.options["reference"] = "spot";
   o.options["causal"] = true;
   std::vector<CaseRecord> records = run_suite("attention", o);
+  RunOptions packed = packed_options({"attention/p2p", "attention/a2a+p2p"});  // sampled tokens of their sequences
+  packed.rank_counts = o.rank_counts, packed.dtypes = o.dtypes, packed.options["reference"] = "spot";
+  for (CaseRecord& r : run_suite("attention", packed)) records.push_back(std::move(r));
   if (world().rank() != 0) return;
   ASSERT_FALSE(records.empty());
   for (const CaseRecord& r : records) {
@@ -78,12 +146,13 @@ TEST(Attention, SpotCheckOnSampledRowsPasses) {
 }
 
 // Each fault must fail every case that plants it (a fault in the ring is
-// invisible at one rank).
+// invisible at one rank); the faults of packed sequences on packed inputs.
 TEST(Attention, EveryPlantedFaultIsCaught) {
   if (world().size() < 2) GTEST_SKIP() << "faults need two ranks";
   Registry r = suite_registry("attention");
   for (const std::string& fault : cp::Faults::names()) {
-    RunOptions o = ci_options({"attention"});
+    RunOptions o = fault.rfind("thd_", 0) == 0 || fault == "cu_seqlens_off_by_one" ? packed_options(kVariants)
+                                                                                    : ci_options(kVariants);
     o.rank_counts = {world().size()};
     o.fault = fault;
     std::vector<CaseRecord> records = run_suite("attention", o);
@@ -116,7 +185,7 @@ TEST(Attention, SpotCheckCatchesASkippedRingStep) {
 
 TEST(Attention, EveryVariantPassesOnTheGpu) {
   SEXTANT_REQUIRE_GPU();
-  RunOptions o = ci_options({"attention"});
+  RunOptions o = ci_options(kVariants);
   o.rank_counts = {world().size()};
   const std::vector<CaseRecord> records = run_suite_on_gpu("attention", o);
   if (world().rank() != 0) return;
@@ -129,11 +198,29 @@ TEST(Attention, EveryVariantPassesOnTheGpu) {
   }
 }
 
+// Packed sequences in every variant, and dynamic CP, on the CUDA kernels.
+TEST(Attention, PackedSequencesAndDynamicCpPassOnTheGpu) {
+  SEXTANT_REQUIRE_GPU();
+  std::vector<std::string> selection = kVariants;
+  selection.push_back("attention/dynamic_cp");
+  RunOptions o = packed_options(selection);
+  o.rank_counts = {world().size()};
+  const std::vector<CaseRecord> records = run_suite_on_gpu("attention", o);
+  if (world().rank() != 0) return;
+  ASSERT_FALSE(records.empty());
+  for (const CaseRecord& r : records) {
+    EXPECT_EQ(r.device, Device::cuda) << r.config.id();
+    EXPECT_EQ(r.conformance.status, "pass")
+        << r.config.id() << " " << r.error << " " << nlohmann::json(r.conformance.failures).dump();
+  }
+}
+
 TEST(Attention, EveryPlantedFaultIsCaughtOnTheGpu) {
   SEXTANT_REQUIRE_GPU();
   if (world().size() < 2) GTEST_SKIP() << "faults need two ranks";
   for (const std::string& fault : cp::Faults::names()) {
-    RunOptions o = ci_options({"attention"});
+    RunOptions o = fault.rfind("thd_", 0) == 0 || fault == "cu_seqlens_off_by_one" ? packed_options(kVariants)
+                                                                                    : ci_options(kVariants);
     o.rank_counts = {world().size()};
     o.fault = fault;
     const std::vector<CaseRecord> records = run_suite_on_gpu("attention", o);
@@ -199,6 +286,69 @@ TEST(Attention, BadInputIsRejectedWithTheNumbers) {
             "--head-dim 512 must be at most 256 on --device cuda (the CUDA attention kernels hold a row's columns in "
             "registers)");
   EXPECT_EQ(on_cuda(256), "accepted");
+
+  // Packed sequences.
+  auto packed = [&](nlohmann::json changes, ParallelConfig parallel) {
+    nlohmann::json c = {{"seq_lens", {40, 8, 16}}, {"thd_padding", true}};
+    if (changes.is_object()) c.update(changes);
+    return validate("p2p", c, parallel);
+  };
+  const ParallelConfig cp4{1, 4, 1, 1};
+  EXPECT_EQ(packed({}, cp4), "accepted");
+  EXPECT_EQ(packed({{"seq_lens", {40, 8}}}, cp4), "--set seq_lens: the lengths sum to 48, not --seq 64");
+  EXPECT_EQ(packed({{"seq_lens", {64, 0}}}, cp4), "--set seq_lens: length 0 must be positive");
+  EXPECT_EQ(packed({{"seq_lens", {70, -6}}}, cp4), "--set seq_lens: length -6 must be positive");
+  EXPECT_EQ(packed({{"causal", false}}, cp4),
+            "--set seq_lens: packed sequences attend causally; --set causal=false does not apply");
+  EXPECT_EQ(packed({{"layout", "zigzag"}, {"thd_padding", false}}, cp4), "accepted");  // 40, 8, 16 split by 8
+  EXPECT_EQ(packed({{"layout", "zigzag"}, {"thd_padding", false}, {"seq_lens", {20, 28, 16}}}, cp4),
+            "--set thd_padding=false: sequence length 20 must be divisible by 2*cp = 8 (each sequence is zigzagged "
+            "on its own)");
+}
+
+// attention/dynamic_cp: both groupings pass against the reference on a
+// long-tailed batch and on full-length sequences; the dynamic schedule puts
+// short sequences on groups of one; the speedup and busy fractions are recorded.
+TEST(Attention, DynamicCpPassesAndRecordsTheSpeedup) {
+  RunOptions o = ci_options({"attention/dynamic_cp"});
+  o.rank_counts = {world().size()};
+  std::vector<CaseRecord> records = run_suite("attention", o);
+  if (world().rank() != 0) return;
+  ASSERT_EQ(records.size(), 2u);  // zipf:8 and 128 (full length)
+  for (const CaseRecord& r : records) {
+    const std::string id = r.config.id();
+    EXPECT_EQ(r.conformance.status, "pass") << id << " " << r.error;
+    EXPECT_EQ(r.conformance.tensors.size(), 10u) << id;  // static and dynamic: out, lse, dq, dk, dv
+    for (const char* m : {"speedup_vs_static", "speedup_vs_static_model", "busy_fraction_static",
+                          "busy_fraction_dynamic", "tflops_per_rank", "load_balance"})
+      EXPECT_GT(metric(r, m), 0.0) << id << " " << m;
+    const nlohmann::json bins = r.metrics.at("bins_per_group_dynamic");
+    if (r.config.params.at("seq_lens_spec") == "128") {
+      EXPECT_EQ(metric(r, "speedup_vs_static_model"), 1.0) << id;  // nothing to regroup
+      EXPECT_EQ(bins.size(), 1u) << id;
+    } else if (world().size() >= 2) {
+      EXPECT_TRUE(bins.contains("1")) << id << " short sequences run on one rank";
+      EXPECT_LE(metric(r, "padding_rows_dynamic"), metric(r, "padding_rows_static")) << id;
+    }
+  }
+}
+
+TEST(Attention, DynamicCpFaultsAreCaught) {
+  if (world().size() < 2) GTEST_SKIP() << "faults need two ranks";
+  for (const std::string fault : {"ring_skip_step", "thd_cross_boundary", "cu_seqlens_off_by_one"}) {
+    RunOptions o = ci_options({"attention/dynamic_cp"});
+    o.rank_counts = {world().size()};
+    o.fault = fault;
+    o.options["seq_lens"] = "zipf:8";
+    std::vector<CaseRecord> records = run_suite("attention", o);
+    if (world().rank() != 0) continue;
+    ASSERT_FALSE(records.empty()) << fault;
+    for (const CaseRecord& rec : records) {
+      EXPECT_EQ(rec.conformance.status, "fail") << fault << " was not caught by " << rec.config.id();
+      EXPECT_EQ(rec.error, "") << rec.config.id();
+      EXPECT_GT(failed_tensors(rec), 0) << fault << " " << rec.config.id();
+    }
+  }
 }
 
 }  // namespace

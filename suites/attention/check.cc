@@ -1,7 +1,8 @@
 // Conformance (DESIGN.md): out, lse, dq, dk, dv of the distributed run against
 // the float64 whole-sequence reference, with the same kernel at cp = 1 (the
 // baseline) setting the bound. For sizes past the full reference, a spot check
-// on sampled query rows covers out, lse and dq.
+// on sampled query rows covers out, lse and dq. Packed sequences are checked
+// on their tokens: padding rows are dropped before every comparison.
 #include <algorithm>
 #include <deque>
 #include <numeric>
@@ -11,6 +12,7 @@
 #include "harness/strings.h"
 #include "kernels/ops/attention_block.h"
 #include "reference/attention.h"
+#include "reference/packed_attention.h"
 #include "suites/attention/attention.h"
 
 namespace sextant::attention {
@@ -25,6 +27,12 @@ struct Results {
 Results on_host(const Results& r) {
   auto host = [](const Tensor& t) { return !t.defined() || t.is_host() ? t : t.to(Device::host); };
   return {host(r.out), host(r.lse), host(r.dq), host(r.dk), host(r.dv)};
+}
+
+// The token rows of stream results (padding dropped).
+Results tokens_of(const Problem& p, const Results& r) {
+  auto rows = [&](const Tensor& t, int dim) { return t.defined() ? token_rows(p, t, dim) : t; };
+  return {rows(r.out, 1), rows(r.lse, 2), rows(r.dq, 1), rows(r.dk, 1), rows(r.dv, 1)};
 }
 
 // This rank's piece of a [b, s, h, d] tensor (or [b, h, s] for a per-row
@@ -45,7 +53,7 @@ std::vector<Block> blocks_of(const Tensor& local, const Shard& s, bool kv, bool 
 Tensor gather(State& s, Checker& checker, const std::string& name, const Tensor& local, bool kv, bool stat) {
   const Problem& p = s.problem;
   const int64_t heads = kv ? p.kv_heads : p.heads;
-  const Shape global = stat ? Shape{p.batch, heads, p.seq} : Shape{p.batch, p.seq, heads, p.head_dim};
+  const Shape global = stat ? Shape{p.batch, heads, p.rows()} : Shape{p.batch, p.rows(), heads, p.head_dim};
   Assembled a = assemble(*s.host, blocks_of(local, s.shard, kv, stat), global, local.dtype());
   if (checker.is_root() && (a.uncovered || a.mismatched))
     checker.fail(cat(name, ": ", a.uncovered, " elements uncovered, ", a.mismatched, " replicas disagree"));
@@ -69,7 +77,7 @@ Results baseline(State& s, const Inputs& host_inputs) {
   const Inputs in = to_device(host_inputs, s.device);
   cp::Forward f = cp::cp_attention_forward(comms, o, in.q, in.k, in.v);
   cp::Grads g = cp::cp_attention_backward(comms, o, in.q, in.k, in.v, f.out, f.lse, in.dout);
-  return on_host({f.out, f.lse, g.dq, g.dk, g.dv});
+  return tokens_of(s.problem, on_host({f.out, f.lse, g.dq, g.dk, g.dv}));
 }
 
 struct Reference {
@@ -77,17 +85,27 @@ struct Reference {
   ref::AttentionGradients grads;
 };
 
+std::string join_numbers(const std::vector<int64_t>& v) {
+  std::string out;
+  for (int64_t x : v) out += cat(x, ",");
+  return out;
+}
+
 // The float64 reference depends on the problem and the rounded inputs only,
 // not on the variant or layout: keep the last few (the sweep repeats them).
 const Reference& full_reference(const Problem& p, DType dtype, uint64_t seed, const Inputs& in) {
   static std::deque<std::pair<std::string, Reference>> cache;
   const std::string key = cat(p.batch, " ", p.seq, " ", p.heads, " ", p.kv_heads, " ", p.head_dim, " ", p.causal,
-                              " ", dtype_name(dtype), " ", seed);
+                              " ", dtype_name(dtype), " ", seed, " ", join_numbers(p.seq_lens));
   for (const auto& [k, r] : cache)
     if (k == key) return r;
   if (cache.size() >= 8) cache.pop_front();
-  cache.emplace_back(key, Reference{ref::attention_forward(in.q, in.k, in.v, p.causal),
-                                    ref::attention_backward(in.q, in.k, in.v, in.dout, p.causal)});
+  if (p.packed())
+    cache.emplace_back(key, Reference{ref::packed_attention_forward(in.q, in.k, in.v, p.seq_lens),
+                                      ref::packed_attention_backward(in.q, in.k, in.v, in.dout, p.seq_lens)});
+  else
+    cache.emplace_back(key, Reference{ref::attention_forward(in.q, in.k, in.v, p.causal),
+                                      ref::attention_backward(in.q, in.k, in.v, in.dout, p.causal)});
   return cache.back().second;
 }
 
@@ -110,26 +128,47 @@ Tensor select_rows(const Tensor& t, int dim, const std::vector<int64_t>& rows) {
   return concat(parts, dim);
 }
 
-// The block kernel at cp = 1 on the sampled query rows against every key.
-Results spot_baseline(const Problem& p, const Inputs& host_inputs, const std::vector<int64_t>& rows, DType dtype,
-                      Device device) {
-  const Inputs in = to_device(host_inputs, device);
-  const Tensor q = select_rows(in.q, 1, rows), dout = select_rows(in.dout, 1, rows);
-  std::vector<int64_t> keys(static_cast<size_t>(p.seq));
+// The stream row of every sampled token, and the block mask of those rows
+// against the whole stream (padding rows see nothing).
+struct SpotRows {
+  std::vector<int64_t> rows;
+  ops::AttentionMask mask;
+};
+SpotRows spot_rows(const Problem& p, const std::vector<int64_t>& tokens) {
+  std::vector<int64_t> keys(static_cast<size_t>(p.rows()));
   std::iota(keys.begin(), keys.end(), 0);
-  const ops::AttentionMask mask =
-      p.causal ? ops::AttentionMask::causal_positions(rows, keys) : ops::AttentionMask::none();
-  ops::AttentionOut f = ops::attention_block_forward(q, in.k, in.v, mask, dtype);
+  if (!p.packed())
+    return {tokens, p.causal ? ops::AttentionMask::causal_positions(tokens, keys) : ops::AttentionMask::none()};
+  const std::vector<int64_t> token0 = p.packing.cu_seqlens(), row0 = p.packing.cu_seqlens_padded();
+  std::vector<int64_t> rows;
+  for (int64_t t : tokens) {
+    size_t i = 0;
+    while (t >= token0[i + 1]) ++i;
+    rows.push_back(row0[i] + t - token0[i]);
+  }
+  return {rows, ops::AttentionMask::causal_packed(rows, cp::sequence_of_rows(p.packing, rows), keys,
+                                                  cp::sequence_of_rows(p.packing, keys))};
+}
+
+// The block kernel at cp = 1 on the sampled query rows against every key of the stream.
+Results spot_baseline(const Problem& p, const Inputs& host_inputs, const SpotRows& spot, DType dtype, Device device) {
+  const Inputs in = to_device(host_inputs, device);
+  const Tensor q = select_rows(in.q, 1, spot.rows), dout = select_rows(in.dout, 1, spot.rows);
+  ops::AttentionOut f = ops::attention_block_forward(q, in.k, in.v, spot.mask, dtype);
   Tensor dq = Tensor::zeros(q.shape(), DType::f32, device);
   Tensor dk = Tensor::zeros(in.k.shape(), DType::f32, device), dv = Tensor::zeros(in.k.shape(), DType::f32, device);
-  ops::attention_block_backward_accumulate(q, in.k, in.v, dout, f.lse, ops::attention_delta(f.out, dout), mask, dq,
-                                           dk, dv);
+  ops::attention_block_backward_accumulate(q, in.k, in.v, dout, f.lse, ops::attention_delta(f.out, dout), spot.mask,
+                                           dq, dk, dv);
   return on_host({f.out, f.lse, dq.to(dtype), {}, {}});
 }
 
-void check_full(State& s, Checker& checker, const Results& dist, const Inputs& in) {
-  const Reference& ref = full_reference(s.problem, s.config.dtype, s.seed, in);
-  const Results base = baseline(s, in);
+// dist: token rows; stream: the whole stream's inputs (the baseline's).
+void check_full(State& s, Checker& checker, const Results& dist, const Inputs& stream) {
+  const Problem& p = s.problem;
+  const Inputs in{token_rows(p, stream.q, 1), token_rows(p, stream.k, 1), token_rows(p, stream.v, 1),
+                  token_rows(p, stream.dout, 1)};
+  const Reference& ref = full_reference(p, s.config.dtype, s.seed, in);
+  const Results base = baseline(s, stream);
   checker.compare("out", OpClass::attention, dist.out, base.out, ref.fwd.out);
   checker.compare("lse", OpClass::row_stat, dist.lse, base.lse, ref.fwd.lse);
   checker.compare("dq", OpClass::attention, dist.dq, base.dq, ref.grads.dq);
@@ -138,15 +177,20 @@ void check_full(State& s, Checker& checker, const Results& dist, const Inputs& i
   checker.note("reference", "full");
 }
 
-void check_spot(State& s, Checker& checker, const Results& dist, const Inputs& in) {
-  const std::vector<int64_t> rows = sample_rows(s.problem.seq, s.seed);
-  const ref::AttentionRows ref = ref::attention_rows(in.q, in.k, in.v, in.dout, s.problem.causal, rows);
-  const Results base = spot_baseline(s.problem, in, rows, s.config.dtype, s.device);
-  checker.compare("out", OpClass::attention, select_rows(dist.out, 1, rows), base.out, ref.out);
-  checker.compare("lse", OpClass::row_stat, select_rows(dist.lse, 2, rows), base.lse, ref.lse);
-  checker.compare("dq", OpClass::attention, select_rows(dist.dq, 1, rows), base.dq, ref.dq);
+void check_spot(State& s, Checker& checker, const Results& dist, const Inputs& stream) {
+  const Problem& p = s.problem;
+  const std::vector<int64_t> tokens = sample_rows(p.seq, s.seed);
+  const Inputs in{token_rows(p, stream.q, 1), token_rows(p, stream.k, 1), token_rows(p, stream.v, 1),
+                  token_rows(p, stream.dout, 1)};
+  const ref::AttentionRows ref =
+      p.packed() ? ref::packed_attention_rows(in.q, in.k, in.v, in.dout, p.seq_lens, tokens)
+                 : ref::attention_rows(in.q, in.k, in.v, in.dout, p.causal, tokens);
+  const Results base = spot_baseline(p, stream, spot_rows(p, tokens), s.config.dtype, s.device);
+  checker.compare("out", OpClass::attention, select_rows(dist.out, 1, tokens), base.out, ref.out);
+  checker.compare("lse", OpClass::row_stat, select_rows(dist.lse, 2, tokens), base.lse, ref.lse);
+  checker.compare("dq", OpClass::attention, select_rows(dist.dq, 1, tokens), base.dq, ref.dq);
   checker.note("reference",
-               cat("spot: ", rows.size(), " sampled query rows; dk and dv need every row and are not checked"));
+               cat("spot: ", tokens.size(), " sampled query rows; dk and dv need every row and are not checked"));
 }
 
 }  // namespace
@@ -157,9 +201,11 @@ void check(State& s, Checker& checker) {
                gather(s, checker, "dq", local.dq, false, false), gather(s, checker, "dk", local.dk, true, false),
                gather(s, checker, "dv", local.dv, true, false)};
   if (!checker.is_root()) return;
-  const Inputs in = make_inputs(s.problem, whole(s.problem), s.config.dtype, s.seed);
-  if (s.problem.reference == "spot") check_spot(s, checker, dist, in);
-  else check_full(s, checker, dist, in);
+  dist = tokens_of(s.problem, dist);
+  const Inputs stream = make_inputs(s.problem, whole(s.problem), s.config.dtype, s.seed);
+  if (s.problem.packed()) checker.note("padding_rows", s.problem.packing.padding());
+  if (s.problem.reference == "spot") check_spot(s, checker, dist, stream);
+  else check_full(s, checker, dist, stream);
 }
 
 }  // namespace sextant::attention

@@ -53,7 +53,8 @@ State setup(const Variant& v, CaseContext& ctx) {
   s.loop_comms = {s.a2a_loop.get(), s.kv_loop.get()};
   s.options.causal = s.problem.causal;
   s.options.layout = s.problem.layout;
-  s.options.seq = s.problem.seq;
+  s.options.seq = s.problem.rows();
+  s.options.packing = s.problem.packing;
   s.options.kv_exchange = v.kv_exchange;
   s.options.faults = cp::Faults::parse(ctx.config.fault);
   return s;

@@ -1,6 +1,9 @@
 // The cost model: attention TFLOP/s per rank, per-rank compute balance,
 // the variant's traffic formula (next to the harness's measured
-// bytes_sent_per_rank) and overlap efficiency.
+// bytes_sent_per_rank) and overlap efficiency. Packed sequences: FLOPs of
+// the real tokens only, the padding, and the causal work balance of the
+// three ways to split a pack over CP (per-sequence zigzag, the stream
+// zigzagged as one sequence, contiguous).
 #include <algorithm>
 
 #include "suites/attention/attention.h"
@@ -29,6 +32,16 @@ const MetricDef& kBytesSentFormula = define_metric({"attention", "bytes_sent_for
     "bytes per rank of the forward from the variant's traffic formula (beside the measured bytes_sent_per_rank)"});
 const MetricDef& kBytesSentFormulaFwdBwd = define_metric({"attention", "bytes_sent_formula_fwd_bwd", "B", Better::neither,
     "bytes per rank of forward and backward from the variant's traffic formula"});
+const MetricDef& kPaddingRows = define_metric({"attention", "padding_rows", "rows", Better::neither,
+    "packed inputs: rows added so every sequence splits into 2 cp chunks (masked, excluded from checks and FLOPs)"});
+const MetricDef& kPaddingFraction = define_metric({"attention", "padding_fraction", "ratio", Better::neither,
+    "packed inputs: padding rows / all rows"});
+const MetricDef& kWorkBalanceZigzagPerSequence = define_metric({"attention", "work_balance_zigzag_per_sequence",
+    "max/min", Better::neither, "packed inputs: causal pairs max / min over ranks with each sequence zigzagged alone"});
+const MetricDef& kWorkBalanceContiguous = define_metric({"attention", "work_balance_contiguous", "max/min",
+    Better::neither, "packed inputs: the same with the packed rows cut contiguously"});
+const MetricDef& kWorkBalanceZigzagStream = define_metric({"attention", "work_balance_zigzag_stream", "max/min",
+    Better::neither, "packed inputs: the same with the whole pack zigzagged as one sequence"});
 const MetricDef& kOverlapEfficiency = define_metric({"attention", "overlap_efficiency", "ratio", Better::higher,
     "compute_only time / fwd_bwd time: 1 when communication hides fully under compute"});
 }  // namespace
@@ -45,6 +58,31 @@ std::vector<double> per_rank(Communicator& host, double mine) {
 double ratio(const std::vector<double>& v) {
   const double lo = *std::min_element(v.begin(), v.end()), hi = *std::max_element(v.begin(), v.end());
   return lo > 0 ? hi / lo : 0;
+}
+
+// Packed: max/min over the CP ranks of the causal pairs their rows compute
+// when the pack is split by `chunks_of(cp rank)`.
+template <class ChunksOf>
+double pair_balance(const Problem& p, int cp, ChunksOf chunks_of) {
+  std::vector<double> pairs;
+  for (int r = 0; r < cp; ++r)
+    pairs.push_back(static_cast<double>(cp::causal_pairs_of_rows(p.packing, cp::positions_of(chunks_of(r)))));
+  return ratio(pairs);
+}
+
+void add_packed_metrics(const Problem& p, int cp, Metrics& m) {
+  m.add(kPaddingRows, static_cast<double>(p.packing.padding()));
+  m.add(kPaddingFraction, static_cast<double>(p.packing.padding()) / static_cast<double>(p.rows()));
+  m.add(kWorkBalanceZigzagPerSequence, pair_balance(p, cp, [&](int r) {
+          return cp::shard_chunks(cp::Layout::zigzag, p.packing, cp, r);
+        }));
+  m.add(kWorkBalanceContiguous, pair_balance(p, cp, [&](int r) {
+          return cp::shard_chunks(cp::Layout::contiguous, p.packing, cp, r);
+        }));
+  if (p.rows() % (2 * cp) == 0)
+    m.add(kWorkBalanceZigzagStream, pair_balance(p, cp, [&](int r) {
+            return cp::shard_chunks(cp::Layout::zigzag, p.rows(), cp, r);
+          }));
 }
 
 }  // namespace
@@ -80,7 +118,10 @@ Metrics metrics(State& s, const RegionTimes& times) {
   Metrics m;
   m.add(kTflopsPerRank, tflops(fwd_bwd, "fwd_bwd"));
   m.add(kTflopsPerRankFwd, tflops(fwd, "fwd"));
-  m.add_json(kFlopsFormula, "forward 4*b*s^2*h*d (x0.5 causal), fwd_bwd 3.5x forward; per rank: / (time * ranks)");
+  m.add_json(kFlopsFormula, s.problem.packed()
+                                ? "forward sum over packed sequences of 4*b*L^2*h*d x0.5 (real tokens only), fwd_bwd "
+                                  "3.5x forward; per rank: / (time * ranks)"
+                                : "forward 4*b*s^2*h*d (x0.5 causal), fwd_bwd 3.5x forward; per rank: / (time * ranks)");
 
   const RegionStats& r = s.regions.at("fwd_bwd");
   const std::vector<double> compute = per_rank(*s.host, r.kernel.compute_s / std::max(r.runs, 1));
@@ -91,6 +132,7 @@ Metrics metrics(State& s, const RegionTimes& times) {
   m.add_json(kComputeTimePerRank, {{"seconds", compute}});
   // Visible (query, key) pairs per rank: the balance the layout promises, free of timing noise.
   m.add(kWorkBalance, ratio(work));
+  if (s.problem.packed()) add_packed_metrics(s.problem, s.config.parallel.cp, m);
 
   m.add(kBytesSentFormula, bytes_formula(s, false));
   m.add(kBytesSentFormulaFwdBwd, bytes_formula(s, true));

@@ -11,7 +11,8 @@ const Variant kVariant{"p2p",
                        /*ulysses=*/false,
                        /*kv_group=*/true,
                        cp::KvExchange::ring,
-                       {"ring_skip_step", "lse_add", "mask_off_by_one", "zigzag_order", "dkv_not_returned"}};
+                       {"ring_skip_step", "lse_add", "mask_off_by_one", "zigzag_order", "dkv_not_returned",
+                        "thd_cross_boundary", "thd_zigzag_stream", "cu_seqlens_off_by_one"}};
 
 }  // namespace
 

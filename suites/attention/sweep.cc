@@ -1,10 +1,10 @@
-// Which instances a rank count runs, the bad-input rules, and the shards.
+// Which instances a rank count runs, and the bad-input rules.
 #include <algorithm>
 
 #include "harness/error.h"
 #include "harness/rng.h"
 #include "harness/strings.h"
-#include "kernels/ops/random.h"
+#include "kernels/ops/attention_block.h"
 #include "suites/attention/attention.h"
 
 namespace sextant::attention {
@@ -61,14 +61,55 @@ std::vector<int64_t> kv_heads_list(const SweepRequest& req, int64_t heads, int64
   return {heads, gqa};
 }
 
-// Faults that need a causal mask (and a zigzag layout) to show.
-bool fault_can_show(const std::string& fault, bool causal, cp::Layout layout) {
+// Faults that need a causal mask (and a zigzag layout, or two packed
+// sequences) to show.
+bool fault_can_show(const std::string& fault, bool causal, cp::Layout layout, size_t sequences) {
   if (fault == "mask_off_by_one") return causal;
   if (fault == "zigzag_order") return causal && layout == cp::Layout::zigzag;
+  if (fault == "thd_zigzag_stream") return sequences >= 2 && layout == cp::Layout::zigzag;
+  if (fault == "thd_cross_boundary" || fault == "cu_seqlens_off_by_one") return sequences >= 2;
   return true;
 }
 
+// --set seq_lens as text (a single length arrives as a JSON number).
+std::string seq_lens_option(const SweepRequest& req) {
+  if (!req.options.contains("seq_lens")) return "";
+  const nlohmann::json& v = req.options.at("seq_lens");
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+// The rules of packed sequences (their lengths were parsed by the sweep; a
+// config built elsewhere is checked again here).
+void validate_packed(const Problem& p, const CaseConfig& c) {
+  const int cp = c.parallel.cp;
+  int64_t sum = 0;
+  for (int64_t n : p.seq_lens) {
+    require(n >= 1, cat("--set seq_lens: length ", n, " must be positive"));
+    sum += n;
+  }
+  require(sum == p.seq, cat("--set seq_lens: the lengths sum to ", sum, ", not --seq ", p.seq));
+  require(p.causal, "--set seq_lens: packed sequences attend causally; --set causal=false does not apply");
+  if (!p.thd_padding && p.layout == cp::Layout::zigzag)
+    for (int64_t n : p.seq_lens)
+      require(n % (2 * cp) == 0, cat("--set thd_padding=false: sequence length ", n, " must be divisible by 2*cp = ",
+                                     2 * cp, " (each sequence is zigzagged on its own)"));
+  if (!p.thd_padding && p.layout == cp::Layout::contiguous)
+    require(p.seq % cp == 0, cat("--set thd_padding=false: --seq ", p.seq, " must be divisible by cp ", cp));
+  if (c.device == Device::cuda) {
+    // The gathered keys (all-gather, Ulysses) carry every rank's runs: a
+    // packed shard has up to four per sequence (two chunks, each with padding).
+    const int64_t runs = static_cast<int64_t>(p.seq_lens.size()) * 4 * cp;
+    require(runs <= ops::kCudaMaskRuns,
+            cat("--set seq_lens: ", p.seq_lens.size(), " sequences at cp ", cp, " may form ", runs,
+                " runs of positions, more than the ", ops::kCudaMaskRuns, " the CUDA attention mask holds"));
+  }
+}
+
 }  // namespace
+
+cp::Packing packing_for(const std::vector<int64_t>& seq_lens, bool thd_padding, int cp) {
+  return cp::pack_sequences(seq_lens, thd_padding ? 2 * cp : 1);
+}
 
 std::vector<CaseConfig> sweep(const Variant& v, const SweepRequest& req) {
   const Sizes d = default_sizes(req.profile);
@@ -77,8 +118,14 @@ std::vector<CaseConfig> sweep(const Variant& v, const SweepRequest& req) {
   // Faults are planted in f32, where the floor is tight enough to see them.
   const std::vector<DType> dtypes = req.dtypes_or(req.fault.empty() ? std::vector<DType>{DType::f32, DType::bf16}
                                                                     : std::vector<DType>{DType::f32});
+  // Packed sequences attend causally: a plain --set causal=false is refused by validate.
+  const std::string seq_lens_spec = seq_lens_option(req);
+  const std::vector<int64_t> seq_lens =
+      seq_lens_spec.empty() ? std::vector<int64_t>{} : cp::parse_seq_lens(seq_lens_spec, seq, req.seed);
+  const bool thd_padding = req.get<bool>("thd_padding", true);
   std::vector<bool> causals = {false, true};
   if (req.options.contains("causal")) causals = {req.get<bool>("causal", false)};
+  else if (!seq_lens.empty()) causals = {true};
   std::vector<CaseConfig> out;
   for (const ParallelConfig& parallel : parallel_configs(req)) {
     const auto [a2a, p2p] = split_of(v, req, parallel.cp);
@@ -87,7 +134,7 @@ std::vector<CaseConfig> sweep(const Variant& v, const SweepRequest& req) {
       if (req.options.contains("layout")) layouts = {cp::parse_layout(req.get<std::string>("layout", ""))};
       else if (causal) layouts.push_back(cp::Layout::zigzag);
       for (cp::Layout layout : layouts) {
-        if (!fault_can_show(req.fault, causal, layout)) continue;
+        if (!fault_can_show(req.fault, causal, layout, seq_lens.size())) continue;
         for (int64_t kv : kv_heads_list(req, heads, static_cast<int64_t>(a2a) * parallel.tp))
           for (DType dtype : dtypes) {
             const double size = static_cast<double>(batch) * heads * seq * seq * head_dim;
@@ -98,6 +145,14 @@ std::vector<CaseConfig> sweep(const Variant& v, const SweepRequest& req) {
                         {"kv_heads", kv},      {"head_dim", head_dim},
                         {"a2a_size", a2a},     {"p2p_size", p2p},
                         {"reference", req.get<std::string>("reference", size > kFullReferenceLimit ? "spot" : "full")}};
+            if (!seq_lens.empty()) {
+              const cp::Packing packing = packing_for(seq_lens, thd_padding, parallel.cp);
+              c.params["seq_lens"] = seq_lens;
+              c.params["seq_lens_spec"] = seq_lens_spec;
+              c.params["thd_padding"] = thd_padding;
+              c.params["padded_seq_lens"] = packing.padded;
+              c.params["padding_rows"] = packing.padding();
+            }
             c.parallel = parallel;
             c.ranks = req.ranks;
             c.dtype = dtype;
@@ -120,7 +175,9 @@ std::vector<OptionSpec> attention_options() {
           OptionSpec::integer("a2a_size", 1, 65536, "a2a+p2p: Ulysses group size (cp = a2a_size x p2p_size)"),
           OptionSpec::integer("p2p_size", 1, 65536, "a2a+p2p: ring size"),
           OptionSpec::choice("reference", {"full", "spot"},
-                             "float64 reference on every query row, or on sampled rows (default by size)")};
+                             "float64 reference on every query row, or on sampled rows (default by size)"),
+          OptionSpec::text("seq_lens", "packed sequences (THD): lengths a,b,c summing to --seq, or zipf:N"),
+          OptionSpec::boolean("thd_padding", "pad each packed sequence to a multiple of 2 cp (default true)")};
 }
 
 // Per rank: q, k, v, dout, out, dq, dk, dv of its shard in f32, a few more
@@ -150,7 +207,9 @@ void validate(const Variant& v, const CaseConfig& c) {
   if (c.device == Device::cuda)
     require(p.head_dim <= 256, cat("--head-dim ", p.head_dim, " must be at most 256 on --device cuda (the CUDA "
                                    "attention kernels hold a row's columns in registers)"));
-  if (p.layout == cp::Layout::zigzag)
+  if (p.packed())
+    validate_packed(p, c);
+  else if (p.layout == cp::Layout::zigzag)
     require(p.seq % (2 * par.cp) == 0,
             cat("--seq ", p.seq, " must be divisible by 2*cp = ", 2 * par.cp, " for the zigzag layout"));
   else
@@ -182,53 +241,24 @@ Problem Problem::of(const CaseConfig& c) {
   p.head_dim = c.i("head_dim");
   p.a2a_size = static_cast<int>(c.i("a2a_size")), p.p2p_size = static_cast<int>(c.i("p2p_size"));
   p.reference = c.s("reference");
+  if (c.params.contains("seq_lens")) {
+    p.seq_lens = c.params.at("seq_lens").get<std::vector<int64_t>>();
+    p.thd_padding = c.params.value("thd_padding", true);
+    bool positive = true;
+    for (int64_t n : p.seq_lens) positive = positive && n >= 1;
+    if (positive && !p.seq_lens.empty()) p.packing = packing_for(p.seq_lens, p.thd_padding, c.parallel.cp);
+    else p.packing.lengths = p.seq_lens;  // validate names the bad length
+  }
   return p;
 }
 
 double Problem::flops_forward() const {
-  return 4.0 * batch * static_cast<double>(seq) * seq * heads * head_dim * (causal ? 0.5 : 1.0);
-}
-
-Shard shard_of(const Problem& p, const ParallelConfig& par, const RankCoords& at) {
-  Shard s;
-  s.batch = p.batch / par.dp, s.batch0 = at.dp * s.batch;
-  s.heads = p.heads / par.tp, s.head0 = at.tp * s.heads;
-  s.kv_heads = p.kv_heads / par.tp, s.kv_head0 = at.tp * s.kv_heads;
-  s.chunks = cp::shard_chunks(p.layout, p.seq, par.cp, at.cp);
-  for (const cp::Chunk& c : s.chunks) s.rows += c.length;
-  return s;
-}
-
-Shard whole(const Problem& p) {
-  return {0, p.batch, 0, p.heads, 0, p.kv_heads, {{0, p.seq}}, p.seq};
-}
-
-namespace {
-// The shard of a global [batch, seq, heads, head_dim] tensor, chunk by chunk.
-Tensor shard_tensor(const Problem& p, const Shard& s, bool kv, const char* name, double scale, DType dtype,
-                    uint64_t seed, Device device) {
-  const int64_t heads = kv ? p.kv_heads : p.heads, h0 = kv ? s.kv_head0 : s.head0, h = kv ? s.kv_heads : s.heads;
-  const RandomSpec spec{seed, tensor_id(name), scale};
-  std::vector<Tensor> parts;
-  for (const cp::Chunk& c : s.chunks)
-    parts.push_back(ops::random_block({p.batch, p.seq, heads, p.head_dim}, {s.batch0, c.start, h0, 0},
-                                      {s.batch, c.length, h, p.head_dim}, dtype, spec, device));
-  return parts.size() == 1 ? parts[0] : concat(parts, 1);
-}
-}  // namespace
-
-// Scales: q.k / sqrt(d) has standard deviation 2 * 1.5 / 3 = 1, a softmax
-// that is neither flat nor one-hot.
-Inputs make_inputs(const Problem& p, const Shard& s, DType dtype, uint64_t seed, Device device) {
-  return {shard_tensor(p, s, false, "attention.q", 2.0, dtype, seed, device),
-          shard_tensor(p, s, true, "attention.k", 1.5, dtype, seed, device),
-          shard_tensor(p, s, true, "attention.v", 1.0, dtype, seed, device),
-          shard_tensor(p, s, false, "attention.dout", 1.0, dtype, seed, device)};
-}
-
-Inputs to_device(const Inputs& in, Device device) {
-  if (in.q.device() == device) return in;
-  return {in.q.to(device), in.k.to(device), in.v.to(device), in.dout.to(device)};
+  double squares = static_cast<double>(seq) * seq;  // sum of L^2 over the sequences of a batch row
+  if (packed()) {
+    squares = 0;
+    for (int64_t n : seq_lens) squares += static_cast<double>(n) * n;
+  }
+  return 4.0 * batch * squares * heads * head_dim * (causal ? 0.5 : 1.0);
 }
 
 }  // namespace sextant::attention

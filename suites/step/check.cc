@@ -106,7 +106,10 @@ namespace {
 std::string model_key(const model::GptConfig& c, uint64_t seed, int steps) {
   std::string pattern;
   for (bool m : c.moe) pattern += m ? '1' : '0';
-  return cat(c.vocab, " ", c.hidden, " ", c.heads, " ", c.head_dim, " ", c.ffn, " ", c.layers, " ", c.seq, " ", pattern,
+  std::string lens;  // packed rows
+  for (int64_t n : c.seq_lens) lens += cat(n, ",");
+  return cat(c.vocab, " ", c.hidden, " ", c.heads, " ", c.head_dim, " ", c.ffn, " ", c.layers, " ", c.seq, " [", lens,
+             "] ", pattern,
              " ", c.experts, " ", c.topk, " ", c.moe_ffn, " ", c.batch, " ", c.adam.lr, " ", c.adam.eps, " ", seed, " ",
              steps, " ", c.data);
 }
@@ -152,6 +155,7 @@ const RunRecord& reference_run(const model::GptConfig& c, uint64_t seed, int ste
   ref::GptDims dims;
   dims.vocab = c.vocab, dims.hidden = c.hidden, dims.heads = c.heads, dims.head_dim = c.head_dim, dims.ffn = c.ffn;
   dims.layers = c.layers, dims.seq = c.seq, dims.eps = c.eps;
+  dims.seq_lens = c.seq_lens;
   dims.moe.experts = c.experts, dims.moe.topk = c.topk;  // dropless, aux and z losses off
   const std::vector<model::ParamSpec> specs = model::param_specs(c);
   ref::GptParams params = reference_params(c, seed);
@@ -160,8 +164,8 @@ const RunRecord& reference_run(const model::GptConfig& c, uint64_t seed, int ste
   const model::TokenSource source = model::token_source(c, seed);
   RunRecord run;
   for (int k = 0; k < steps; ++k) {
-    const std::vector<int64_t> tokens = model::global_tokens(c, source, k);
-    ref::GptStep step = ref::gpt_forward_backward(dims, params, tokens, c.batch);
+    const model::GlobalBatch batch = model::global_batch(c, source, k);
+    ref::GptStep step = ref::gpt_forward_backward(dims, params, batch.inputs, batch.targets, c.batch);
     StepRecord rec;
     rec.loss = step.loss;
     rec.grads = named(step.grads, specs);

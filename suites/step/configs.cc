@@ -3,6 +3,7 @@
 
 #include "harness/error.h"
 #include "harness/strings.h"
+#include "kernels/attention/packing.h"
 #include "suites/step/step.h"
 
 namespace sextant::step {
@@ -58,6 +59,13 @@ nlohmann::json default_params(const SweepRequest& req) {
   params["adam_eps"] = 1e-5;
   for (const std::string& key : kModelKeys)
     if (req.options.contains(key)) params[key] = req.options.at(key);
+  // Packed rows: "a,b,c" or "zipf:N" (drawn from --seed), recorded as the lengths.
+  if (req.options.contains("seq_lens")) {
+    const nlohmann::json& v = req.options.at("seq_lens");
+    const std::string spec = v.is_string() ? v.get<std::string>() : v.dump();
+    params["seq_lens"] = cp::parse_seq_lens(spec, params.at("seq").get<int64_t>(), req.seed);
+    params["seq_lens_spec"] = spec;
+  }
   return params;
 }
 
@@ -229,6 +237,7 @@ std::vector<OptionSpec> model_options() {
           OptionSpec::size("ffn", "dense FFN size"),
           OptionSpec::size("layers", "transformer layers"),
           OptionSpec::size("seq", "sequence length"),
+          OptionSpec::text("seq_lens", "packed rows (THD): sequence lengths a,b,c summing to --seq, or zipf:N"),
           OptionSpec::integer("moe_every", 0, kMaxDimension, "layer i is MoE when i % moe_every == 0 (0: dense)"),
           OptionSpec::text("moe_pattern", "one digit per layer: 1 MoE, 0 dense (wins over moe_every)"),
           OptionSpec::integer("experts", 1, 65536, "experts per MoE layer"),

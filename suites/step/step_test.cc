@@ -95,6 +95,28 @@ TEST(Step, EveryConfigMatchesTheReferenceForThreeSteps) {
   expect_equal_losses(records);
 }
 
+// Packed rows (two sequences of 20 and 12 tokens per row, THD): every config
+// attends within each sequence, as the reference does on its own. One
+// "packed" sequence of 32 is the plain row: the same data and losses.
+TEST(Step, PackedRowsMatchTheReference) {
+  RunOptions o = ci();
+  o.options["seq"] = 32;
+  o.options["seq_lens"] = "20,12";
+  std::vector<CaseRecord> packed = run_suite("step", o);
+  o.rank_counts = {1};
+  o.options["seq_lens"] = "32";
+  std::vector<CaseRecord> one = run_suite("step", o);
+  o.options.erase("seq_lens");
+  std::vector<CaseRecord> plain = run_suite("step", o);
+  if (world().rank() != 0) return;
+  expect_every_record_passes(packed, Device::host, DType::f32);
+  expect_equal_losses(packed);
+  ASSERT_EQ(one.size(), 1u);
+  ASSERT_EQ(plain.size(), 1u);
+  for (size_t k = 0; k < 3; ++k) EXPECT_NEAR(loss_at(one[0], k), loss_at(plain[0], k), 1e-6 * loss_at(plain[0], k));
+  for (const CaseRecord& r : packed) EXPECT_EQ(r.config.params.at("seq_lens"), nlohmann::json({20, 12})) << r.config.id();
+}
+
 // The configs with a pipeline (pp > 1) under NCCL's point-to-point rules
 // (no tags, one stream), where the pipeline's messages are ordered for NCCL.
 TEST(Step, EveryConfigPassesUnderNcclRules) {

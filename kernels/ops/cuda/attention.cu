@@ -9,6 +9,7 @@
 // heads take the CUDA-core kernels (attention_simt.cu).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "kernels/ops/cuda/attention_common.cuh"
 #include "kernels/ops/cuda_ops.h"
@@ -22,18 +23,22 @@ using attention::MaskRuns;
 using attention::PositionRuns;
 using attention::Sizes;
 
-PositionRuns runs_of(const std::vector<int64_t>& pos, const char* which) {
+// Runs of consecutive positions within one sequence (seq: empty unless packed).
+PositionRuns runs_of(const std::vector<int64_t>& pos, const std::vector<int64_t>& seq, const char* which) {
   constexpr int64_t kLimit = int64_t{1} << 30;  // positions and row indices stay far from int overflow
   PositionRuns runs;
   for (size_t i = 0; i < pos.size(); ++i) {
-    if (pos[i] < -kLimit || pos[i] > kLimit || static_cast<int64_t>(i) > kLimit)
-      throw RuntimeError(cat("attention on CUDA: ", which, " position ", pos[i], " of row ", i, " is out of range"));
-    if (i > 0 && pos[i] == pos[i - 1] + 1) continue;
+    const int64_t name = seq.empty() ? 0 : seq[i];
+    if (pos[i] < -kLimit || pos[i] > kLimit || static_cast<int64_t>(i) > kLimit || name < -1 || name > kLimit)
+      throw RuntimeError(cat("attention on CUDA: ", which, " position ", pos[i], " (sequence ", name, ") of row ", i,
+                             " is out of range"));
+    if (i > 0 && pos[i] == pos[i - 1] + 1 && (seq.empty() || seq[i] == seq[i - 1])) continue;
     if (runs.count == kMaxRuns)
       throw RuntimeError(cat("attention on CUDA: the ", which, " positions form more than ", kMaxRuns,
                              " runs of consecutive rows"));
     runs.start[runs.count] = static_cast<int>(i);
     runs.pos[runs.count] = static_cast<int>(pos[i]);
+    runs.seq[runs.count] = name == AttentionMask::kPaddingRow ? attention::kPaddingRun : static_cast<int>(name);
     ++runs.count;
   }
   return runs;
@@ -42,7 +47,8 @@ PositionRuns runs_of(const std::vector<int64_t>& pos, const char* which) {
 MaskRuns mask_runs(const AttentionMask& mask) {
   MaskRuns m;
   m.causal = mask.causal ? 1 : 0;
-  if (mask.causal) m.q = runs_of(mask.q_pos, "query"), m.k = runs_of(mask.k_pos, "key");
+  m.packed = mask.packed() ? 1 : 0;
+  if (mask.causal) m.q = runs_of(mask.q_pos, mask.q_seq, "query"), m.k = runs_of(mask.k_pos, mask.k_seq, "key");
   return m;
 }
 
@@ -62,18 +68,37 @@ bool uses_tensor_cores(DType dtype, int head_dim) {
 }
 
 // Score entries a kernel computes: the entries of every (tq x tk) tile the
-// causal mask does not hide completely, per (batch, head).
+// mask does not hide completely, per (batch, head); the host side of
+// tile_hidden (attention_common.cuh).
 int64_t tile_scores(const AttentionMask& mask, int64_t sq, int64_t sk, int64_t tq, int64_t tk) {
   if (!mask.causal) return sq * sk;
-  std::vector<int64_t> key_min;  // per key tile
-  for (int64_t k0 = 0; k0 < sk; k0 += tk)
-    key_min.push_back(*std::min_element(mask.k_pos.begin() + k0, mask.k_pos.begin() + std::min(sk, k0 + tk)));
+  constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+  const bool packed = mask.packed();
+  auto padding = [](const std::vector<int64_t>& seq, int64_t i) {
+    return !seq.empty() && seq[i] == AttentionMask::kPaddingRow;
+  };
+  struct Range {
+    int64_t lo = kNone, hi = -kNone;
+  };
+  std::vector<Range> keys;  // per key tile: lowest and highest real key position
+  for (int64_t k0 = 0; k0 < sk; k0 += tk) {
+    Range r;
+    for (int64_t j = k0; j < std::min(sk, k0 + tk); ++j)
+      if (!padding(mask.k_seq, j)) r.lo = std::min(r.lo, mask.k_pos[j]), r.hi = std::max(r.hi, mask.k_pos[j]);
+    keys.push_back(r);
+  }
   int64_t scores = 0;
   for (int64_t q0 = 0; q0 < sq; q0 += tq) {
     const int64_t q1 = std::min(sq, q0 + tq);
-    const int64_t q_max = *std::max_element(mask.q_pos.begin() + q0, mask.q_pos.begin() + q1);
-    for (size_t t = 0; t < key_min.size(); ++t)
-      if (key_min[t] <= q_max) scores += (q1 - q0) * (std::min(sk, static_cast<int64_t>(t + 1) * tk) - t * tk);
+    Range window;  // lowest window start, highest position of the real queries
+    for (int64_t i = q0; i < q1; ++i)
+      if (!padding(mask.q_seq, i))
+        window.lo = std::min(window.lo, packed ? mask.q_seq[i] : -kNone), window.hi = std::max(window.hi, mask.q_pos[i]);
+    for (size_t t = 0; t < keys.size(); ++t) {
+      const bool hidden = window.lo > window.hi || keys[t].lo > keys[t].hi || keys[t].lo > window.hi ||
+                          keys[t].hi < window.lo;
+      if (!hidden) scores += (q1 - q0) * (std::min(sk, static_cast<int64_t>(t + 1) * tk) - static_cast<int64_t>(t) * tk);
+    }
   }
   return scores;
 }

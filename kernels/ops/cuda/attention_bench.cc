@@ -5,7 +5,9 @@
 //
 // Names: attention_bf16/<fwd|fwd_bwd>/<causal|full>/<seq>, counter TFLOP/s
 // with FLOPs as DESIGN.md: forward 4 b s^2 h d (half when causal), backward
-// 2.5x forward. The kernels measured are the tensor-core ones of
+// 2.5x forward. attention_bf16/<pass>/packed/<seq>: every row packs eight
+// causal sequences of s/2, s/4, ..., s/128, s/128 tokens (THD), FLOPs
+// counted on those sequences alone (sum of 4 b L^2 h d / 2), not on s^2. The kernels measured are the tensor-core ones of
 // attention_mma.cu (bf16, d = 128); fwd_bwd is the forward, the delta and the
 // backward with its f32 dQ/dK/dV accumulators zeroed, as a training step
 // calls them. A case that fails reports its error instead of a number.
@@ -13,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include <string>
+#include <vector>
 
 #include "kernels/ops/attention_block.h"
 #include "kernels/ops/cuda/cuda_common.h"
@@ -28,11 +31,44 @@ struct Inputs {
   AttentionMask mask;
 };
 
-Inputs make_inputs(int64_t s, bool causal) {
+enum class Mask { full, causal, packed };
+
+// The packed row: s/2, s/4, ..., s/128 and s/128 again (summing to s).
+std::vector<int64_t> packed_lengths(int64_t s) {
+  std::vector<int64_t> lengths;
+  for (int64_t n = s / 2; lengths.size() < 7; n /= 2) lengths.push_back(n);
+  lengths.push_back(lengths.back());
+  return lengths;
+}
+
+AttentionMask mask_of(Mask kind, int64_t s) {
+  if (kind == Mask::full) return AttentionMask::none();
+  if (kind == Mask::causal) return AttentionMask::causal_blocks(0, s, 0, s);
+  std::vector<int64_t> pos, seq;
+  int64_t start = 0;
+  for (int64_t n : packed_lengths(s)) {
+    for (int64_t i = 0; i < n; ++i) pos.push_back(start + i), seq.push_back(start);
+    start += n;
+  }
+  return AttentionMask::causal_packed(pos, seq, pos, seq);
+}
+
+// Forward FLOPs of the real (query, key) work: 4 b h d times s^2, halved when
+// causal, or the sum of L^2 / 2 over the packed sequences.
+double forward_flops(Mask kind, int64_t s) {
+  double squares = static_cast<double>(s) * s * (kind == Mask::full ? 1.0 : 0.5);
+  if (kind == Mask::packed) {
+    squares = 0;
+    for (int64_t n : packed_lengths(s)) squares += 0.5 * static_cast<double>(n) * n;
+  }
+  return 4.0 * kBatch * squares * kHeads * kHeadDim;
+}
+
+Inputs make_inputs(int64_t s, Mask kind) {
   const Shape shape{kBatch, s, kHeads, kHeadDim};
   auto input = [&](const char* name) { return random_tensor(shape, DType::bf16, {1, tensor_id(name)}, Device::cuda); };
   return {input("bench.attn.q"), input("bench.attn.k"), input("bench.attn.v"), input("bench.attn.dout"),
-          causal ? AttentionMask::causal_blocks(0, s, 0, s) : AttentionMask::none()};
+          mask_of(kind, s)};
 }
 
 void forward(Inputs& in) { attention_block_forward(in.q, in.k, in.v, in.mask, DType::bf16); }
@@ -42,15 +78,14 @@ void forward_backward(Inputs& in) {
   attention_block_backward(in.q, in.k, in.v, o.out, o.lse, in.dout, in.mask);
 }
 
-void run_attention(benchmark::State& state, bool backward, bool causal) {
+void run_attention(benchmark::State& state, bool backward, Mask kind) {
   if (cuda_device_count() == 0) {
     state.SkipWithError("no CUDA device visible: GPU benchmark not run");
     return;
   }
   const int64_t s = state.range(0);
-  const double forward_flops = 4.0 * kBatch * s * s * kHeads * kHeadDim * (causal ? 0.5 : 1.0);
-  const double flops = forward_flops * (backward ? 3.5 : 1.0);
-  Inputs in = make_inputs(s, causal);
+  const double flops = forward_flops(kind, s) * (backward ? 3.5 : 1.0);
+  Inputs in = make_inputs(s, kind);
   auto pass = backward ? forward_backward : forward;
   try {
     for (int i = 0; i < 2; ++i) pass(in);  // warm-up; also where a missing kernel shows
@@ -78,10 +113,11 @@ void run_attention(benchmark::State& state, bool backward, bool causal) {
 
 const bool registered = [] {
   for (bool backward : {false, true})
-    for (bool causal : {false, true}) {
-      std::string name = std::string("attention_bf16/") + (backward ? "fwd_bwd/" : "fwd/") + (causal ? "causal" : "full");
+    for (Mask kind : {Mask::full, Mask::causal, Mask::packed}) {
+      const char* mask = kind == Mask::full ? "full" : kind == Mask::causal ? "causal" : "packed";
+      std::string name = std::string("attention_bf16/") + (backward ? "fwd_bwd/" : "fwd/") + mask;
       benchmark::RegisterBenchmark(name.c_str(),
-                                   [backward, causal](benchmark::State& st) { run_attention(st, backward, causal); })
+                                   [backward, kind](benchmark::State& st) { run_attention(st, backward, kind); })
           ->Arg(4096)
           ->Arg(8192)
           ->Arg(16384)

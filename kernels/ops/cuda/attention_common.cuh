@@ -5,30 +5,40 @@
 // The mask travels in the kernel parameters, never through a host-to-device
 // copy: the rows of a block are a few stretches of consecutive positions (one
 // for a contiguous shard, two for a zigzag shard, 2P after gathering P of
-// them, one per sampled row in a spot check), so a row's position is found
-// by scanning at most kMaxRuns runs, and a tile's position range from the
-// runs it crosses.
+// them, one per sampled row in a spot check, two per sequence of a packed
+// shard), so a row's position is found by scanning at most kMaxRuns runs,
+// and a tile's position range from the runs it crosses.
+//
+// Packed sequences (THD): a run also names its sequence by the position of
+// the sequence's first row (attention_block.h), or kPaddingRun. A query row
+// then sees the keys whose positions lie in its window [sequence start, own
+// position]; without packing the window starts at kNoStart, and without a
+// causal mask every real key is in every real query's window.
 #pragma once
 
 #include <climits>
 #include <cstdint>
 
+#include "kernels/ops/attention_block.h"
 #include "kernels/ops/cuda/device_common.cuh"
 
 namespace sextant::ops::cuda::attention {
 
-constexpr int kMaxRuns = 64;
+constexpr int kMaxRuns = kCudaMaskRuns;  // attention_block.h; 3 KiB of kernel parameters for both masks
+constexpr int kPaddingRun = -1;  // a run of padding rows: they see nothing and are seen by nothing
 
 // Rows [start[r], start[r + 1]) (the last run: to the end) hold positions
-// pos[r], pos[r] + 1, ...
+// pos[r], pos[r] + 1, ... of the sequence that starts at position seq[r].
 struct PositionRuns {
   int count = 0;
   int start[kMaxRuns] = {};
   int pos[kMaxRuns] = {};
+  int seq[kMaxRuns] = {};
 };
 
 struct MaskRuns {
   int causal = 0;
+  int packed = 0;  // seq of the runs is set
   PositionRuns q, k;
 };
 
@@ -38,51 +48,75 @@ struct Sizes {
   float scale = 1;  // 1 / sqrt(d)
 };
 
-// Key j is visible to query i iff key_position(j) <= query_position(i). Rows
-// past the end (tile padding) get positions no real row matches: a padding
-// key is seen by no query, a padding query sees no key; without a causal
-// mask every real key is seen by every real query.
+// Key j is visible to query i iff its position lies in the query's window
+// [lo, hi]. Rows past the end (tile padding) and padding rows of a pack get
+// values no real row matches: such a key is seen by no query (kPaddingKey
+// lies in no window), such a query sees no key (an empty window).
 constexpr int kPaddingKey = INT_MAX;
-constexpr int kPaddingQuery = INT_MIN;
+constexpr int kNoStart = INT_MIN;
 constexpr int kAnyQuery = INT_MAX - 1;
 constexpr int kAnyKey = INT_MIN + 1;
 
-__device__ __forceinline__ int position_of(const PositionRuns& runs, int i) {
-  int r = 0;
-  while (r + 1 < runs.count && runs.start[r + 1] <= i) ++r;
-  return runs.pos[r] + (i - runs.start[r]);
+struct Window {
+  int lo, hi;
+};
+constexpr Window kEmptyWindow{INT_MAX, INT_MIN};
+
+__device__ __forceinline__ bool in_window(int key_pos, const Window& w) { return w.lo <= key_pos && key_pos <= w.hi; }
+
+// The run that holds row i: the last one starting at or before it (binary search).
+__device__ __forceinline__ int run_of(const PositionRuns& runs, int i) {
+  int lo = 0, hi = runs.count - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (runs.start[mid] <= i) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
 }
 
-__device__ __forceinline__ int query_position(const MaskRuns& m, int i, int sq) {
-  if (i >= sq) return kPaddingQuery;
-  return m.causal ? position_of(m.q, i) : kAnyQuery;
+__device__ __forceinline__ Window query_window(const MaskRuns& m, int i, int sq) {
+  if (i >= sq) return kEmptyWindow;
+  if (!m.causal) return {kAnyKey, kAnyQuery};
+  const int r = run_of(m.q, i);
+  if (m.packed && m.q.seq[r] == kPaddingRun) return kEmptyWindow;
+  return {m.packed ? m.q.seq[r] : kNoStart, m.q.pos[r] + (i - m.q.start[r])};
 }
 
 __device__ __forceinline__ int key_position(const MaskRuns& m, int j, int sk) {
   if (j >= sk) return kPaddingKey;
-  return m.causal ? position_of(m.k, j) : kAnyKey;
+  if (!m.causal) return kAnyKey;
+  const int r = run_of(m.k, j);
+  if (m.packed && m.k.seq[r] == kPaddingRun) return kPaddingKey;
+  return m.k.pos[r] + (j - m.k.start[r]);
 }
 
-// Lowest and highest position of rows [i0, i1) (i1 > i0).
-__device__ __forceinline__ void position_range(const PositionRuns& runs, int i0, int i1, int& lo, int& hi) {
+// Over the non-padding rows of [i0, i1): hi = the highest position, and
+// lo = the lowest window start (starts: queries; kNoStart unpacked) or the
+// lowest position (keys). With no such row, lo > hi.
+__device__ __forceinline__ void run_range(const PositionRuns& runs, bool packed, bool starts, int i0, int i1, int& lo,
+                                          int& hi) {
   lo = INT_MAX, hi = INT_MIN;
   for (int r = 0; r < runs.count; ++r) {
+    if (packed && runs.seq[r] == kPaddingRun) continue;
     const int s = runs.start[r], e = r + 1 < runs.count ? runs.start[r + 1] : INT_MAX;
     const int a = max(s, i0), z = min(e, i1) - 1;
     if (a > z) continue;
-    lo = min(lo, runs.pos[r] + (a - s));
+    lo = min(lo, starts ? (packed ? runs.seq[r] : kNoStart) : runs.pos[r] + (a - s));
     hi = max(hi, runs.pos[r] + (z - s));
   }
 }
 
 // Whether no key of rows [k0, k1) is visible to any query of rows [q0, q1):
-// a causal tile wholly above the diagonal, skipped.
+// a causal tile wholly above the diagonal, or wholly in other sequences
+// (packed), skipped.
 __device__ __forceinline__ bool tile_hidden(const MaskRuns& m, int q0, int q1, int k0, int k1) {
   if (!m.causal) return false;
-  int qlo, qhi, klo, khi;
-  position_range(m.q, q0, q1, qlo, qhi);
-  position_range(m.k, k0, k1, klo, khi);
-  return klo > qhi;
+  int q_lo, q_hi, k_lo, k_hi;
+  run_range(m.q, m.packed, true, q0, q1, q_lo, q_hi);
+  run_range(m.k, m.packed, false, k0, k1, k_lo, k_hi);
+  if (q_lo > q_hi || k_lo > k_hi) return true;  // only padding on one side
+  return k_lo > q_hi || k_hi < q_lo;
 }
 
 // Launchers. q, k, v, dout: [b, s, h, d] storage T (bf16 / f16 for the

@@ -3,7 +3,8 @@
 // kernels up to head_dim 128 and the CUDA-core ones past it): whole
 // sequences causal or not, MHA and GQA, sizes off the 64-row tiles; blocks of
 // a sharded sequence with global positions (zigzag chunks, a ring step with
-// rows that see nothing, fully masked blocks); block merging; the delta.
+// rows that see nothing, fully masked blocks); packed sequences (THD) with
+// padding rows; block merging; the delta.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -39,7 +40,8 @@ Inputs make_inputs(const Problem& p, DType dt) {
 
 // Float64 attention of one block under a positions mask, plain loops that
 // read like the math (reference/attention.h covers whole sequences only):
-// S = Q K^T / sqrt(d) where k_pos[j] <= q_pos[i] (causal), P = softmax(S),
+// S = Q K^T / sqrt(d) where key j is visible to query i (key_visible: causal,
+// and within its sequence when packed), P = softmax(S),
 // O = P V, LSE = log sum exp S; dV = P^T dO, dS = P (dO V^T - rowsum(dO O)),
 // dQ = dS K / sqrt(d), dK = dS^T Q / sqrt(d). A row that sees no key has
 // O = 0, LSE = -inf and no gradient.
@@ -65,7 +67,7 @@ Reference reference(const Inputs& in, const AttentionMask& mask) {
         std::vector<double> s(sk, kNegInf), p(sk, 0.0), dp(sk, 0.0);
         double m = kNegInf;
         for (int64_t j = 0; j < sk; ++j) {
-          if (mask.causal && mask.k_pos[j] > mask.q_pos[i]) continue;
+          if (!key_visible(mask, static_cast<size_t>(i), static_cast<size_t>(j))) continue;
           double dot = 0;
           for (int64_t x = 0; x < d; ++x) dot += q[qi(bi, i, h) + x] * k[kj(bi, j, g) + x];
           s[j] = dot * scale;
@@ -180,6 +182,38 @@ TEST(CudaAttention, BlocksWithGlobalPositionsConform) {
     expect_conforms({1, 100, 100, 2, 1, 16}, dt, AttentionMask::causal_blocks(0, 100, 99, 100),
                     "one visible pair");
   }
+}
+
+// A pack of sequences each followed by padding (sequence names per row): the
+// whole pack, a per-sequence zigzag shard against it, and the score count
+// (tiles of other sequences skipped).
+TEST(CudaAttention, PackedSequencesConform) {
+  SEXTANT_REQUIRE_GPU();
+  constexpr int64_t kPad = AttentionMask::kPaddingRow;
+  const std::vector<int64_t> lengths = {5, 150, 3, 70}, padded = {8, 152, 8, 72};
+  std::vector<int64_t> pos, seq, shard_pos, shard_seq;
+  int64_t at = 0;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    for (int64_t j = 0; j < padded[i]; ++j) pos.push_back(at + j), seq.push_back(j < lengths[i] ? at : kPad);
+    const int64_t c = padded[i] / 4;  // cp 2: chunks 0 and 3 of every sequence
+    for (int64_t chunk : {int64_t{0}, int64_t{3}})
+      for (int64_t j = chunk * c; j < (chunk + 1) * c; ++j)
+        shard_pos.push_back(at + j), shard_seq.push_back(j < lengths[i] ? at : kPad);
+    at += padded[i];
+  }
+  const int64_t n = at, rows = static_cast<int64_t>(shard_pos.size());
+  for (DType dt : kDtypes) {
+    expect_conforms({1, n, n, 4, 2, 64}, dt, AttentionMask::causal_packed(pos, seq, pos, seq), "packed whole");
+    expect_conforms({2, rows, n, 2, 1, 32}, dt, AttentionMask::causal_packed(shard_pos, shard_seq, pos, seq),
+                    "packed zigzag shard");
+    expect_conforms({1, n, n, 2, 2, 200}, dt, AttentionMask::causal_packed(pos, seq, pos, seq), "packed, CUDA cores");
+  }
+  const Inputs in = make_inputs({1, n, n, 1, 1, 64}, DType::bf16);
+  const AttentionOut packed =
+      attention_block_forward(gpu(in.q), gpu(in.k), gpu(in.v), AttentionMask::causal_packed(pos, seq, pos, seq));
+  const AttentionOut causal =
+      attention_block_forward(gpu(in.q), gpu(in.k), gpu(in.v), AttentionMask::causal_blocks(0, n, 0, n));
+  EXPECT_LT(packed.scores, causal.scores);
 }
 
 TEST(CudaAttention, FullyMaskedBlocksGiveEmptyRows) {

@@ -170,7 +170,7 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
 
   const int row0 = q0 + warp * 16 + g, row1 = row0 + 8;  // this thread's two query rows
-  const int qp0 = query_position(mask, row0, s.sq), qp1 = query_position(mask, row1, s.sq);
+  const Window w0 = query_window(mask, row0, s.sq), w1 = query_window(mask, row1, s.sq);
   const float scale_log2 = s.scale * kLog2e;
   float o[kDTiles][4] = {}, m0 = -INFINITY, m1 = -INFINITY, l0 = 0, l1 = 0;
   for (int k0 = 0; k0 < s.sk; k0 += kTile) {
@@ -194,7 +194,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int n = 0; n < kKTiles; ++n)
       for (int e = 0; e < 4; ++e) {
         const int col = n * 8 + 2 * t + (e & 1);
-        const bool visible = key_pos[col] <= (e < 2 ? qp0 : qp1);
+        const bool visible = in_window(key_pos[col], e < 2 ? w0 : w1);
         sc[n][e] = visible ? sc[n][e] * scale_log2 : -INFINITY;
         if (e < 2) mx0 = fmaxf(mx0, sc[n][e]);
         else mx1 = fmaxf(mx1, sc[n][e]);
@@ -251,8 +251,9 @@ __global__ void __launch_bounds__(kThreads)
 template <class T, int D>
 constexpr size_t backward_smem() {
   // ks, vs, qs, dos: [kTile][kLd]; kt, qt, dot: [D][kLdT]; dss: [kTile][kLdT];
-  // per query row: lse (log2 units), delta, position.
-  return sizeof(T) * (4 * kTile * row_ld<D>() + 3 * D * kLdT + kTile * kLdT) + kTile * (2 * sizeof(float) + sizeof(int));
+  // per query row: lse (log2 units), delta, window.
+  return sizeof(T) * (4 * kTile * row_ld<D>() + 3 * D * kLdT + kTile * kLdT) +
+         kTile * (2 * sizeof(float) + sizeof(Window));
 }
 
 template <class T, int D>
@@ -271,7 +272,7 @@ __global__ void __launch_bounds__(kThreads)
   T* dss = dot + D * kLdT;             // [kTile queries][kLdT keys]: dS
   float* lse2 = reinterpret_cast<float*>(dss + kTile * kLdT);
   float* delta_s = lse2 + kTile;
-  int* query_pos = reinterpret_cast<int*>(delta_s + kTile);
+  Window* query_win = reinterpret_cast<Window*>(delta_s + kTile);
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int k0 = blockIdx.x * kTile, kvh = blockIdx.y, bi = blockIdx.z;
@@ -300,7 +301,7 @@ __global__ void __launch_bounds__(kThreads)
         lse2[i] = l * kLog2e;
         delta_s[i] = i < q_rows ? delta[stat] : 0.0f;
         // A row that saw no key (LSE -inf) has P = 0: it sees nothing here either.
-        query_pos[i] = l == -INFINITY ? kPaddingQuery : query_position(mask, q0 + i, s.sq);
+        query_win[i] = l == -INFINITY ? kEmptyWindow : query_window(mask, q0 + i, s.sq);
       }
       __syncthreads();
 
@@ -322,7 +323,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int n = 0; n < kQTiles; ++n)
         for (int e = 0; e < 4; ++e) {
           const int col = n * 8 + 2 * t + (e & 1);
-          const bool visible = (e < 2 ? kp0 : kp1) <= query_pos[col];
+          const bool visible = in_window(e < 2 ? kp0 : kp1, query_win[col]);
           const float p = visible ? exp2f(st[n][e] * scale_log2 - lse2[col]) : 0.0f;
           st[n][e] = p;
           dpt[n][e] = p * (dpt[n][e] - delta_s[col]);

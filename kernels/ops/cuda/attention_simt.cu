@@ -42,11 +42,11 @@ __global__ void __launch_bounds__(kWarps * 32)
   float* qs = q_rows[warp];
   for (int c = lane; c < s.d; c += 32) qs[c] = f32(q[q_at + c]);
   __syncwarp();
-  const int qp = query_position(mask, i, s.sq);
+  const Window window = query_window(mask, i, s.sq);
   float m = -INFINITY, l = 0, o[kCols] = {};
   for (int j0 = 0; j0 < s.sk; j0 += kSimtChunk) {
     const int j = j0 + lane;
-    const bool visible = key_position(mask, j, s.sk) <= qp;
+    const bool visible = in_window(key_position(mask, j, s.sk), window);
     if (!__any_sync(0xffffffffu, visible)) continue;
     float score = -INFINITY;
     if (visible) {
@@ -91,11 +91,11 @@ __global__ void __launch_bounds__(kWarps * 32)
   float *qs = q_rows[warp], *dos = do_rows[warp];
   for (int c = lane; c < s.d; c += 32) qs[c] = f32(q[q_at + c]), dos[c] = f32(dout[q_at + c]);
   __syncwarp();
-  const int qp = query_position(mask, i, s.sq);
+  const Window window = query_window(mask, i, s.sq);
   float dq_acc[kCols] = {};
   for (int j0 = 0; j0 < s.sk; j0 += kSimtChunk) {
     const int j = j0 + lane;
-    const bool visible = key_position(mask, j, s.sk) <= qp;
+    const bool visible = in_window(key_position(mask, j, s.sk), window);
     if (!__any_sync(0xffffffffu, visible)) continue;
     float p = 0, ds = 0;
     if (visible) {  // P = exp(scale q.k - LSE), dP = dO.v, dS = P (dP - D)

@@ -1,0 +1,58 @@
+// Packed variable-length sequences (THD): several sequences one after
+// another in one row of the batch, attention within each (TransformerEngine's
+// cu_seqlens; transformer_engine/pytorch/attention/dot_product_attention/
+// context_parallel.py). For CP every sequence is padded to a multiple of
+// 2 cp rows and zigzagged on its own (layout.h), so that each rank holds an
+// early and a late chunk of every sequence and the causal work balances.
+//
+//   tokens   the real tokens of the sequences, lengths[i] each (the data)
+//   rows     the packed stream: sequence i occupies padded[i] >= lengths[i]
+//            rows, its tokens first, then its padding rows
+//
+// A padding row sees no key and is seen by no query (attention_block.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sextant::cp {
+
+struct Packing {
+  std::vector<int64_t> lengths;  // tokens of each sequence; empty: not packed
+  std::vector<int64_t> padded;   // rows each sequence occupies (>= its length)
+
+  bool packed() const { return !lengths.empty(); }
+  int64_t tokens() const;  // sum of lengths
+  int64_t rows() const;    // sum of padded
+  int64_t padding() const { return rows() - tokens(); }
+  std::vector<int64_t> cu_seqlens() const;         // [n + 1] first token of each sequence, then the total
+  std::vector<int64_t> cu_seqlens_padded() const;  // [n + 1] first row of each sequence, then the total
+};
+
+// Every length rounded up to a multiple of `multiple` (1: no padding).
+// Throws RuntimeError on a length below 1.
+Packing pack_sequences(std::vector<int64_t> lengths, int64_t multiple);
+
+// The sequence of every stream row in `rows`, named by the stream position
+// of its first row (ops::AttentionMask's q_seq / k_seq), or
+// ops::AttentionMask::kPaddingRow for a padding row.
+std::vector<int64_t> sequence_of_rows(const Packing& packing, const std::vector<int64_t>& rows);
+
+// The token a stream row holds, or -1 for a padding row.
+int64_t token_of_row(const Packing& packing, int64_t row);
+
+// Causal (query, key) pairs of the packed rows: sum over sequences of L (L + 1) / 2.
+int64_t causal_pairs(const Packing& packing);
+
+// --set seq_lens: "a,b,c" (lengths summing to `seq`) or "zipf:N" (N lengths
+// summing to `seq` drawn from `seed`: zipf_lengths). Throws UsageError naming
+// the parameter and the rule.
+std::vector<int64_t> parse_seq_lens(const std::string& spec, int64_t seq, uint64_t seed);
+
+// N lengths >= 1 summing to `total`, proportional to independent Pareto
+// draws with tail index 1.2 (a Zipf-like long tail: most sequences short, a
+// few long), a pure function of (n, total, seed).
+std::vector<int64_t> zipf_lengths(int64_t n, int64_t total, uint64_t seed);
+
+}  // namespace sextant::cp

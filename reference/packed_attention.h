@@ -1,0 +1,27 @@
+// Float64 reference attention over packed variable-length sequences (THD):
+// q, k, v and dout hold the sequences one after another along s, with
+// seq_lens summing to s; each sequence attends to itself alone, causally,
+// exactly as if it were the only sequence (reference/attention.h on its
+// rows). No cu_seqlens arithmetic is shared with the kernels: the sequences
+// are cut out, computed one by one and put back in place.
+//
+// Shapes as reference/attention.h: q, dout [b, s, hq, d]; k, v [b, s, hk, d];
+// lse [b, hq, s]. Results are f64.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "reference/attention.h"
+
+namespace sextant::ref {
+
+AttentionResult packed_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                         const std::vector<int64_t>& seq_lens);
+AttentionGradients packed_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
+                                             const std::vector<int64_t>& seq_lens);
+// The query rows at packed positions `rows` (spot check), each from its own sequence.
+AttentionRows packed_attention_rows(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
+                                    const std::vector<int64_t>& seq_lens, const std::vector<int64_t>& rows);
+
+}  // namespace sextant::ref
