@@ -2,6 +2,8 @@
 """Bad input to `sextant run`: one line on stderr naming the parameter and the
 rule, exit code 2, and no results file. Run by ctest with the binary and the
 mpiexec to use:  cli_test.py SEXTANT MPIEXEC."""
+import glob
+import json
 import os
 import subprocess
 import sys
@@ -90,6 +92,76 @@ BAD_INPUT = [
      "--set data=/nonexistent/text: cannot open /nonexistent/text.idx"),
     (2, ["step/train", "--set", "overlap_param_gather=true"], "--set overlap_param_gather=true needs --set zero=true"),
     (2, ["step/train", "--set", "bucket_mb=-1"], "--set bucket_mb=-1 must be at least 0"),
+    # Options are declared per case and parsed once: wrong types, non-finite
+    # and non-integral numbers, out-of-range values and unknown keys.
+    (2, ["attention", "--set", "causal=maybe"], "--set causal 'maybe' must be true or false"),
+    (2, ["attention", "--set", "seq=abc"], "--set seq 'abc' must be an integer in [1, 2147483648]"),
+    (2, ["attention", "--set", "seq=64.5"], "--set seq '64.5' must be an integer"),
+    (2, ["attention", "--seq", "abc"], "--seq 'abc' must be an integer"),
+    (2, ["attention", "--seq", ""], "--seq '' must be an integer"),
+    (2, ["attention", "--seq", "0"], "--seq '0' must be an integer in [1, 2147483648]"),
+    (2, ["attention", "--heads", "0"], "--heads '0' must be an integer in [1, 2147483648]"),
+    (2, ["attention", "--kv-heads", "-2"], "--kv-heads '-2' must be an integer"),
+    (2, ["attention", "--head-dim", "1.5"], "--head-dim '1.5' must be an integer"),
+    (2, ["attention", "--set", "layout=diagonal"], "--set layout 'diagonal' must be one of contiguous, zigzag"),
+    (2, ["attention", "--set", "reference=half"], "--set reference 'half' must be one of full, spot"),
+    (2, ["attention", "--set", "a2a_size=0"], "--set a2a_size '0' must be an integer in [1, 65536]"),
+    (2, ["attention", "--set", "seqq=64"], "did you mean 'seq'?"),
+    (2, ["attention", "--set", "no_such_key=1"], "no selected case has an option 'no_such_key'"),
+    (2, ["collectives", "--set", "min_bytes=abc"], "--set min_bytes 'abc' must be a byte count"),
+    (2, ["collectives", "--min-bytes", "inf"], "--min-bytes 'inf' must be a byte count"),
+    (2, ["collectives", "--min-bytes", "-1K"], "--min-bytes '-1K' must be a byte count"),
+    (2, ["collectives", "--step-factor", "1"], "--step-factor '1' must be an integer in [2, 1024]"),
+    (2, ["collectives", "--set", "group=xp"], "--set group 'xp' must be one of world, tp"),
+    (2, ["collectives", "--seq", "64"], "no selected case has an option 'seq'"),
+    (2, ["tp_sp", "--hidden", "-8"], "--hidden '-8' must be an integer in [1, 2147483648]"),
+    (2, ["tp_sp", "--set", "regather=maybe"], "--set regather 'maybe' must be true or false"),
+    (2, ["tp_sp", "--vocab", "1e40"], "--vocab '1e40' must be an integer"),
+    (2, ["moe", "--set", "topk=0"], "--set topk '0' must be an integer in [1, 65536]"),
+    (2, ["moe", "--set", "routing=zipf"], "--set routing 'zipf' must be one of uniform, skewed"),
+    (2, ["moe", "--set", "skew=nan"], "--set skew 'nan' must be a finite number"),
+    (2, ["moe", "--set", "aux_coeff=-1"], "--set aux_coeff '-1' must be a finite number in [0, 1000000]"),
+    (2, ["moe", "--set", "sweep=everything"], "--set sweep 'everything' must be one of recipes, full"),
+    (2, ["moe", "--set", "tokens=0"], "--set tokens '0' must be an integer"),
+    (2, ["pipeline", "--microbatches", "0"], "--microbatches '0' must be an integer in [1, 1048576]"),
+    (2, ["pipeline", "--layers", "two"], "--layers 'two' must be an integer"),
+    (2, ["pipeline/zb-v", "--pp", "2", "--vpp", "1"], "--vpp 1 must be 2 for schedule zb-v"),
+    (2, ["step/train", "--set", "lr=nan"], "--set lr 'nan' must be a finite number"),
+    (2, ["step/train", "--set", "lr=inf"], "--set lr 'inf' must be a finite number"),
+    (2, ["step/train", "--set", "steps=abc"], "--set steps 'abc' must be an integer in [1, 1000]"),
+    (2, ["step/train", "--set", "steps=0"], "--set steps '0' must be an integer in [1, 1000]"),
+    (2, ["step/train", "--set", "zero=yes please"], "--set zero 'yes please' must be true or false"),
+    (2, ["step/train", "--set", "moe_every=-1"], "--set moe_every '-1' must be an integer"),
+    (2, ["step/train", "--set", "schedule=pipedream"], "--set schedule 'pipedream' must be one of gpipe, 1f1b"),
+    (2, ["step/sweep", "--set", "config=all"], "did you mean 'configs'?"),
+    (2, ["ops", "--set", "n=3"], "no selected case has an option 'n'"),
+    (2, ["step/train", "--peak-tflops", "-5"], "--peak-tflops '-5' must be a finite number"),
+    (2, ["step/train", "--peak-tflops", "nan"], "--peak-tflops 'nan' must be a finite number"),
+    (2, ["step/train", "--peak-tflops", "inf"], "--peak-tflops 'inf' must be a finite number"),
+    # Run flags.
+    (2, ["--iters", "-5"], "--iters -5 must be at least 0"),
+    (2, ["--warmup", "-3"], "--warmup -3 must be at least 0"),
+    (2, ["--tp", "0"], "--tp 0 must be between 1 and 1048576"),
+    (2, ["--cp", "-1"], "--cp -1 must be between 1 and 1048576"),
+    (2, ["--tp", "65536", "--cp", "65537"], "tp*cp*pp = 65536*65537*1 = 4295032832 must divide the world size 2"),
+    (2, ["--dtype", ""], "--dtype '' must name data types"),
+    (2, ["--ranks", ""], "--ranks '' must be a comma-separated list of integers"),
+    (2, ["--ranks", "0"], "--ranks 0 must be at least 1"),
+    (2, ["--blas-threads", "-1"], "--blas-threads -1 must be at least 1"),
+    (2, ["--blas-threads", "0"], "--blas-threads 0 must be at least 1"),
+    (2, ["--device", "tpu"], "--device"),
+    (2, ["-o", ""], "--out '' must name a folder"),
+    (2, ["--timeout", "soon"], "--timeout 'soon' must be a positive number of seconds"),
+    (2, ["--fault", "causal_mask_diagonal", "collectives"], "--fault 'causal_mask_diagonal' is not planted by any selected case"),
+    # Sizes that cannot fit: refused before anything runs, with the estimate.
+    (1, ["attention/p2p", "--seq", "1000000000"], "does not fit: host memory: needs about"),
+    (1, ["step/train", "--vocab", "2000000000"], "does not fit: host memory: needs about"),
+    (2, ["collectives/all_reduce", "--min-bytes", "512G", "--max-bytes", "512G"], "does not fit: host memory"),
+    (2, ["collectives/all_gather", "--min-bytes", "4G", "--max-bytes", "4G"], "does not fit: host memory"),
+    (2, ["tp_sp/mlp", "--hidden", "4000000"], "does not fit: host memory"),
+    (1, ["moe", "--set", "tokens=100000000", "--hidden", "4096"], "does not fit: host memory"),
+    (1, ["pipeline/1f1b", "--hidden", "100000", "--ffn", "100000"], "does not fit: host memory"),
+    (1, ["ops/gemm", "--set", "m=1"], "no selected case has an option 'm'"),
 ]
 
 
@@ -135,6 +207,54 @@ class BadInput(unittest.TestCase):
                 self.assertEqual(len(lines), 1, lines)
                 self.assertIn(expected, lines[0])
                 self.assertEqual(os.listdir(out), [])
+
+    def test_config_file_rules(self):
+        """A --config file goes through the same checks as the flags."""
+        files = [
+            ("tp = \"abc\"\n", [], ": tp: "),
+            ("seqq = 64\n", ["attention"], "did you mean 'seq'?"),
+            ("seq = 64.5\n", ["attention"], "seq '64.5' must be an integer"),
+            ("causal = \"maybe\"\n", ["attention"], "causal 'maybe' must be true or false"),
+            ("seq = nan\n", ["attention"], "seq 'nan' must be an integer"),
+            ("[model]\nseq = 64\n", ["attention"], "table [model] is not known (only [set] is)"),
+            ("seq = \n", ["attention"], "line 1"),
+            ("warmup = -3\n", [], "--warmup -3 must be at least 0"),
+            ("config = \"other.toml\"\n", [], "a config file cannot name another"),
+            ("set = [\"causal\"]\n", ["attention"], "'causal' must look like key=value"),
+            ("\0\1\2binary", [], "is not a text file"),
+        ]
+        for content, args, expected in files:
+            with self.subTest(content=content), tempfile.TemporaryDirectory() as where, \
+                    tempfile.TemporaryDirectory() as out:
+                path = os.path.join(where, "run.toml")
+                with open(path, "w") as f:
+                    f.write(content)
+                p = run(1, args + ["--config", path], out)
+                self.assertEqual(p.returncode, 2, f"{content!r}: exit {p.returncode}\n{p.stdout}\n{p.stderr}")
+                lines = [l for l in p.stderr.splitlines() if l.startswith("sextant:")]
+                self.assertEqual(len(lines), 1, lines)
+                self.assertIn(expected, lines[0])
+                self.assertEqual(os.listdir(out), [], "a results file was written")
+        with tempfile.TemporaryDirectory() as out:
+            p = run(1, ["--config", out], out)
+            self.assertEqual(p.returncode, 2)
+            self.assertIn(f"--config '{out}' is not a readable file", p.stderr)
+
+    def test_config_file_values_apply_and_flags_win(self):
+        with tempfile.TemporaryDirectory() as where, tempfile.TemporaryDirectory() as out:
+            path = os.path.join(where, "run.toml")
+            with open(path, "w") as f:
+                f.write('selection = ["attention/p2p"]\nprofile = "ci"\ndtype = "f32"\n'
+                        'seq = 32\n[set]\ncausal = true\nlayout = "zigzag"\n')
+            p = run(2, ["--config", path, "--seq", "48"], out)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            with open(glob.glob(os.path.join(out, "sextant-*.json"))[0]) as f:
+                doc = json.load(f)
+            self.assertTrue(doc["cases"])
+            for c in doc["cases"]:
+                self.assertEqual((c["suite"], c["case"], c["dtype"]), ("attention", "p2p", "f32"))
+                self.assertEqual(c["params"]["seq"], 48, "the flag wins over the file")
+                self.assertEqual((c["params"]["causal"], c["params"]["layout"]), (True, "zigzag"))
 
     def test_unwritable_output_folder(self):
         with tempfile.NamedTemporaryFile() as f:

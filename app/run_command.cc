@@ -79,7 +79,8 @@ void agree_on_usage(MpiCommunicator& world, const std::function<void()>& check) 
 // a run that cannot write its results must not run for an hour first. World
 // rank 0 writes the results, JUnit and traces; any rank may dump.
 void check_outputs(const RunOptions& o, const std::string& junit, int rank) {
-  if (rank == 0 && !o.out_dir.empty()) require_writable_dir(o.out_dir, "--out");  // also the trace folder
+  if (rank == 0 && !o.out_dir.empty()) require_writable_dir(o.out_dir, "--out");
+  if (rank == 0 && !o.trace_dir.empty()) require_writable_dir(o.trace_dir, "--traces");
   if (rank == 0 && !junit.empty()) require_writable_junit(junit);
   if (!o.dump_dir.empty()) require_writable_dir(o.dump_dir, "--dump");
 }

@@ -13,7 +13,9 @@
 #include "app/run_command.h"
 #include "harness/cli.h"
 #include "harness/error.h"
+#include "harness/kernel_fault.h"
 #include "harness/strings.h"
+#include "harness/tolerance.h"
 
 using namespace sextant;
 
@@ -35,13 +37,30 @@ void list_options(const std::vector<const CaseDef*>& cases) {
   }
 }
 
-int do_list(const std::vector<std::string>& selection, bool options, bool metrics) {
+// `sextant list --tolerances`: the tolerance table and the planted kernel faults, as JSON.
+nlohmann::json tolerances_json() {
+  nlohmann::json rows = nlohmann::json::array(), faults = nlohmann::json::array();
+  for (const ToleranceRow& r : tolerance_table()) {
+    nlohmann::json row = {{"op", r.name}, {"storage_roundings", r.storage_roundings},
+                          {"accumulation_growth", r.accumulation_growth}, {"reason", r.reason}};
+    for (DType d : {DType::f32, DType::bf16, DType::f16}) {
+      row["gate"][dtype_name(d)] = baseline_gate(d, r.op);
+      row["floor"][dtype_name(d)] = expected_error(d, r.op);
+    }
+    rows.push_back(row);
+  }
+  for (const KernelFaultInfo& f : kernel_faults())
+    faults.push_back({{"name", f.name}, {"family", f.family}, {"bug", f.bug}, {"cuda", f.cuda}});
+  return {{"gate_headroom", kGateHeadroom}, {"rows", rows}, {"kernel_faults", faults}};
+}
+
+int do_list(const std::vector<std::string>& selection, bool options, bool metrics, bool tolerances) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank != 0) return 0;
   Registry registry = all_suites();
-  if (metrics) {  // JSON, for scripts/gen_metrics_doc.py
-    std::cout << metric_definitions_json().dump(1) << "\n";
+  if (metrics || tolerances) {  // JSON, for scripts/gen_docs.py
+    std::cout << (metrics ? metric_definitions_json() : tolerances_json()).dump(1) << "\n";
     return 0;
   }
   if (options) {
@@ -84,11 +103,12 @@ int main(int argc, char** argv) {
       "Results are JSON (schema results/schema.json); scripts/report.py turns them into plots.");
   app.require_subcommand(1);
   std::vector<std::string> list_selection;
-  bool list_opts = false, list_metrics = false;
+  bool list_opts = false, list_metrics = false, list_tolerances = false;
   CLI::App* list = app.add_subcommand("list", "List suites, cases and their planted faults");
   list->add_option("selection", list_selection, "Suites or suite/case");
   list->add_flag("--options", list_opts, "Each case's options: name, rule (type, range or choices) and help");
   list->add_flag("--metrics", list_metrics, "Every metric definition as JSON (unit, better, description)");
+  list->add_flag("--tolerances", list_tolerances, "The tolerance table and the planted kernel faults as JSON");
   RunFlags flags;
   CLI::App* run = app.add_subcommand("run", "Run cases: check against the reference, time, write results JSON");
   add_run_flags(*run, flags);
@@ -118,7 +138,7 @@ int main(int argc, char** argv) {
       throw UsageError(e.what());
     }
     if (config->count() > 0) apply_config(*run, flags, read_config(config_path));
-    if (list->parsed()) code = do_list(list_selection, list_opts, list_metrics);
+    if (list->parsed()) code = do_list(list_selection, list_opts, list_metrics, list_tolerances);
     else if (run->parsed()) code = run_command(flags, resume, command_line(argc, argv));
     else if (plan->parsed()) code = run_plan_command();
     else if (recover->parsed()) code = run_recover_command();

@@ -86,7 +86,7 @@ struct CaseContext {
   Communicator& self;       // this rank alone, kernel backend: baselines at world size 1
   Device device = Device::host;
   uint64_t seed = 0;
-  std::string out_dir;      // where a case may write side files (traces); may be empty
+  std::string out_dir;      // where a case may write side files (traces: --traces); may be empty
 };
 
 // Peak memory one rank of an instance needs, estimated before anything is

@@ -74,6 +74,8 @@ class Checker {
   void note(const std::string& key, nlohmann::json value);
   // Root: an input to dump with the case (no check).
   void input(const std::string& name, const Tensor& tensor);
+  // Whether inputs are dumped (--dump): inputs that cost time to form are formed only then.
+  bool dumping() const { return !dump_.dir.empty(); }
 
   // Collective over the group: the verdict (details complete on root).
   Conformance finish();

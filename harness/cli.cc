@@ -124,7 +124,9 @@ void add_run_flags(CLI::App& run, RunFlags& f) {
   run.add_option("-o,--out", f.out,
                  "Folder for the results JSON and its journal (a new file per run, never overwritten)")
       ->group(out);
-  run.add_flag("--no-results", f.no_results, "Do not write a results file")->group(out);
+  run.add_flag("--no-results", f.no_results, "Do not write a results file (nor traces)")->group(out);
+  run.add_option("--traces", f.traces, "Folder for side files such as pipeline Chrome traces (default: OUT/traces)")
+      ->group(out);
   run.add_option("--junit", f.junit,
                  "Also write JUnit XML (one test case per sextant case): in a folder (one that exists, or a path "
                  "ending in /) as sextant-<run id>.xml; or as this file name, with -<run id> added when the name "
@@ -242,6 +244,7 @@ RunOptions to_run_options(const RunFlags& f) {
   require(!f.out.empty(), "--out '' must name a folder");
   o.dump_dir = f.dump;
   o.out_dir = f.no_results ? "" : f.out;
+  o.trace_dir = f.no_results ? "" : f.traces.empty() ? f.out + "/traces" : f.traces;
 
   if (f.tp || f.cp || f.pp || f.dp || f.ep || f.etp || f.vpp || f.sp) {
     ParallelConfig p;

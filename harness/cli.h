@@ -25,7 +25,7 @@ struct RunFlags {
   std::optional<int64_t> iters, warmup, blas_threads;
   uint64_t seed = 1234;
   bool no_check = false, no_results = false, quiet = false;
-  std::string out = "out", dump, junit;
+  std::string out = "out", dump, junit, traces;
   std::string timeout = "900";  // seconds, or inf
   std::vector<RawOption> problem;  // problem flags and --set, in the order given
 };

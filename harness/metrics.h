@@ -7,7 +7,7 @@
 //
 // The definitions are the source of results/METRICS.md's metric tables and
 // of the regression gate's better-is-higher/lower lists
-// (scripts/gen_metrics_doc.py reads `sextant list --metrics`); a test fails
+// (scripts/gen_docs.py reads `sextant list --metrics`); a test fails
 // when the generated files drift from the code.
 #pragma once
 

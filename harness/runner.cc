@@ -88,7 +88,7 @@ CaseRecord run_in_env(const PlannedCase& planned, MpiCommunicator& group, GroupE
       local_error = cat(phase, ": ", e.what());
     }
   };
-  CaseContext ctx{config, kernel, group, *env.grid, *env.self, o.device, o.seed, o.out_dir};
+  CaseContext ctx{config, kernel, group, *env.grid, *env.self, o.device, o.seed, o.trace_dir};
   // A shared-kernel fault is live for the whole case: the baseline runs it too.
   PlantedKernelFault planted(config.kernel_fault);
   std::unique_ptr<CaseState> state;

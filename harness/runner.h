@@ -38,7 +38,8 @@ struct RunOptions {
   uint64_t seed = 1234;
   bool check = true;
   std::string dump_dir;
-  std::string out_dir;  // where sides files (traces) go; results are written by the caller
+  std::string out_dir;    // the results folder (the caller writes the results and the journal there)
+  std::string trace_dir;  // where cases write side files (pipeline traces); empty: none
   // Option values as the user gave them (flags, --set, --config), parsed
   // against the selected cases' declarations into `options` by plan_run.
   std::vector<RawOption> raw_options;

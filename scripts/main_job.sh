@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# The main job: build sextant (if needed), run every suite at small sizes at
-# several rank counts in ONE launch (1, 2 and 4 ranks by default, on CPU with
-# MPI), write the results JSON, validate it, and turn it into a report.
+# The main job: install what is missing (scripts/install_deps.sh), build
+# sextant, run every suite at small sizes at several rank counts in ONE
+# launch (1, 2 and 4 ranks by default, on CPU with MPI), write the results
+# JSON, validate it, and turn it into a report.
 #
 #   bash scripts/main_job.sh                 # 4 MPI ranks on this machine
 #   NP=8 bash scripts/main_job.sh            # more ranks (oversubscribed is fine)
 #   bash scripts/main_job.sh --profile ci    # extra flags go to `sextant run`
+#
+# Output: out/results/sextant-<run id>.json, out/traces/ (pipeline Chrome
+# traces), out/junit/sextant-<run id>.xml, out/report/index.html.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -13,7 +17,10 @@ np=${NP:-4}
 out=${OUT:-out}
 build=${BUILD:-build}
 
-if [ ! -x "$build/sextant" ]; then
+if [ "${SEXTANT_SKIP_INSTALL:-0}" != 1 ]; then
+  bash scripts/install_deps.sh
+fi
+if [ ! -f "$build/build.ninja" ]; then
   cmake --preset default
 fi
 cmake --build "$build" --target sextant
@@ -31,7 +38,7 @@ while [ "$r" -le "$np" ]; do ranks="$ranks,$r"; r=$((r * 2)); done
 before=$(ls "$out/results" 2>/dev/null | wc -l)
 status=0
 mpirun --oversubscribe -np "$np" "$build/sextant" run --ranks "$ranks" -o "$out/results" \
-  --junit "$out/junit.xml" "$@" || status=$?
+  --traces "$out/traces" --junit "$out/junit/" "$@" || status=$?
 latest=$(ls -t "$out"/results/sextant-*.json 2>/dev/null | head -n 1 || true)
 if [ -z "$latest" ] || [ "$(ls "$out/results" | wc -l)" -le "$before" ]; then
   echo "main job: no results file was written" >&2

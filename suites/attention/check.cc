@@ -167,6 +167,8 @@ void check_full(State& s, Checker& checker, const Results& dist, const Inputs& s
   const Problem& p = s.problem;
   const Inputs in{token_rows(p, stream.q, 1), token_rows(p, stream.k, 1), token_rows(p, stream.v, 1),
                   token_rows(p, stream.dout, 1)};
+  for (auto [name, t] : {std::pair{"q", &in.q}, {"k", &in.k}, {"v", &in.v}, {"dout", &in.dout}})
+    checker.input(name, *t);  // what the reference reads: every token row, padding dropped
   const Reference& ref = full_reference(p, s.config.dtype, s.seed, in);
   const Results base = baseline(s, stream);
   checker.compare("out", OpClass::attention, dist.out, base.out, ref.fwd.out);
@@ -182,6 +184,8 @@ void check_spot(State& s, Checker& checker, const Results& dist, const Inputs& s
   const std::vector<int64_t> tokens = sample_rows(p.seq, s.seed);
   const Inputs in{token_rows(p, stream.q, 1), token_rows(p, stream.k, 1), token_rows(p, stream.v, 1),
                   token_rows(p, stream.dout, 1)};
+  for (auto [name, t] : {std::pair{"q", &in.q}, {"k", &in.k}, {"v", &in.v}, {"dout", &in.dout}})
+    checker.input(name, *t);  // what the reference reads: every token row, padding dropped
   const ref::AttentionRows ref =
       p.packed() ? ref::packed_attention_rows(in.q, in.k, in.v, in.dout, p.seq_lens, tokens)
                  : ref::attention_rows(in.q, in.k, in.v, in.dout, p.causal, tokens);

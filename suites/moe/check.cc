@@ -179,6 +179,10 @@ void check(State& s, Checker& checker) {
     w2.push_back(expert_block(p, true, e, 0, 1, dtype, s.seed).reshape({1, p.ffn, p.hidden}));
   }
   const ref::MoeParams params{s.router, concat(w1, 0), concat(w2, 0)};
+  // Every input, so that the case can be recomputed from its dump.
+  for (auto [name, t] : {std::pair{"x", &x}, {"dy", &dy}, {"router", &params.router}, {"w1", &params.w1},
+                         {"w2", &params.w2}})
+    checker.input(name, *t);
   const ref::MoeConfig config = ref_config(p, s.local_tokens);
   const ref::MoeResult fwd = ref::moe_forward(x, params, config);
   const ref::MoeGradients grads = ref::moe_backward(dy, x, params, config);

@@ -56,13 +56,15 @@ void run(State& s) { ops::gemm(s.ad, s.ta, s.bd, s.tb, s.c, 1.0f, s.beta); }
 
 // C = op(A) op(B) + beta C0, in float64.
 Tensor reference(const State& s) {
+  const Tensor a = s.a.to(DType::f64), b = s.b.to(DType::f64), c0 = s.c0.to(DType::f64);
+  const double *pa = a.data<double>(), *pb = b.data<double>(), *pc = c0.data<double>();
   Tensor out = Tensor::empty({s.m, s.n}, DType::f64);
+  double* o = out.data<double>();
   for (int64_t i = 0; i < s.m; ++i)
     for (int64_t j = 0; j < s.n; ++j) {
       double sum = 0;
-      for (int64_t p = 0; p < s.k; ++p)
-        sum += s.a.at(s.ta ? p * s.m + i : i * s.k + p) * s.b.at(s.tb ? j * s.k + p : p * s.n + j);
-      out.set(i * s.n + j, sum + s.beta * s.c0.at(i * s.n + j));
+      for (int64_t p = 0; p < s.k; ++p) sum += pa[s.ta ? p * s.m + i : i * s.k + p] * pb[s.tb ? j * s.k + p : p * s.n + j];
+      o[i * s.n + j] = sum + s.beta * pc[i * s.n + j];
     }
   return out;
 }

@@ -132,6 +132,22 @@ const Expected& expected_for(const MlpStagesConfig& c, const Problem& p, Communi
   return *slot;
 }
 
+// Every input of the whole model: each layer's weights, each global
+// microbatch's input and target (what reference() reads).
+void dump_inputs(MlpStagesConfig c, Checker& checker) {
+  c.device = Device::host;
+  for (int64_t l = 0; l < c.layers; ++l) {
+    const tp::MlpWeights w = layer_weights(c, l, 0, 1);
+    for (auto [name, t] : {std::pair{"ln_gamma", &w.ln_gamma}, {"ln_beta", &w.ln_beta}, {"w1", &w.fc1.w},
+                           {"b1", &w.fc1.b}, {"w2", &w.fc2.w}, {"b2", &w.fc2.b}})
+      checker.input(cat("layer", l, ".", name), *t);
+  }
+  for (int g = 0; g < c.total_microbatches; ++g) {
+    checker.input(cat("microbatch", g, ".x"), microbatch_input(c, g, 0, c.seq));
+    checker.input(cat("microbatch", g, ".target"), microbatch_target(c, g, 0, c.seq));
+  }
+}
+
 // A number that changes when any element of t does (for the agreement of
 // schedules): the dot product with fixed pseudo-random weights.
 double fingerprint(const Tensor& t) {
@@ -186,6 +202,7 @@ void check(PipelineState& s, Checker& checker) {
   const Expected* e = nullptr;
   if (checker.is_root()) {
     e = &expected_for(whole_model(s), p, *s.self);
+    if (checker.dumping()) dump_inputs(whole_model(s), checker);
     checker.compare("loss", OpClass::loss, scalar(loss, DType::f64), scalar(e->base.loss, DType::f64),
                     scalar(e->ref.loss, DType::f64));
     checker.note("loss", loss);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
 #include "harness/error.h"
@@ -48,7 +49,7 @@ const MetricDef& kActionCosts = define_metric({"pipeline", "action_costs", "json
 const MetricDef& kTimeline = define_metric({"pipeline", "timeline", "json", Better::neither,
     "per pipeline rank, its actions [stage, type, microbatch, start_s, end_s]"});
 const MetricDef& kTraceFile = define_metric({"pipeline", "trace_file", "json", Better::neither,
-    "Chrome trace of the timeline (path relative to the results folder); absent without one"});
+    "absolute path of the Chrome trace of the timeline (in --traces); absent without a trace folder"});
 }  // namespace
 
 namespace {
@@ -68,13 +69,14 @@ std::vector<std::vector<double>> gather_cpu(PipelineState& s, const std::vector<
 // Mean seconds of each action type per stage, as the simulator was fed.
 nlohmann::json costs_json(const pp::CostModel& c) { return {{"F", c.f}, {"B", c.b}, {"I", c.i}, {"W", c.w}}; }
 
-// Writes the trace next to the results, never over an existing file
-// (link() fails rather than replace). Returns the path.
+// Writes the trace into the trace folder (--traces), never over an existing
+// file (link() fails rather than replace). Returns the path.
 std::string write_trace(const std::string& dir, const std::string& id, const nlohmann::json& trace) {
   std::string name = id;
   for (char& ch : name)
     if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '.') ch = '_';
-  const std::string base = cat(dir, "/trace-", getpid(), "-", name);
+  std::filesystem::create_directories(dir);
+  const std::string base = cat(std::filesystem::absolute(dir).string(), "/trace-", getpid(), "-", name);
   const std::string tmp = base + ".json.tmp";
   {
     std::ofstream out(tmp);

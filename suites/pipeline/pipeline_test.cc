@@ -354,7 +354,7 @@ TEST(Pipeline, WritesAChromeTraceNextToTheResults) {
   RunOptions o = small();
   o.selection = {"pipeline/zb-h1"};
   o.options["microbatches"] = 4;
-  o.out_dir = dir;
+  o.trace_dir = dir;
   std::vector<CaseRecord> records = run_suite("pipeline", o);
   if (world().rank() == 0) {
     expect_trace_files(records, dir);

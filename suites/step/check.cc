@@ -226,6 +226,23 @@ std::vector<int64_t> expert_load(const Tensor& table, int experts) {
   return load;
 }
 
+// Every input of the reference run: the initial parameters and each step's
+// token ids and targets.
+void dump_inputs(const model::GptConfig& c, uint64_t seed, int steps, Checker& checker) {
+  ref::GptParams initial = reference_params(c, seed);
+  for (const auto& [name, t] : named(initial, model::param_specs(c))) checker.input("param0." + name, t);
+  const model::TokenSource source = model::token_source(c, seed);
+  auto ids = [](const std::vector<int64_t>& v, int64_t rows) {
+    return Tensor::from_values({rows, static_cast<int64_t>(v.size()) / rows}, std::vector<double>(v.begin(), v.end()),
+                               DType::f64);
+  };
+  for (int k = 0; k < steps; ++k) {
+    const model::GlobalBatch batch = model::global_batch(c, source, k);
+    checker.input(cat("step", k + 1, ".inputs"), ids(batch.inputs, c.batch));
+    checker.input(cat("step", k + 1, ".targets"), ids(batch.targets, c.batch));
+  }
+}
+
 void check_train(State& s, Checker& checker) {
   const RunRecord dist = run_steps(*s.trainer, *s.host, s.steps, &checker);
   s.check_losses.clear();
@@ -233,6 +250,7 @@ void check_train(State& s, Checker& checker) {
   if (!checker.is_root()) return;
   const RunRecord& base = baseline_run(s.model, *s.self, s.host_self(), s.seed, s.steps);
   const RunRecord& ref = reference_run(s.model, s.seed, s.steps);
+  if (checker.dumping()) dump_inputs(s.model, s.seed, s.steps, checker);
   checker.note("losses", s.check_losses);
   checker.note("reference_losses", [&] {
     std::vector<double> v;

@@ -137,6 +137,11 @@ void check(AttnState& s, Checker& checker) {
     const Tensor x = random_tensor(activation_shape(p), s.env.dtype, spec(s.env, ".x"));
     const Tensor dy = random_tensor(activation_shape(p), s.env.dtype, spec(s.env, ".dy"));
     const auto full = tp::init_attention_proj_weights(dims_of(p), 0, 1, s.env.dtype, s.env.seed, kPrefix);
+    checker.input("x", x);
+    checker.input("dy", dy);
+    for (auto [name, t] : {std::pair{"ln_gamma", &full.ln_gamma}, {"ln_beta", &full.ln_beta}, {"w_qkv", &full.qkv.w},
+                           {"b_qkv", &full.qkv.b}, {"w_out", &full.out.w}, {"b_out", &full.out.b}})
+      checker.input(name, *t);
     r = reference(x, dy, full, p.heads);
     // The baseline: the same kernels on this rank's device, then to host memory.
     const Device device = s.env.device;

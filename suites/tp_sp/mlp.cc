@@ -65,6 +65,10 @@ void check(MlpState& s, Checker& checker) {
     const Tensor dy = random_tensor(activation_shape(p), s.env.dtype, spec(s.env, ".dy"));
     const tp::MlpWeights full = tp::init_mlp_weights(dims_of(p), 0, 1, s.env.dtype, s.env.seed, kPrefix);
     const ref::MlpParams params{full.ln_gamma, full.ln_beta, full.fc1.w, full.fc1.b, full.fc2.w, full.fc2.b};
+    for (auto [name, t] : {std::pair{"x", &x}, {"dy", &dy}, {"ln_gamma", &params.ln_gamma},
+                           {"ln_beta", &params.ln_beta}, {"w1", &params.w1}, {"b1", &params.b1}, {"w2", &params.w2},
+                           {"b2", &params.b2}})
+      checker.input(name, *t);
     ref_fwd = ref::mlp_forward_activations(x, params);
     ref_bwd = ref::mlp_backward(dy, x, params);
     // The baseline: the same kernels on this rank's device, then to host memory.

@@ -99,6 +99,13 @@ void check(VocabState& s, Checker& checker) {
   if (checker.is_root()) {
     const auto ids = tokens(s.env, ".ids", 0, p.batch), targets = tokens(s.env, ".targets", 0, p.batch);
     const auto full = tp::init_vocab_weights(p.vocab, p.hidden, 0, 1, s.env.dtype, s.env.seed, kPrefix);
+    auto as_tensor = [](const std::vector<int64_t>& v) {
+      return Tensor::from_values({static_cast<int64_t>(v.size())}, std::vector<double>(v.begin(), v.end()), DType::f64);
+    };
+    checker.input("ids", as_tensor(ids));
+    checker.input("targets", as_tensor(targets));
+    checker.input("embedding", full.embedding.table);
+    checker.input("head", full.head.w);
     r = reference(ids, targets, full, p);
     // The baseline: the same kernels on this rank's device, then to host memory.
     const auto weights = s.env.device == Device::host ? full
