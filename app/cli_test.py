@@ -91,7 +91,7 @@ BAD_INPUT = [
     (2, ["step/train", "--set", "data=/nonexistent/text"],
      "--set data=/nonexistent/text: cannot open /nonexistent/text.idx"),
     (2, ["step/train", "--set", "overlap_param_gather=true"], "--set overlap_param_gather=true needs --set zero=true"),
-    (2, ["step/train", "--set", "bucket_mb=-1"], "--set bucket_mb=-1 must be at least 0"),
+    (2, ["step/train", "--set", "bucket_mb=-1"], "--set bucket_mb '-1' must be a finite number in [0, 1000000]"),
     # Options are declared per case and parsed once: wrong types, non-finite
     # and non-integral numbers, out-of-range values and unknown keys.
     (2, ["attention", "--set", "causal=maybe"], "--set causal 'maybe' must be true or false"),
@@ -168,7 +168,8 @@ BAD_INPUT = [
 def run(ranks, args, out):
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     iters = [] if "--iters" in args else ["--iters", "0"]
-    cmd = [MPIEXEC, "-np", str(ranks), "--oversubscribe", SEXTANT, "run", "-o", out] + iters + args
+    output = [] if "-o" in args else ["-o", out]
+    cmd = [MPIEXEC, "-np", str(ranks), "--oversubscribe", SEXTANT, "run"] + output + iters + args
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
 
 
@@ -270,7 +271,8 @@ class BadInput(unittest.TestCase):
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
             self.assertEqual(len([f for f in os.listdir(out) if f.endswith(".json")]), 1)
             p = run(2, ["collectives/all_reduce", "--profile", "ci", "--iters", "1"], out)
-            self.assertEqual(len(os.listdir(out)), 2, "a second run must not overwrite the first")
+            self.assertEqual(len([f for f in os.listdir(out) if f.endswith(".json")]), 2,
+                             "a second run must not overwrite the first")
 
     def test_plan_finds_the_seeds_configs_valid_and_fitting(self):
         env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")

@@ -1,5 +1,6 @@
 #include "harness/check.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -24,6 +25,7 @@ void to_json(nlohmann::json& j, const TensorCheck& c) {
        {"floor", c.floor},         {"max_abs", finite(c.max_abs)},
        {"nonfinite", c.nonfinite}, {"count", c.count},
        {"base_pass", c.base_pass}, {"pass", c.pass}};
+  if (c.growth != 1) j["growth"] = c.growth;
   if (!c.pass) j["failed_side"] = c.failed_side();
 }
 
@@ -50,7 +52,8 @@ void Checker::dump(const std::string& file, const Tensor& t) {
 }
 
 void Checker::compare(const std::string& name, OpClass op, const Tensor& dist, const Tensor& base,
-                      const Tensor& ref) {
+                      const Tensor& ref, double growth) {
+  if (!(growth >= 1)) throw RuntimeError(cat("Checker::compare ", name, ": growth ", growth, " must be at least 1"));
   if (!is_root()) throw RuntimeError("Checker::compare is for the group's rank 0");
   const ErrorStats d = sextant::compare(dist, ref);
   const ErrorStats b = sextant::compare(base, ref);
@@ -59,9 +62,10 @@ void Checker::compare(const std::string& name, OpClass op, const Tensor& dist, c
   c.op = op_class_name(op);
   c.error = d.rel_l2;
   c.base_error = b.rel_l2;
-  c.base_bound = baseline_gate(dtype_, op);
-  c.floor = expected_error(dtype_, op);
-  c.bound = distributed_bound(dtype_, op, b.nonfinite ? 0.0 : b.rel_l2);
+  c.growth = growth;
+  c.base_bound = growth * baseline_gate(dtype_, op);
+  c.floor = growth * expected_error(dtype_, op);
+  c.bound = std::max(2.0 * (b.nonfinite ? 0.0 : b.rel_l2), c.floor);
   c.max_abs = d.max_abs;
   c.nonfinite = d.nonfinite;
   c.count = d.count;

@@ -26,6 +26,7 @@ struct TensorCheck {
   double base_bound = 0;  // the gate on base_error: the one-device kernel is right
   double bound = 0;       // max(2 * base_error, floor): the distributed run is as good
   double floor = 0;       // the expected error of a correct kernel
+  double growth = 1;      // how many times the row's error budget applies (training steps)
   double max_abs = 0;
   int64_t nonfinite = 0;
   int64_t count = 0;
@@ -63,8 +64,11 @@ class Checker {
 
   // Root only. dist and base in the test dtype, ref in f64, same shape; op
   // picks the tolerance row. The baseline must lie within the row's gate
-  // and dist within max(2 * error(base), floor).
-  void compare(const std::string& name, OpClass op, const Tensor& dist, const Tensor& base, const Tensor& ref);
+  // and dist within max(2 * error(base), floor). growth (>= 1) scales the
+  // gate and the floor where the row's computation repeats on the path, e.g.
+  // training steps that each add their rounding (the step suite).
+  void compare(const std::string& name, OpClass op, const Tensor& dist, const Tensor& base, const Tensor& ref,
+               double growth = 1.0);
   // Any rank: this rank's wrong-element count of an exact check.
   void exact(const std::string& name, int64_t wrong, int64_t checked);
   // Any rank: a failed invariant that is not a tensor error (e.g. a

@@ -178,8 +178,8 @@ void apply_config(CLI::App& run, RunFlags& f, const std::vector<ConfigEntry>& en
       if (!given(f, option_key)) from_file.push_back({option_key, e.value, e.source});
       continue;
     }
-    if (option->count() > 0) continue;  // the command line wins
     require(option->get_name() != "--config", cat(e.source, ": a config file cannot name another"));
+    if (option->count() > 0) continue;  // the command line wins
     try {
       if (e.value.is_array())
         for (const nlohmann::json& item : e.value) option->add_result(text_of(item));

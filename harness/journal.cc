@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "harness/error.h"
@@ -14,6 +15,9 @@
 namespace sextant {
 
 Journal::Journal(const std::string& base, const nlohmann::json& header) {
+  std::error_code ec;  // the results folder was probed before the run, then left as it was
+  const std::filesystem::path folder = std::filesystem::path(base).parent_path();
+  if (!folder.empty()) std::filesystem::create_directories(folder, ec);
   for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
     path_ = attempt == 0 ? base + ".journal" : cat(base, "-", attempt, ".journal");
     fd_ = open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);

@@ -142,6 +142,8 @@ nlohmann::json parse_option(const OptionSpec& spec, const std::string& text, con
 nlohmann::json check_option(const OptionSpec& spec, const nlohmann::json& value, const std::string& source) {
   if (value.is_string()) return parse_option(spec, value.get<std::string>(), source);
   if (value.is_boolean() && spec.type == OptionType::boolean) return value;
+  if (value.is_number_float() && !std::isfinite(value.get<double>()))
+    refuse(spec, std::isnan(value.get<double>()) ? "nan" : value.get<double>() > 0 ? "inf" : "-inf", source);
   if (value.is_number() && (spec.type == OptionType::integer || spec.type == OptionType::number ||
                             spec.type == OptionType::bytes))
     return parse_option(spec, value.dump(), source);

@@ -146,15 +146,34 @@ nlohmann::json results_document(nlohmann::json run, nlohmann::json system, nlohm
 
 namespace {
 // Why no file can be created in dir (after creating dir if needed), or "".
+// Creates the folder and a file in it, then removes both again: a refused
+// run leaves nothing behind, not even an empty folder.
 std::string probe_dir(const std::string& dir) {
   std::error_code ec;
+  fs::path created = fs::absolute(dir, ec);  // the outermost folder this probe creates
+  for (fs::path p = created; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
+    created = p;
+    if (p == p.parent_path()) break;
+  }
+  const bool existed = fs::exists(created, ec);
   fs::create_directories(dir, ec);
-  if (!fs::is_directory(dir)) return "it is not a directory that can be created";
+  auto undo = [&] {
+    if (!existed) fs::remove_all(created, ec);
+  };
+  if (!fs::is_directory(dir)) {
+    undo();
+    return "it is not a directory that can be created";
+  }
   std::string probe = cat(dir, "/.sextant-probe-XXXXXX");
   int fd = mkstemp(probe.data());
-  if (fd < 0) return cat("cannot create a file there (", std::strerror(errno), ")");
+  if (fd < 0) {
+    const std::string why = cat("cannot create a file there (", std::strerror(errno), ")");
+    undo();
+    return why;
+  }
   close(fd);
   unlink(probe.c_str());
+  undo();
   return "";
 }
 
@@ -189,6 +208,9 @@ namespace {
 // run ever overwrites another's.
 std::string write_unique(const std::string& text, const std::string& tmp,
                          const std::function<std::string(int attempt)>& candidate) {
+  std::error_code ec;  // the folder was probed before the run, then left as it was
+  const fs::path folder = fs::path(tmp).parent_path();
+  if (!folder.empty()) fs::create_directories(folder, ec);
   {
     std::ofstream out(tmp);
     out << text;

@@ -42,7 +42,10 @@ TEST(Results, ProbesRejectWhatCannotBeWritten) {
   TempDir dir;
   EXPECT_NO_THROW(require_writable_dir((dir.path / "new").string(), "--out"));
   EXPECT_NO_THROW(require_writable_junit((dir.path / "j.xml").string()));
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path / "new"), fs::directory_iterator{}), 0)
+  EXPECT_FALSE(fs::exists(dir.path / "new")) << "the probe leaves nothing behind, not even the folder";
+  fs::create_directories(dir.path / "old");
+  EXPECT_NO_THROW(require_writable_dir((dir.path / "old").string(), "--out"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path / "old"), fs::directory_iterator{}), 0)
       << "the probe file is removed";
 }
 
