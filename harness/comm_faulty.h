@@ -1,6 +1,6 @@
 // Communicator wrappers. ForwardingCommunicator passes everything through;
 // FaultyCommunicator plants a named fault in one operation so that a suite
-// can prove its check catches it (DESIGN.md, "planted faults").
+// can prove its check catches it (docs/CONFORMANCE.md, "Proving the checks").
 #pragma once
 
 #include <string>

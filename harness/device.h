@@ -65,7 +65,7 @@ void cuda_unregister_side_stream(void* stream);
 void cuda_join_side_streams();
 
 // Times one region of GPU work with a pair of CUDA events on the compute
-// stream (DESIGN.md: GPU regions are timed with events). stop() first joins
+// stream. stop() first joins
 // the side streams, so communication issued in the region is counted, then
 // waits for the end event; with join_side_streams false it times the compute
 // stream's own work only (a kernel's compute time while communication is in

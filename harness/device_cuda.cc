@@ -232,7 +232,7 @@ std::vector<DeviceInfo> describe_cuda_devices() {
     d.name = prop.name;
     d.memory_bytes = static_cast<double>(prop.totalGlobalMem);
     d.peak_tflops = gpu_peak_tflops(d.name);
-    d.peak_source = d.peak_tflops > 0 ? "table: dense bf16 (REFERENCE.md)" : "unknown: pass --peak-tflops";
+    d.peak_source = d.peak_tflops > 0 ? "table: dense bf16 (vendor data sheets)" : "unknown: pass --peak-tflops";
     out.push_back(d);
   }
   return out;

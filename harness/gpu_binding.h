@@ -1,6 +1,6 @@
 // Which GPU each rank uses, and whether the ranks have one GPU each
-// (DESIGN.md: one process per GPU for NCCL; several ranks may share a GPU
-// in the staged mode).
+// (NCCL wants one process per GPU; several ranks may share a GPU in the
+// staged mode).
 #pragma once
 
 #include <mpi.h>

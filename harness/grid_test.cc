@@ -11,7 +11,8 @@ namespace {
 
 using Ranks = std::vector<int>;
 
-// The worked example of the foundation issue (Megatron-Core semantics).
+// A worked example on 16 ranks, Megatron-Core semantics
+// (megatron/core/parallel_state.py, RankGenerator).
 TEST(RankGrid, WorkedExampleWorld16) {
   ParallelConfig c;
   c.tp = 2, c.cp = 2, c.dp = 2, c.pp = 2, c.etp = 1, c.ep = 4;
@@ -33,8 +34,9 @@ TEST(RankGrid, WorkedExampleWorld16) {
   EXPECT_EQ(g.group(Dim::dp_cp, 13), (Ranks{9, 11, 13, 15}));
 }
 
-// Independent restatement of the formulas in REFERENCE.md, checked for every
-// rank of many configs: tp = r % TP, cp = (r / TP) % CP, ...
+// Independent restatement of the closed forms of the order tp-cp-ep-dp-pp
+// (leftmost fastest), checked for every rank of many configs: tp = r % TP,
+// cp = (r / TP) % CP, ...
 TEST(RankGrid, MatchesTheClosedFormsForManyConfigs) {
   for (int tp : {1, 2, 4})
     for (int cp : {1, 2})

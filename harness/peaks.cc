@@ -16,8 +16,12 @@ void to_json(nlohmann::json& j, const DeviceInfo& d) {
 }
 
 double gpu_peak_tflops(const std::string& name) {
-  // Dense bf16 TFLOP/s (REFERENCE.md, "Peak bf16 dense"). Order matters:
-  // "H100 PCIe" before "H100".
+  // Dense bf16 TFLOP/s, as torchtitan's get_peak_flops (torchtitan/tools/utils.py)
+  // takes them from the vendors' data sheets (half the "with sparsity" figures):
+  // NVIDIA H100 (SXM 989, PCIe 756), H200 (989), A100 (312), Blackwell B200
+  // (2250); AMD Instinct MI300X (1300). H800: the H100 SXM figure (the same
+  // tensor cores, less interconnect bandwidth). Order matters: "H100 PCIe"
+  // before "H100".
   static const std::vector<std::pair<std::string, double>> table = {
       {"H100 PCIe", 756}, {"H100", 989}, {"H200", 989}, {"H800", 989}, {"A100", 312},
       {"B200", 2250},     {"MI300X", 1300}};

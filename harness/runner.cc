@@ -106,7 +106,8 @@ CaseRecord run_in_env(const PlannedCase& planned, MpiCommunicator& group, GroupE
     guarded("check", [&] { def.check(*state, checker); });
     if (all_ok(group, local_error.empty())) record.conformance = checker.finish();
   }
-  // GPU regions are timed with events on the compute stream (DESIGN.md).
+  // GPU regions are timed with CUDA events on the compute stream (CudaRegionTimer):
+  // a host clock would stop before the queued GPU work ends.
   std::unique_ptr<CudaRegionTimer> gpu_timer;
   IterationClock clock = wall_clock();
   if (o.device == Device::cuda) {

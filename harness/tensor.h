@@ -1,5 +1,5 @@
 // Tensor: contiguous, row-major, shared storage, with a dtype and a device.
-// Shapes follow the BSHD convention of the seeds: [batch, seq, heads, head_dim].
+// Attention activations are BSHD: [batch, seq, heads, head_dim].
 #pragma once
 
 #include <cstdint>

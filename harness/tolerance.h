@@ -21,7 +21,7 @@
 // Both factors are stated for the largest shapes of the ci, default and
 // qualify profiles; the reason on each row says why.
 //
-// The conformance rule (docs/DESIGN.md, "Conformance"):
+// The conformance rule (docs/CONFORMANCE.md, "The rule"):
 //   1. the one-device baseline must satisfy  error(base) <= gate,
 //      gate = kGateHeadroom x expected: the kernel itself is right. Without
 //      this gate a kernel that the one-rank run shares could be wrong and

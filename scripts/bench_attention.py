@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Attention benchmark driver for the device check (issue 10).
+"""Attention benchmark driver for the device check (scripts/device_check.sh).
 
 Times the best attention PyTorch offers on this machine
 (torch.nn.functional.scaled_dot_product_attention, each of its fused
@@ -9,10 +9,11 @@ attention block's numbers beside it when the GPU benchmark JSON has them.
 
 Our side comes from ops_cuda_bench (Google Benchmark JSON, --ours): entries
 named attention_bf16/<fwd|fwd_bwd>/<causal|full>/<seq>[/...] with a
-"TFLOP/s" counter. Until the CUDA attention kernel exists there are none,
-and the output says so (ours: null).
+"TFLOP/s" counter. Where there are none (a build without CUDA benchmarks,
+or no --ours file) the output says so (ours: null).
 
-FLOPs (DESIGN.md): forward 4*b*s^2*h*d, halved when causal; backward 2.5x
+FLOPs as flash-attention's benchmarks/benchmark_flash_attention.py counts
+them: forward 4*b*s^2*h*d, halved when causal; backward 2.5x
 the forward, so forward+backward is 3.5x. Times: CUDA events, median of
 --reps after --warmup, fresh random inputs (never zeros).
 

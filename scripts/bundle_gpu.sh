@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Bundles what sextant's GPU binaries need on a bare GPU machine (DESIGN.md,
-# "Running on a bare GPU machine"): a CUDA build made here plus the shared
+# Bundles what sextant's GPU binaries need on a bare GPU machine (README.md,
+# "GPUs"; docs/DESIGN.md, "The GPU path"): a CUDA build made here plus the shared
 # libraries it needs that are not on such a machine (OpenMPI with its
 # launcher, OpenBLAS, their dependencies), taken from Debian .deb files
 # (apt-get download) unpacked with dpkg -x. scripts/device_check.sh runs it.
@@ -10,7 +10,7 @@
 #   --build DIR   a CUDA build of sextant (default build-cuda); its GPU test
 #                 and benchmark binaries must be built
 #   --out DIR     the bundle (default build-bundle: ignored by git, small
-#                 enough to carry to a device machine)
+#                 enough to copy to a GPU machine)
 #   --with-dev    also the headers and CMake files to build there instead
 #                 (device_check.sh --build)
 #
@@ -196,5 +196,5 @@ fi
 } > "$out/MANIFEST"
 
 size=$(du -sm "$out" | cut -f1)
-echo "bundle_gpu.sh: $out: ${size} MiB (carry it: device tool carry [\"$(realpath --relative-to="$repo" "$out" 2>/dev/null || echo "$out")\"])"
-[ "$size" -lt 60 ] || echo "bundle_gpu.sh: warning: over 60 MiB; a device call carries at most 64 MiB with the tree" >&2
+echo "bundle_gpu.sh: $out: ${size} MiB (copy it with the repository to the GPU machine, then run scripts/device_check.sh OUT there)"
+[ "$size" -lt 60 ] || echo "bundle_gpu.sh: warning: over 60 MiB, more than a build of the GPU binaries needs" >&2

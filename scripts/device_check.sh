@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The device check (issues 9 and 10): on a machine with an NVIDIA GPU, runs
+# The device check: on a machine with an NVIDIA GPU, runs
 # the GPU unit tests, every suite on one GPU (NCCL, world size 1) and with
 # 4 ranks sharing the GPU (staged mode), the GPU benchmarks and the training
 # step's MFU on a ~1B dense bf16 model, writing JSON results and a log into
@@ -17,7 +17,7 @@
 #   --all-steps   run the GPU steps even where no GPU is visible (to test
 #                 this script: they skip or fail, visibly)
 #
-# Writes into OUTDIR (five files, within what a device call brings back):
+# Writes into OUTDIR (five files, small enough to copy back):
 # device_check.log (everything), results.tar.gz (the sextant results file of
 # each suite run; one run per suite and mode, so a suite that crashes does
 # not hide the others), bench_ops.json (Google Benchmark), bench_attention.json,
@@ -25,8 +25,8 @@
 # 3 when no GPU is visible (the steps that need one are listed, not run),
 # 2 for bad arguments or a broken environment.
 #
-# With the device tool: carry the bundle and run it, e.g.
-#   run(command="bash scripts/device_check.sh $OUT", carry=["build-bundle"], timeout_s=600)
+# On the GPU machine, with the repository and the bundle copied there:
+#   bash scripts/device_check.sh OUT
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -167,7 +167,7 @@ step "ops_cuda_test" 180 "$bin/ops_cuda_test"
 step "harness_gpu_test (nccl, 1 rank)" 120 "${mpirun_n[@]}" 1 "$bin/harness_gpu_test"
 step "staged communicator (4 ranks)" 120 "${mpirun_n[@]}" 4 "$bin/harness_mpi_test" --gtest_filter='StagedCommunicator.*'
 
-# --- 4. Benchmarks (before the suites: the numbers issue 10 asks for) -------
+# --- 4. Benchmarks (before the suites, so that their numbers always come) ---
 step "ops_cuda_bench (gemm, memory, attention)" 150 "$bin/ops_cuda_bench" --benchmark_out="$out/bench_ops.json" \
   --benchmark_out_format=json
 step "bench_attention.py (PyTorch SDPA)" 150 python3 "$here/bench_attention.py" --out "$out/bench_attention.json" \

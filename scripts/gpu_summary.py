@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Summary of a device check (scripts/device_check.sh): the numbers issue 10
-asks for beside its goals, and the conformance verdicts of the suite runs.
+"""Summary of a device check (scripts/device_check.sh): the GPU benchmark
+numbers beside their goals, and the conformance verdicts of the suite runs.
 
   gemm bf16 8192^3: our wrapper's TFLOP/s over cuBLAS called directly (goal >= 0.95)
   memory: layernorm forward GB/s beside a device-to-device copy of the same bytes

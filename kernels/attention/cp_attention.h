@@ -38,8 +38,8 @@
 
 namespace sextant::cp {
 
-// Planted faults (DESIGN.md: a suite is only as good as the faults it
-// catches). Each one is a bug a real implementation could have.
+// Planted faults (docs/CONFORMANCE.md: a check is only as good as the faults
+// it catches). Each one is a bug a real implementation could have.
 struct Faults {
   bool ring_skips_last_step = false;   // ring_skip_step: the ring stops one block short
   bool lse_added = false;              // lse_add: partial LSEs merged by adding, not log-sum-exp

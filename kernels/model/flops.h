@@ -1,5 +1,5 @@
 // Model FLOPs of a training step, Megatron's num_floating_point_operations
-// (megatron/training/training.py; REFERENCE.md "FLOPs, throughput, MFU"),
+// (Megatron-LM, megatron/training/training.py),
 // with T = B * s tokens, q = heads * head_dim, F = 2 (GELU MLP, two matrices):
 //
 //   FLOPs = T [ 6 h (ffn F L_dense + moe_ffn topk F L_moe)     MLPs (MoE: the top-k experts)

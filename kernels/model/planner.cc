@@ -50,7 +50,7 @@ void to_json(nlohmann::json& j, const Estimate& e) {
        {"tokens_per_s", e.tokens_per_s}};
 }
 
-// Megatron's num_floating_point_operations (REFERENCE.md), for `sequences`
+// Megatron's num_floating_point_operations (megatron/training/training.py), for `sequences`
 // sequences of the model's length: forward + backward = 3x forward, a matmul
 // of n params costs 2n per token forward.
 double model_flops_per_step(const ModelSpec& m, int64_t sequences) {

@@ -1,9 +1,9 @@
-// The parallel-config planner (`sextant plan`): the seeds' design function
-// done properly. Given a model, a cluster and a global batch, it enumerates
-// every valid (tp, cp, pp, dp, ep, etp, vpp, sp, recompute) config and
-// estimates per-GPU memory and step time with a simple roofline plus
-// alpha-beta communication model. Every formula is written out in
-// planner.cc and echoed in --json output, so an estimate can be audited.
+// The parallel-config planner (`sextant plan`). Given a model, a cluster and
+// a global batch, it enumerates every valid (tp, cp, pp, dp, ep, etp, vpp,
+// sp, recompute) config and estimates per-GPU memory and step time with a
+// simple roofline plus alpha-beta communication model. Every formula is
+// written out in planner.cc and echoed in --json output, so an estimate can
+// be audited.
 #pragma once
 
 #include <string>
@@ -79,7 +79,7 @@ Estimate estimate(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t, 
 // Every valid config, fitting ones first, then by estimated step time.
 std::vector<Estimate> search(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t);
 
-// Megatron's num_floating_point_operations for one step (REFERENCE.md).
+// Megatron's num_floating_point_operations for one step (megatron/training/training.py).
 double model_flops_per_step(const ModelSpec& m, int64_t sequences);
 
 // Named presets (throw UsageError naming the known ones).

@@ -1,5 +1,5 @@
-// Model and cluster presets for `sextant plan`: the configurations of the
-// seeds' table (Megatron's 6D configs) and their public model cards.
+// Model and cluster presets for `sextant plan`: models with published 6D
+// training configurations, from their papers and public model cards.
 #include <map>
 
 #include "harness/error.h"
@@ -20,7 +20,7 @@ const std::map<std::string, ModelSpec>& models() {
     m.name = "llama2-70b", m.layers = 80, m.hidden = 8192, m.heads = 64, m.kv_heads = 8, m.ffn = 28672;
     m.vocab = 32000, m.seq = 4096, m.swiglu = true;
     t[m.name] = m;
-    // The seeds' 128K-context row, on a 70B dense model.
+    // A 128K context on a 70B dense model: long enough to need CP.
     m.name = "llama2-70b-128k", m.seq = 131072;
     t[m.name] = m;
     // Llama 3 405B (Dubey et al. 2024): 126 layers, 8K context.

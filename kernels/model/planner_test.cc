@@ -42,13 +42,14 @@ TEST(Planner, ModelFlopsFollowMegatronsFormula) {
   EXPECT_DOUBLE_EQ(model_flops_per_step(m, 3), want);
 }
 
-// The seeds' configuration table: each row must be valid and fit in memory.
+// Published and typical 6D configurations (Llama 3: Dubey et al. 2024,
+// Table 4; DeepSeek-V3: DeepSeek-AI 2024): each must be valid and fit in memory.
 TEST(Planner, Llama3_405bOn16384H100WithTp8Pp16Dp128) {
   ModelSpec m = model_preset("llama3-405b");
   ClusterSpec c = cluster_preset("H100", 16384);
   TrainSpec t{2048, 1};  // 16M tokens per step
   Config g = make(8, 1, 16, 128);
-  g.recompute = Recompute::full;  // "配合激活重计算刚好放入 80 GB"
+  g.recompute = Recompute::full;  // fits in 80 GB only with activation recomputation
   Estimate e = estimate(m, c, t, g);
   EXPECT_TRUE(e.fits) << e.memory / (1 << 30) << " GiB";
   EXPECT_GT(e.mfu, 0.15);
@@ -62,7 +63,7 @@ TEST(Planner, DeepSeekV3On2048H800WithPp16Ep64FoldedIntoDp) {
   ModelSpec m = model_preset("deepseek-v3");
   ClusterSpec c = cluster_preset("H800", 2048);
   TrainSpec t{15360, 1};
-  // The seeds write TP1 PP16 EP64 DP2; Megatron folds EP into DP: dp = 128, edp = 2.
+  // DeepSeek-V3's report: PP16, EP64, no TP; Megatron folds EP into DP: dp = 128, edp = 2.
   Config g = make(1, 1, 16, 128, 64, 1);
   g.recompute = Recompute::full;
   Estimate e = estimate(m, c, t, g);

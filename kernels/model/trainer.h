@@ -25,7 +25,7 @@
 
 namespace sextant::model {
 
-// Planted faults (DESIGN.md: each one a bug real 6D code has had):
+// Planted faults (docs/CONFORMANCE.md; each one a bug real 6D code has had):
 //   no_cp_grad_reduce       dense gradients summed over dp only, not dp x cp
 //   experts_over_dp         expert gradients summed over the dense DP group instead of EDP
 //   no_sp_layernorm_reduce  under SP, LayerNorm gradients not summed over TP

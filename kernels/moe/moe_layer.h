@@ -23,8 +23,8 @@
 
 namespace sextant::moe {
 
-// Planted faults (DESIGN.md: a suite is only as good as the faults it
-// catches). Each one is a bug a real implementation could have.
+// Planted faults (docs/CONFORMANCE.md: a check is only as good as the faults
+// it catches). Each one is a bug a real implementation could have.
 struct MoeFaults {
   bool wrong_rank = false;             // wrong_rank: a row goes to the neighbour of its expert's rank (alltoall)
   bool combine_without_probs = false;  // combine_no_probs: expert outputs summed without routing probabilities

@@ -1,5 +1,5 @@
-// Host attention block against sgemm in the same run (issue 4: the forward at
-// blocks >= 512 and d in {64, 128} should reach half of sgemm's GFLOP/s).
+// Host attention block against sgemm in the same run (goal: the forward at
+// blocks >= 512 and d in {64, 128} at half of sgemm's GFLOP/s or more).
 //   OPENBLAS_NUM_THREADS=1 ./ops_bench --benchmark_filter='Sgemm|Attention'
 // FLOPs: forward 4 s_q s_k d per head (halved when causal), backward 2.5x.
 // `of_sgemm` is the attention rate over BM_Sgemm's 1024^3 rate measured once

@@ -1,4 +1,4 @@
-// Micro-benchmarks of the host ops (issue 3, "Performance"):
+// Micro-benchmarks of the host ops, each beside what bounds it:
 // - gemm through our wrapper (ops::gemm on f32 tensors) against cblas_sgemm
 //   called directly, square shapes 512..4096: goal wrapper >= 95% of direct;
 // - LayerNorm and GELU forward against a memcpy of the same bytes: goal >= 50%

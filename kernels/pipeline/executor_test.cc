@@ -134,7 +134,7 @@ LinearStagesConfig config_for(const Schedule& s) {
   return c;
 }
 
-// Conformance as DESIGN.md states it, for the loss and the gradients.
+// Conformance as docs/CONFORMANCE.md states it, for the loss and the gradients.
 struct Verdict {
   bool pass = true;
   std::string detail;

@@ -48,7 +48,8 @@ TEST(Generators, GpipeRunsAllForwardsFirst) {
 }
 
 TEST(Generators, OneFOneBWarmsUpWithPMinusRankMinusOne) {
-  // REFERENCE.md: warm-up forwards on rank r are min(p - r - 1, m); the first
+  // As Megatron-LM's 1F1B (megatron/core/pipeline_parallel/schedules.py):
+  // warm-up forwards on rank r are min(p - r - 1, m); the first
   // backward follows one more forward (steady F, B pairs).
   for (int m : {2, 8}) {
     Schedule s = one_f_one_b(4, m);

@@ -1,4 +1,5 @@
-// Simulator against the closed forms (REFERENCE.md, "Pipeline schedules").
+// Simulator against the closed forms (GPipe and 1F1B: Narayanan et al. 2021;
+// ZB-H1 and ZB-V: Qi et al., "Zero Bubble Pipeline Parallelism", 2024).
 #include "kernels/pipeline/simulate.h"
 
 #include <gtest/gtest.h>

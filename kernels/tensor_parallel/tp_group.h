@@ -18,7 +18,7 @@
 
 namespace sextant::tp {
 
-// Planted faults (DESIGN.md): each makes one piece of the TP/SP machinery
+// Planted faults (docs/CONFORMANCE.md): each makes one piece of the TP/SP machinery
 // wrong the way a real bug would; suites/tp_sp proves its check catches every
 // one. They are off unless a conformance run plants them.
 enum class Fault {

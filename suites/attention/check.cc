@@ -1,4 +1,4 @@
-// Conformance (DESIGN.md): out, lse, dq, dk, dv of the distributed run against
+// Conformance (docs/CONFORMANCE.md): out, lse, dq, dk, dv of the distributed run against
 // the float64 whole-sequence reference, with the same kernel at cp = 1 (the
 // baseline) setting the bound. For sizes past the full reference, a spot check
 // on sampled query rows covers out, lse and dq. Packed sequences are checked

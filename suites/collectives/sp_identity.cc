@@ -1,6 +1,7 @@
 // The SP identity: reduce_scatter followed by all_gather equals all_reduce,
 // element for element. This is why sequence parallelism moves the same bytes
-// as the all-reduce it replaces (Korthikanti et al. 2022; the seeds, SP).
+// as the all-reduce it replaces (Korthikanti et al., "Reducing Activation
+// Recomputation in Large Transformer Models", 2022).
 #include "harness/error.h"
 #include "suites/collectives/collectives.h"
 

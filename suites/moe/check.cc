@@ -1,4 +1,4 @@
-// Conformance (DESIGN.md): the layer output, the input gradient, the router
+// Conformance (docs/CONFORMANCE.md): the layer output, the input gradient, the router
 // weight gradient and every expert weight gradient (gathered from their EP x
 // ETP shards; EDP replicas must agree bit for bit), plus the aux and z loss
 // values, against the float64 reference, with the same kernel on one rank

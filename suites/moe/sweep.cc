@@ -1,4 +1,4 @@
-// Instances: the full cross product of the issue is large, so a profile
+// Instances: the full cross product of the dimensions is large, so a profile
 // runs a short list of recipes that covers every value of every dimension
 // (each layout, dispatcher, top-k, expert count, routing, capacity mode and
 // policy, pre-softmax), and `--set sweep=full` runs the cross product.

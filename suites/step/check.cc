@@ -1,4 +1,4 @@
-// Conformance (DESIGN.md): K steps of the distributed model from the initial
+// Conformance (docs/CONFORMANCE.md): K steps of the distributed model from the initial
 // weights, and after every step its loss, every gradient (gathered from its
 // shards; replicas must agree bit for bit) and every parameter, against the
 // float64 reference (reference/gpt.h) with the same model at world size 1 as

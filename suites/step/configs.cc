@@ -11,7 +11,7 @@ namespace sextant::step {
 namespace {
 
 // Model keys a user may set (--seq, --set data=..., ...), with the profile
-// defaults. ci: tiny, for two shared cores; default: the model
+// defaults. ci: tiny, for two shared cores; default: a small MoE model
 // (h 64, 4 heads, 4 layers of which 2 MoE with 8 experts top-2, vocab 512,
 // seq 64); qualify: larger, still within reach of the f64 reference.
 const std::vector<std::string> kModelKeys = {"vocab", "hidden", "heads", "head_dim", "ffn", "layers", "seq",

@@ -5,7 +5,7 @@
 //   train   K steps from the same initial weights and data: the loss of every
 //           step, every gradient (gathered from its shards) and every
 //           parameter after each step against the reference, with the same
-//           model at world size 1 as the baseline (DESIGN.md policy); MoE
+//           model at world size 1 as the baseline (docs/CONFORMANCE.md); MoE
 //           routing compared token by token. Timed: one training step, with
 //           tokens/s, TFLOP/s, MFU, bubble and the time split per dimension.
 //   sweep   one model over every valid factorisation of the rank count (or a
@@ -28,7 +28,7 @@ inline constexpr int kSuiteOrder = 70;
 
 // ---- configs.cc: sizes per profile, the configs of a rank count, rules.
 
-// Model and step options of a profile (ci: tiny, default: the model).
+// Model and step options of a profile (ci: tiny, default: a small MoE model, configs.cc).
 nlohmann::json default_params(const SweepRequest& req);
 // The step options a user sets over a recipe's (microbatches, schedule, zero, overlap, ...).
 const std::vector<std::string>& step_keys();

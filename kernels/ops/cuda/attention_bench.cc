@@ -1,12 +1,13 @@
 // Our attention block on the GPU (ops::attention_block_forward / _backward
 // on device tensors), bf16, d = 128, s = 4096..16384, causal and not, for
 // scripts/bench_attention.py, which puts PyTorch's best
-// scaled_dot_product_attention beside it (issue 10: at least 50% of it).
+// scaled_dot_product_attention beside it (goal: at least 50% of it).
 //
 // Names: attention_bf16/<fwd|fwd_bwd>/<causal|full>/<seq>, counter TFLOP/s
-// with FLOPs as DESIGN.md: forward 4 b s^2 h d (half when causal), backward
-// 2.5x forward. attention_bf16/<pass>/packed/<seq>: every row packs eight
-// causal sequences of s/2, s/4, ..., s/128, s/128 tokens (THD), FLOPs
+// with FLOPs as flash-attention's benchmarks/benchmark_flash_attention.py
+// counts them: forward 4 b s^2 h d (half when causal), backward 2.5x
+// forward. attention_bf16/<pass>/packed/<seq>: every row packs eight causal
+// sequences of s/2, s/4, ..., s/128, s/128 tokens (THD), FLOPs
 // counted on those sequences alone (sum of 4 b L^2 h d / 2), not on s^2. The kernels measured are the tensor-core ones of
 // attention_mma.cu (bf16, d = 128); fwd_bwd is the forward, the delta and the
 // backward with its f32 dQ/dK/dV accumulators zeroed, as a training step

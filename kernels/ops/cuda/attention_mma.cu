@@ -11,7 +11,7 @@
 // diagonal offset, but a mask from arbitrary position runs, accumulation and
 // GQA from one call would mean per-chunk calls and extra buffers; the
 // toolkit here (CUDA 13) also ships without cuDNN, and the bare GPU machine
-// (DESIGN.md) may not have it. One self-contained kernel serves every
+// (README.md, "GPUs") may not have it. One self-contained kernel serves every
 // variant the same way, and its tiles skip whole causal blocks as the host
 // op does.
 //

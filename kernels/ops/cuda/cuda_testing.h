@@ -1,6 +1,6 @@
 // Shared by the GPU op tests (header only): device copies, and the check
-// every CUDA op must pass (DESIGN.md's conformance rule with the host op as
-// the baseline): error(cuda) <= max(2 error(host), floor(dtype)) against the
+// every CUDA op must pass (docs/CONFORMANCE.md's distributed bound, with the
+// host op as the baseline): error(cuda) <= max(2 error(host), floor(dtype)) against the
 // float64 reference, no NaN or Inf.
 #pragma once
 

@@ -1,6 +1,6 @@
 // gemm bf16 on the GPU: our wrapper (ops::gemm, row-major over cuBLAS)
 // beside cublasGemmEx called directly on the same buffers, in the same run,
-// interleaved size by size so clock drift hits both alike. Issue 10's goal:
+// interleaved size by size so clock drift hits both alike. Goal:
 // the wrapper at >= 95% of direct cuBLAS at 8192^3.
 //
 // Timing: CUDA events around a batch of products (>= ~2 ms of work), after

@@ -1,7 +1,7 @@
 // Achieved memory bandwidth of memory-bound ops beside a device-to-device
-// copy of the same activation, in the same run (issue 10: layernorm against
-// a copy). Bandwidth counts each byte the op must move once: reads plus
-// writes (a copy of N bytes moves 2N).
+// copy of the same activation, in the same run (layernorm against a copy).
+// Bandwidth counts each byte the op must move once: reads plus writes (a
+// copy of N bytes moves 2N).
 //
 // Each op is one function over MemoryOperands; the table below registers
 // them (layernorm: kernels/ops/cuda/rows.cu, one block per row, the row kept
