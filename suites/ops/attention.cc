@@ -90,7 +90,10 @@ void check(State& s, Checker& checker) {
     checker.compare("dv", OpClass::attention, dv, dv, g.dv);
     return;
   }
-  // An offset block: its rows of the whole-sequence reference.
+  // An offset block: its rows of the whole-sequence reference (q and dout
+  // are rows [sk - sq, sk) of these).
+  checker.input("q_all", s.q_all);
+  checker.input("dout_all", s.dout_all);
   std::vector<int64_t> rows(static_cast<size_t>(p.sq));
   std::iota(rows.begin(), rows.end(), p.q_start);
   const ref::AttentionRows r = ref::attention_rows(s.q_all, s.k, s.v, s.dout_all, p.causal, rows);
