@@ -1,0 +1,60 @@
+"""Softmax attention in float64, forward and backward, from the math:
+
+    S = Q K^T / sqrt(d)      (entries a query may not see are -inf)
+    P = softmax_j(S),  O = P V,  LSE_i = log sum_j exp(S_ij)
+    dV = P^T dO,  dP = dO V^T,  dS = P * (dP - rowsum(P * dP))
+    dQ = dS K / sqrt(d),  dK = dS^T Q / sqrt(d)
+
+Layout BSHD: q, dout [b, sq, hq, d]; k, v [b, sk, hk, d]; lse [b, hq, sq].
+Grouped-query attention: query head h reads kv head h // (hq / hk), so a kv
+head's gradient sums over the query heads that read it (Ainslie et al., GQA, 2023).
+"""
+import numpy as np
+
+
+def causal_visible(query_positions, keys):
+    """[len(query_positions), keys]: key j is visible to the query at position i iff j <= i."""
+    return np.arange(keys)[None, :] <= np.asarray(query_positions)[:, None]
+
+
+def packed_visible(seq_lens):
+    """Packed sequences laid end to end (THD): causal within each sequence, nothing across them."""
+    sequence = np.repeat(np.arange(len(seq_lens)), seq_lens)
+    total = int(np.sum(seq_lens))
+    return (sequence[:, None] == sequence[None, :]) & causal_visible(np.arange(total), total)
+
+
+def attention(q, k, v, dout, visible=None):
+    """Forward and backward of softmax attention; visible: [sq, sk] bool, or None for every key.
+
+    Returns out [b, sq, hq, d], lse [b, hq, sq], dq like q, dk and dv like k.
+    """
+    b, sq, hq, d = q.shape
+    sk, hk = k.shape[1], k.shape[2]
+    if hq % hk:
+        raise ValueError(f"{hq} query heads are not a multiple of {hk} kv heads")
+    group = hq // hk
+    scale = 1.0 / np.sqrt(d)
+    out, dq = np.empty_like(q), np.empty_like(q)
+    lse = np.empty((b, hq, sq))
+    dk, dv = np.empty_like(k), np.empty_like(k)
+    for i in range(b):  # one batch row at a time: the score matrices are [hq, sq, sk]
+        ke = np.repeat(k[i], group, axis=1)  # [sk, hq, d]: query head h gets kv head h // group
+        ve = np.repeat(v[i], group, axis=1)
+        s = np.einsum("qhd,khd->hqk", q[i], ke) * scale
+        if visible is not None:
+            s = np.where(visible[None], s, -np.inf)
+        m = s.max(axis=-1, keepdims=True)
+        e = np.exp(s - m)
+        total = e.sum(axis=-1, keepdims=True)
+        p = e / total
+        lse[i] = (m + np.log(total))[..., 0]
+        out[i] = np.einsum("hqk,khd->qhd", p, ve)
+        dp = np.einsum("qhd,khd->hqk", dout[i], ve)
+        ds = p * (dp - (p * dp).sum(axis=-1, keepdims=True))
+        dq[i] = np.einsum("hqk,khd->qhd", ds, ke) * scale
+        dke = np.einsum("hqk,qhd->khd", ds, q[i]) * scale
+        dve = np.einsum("hqk,qhd->khd", p, dout[i])
+        dk[i] = dke.reshape(sk, hk, group, d).sum(axis=2)
+        dv[i] = dve.reshape(sk, hk, group, d).sum(axis=2)
+    return {"out": out, "lse": lse, "dq": dq, "dk": dk, "dv": dv}

@@ -1,0 +1,116 @@
+"""Which dumped cases are recomputed, and how: each covered (suite, case)
+reads its inputs from the dump and returns its checked tensors by the names
+sextant's checks give them.
+
+A dump folder holds params.json (suite, case, id, params, ranks, dtype, ...),
+every input as NAME.npy, and per checked tensor NAME.dist.npy, NAME.base.npy
+and NAME.ref.npy (harness/check.cc). Inputs are the values rounded to the
+test dtype (bf16 is written as the f32 of the same value), read here as float64.
+"""
+import numpy as np
+
+from . import attention, moe, ops
+
+ATTENTION_VARIANTS = ("p2p", "a2a", "allgather", "a2a+p2p")
+
+
+class Skip(Exception):
+    """A case, or an instance of one, that this recomputation does not cover."""
+
+
+class Inconsistent(Exception):
+    """Dumped inputs that contradict each other or the case's parameters."""
+
+
+def ops_attention(params, read):
+    """An attention block; with sq < sk, the last sq query rows of a sequence of sk keys."""
+    q, k, v, dout = read("q"), read("k"), read("v"), read("dout")
+    sq, sk, causal = params["sq"], params["sk"], params["causal"]
+    offset = sk - sq  # the block's first query position
+    if q.shape[1] != sq or k.shape[1] != sk:
+        raise Inconsistent(f"q {q.shape}, k {k.shape} do not have sq={sq}, sk={sk} rows")
+    if offset:
+        # The block's rows must be those of the whole sequence the case dumps beside it.
+        for name, block in (("q", q), ("dout", dout)):
+            whole = read(name + "_all")
+            if not np.array_equal(whole[:, offset:], block):
+                raise Inconsistent(f"{name} is not rows [{offset}, {sk}) of {name}_all")
+    visible = attention.causal_visible(np.arange(offset, sk), sk) if causal else None
+    result = attention.attention(q, k, v, dout, visible)
+    if offset:  # dk and dv would need every query row of the sequence
+        del result["dk"], result["dv"]
+    return result
+
+
+def cp_attention(params, read):
+    """The attention suite's whole-sequence check: every token row, padding dropped."""
+    if params.get("reference", "full") != "full":
+        raise Skip(f"reference={params['reference']}: sampled query rows, which the dump does not name")
+    q, k, v, dout = read("q"), read("k"), read("v"), read("dout")
+    seq_lens = params.get("seq_lens")
+    if seq_lens:
+        if sum(seq_lens) != q.shape[1]:
+            raise Inconsistent(f"seq_lens {seq_lens} do not sum to the {q.shape[1]} token rows of q")
+        visible = attention.packed_visible(seq_lens)
+    elif params["causal"]:
+        visible = attention.causal_visible(np.arange(q.shape[1]), k.shape[1])
+    else:
+        visible = None
+    return attention.attention(q, k, v, dout, visible)
+
+
+def moe_layer(params, read, ranks):
+    tokens = params["tokens"]
+    if tokens % ranks:
+        raise Inconsistent(f"tokens={tokens} is not a multiple of the {ranks} ranks")
+    drop = params["drop_policy"]
+    result = moe.moe_layer(read("x"), read("dy"), read("router"), read("w1"), read("w2"), topk=params["topk"],
+                           pre_softmax=params["pre_softmax"], drop=drop,
+                           capacity_factor=params["capacity_factor"] if drop != "none" else 0.0,
+                           group=tokens // ranks,  # capacity groups are each rank's tokens
+                           aux_coeff=params["aux_coeff"], z_coeff=params["z_coeff"])
+    del result["routing"]
+    # sextant checks the losses only when their coefficient is set.
+    if not params["aux_coeff"] > 0:
+        del result["aux_loss"]
+    if not params["z_coeff"] > 0:
+        del result["z_loss"]
+    return result
+
+
+def layernorm(params, read):
+    return ops.layernorm(read("x"), read("gamma"), read("beta"), read("dy"))
+
+
+def gelu(params, read):
+    x, dy = read("x"), read("dy")
+    return {"y": ops.gelu(x), "dx": dy * ops.gelu_grad(x)}
+
+
+def cross_entropy(params, read):
+    logits, targets = read("logits"), read("targets")
+    ids = targets.astype(np.int64)
+    if not np.array_equal(ids, targets) or ids.min(initial=0) < 0 or ids.max(initial=0) >= logits.shape[-1]:
+        raise Inconsistent(f"targets are not token ids in [0, {logits.shape[-1]})")
+    return ops.cross_entropy(logits, ids)
+
+
+def recompute(meta, read):
+    """{tensor name: float64 array} for a dumped case; Skip when not covered.
+
+    meta: params.json; read(name): the dumped input NAME.npy as float64.
+    """
+    suite, case, params = meta["suite"], meta["case"], meta["params"]
+    if suite == "ops" and case == "attention":
+        return ops_attention(params, read)
+    if suite == "ops" and case == "layernorm":
+        return layernorm(params, read)
+    if suite == "ops" and case == "gelu":
+        return gelu(params, read)
+    if suite == "ops" and case == "cross_entropy":
+        return cross_entropy(params, read)
+    if suite == "attention" and case in ATTENTION_VARIANTS:
+        return cp_attention(params, read)
+    if suite == "moe" and case == "layer":
+        return moe_layer(params, read, meta["ranks"])
+    raise Skip("not re-implemented")
