@@ -123,12 +123,12 @@ struct CaseDef {
 // The typed table a case file fills in.
 template <class State>
 struct CaseTable {
-  std::string suite, name, summary;
-  std::vector<OptionSpec> options;
-  std::vector<std::string> faults;
-  std::vector<KernelFault> kernel_faults;
-  std::vector<std::string> table_metrics;
-  std::function<std::vector<CaseConfig>(const SweepRequest&)> configs;
+  std::string suite{}, name{}, summary{};
+  std::vector<OptionSpec> options{};
+  std::vector<std::string> faults{};
+  std::vector<KernelFault> kernel_faults{};
+  std::vector<std::string> table_metrics{};
+  std::function<std::vector<CaseConfig>(const SweepRequest&)> configs{};
   std::function<void(const CaseConfig&)> validate = [](const CaseConfig&) {};
   std::function<MemoryEstimate(const CaseConfig&)> memory;  // required
   std::function<State(CaseContext&)> setup;

@@ -1,11 +1,13 @@
 #include "harness/check.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
 #include "harness/error.h"
 #include "harness/npy.h"
+#include "harness/rng.h"
 #include "harness/strings.h"
 
 namespace sextant {
@@ -35,6 +37,16 @@ void to_json(nlohmann::json& j, const Conformance& c) {
     j["wrong"] = c.wrong;
     j["checked"] = c.checked;
   }
+}
+
+std::string dump_folder_name(const std::string& case_id) {
+  constexpr size_t kMaxLength = 120, kPrefix = 100;
+  std::string name = case_id;
+  for (char& c : name) c = (c == ' ' || c == '/' || c == '=') ? '_' : c;
+  if (name.size() <= kMaxLength) return name;
+  char hash[17];
+  std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(tensor_id(case_id)));
+  return cat(name.substr(0, kPrefix), "-", hash);
 }
 
 Checker::Checker(Communicator& host_comm, DType dtype, DumpTarget dump)

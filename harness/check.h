@@ -48,6 +48,12 @@ struct Conformance {
 void to_json(nlohmann::json& j, const Conformance& c);
 
 // Where --dump writes the tensors of checked cases (empty dir: no dump).
+// The dump folder of a case: its id with ' ', '/' and '=' replaced by '_'.
+// An id longer than 120 characters (packed sequence lengths repeat in it and
+// can pass the 255-byte limit on a file name) keeps a 100-character prefix and
+// the FNV-1a hash of the whole id; params.json inside holds the full id.
+std::string dump_folder_name(const std::string& case_id);
+
 struct DumpTarget {
   std::string dir;
   std::string case_dir;  // sub-folder for this case

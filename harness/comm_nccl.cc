@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include "harness/cuda_check.h"
 #include "harness/error.h"
 #include "harness/strings.h"
 
@@ -15,10 +16,6 @@ void check_nccl(ncclResult_t status, const char* call, ncclComm_t comm = nullptr
   const char* detail = comm ? ncclGetLastError(comm) : nullptr;
   throw RuntimeError(cat(call, " failed: ", ncclGetErrorString(status),
                          detail && *detail ? cat(" (", detail, ")") : std::string()));
-}
-
-void check_cuda(cudaError_t status, const char* call) {
-  if (status != cudaSuccess) throw RuntimeError(cat(call, " failed: ", cudaGetErrorString(status)));
 }
 
 ncclDataType_t nccl_type(DType dtype) {
@@ -44,7 +41,7 @@ cudaStream_t compute_stream() { return static_cast<cudaStream_t>(cuda_compute_st
 
 cudaEvent_t new_event() {
   cudaEvent_t e = nullptr;
-  check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  SEXTANT_CHECK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   return e;
 }
 
@@ -70,7 +67,7 @@ class NcclRequest : public Request {
     if (waited_) return;
     if (!done_->recorded)
       throw RuntimeError("NCCL request waited on inside its group: call group_end() before wait()");
-    check_cuda(cudaStreamWaitEvent(compute_stream(), done_->event, 0), "cudaStreamWaitEvent");
+    SEXTANT_CHECK_CUDA(cudaStreamWaitEvent(compute_stream(), done_->event, 0));
     waited_ = true;
   }
   // Whether the GPU finished the transfer (NCCL progresses on its own).
@@ -78,7 +75,7 @@ class NcclRequest : public Request {
     if (!done_->recorded) return false;
     const cudaError_t status = cudaEventQuery(done_->event);
     if (status == cudaErrorNotReady) return false;
-    check_cuda(status, "cudaEventQuery");
+    SEXTANT_CHECK_CUDA(status);
     return true;
   }
 
@@ -107,9 +104,8 @@ struct NcclCommunicator::Impl {
     // Highest priority so communication kernels are scheduled ahead of the
     // compute kernels they overlap with.
     int least = 0, greatest = 0;
-    check_cuda(cudaDeviceGetStreamPriorityRange(&least, &greatest), "cudaDeviceGetStreamPriorityRange");
-    check_cuda(cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, greatest),
-               "cudaStreamCreateWithPriority");
+    SEXTANT_CHECK_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    SEXTANT_CHECK_CUDA(cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, greatest));
     cuda_register_side_stream(stream);
   }
   ~Impl() {
@@ -123,13 +119,13 @@ struct NcclCommunicator::Impl {
 
   // The communication stream waits for everything issued on the compute stream.
   void after_compute() {
-    check_cuda(cudaEventRecord(compute_done, compute_stream()), "cudaEventRecord");
-    check_cuda(cudaStreamWaitEvent(stream, compute_done, 0), "cudaStreamWaitEvent");
+    SEXTANT_CHECK_CUDA(cudaEventRecord(compute_done, compute_stream()));
+    SEXTANT_CHECK_CUDA(cudaStreamWaitEvent(stream, compute_done, 0));
   }
   // The compute stream waits for everything issued on the communication stream.
   void before_compute() {
-    check_cuda(cudaEventRecord(comm_done, stream), "cudaEventRecord");
-    check_cuda(cudaStreamWaitEvent(compute_stream(), comm_done, 0), "cudaStreamWaitEvent");
+    SEXTANT_CHECK_CUDA(cudaEventRecord(comm_done, stream));
+    SEXTANT_CHECK_CUDA(cudaStreamWaitEvent(compute_stream(), comm_done, 0));
   }
   // A collective: ordered after compute, and compute after it. Inside an open
   // group the NCCL calls only queue, so the join waits for group_end().
@@ -154,9 +150,9 @@ struct NcclCommunicator::Impl {
     if (group_depth == 0) throw RuntimeError("group_end() without group_start()");
     check_nccl(ncclGroupEnd(), "ncclGroupEnd", comm);
     if (--group_depth > 0) return;
-    check_cuda(cudaEventRecord(group->event, stream), "cudaEventRecord");
+    SEXTANT_CHECK_CUDA(cudaEventRecord(group->event, stream));
     group->recorded = true;
-    if (group->join_compute) check_cuda(cudaStreamWaitEvent(compute_stream(), group->event, 0), "cudaStreamWaitEvent");
+    if (group->join_compute) SEXTANT_CHECK_CUDA(cudaStreamWaitEvent(compute_stream(), group->event, 0));
     group.reset();
   }
   // A nonblocking collective: ordered after compute, but compute joins it
@@ -193,9 +189,8 @@ struct NcclCommunicator::Impl {
       }
       check_nccl(ncclGroupEnd(), "ncclGroupEnd", comm);
       if (send_counts[rank])
-        check_cuda(cudaMemcpyAsync(recv + recv_displs[rank] * elem, send + send_displs[rank] * elem,
-                                   send_counts[rank] * elem, cudaMemcpyDeviceToDevice, stream),
-                   "cudaMemcpyAsync");
+        SEXTANT_CHECK_CUDA(cudaMemcpyAsync(recv + recv_displs[rank] * elem, send + send_displs[rank] * elem,
+                                   send_counts[rank] * elem, cudaMemcpyDeviceToDevice, stream));
     });
   }
 };
@@ -309,8 +304,8 @@ void NcclCommunicator::broadcast(void* buffer, size_t count, DType dtype, int ro
 void NcclCommunicator::barrier() {
   Impl& m = *impl_;
   if (m.group_depth > 0) throw RuntimeError("barrier() inside group_start()/group_end()");
-  check_cuda(cudaStreamSynchronize(m.stream), "cudaStreamSynchronize");
-  check_cuda(cudaStreamSynchronize(compute_stream()), "cudaStreamSynchronize");
+  SEXTANT_CHECK_CUDA(cudaStreamSynchronize(m.stream));
+  SEXTANT_CHECK_CUDA(cudaStreamSynchronize(compute_stream()));
   m.host->barrier();
 }
 

@@ -7,17 +7,12 @@
 #include <map>
 #include <mutex>
 
+#include "harness/cuda_check.h"
 #include "harness/device.h"
 #include "harness/error.h"
 #include "harness/strings.h"
 
 namespace sextant {
-
-namespace {
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) throw RuntimeError(cat(what, ": ", cudaGetErrorString(status)));
-}
-}  // namespace
 
 bool cuda_built() { return true; }
 
@@ -56,11 +51,11 @@ void keep_pool_memory() {
   static std::once_flag once;
   std::call_once(once, [] {
     int device = 0;
-    check(cudaGetDevice(&device), "cudaGetDevice");
+    SEXTANT_CHECK_CUDA(cudaGetDevice(&device));
     cudaMemPool_t pool = nullptr;
-    check(cudaDeviceGetDefaultMemPool(&pool, device), "cudaDeviceGetDefaultMemPool");
+    SEXTANT_CHECK_CUDA(cudaDeviceGetDefaultMemPool(&pool, device));
     uint64_t keep = UINT64_MAX;
-    check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute");
+    SEXTANT_CHECK_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
   });
 }
 }  // namespace
@@ -70,11 +65,10 @@ void* cuda_malloc(size_t bytes) {
   void* ptr = nullptr;
   if (cuda_async_allocation()) {
     keep_pool_memory();
-    check(cudaMallocAsync(&ptr, bytes > 0 ? bytes : 1, static_cast<cudaStream_t>(cuda_compute_stream())),
-          "cudaMallocAsync");
+    SEXTANT_CHECK_CUDA(cudaMallocAsync(&ptr, bytes > 0 ? bytes : 1, static_cast<cudaStream_t>(cuda_compute_stream())));
     return ptr;
   }
-  check(cudaMalloc(&ptr, bytes > 0 ? bytes : 1), "cudaMalloc");
+  SEXTANT_CHECK_CUDA(cudaMalloc(&ptr, bytes > 0 ? bytes : 1));
   return ptr;
 }
 
@@ -87,42 +81,41 @@ void cuda_free(void* ptr) {
 }
 
 void cuda_copy(void* dst, const void* src, size_t bytes) {
-  if (bytes) check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy");
+  if (bytes) SEXTANT_CHECK_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
 }
 
 void cuda_copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t height) {
   if (width == 0 || height == 0) return;
   if (is_device_pointer(dst) && is_device_pointer(src)) {
-    check(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, height, cudaMemcpyDeviceToDevice,
-                            static_cast<cudaStream_t>(cuda_compute_stream())),
-          "cudaMemcpy2DAsync");
+    SEXTANT_CHECK_CUDA(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, height, cudaMemcpyDeviceToDevice,
+                            static_cast<cudaStream_t>(cuda_compute_stream())));
     return;
   }
-  check(cudaMemcpy2D(dst, dst_pitch, src, src_pitch, width, height, cudaMemcpyDefault), "cudaMemcpy2D");
+  SEXTANT_CHECK_CUDA(cudaMemcpy2D(dst, dst_pitch, src, src_pitch, width, height, cudaMemcpyDefault));
 }
 
 void cuda_memset_zero(void* ptr, size_t bytes) {
-  if (bytes) check(cudaMemset(ptr, 0, bytes), "cudaMemset");
+  if (bytes) SEXTANT_CHECK_CUDA(cudaMemset(ptr, 0, bytes));
 }
 
-void cuda_synchronize() { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
+void cuda_synchronize() { SEXTANT_CHECK_CUDA(cudaDeviceSynchronize()); }
 
 void cuda_set_device(int index) {
   int count = cuda_device_count();
   if (count == 0) throw UsageError("--device cuda: no CUDA device is visible on this machine");
   if (index < 0 || index >= count) throw RuntimeError(cat("cuda_set_device: device ", index, " of ", count));
-  check(cudaSetDevice(index), "cudaSetDevice");
+  SEXTANT_CHECK_CUDA(cudaSetDevice(index));
 }
 
 int cuda_current_device() {
   int index = 0;
-  check(cudaGetDevice(&index), "cudaGetDevice");
+  SEXTANT_CHECK_CUDA(cudaGetDevice(&index));
   return index;
 }
 
 std::string cuda_device_uuid() {
   cudaDeviceProp prop{};
-  check(cudaGetDeviceProperties(&prop, cuda_current_device()), "cudaGetDeviceProperties");
+  SEXTANT_CHECK_CUDA(cudaGetDeviceProperties(&prop, cuda_current_device()));
   return std::string(prop.uuid.bytes, sizeof prop.uuid.bytes);
 }
 
@@ -132,7 +125,7 @@ void* cuda_compute_stream() {
     // Blocking (not cudaStreamNonBlocking): it orders with the legacy default
     // stream of cudaMemcpy / cudaMemset, so a harness copy never reads an
     // unfinished result and a kernel never reads a half-copied input.
-    check(cudaStreamCreate(&s), "cudaStreamCreate");
+    SEXTANT_CHECK_CUDA(cudaStreamCreate(&s));
     return s;
   }();
   return stream;
@@ -152,7 +145,7 @@ SideStreams& side_streams() {
 
 void cuda_register_side_stream(void* stream) {
   cudaEvent_t event = nullptr;
-  check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  SEXTANT_CHECK_CUDA(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
   SideStreams& s = side_streams();
   std::lock_guard lock(s.mutex);
   s.events[static_cast<cudaStream_t>(stream)] = event;
@@ -172,15 +165,15 @@ void cuda_join_side_streams() {
   SideStreams& s = side_streams();
   std::lock_guard lock(s.mutex);
   for (auto& [stream, event] : s.events) {
-    check(cudaEventRecord(event, stream), "cudaEventRecord");
-    check(cudaStreamWaitEvent(compute, event, 0), "cudaStreamWaitEvent");
+    SEXTANT_CHECK_CUDA(cudaEventRecord(event, stream));
+    SEXTANT_CHECK_CUDA(cudaStreamWaitEvent(compute, event, 0));
   }
 }
 
 CudaRegionTimer::CudaRegionTimer(bool join_side_streams) : join_side_streams_(join_side_streams) {
   cudaEvent_t a = nullptr, b = nullptr;
-  check(cudaEventCreate(&a), "cudaEventCreate");
-  check(cudaEventCreate(&b), "cudaEventCreate");
+  SEXTANT_CHECK_CUDA(cudaEventCreate(&a));
+  SEXTANT_CHECK_CUDA(cudaEventCreate(&b));
   start_ = a;
   stop_ = b;
 }
@@ -191,17 +184,16 @@ CudaRegionTimer::~CudaRegionTimer() {
 }
 
 void CudaRegionTimer::start() {
-  check(cudaEventRecord(static_cast<cudaEvent_t>(start_), static_cast<cudaStream_t>(cuda_compute_stream())),
-        "cudaEventRecord");
+  SEXTANT_CHECK_CUDA(cudaEventRecord(static_cast<cudaEvent_t>(start_), static_cast<cudaStream_t>(cuda_compute_stream())));
 }
 
 double CudaRegionTimer::stop() {
   if (join_side_streams_) cuda_join_side_streams();
   auto end = static_cast<cudaEvent_t>(stop_);
-  check(cudaEventRecord(end, static_cast<cudaStream_t>(cuda_compute_stream())), "cudaEventRecord");
-  check(cudaEventSynchronize(end), "cudaEventSynchronize");
+  SEXTANT_CHECK_CUDA(cudaEventRecord(end, static_cast<cudaStream_t>(cuda_compute_stream())));
+  SEXTANT_CHECK_CUDA(cudaEventSynchronize(end));
   float ms = 0;
-  check(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start_), end), "cudaEventElapsedTime");
+  SEXTANT_CHECK_CUDA(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start_), end));
   return 1e-3 * ms;
 }
 

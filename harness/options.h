@@ -18,12 +18,12 @@ namespace sextant {
 enum class OptionType { integer, number, boolean, text, choice, bytes };
 
 struct OptionSpec {
-  std::string name;  // the key (--set name=...; the flag --name with '_' as '-')
+  std::string name{};  // the key (--set name=...; the flag --name with '_' as '-')
   OptionType type = OptionType::text;
-  std::string help;
+  std::string help{};
   double min = std::numeric_limits<double>::lowest();  // integer, number, bytes: inclusive range
   double max = std::numeric_limits<double>::max();
-  std::vector<std::string> choices;  // choice
+  std::vector<std::string> choices{};  // choice
 
   static OptionSpec integer(std::string name, int64_t min, int64_t max, std::string help);
   static OptionSpec number(std::string name, double min, double max, std::string help);

@@ -15,14 +15,14 @@ namespace sextant {
 constexpr const char* kResultSchema = "sextant.result/1";
 
 struct CaseRecord {
-  CaseConfig config;
+  CaseConfig config{};
   Device device = Device::host;
   std::string backend = "mpi";
-  Conformance conformance;
-  RegionTimes times;
+  Conformance conformance{};
+  RegionTimes times{};
   nlohmann::json metrics = nlohmann::json::object();
-  std::string error;  // set when the case could not run
-  std::string skip_reason;  // set when the plan skipped it (a swept config that does not fit)
+  std::string error{};  // set when the case could not run
+  std::string skip_reason{};  // set when the plan skipped it (a swept config that does not fit)
 };
 nlohmann::json to_json(const CaseRecord& record);
 

@@ -18,7 +18,7 @@ std::vector<PlannedCase> toy_plan(int count) {
     c.ranks = 1 + i % 2;
     c.parallel.dp = c.ranks;
     c.params = {{"n", i}};
-    plan.push_back({nullptr, c});
+    plan.push_back({.def = nullptr, .config = c});
   }
   return plan;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -76,7 +77,7 @@ CaseRecord run_in_env(const PlannedCase& planned, MpiCommunicator& group, GroupE
   const CaseDef& def = *planned.def;
   const CaseConfig& config = planned.config;
   Communicator& kernel = *env.kernel;
-  CaseRecord record{config, o.device, kernel.backend(), {}, {}, nlohmann::json::object(), ""};
+  CaseRecord record{.config = config, .device = o.device, .backend = kernel.backend()};
 
   std::string local_error;
   auto guarded = [&](const std::string& phase, const std::function<void()>& fn) {
@@ -94,17 +95,21 @@ CaseRecord run_in_env(const PlannedCase& planned, MpiCommunicator& group, GroupE
   std::unique_ptr<CaseState> state;
   guarded("setup", [&] { state = def.setup(ctx); });
   if (o.check && all_ok(group, local_error.empty())) {
-    std::string case_dir = config.id();
-    for (char& c : case_dir) c = (c == ' ' || c == '/' || c == '=') ? '_' : c;
+    const std::string case_dir = dump_folder_name(config.id());
     // Everything needed to recompute the case from its dumped inputs.
     const nlohmann::json described = {{"suite", config.suite},   {"case", config.name},
                                       {"id", config.id()},       {"params", config.params},
                                       {"parallel", config.parallel}, {"ranks", config.ranks},
                                       {"dtype", dtype_name(config.dtype)}, {"seed", o.seed},
                                       {"device", device_name(o.device)}, {"fault", config.fault_name()}};
-    Checker checker(group, config.dtype, DumpTarget{o.dump_dir, case_dir, described});
-    guarded("check", [&] { def.check(*state, checker); });
-    if (all_ok(group, local_error.empty())) record.conformance = checker.finish();
+    // Root creates the dump folder; a failure there is the case's error on
+    // every rank (agreed before the check's collectives start), not an abort.
+    std::optional<Checker> checker;
+    guarded("dump", [&] { checker.emplace(group, config.dtype, DumpTarget{o.dump_dir, case_dir, described}); });
+    if (all_ok(group, local_error.empty())) {
+      guarded("check", [&] { def.check(*state, *checker); });
+      if (all_ok(group, local_error.empty())) record.conformance = checker->finish();
+    }
   }
   // GPU regions are timed with CUDA events on the compute stream (CudaRegionTimer):
   // a host clock would stop before the queued GPU work ends.
@@ -193,8 +198,7 @@ std::vector<CaseRecord> execute_plan(const std::vector<PlannedCase>& plan, MpiCo
       if (hooks.started) hooks.started(p, index, plan.size());
       CaseRecord r;
       if (!p.skip_reason.empty()) {
-        r = CaseRecord{p.config, o.device, "none", {}, {}, nlohmann::json::object(), ""};
-        r.skip_reason = p.skip_reason;
+        r = CaseRecord{.config = p.config, .device = o.device, .backend = "none", .skip_reason = p.skip_reason};
       } else {
         if (!envs.count(key)) envs[key] = make_env(*group, p.config.parallel, make_kernel_comm);
         r = run_in_env(p, *group, *envs[key], o);

@@ -50,8 +50,8 @@ struct RunOptions {
 
 struct PlannedCase {
   const CaseDef* def = nullptr;
-  CaseConfig config;
-  std::string skip_reason;  // set: planned but not run (a swept config that does not fit)
+  CaseConfig config{};
+  std::string skip_reason{};  // set: planned but not run (a swept config that does not fit)
 };
 
 // Validates everything up front (throws UsageError before anything runs), so

@@ -6,9 +6,9 @@
 #   scripts/check_format.sh [BASE]
 #
 # BASE is a git ref; the files changed between it and the working tree are
-# checked. Default: the merge base of HEAD with origin/main (else main),
-# unless HEAD is on that branch already; then the last commit's files
-# (HEAD~1); and nothing when HEAD has no parent (a root or shallow commit).
+# checked, and new files git does not ignore. Default: the merge base of HEAD
+# with origin/main (else main), unless HEAD is on that branch already; then
+# the last commit's files (HEAD~1); and nothing when HEAD has no parent (a root or shallow commit).
 # CLANG_FORMAT names the binary (default clang-format). Fix a file with
 # `clang-format -i FILE`.
 set -euo pipefail
@@ -63,7 +63,8 @@ while IFS= read -r -d '' file; do
   if ! "$clang_format" --style=file "$file" | cmp -s "$file" -; then
     unformatted+=("$file")
   fi
-done < <(git diff -z --name-only --diff-filter=ACMR "$base" -- '*.cc' '*.h' '*.cu' '*.cuh')
+done < <(git diff -z --name-only --diff-filter=ACMR "$base" -- '*.cc' '*.h' '*.cu' '*.cuh'
+         git ls-files -z --others --exclude-standard -- '*.cc' '*.h' '*.cu' '*.cuh')
 
 label=$(git rev-parse --short "$base")
 if [ ${#unformatted[@]} -gt 0 ]; then

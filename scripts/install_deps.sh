@@ -14,6 +14,7 @@ packages=(
   libtomlplusplus-dev               # --config files (TOML)
   libssl-dev                        # SHA-256 of training data (OpenSSL's libcrypto)
   libgtest-dev libgmock-dev libbenchmark-dev
+  clang-format git                  # scripts/check_format.sh: the style of changed files
   python3 python3-pip
 )
 missing=()

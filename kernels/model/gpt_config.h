@@ -59,6 +59,7 @@ struct GptConfig {
 
   int moe_layer_count() const;
   int64_t tokens_per_step() const { return batch * seq; }
+  bool operator==(const GptConfig&) const = default;
 };
 
 // Megatron's moe_layer_freq: every > 0 makes layer i MoE when i % every == 0;

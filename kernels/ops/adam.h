@@ -23,6 +23,7 @@ struct AdamConfig {
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0.0;  // decoupled: applied to p, not added to g
+  bool operator==(const AdamConfig&) const = default;
 };
 
 // param, grad, exp_avg (m), exp_avg_sq (v): same shape, any rank; step t >= 1

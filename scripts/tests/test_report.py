@@ -274,6 +274,32 @@ class Timelines(unittest.TestCase):
             self.assertEqual(pipeline.timeline_actions(form), expected)
 
 
+class TraceLinks(unittest.TestCase):
+    """The pipeline table links each case's Chrome trace, found where the run
+    wrote it or in traces/ beside a copied results file; "-" otherwise."""
+
+    def test_links_point_at_the_trace_from_the_report_folder(self):
+        from types import SimpleNamespace
+        from sextant_results.report.common import Link
+        from sextant_results.report.page import html_table, md_table
+        with tempfile.TemporaryDirectory() as tmp:
+            results = os.path.join(tmp, "copied", "run.json")
+            trace = os.path.join(tmp, "copied", "traces", "trace-1-pipeline_1f1b.json")
+            os.makedirs(os.path.dirname(trace))
+            with open(trace, "w", encoding="utf-8") as f:
+                f.write("[]")
+            run = SimpleNamespace(path=results)
+            case = {"perf": {"metrics": {"trace_file": {"value": "/elsewhere/trace-1-pipeline_1f1b.json"}}}}
+            link = pipeline.trace_link(run, case, os.path.join(tmp, "report"))
+            self.assertEqual(link, Link("trace", "../copied/traces/trace-1-pipeline_1f1b.json"))
+            self.assertIn('<a href="../copied/traces/trace-1-pipeline_1f1b.json">trace</a>',
+                          html_table(["trace"], [[link]]))
+            self.assertIn("[trace](<../copied/traces/trace-1-pipeline_1f1b.json>)", md_table(["trace"], [[link]]))
+            os.remove(trace)
+            self.assertEqual(pipeline.trace_link(run, case, tmp), "-")
+            self.assertEqual(pipeline.trace_link(run, {"perf": {"metrics": {}}}, tmp), "-")
+
+
 class OneSlice(unittest.TestCase):
     """A figure draws one point per (run, line, x): the other params are fixed
     to the value that keeps every line, and the caption says which."""

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "harness/assemble.h"
+#include "harness/memo.h"
 #include "harness/rng.h"
 #include "harness/strings.h"
 #include "kernels/ops/attention_block.h"
@@ -85,28 +86,27 @@ struct Reference {
   ref::AttentionGradients grads;
 };
 
-std::string join_numbers(const std::vector<int64_t>& v) {
-  std::string out;
-  for (int64_t x : v) out += cat(x, ",");
-  return out;
-}
+// What the float64 reference depends on: the problem and its rounded
+// inputs, not the variant or layout (the sweep repeats problems).
+struct ReferenceKey {
+  int64_t batch, seq, heads, kv_heads, head_dim;
+  bool causal;
+  std::vector<int64_t> seq_lens;
+  DType dtype;
+  uint64_t seed;
+  bool operator==(const ReferenceKey&) const = default;
+};
 
-// The float64 reference depends on the problem and the rounded inputs only,
-// not on the variant or layout: keep the last few (the sweep repeats them).
 const Reference& full_reference(const Problem& p, DType dtype, uint64_t seed, const Inputs& in) {
-  static std::deque<std::pair<std::string, Reference>> cache;
-  const std::string key = cat(p.batch, " ", p.seq, " ", p.heads, " ", p.kv_heads, " ", p.head_dim, " ", p.causal,
-                              " ", dtype_name(dtype), " ", seed, " ", join_numbers(p.seq_lens));
-  for (const auto& [k, r] : cache)
-    if (k == key) return r;
-  if (cache.size() >= 8) cache.pop_front();
-  if (p.packed())
-    cache.emplace_back(key, Reference{ref::packed_attention_forward(in.q, in.k, in.v, p.seq_lens),
-                                      ref::packed_attention_backward(in.q, in.k, in.v, in.dout, p.seq_lens)});
-  else
-    cache.emplace_back(key, Reference{ref::attention_forward(in.q, in.k, in.v, p.causal),
-                                      ref::attention_backward(in.q, in.k, in.v, in.dout, p.causal)});
-  return cache.back().second;
+  static Memo<ReferenceKey, Reference> memo(8);
+  const ReferenceKey key{p.batch, p.seq, p.heads, p.kv_heads, p.head_dim, p.causal, p.seq_lens, dtype, seed};
+  return memo.get(key, [&] {
+    if (p.packed())
+      return Reference{ref::packed_attention_forward(in.q, in.k, in.v, p.seq_lens),
+                       ref::packed_attention_backward(in.q, in.k, in.v, in.dout, p.seq_lens)};
+    return Reference{ref::attention_forward(in.q, in.k, in.v, p.causal),
+                     ref::attention_backward(in.q, in.k, in.v, in.dout, p.causal)};
+  });
 }
 
 // Sampled query positions, always with the first and last row (the one that
@@ -151,7 +151,7 @@ SpotRows spot_rows(const Problem& p, const std::vector<int64_t>& tokens) {
 }
 
 // The block kernel at cp = 1 on the sampled query rows against every key of the stream.
-Results spot_baseline(const Problem& p, const Inputs& host_inputs, const SpotRows& spot, DType dtype, Device device) {
+Results spot_baseline(const Inputs& host_inputs, const SpotRows& spot, DType dtype, Device device) {
   const Inputs in = to_device(host_inputs, device);
   const Tensor q = select_rows(in.q, 1, spot.rows), dout = select_rows(in.dout, 1, spot.rows);
   ops::AttentionOut f = ops::attention_block_forward(q, in.k, in.v, spot.mask, dtype);
@@ -189,7 +189,7 @@ void check_spot(State& s, Checker& checker, const Results& dist, const Inputs& s
   const ref::AttentionRows ref =
       p.packed() ? ref::packed_attention_rows(in.q, in.k, in.v, in.dout, p.seq_lens, tokens)
                  : ref::attention_rows(in.q, in.k, in.v, in.dout, p.causal, tokens);
-  const Results base = spot_baseline(p, stream, spot_rows(p, tokens), s.config.dtype, s.device);
+  const Results base = spot_baseline(stream, spot_rows(p, tokens), s.config.dtype, s.device);
   checker.compare("out", OpClass::attention, select_rows(dist.out, 1, tokens), base.out, ref.out);
   checker.compare("lse", OpClass::row_stat, select_rows(dist.lse, 2, tokens), base.lse, ref.lse);
   checker.compare("dq", OpClass::attention, select_rows(dist.dq, 1, tokens), base.dq, ref.dq);

@@ -77,25 +77,25 @@ void run_forward_backward(State& s, const std::string& region, bool compute_only
 }
 
 CaseDef make_attention_case(const Variant& v) {
-  CaseTable<State> t;
-  t.suite = "attention";
-  t.name = v.name;
-  t.summary = v.summary;
-  t.options = attention_options();
-  t.memory = attention_memory;
-  t.faults = v.faults;
-  t.kernel_faults = {KernelFault::attention_forward_scale, KernelFault::attention_backward_softmax_grad,
-                     KernelFault::attention_merge_lse, KernelFault::causal_mask_diagonal};
-  t.table_metrics = {"tflops_per_rank", "load_balance", "overlap_efficiency"};
-  t.configs = [&v](const SweepRequest& req) { return sweep(v, req); };
-  t.validate = [&v](const CaseConfig& c) { validate(v, c); };
-  t.setup = [&v](CaseContext& ctx) { return setup(v, ctx); };
-  t.timed = {{"fwd", [](State& s) { run_forward(s, "fwd"); }},
-             {"fwd_bwd", [](State& s) { run_forward_backward(s, "fwd_bwd", false); }},
-             {"compute_only", [](State& s) { run_forward_backward(s, "compute_only", true); }}};
-  t.check = check;
-  t.metrics = metrics;
-  return make_case(std::move(t));
+  return make_case(CaseTable<State>{
+      .suite = "attention",
+      .name = v.name,
+      .summary = v.summary,
+      .options = attention_options(),
+      .faults = v.faults,
+      .kernel_faults = {KernelFault::attention_forward_scale, KernelFault::attention_backward_softmax_grad,
+                       KernelFault::attention_merge_lse, KernelFault::causal_mask_diagonal},
+      .table_metrics = {"tflops_per_rank", "load_balance", "overlap_efficiency"},
+      .configs = [&v](const SweepRequest& req) { return sweep(v, req); },
+      .validate = [&v](const CaseConfig& c) { validate(v, c); },
+      .memory = attention_memory,
+      .setup = [&v](CaseContext& ctx) { return setup(v, ctx); },
+      .timed = {{"fwd", [](State& s) { run_forward(s, "fwd"); }},
+               {"fwd_bwd", [](State& s) { run_forward_backward(s, "fwd_bwd", false); }},
+               {"compute_only", [](State& s) { run_forward_backward(s, "compute_only", true); }}},
+      .check = check,
+      .metrics = metrics,
+  });
 }
 
 }  // namespace sextant::attention

@@ -258,43 +258,43 @@ namespace sextant::attention {
 
 CaseDef dynamic_cp_case() {
   using dynamic::State;
-  CaseTable<State> t;
-  t.suite = "attention";
-  t.name = "dynamic_cp";
-  t.summary = "packed microbatches on CP groups sized per bin (dynamic CP) vs the full static group";
-  t.faults = {"ring_skip_step", "thd_cross_boundary", "cu_seqlens_off_by_one"};
-  t.kernel_faults = {KernelFault::attention_forward_scale, KernelFault::attention_backward_softmax_grad,
-                     KernelFault::causal_mask_diagonal};
-  t.options = {OptionSpec::size("seq", "tokens per static microbatch"),
-               OptionSpec::integer("microbatches", 1, 4096, "packed microbatches of the global batch"),
-               OptionSpec::size("heads", "attention heads"),
-               OptionSpec::size("head_dim", "head dimension"),
-               OptionSpec::text("seq_lens", "lengths per microbatch: a,b,c summing to --seq, or zipf:N"),
-               OptionSpec::number("ring_step", 0, 1e12, "the scheduler's cost of one ring step, in causal pairs")};
-  t.memory = [](const CaseConfig& c) {
-    // Every microbatch's q, k, v, dout, out and gradients on its group, twice (static and dynamic), and the
-    // float64 reference of each sequence on rank 0.
-    const double tokens = static_cast<double>(c.i("seq")) * c.i("microbatches") * c.i("heads") * c.i("head_dim");
-    const double shard = 2.0 * 12 * 4 * tokens / c.ranks, reference = 10.0 * 8 * tokens;
-    return MemoryEstimate{c.device == Device::host ? shard + reference : reference,
-                          c.device == Device::host ? 0 : shard};
-  };
-  t.table_metrics = {"speedup_vs_static", "busy_fraction_dynamic", "busy_fraction_static"};
-  t.configs = dynamic::sweep;
-  t.validate = dynamic::validate;
-  t.setup = dynamic::setup;
-  t.timed = {{"dynamic",
-              [](State& s) {
-                dynamic::run(s.dynamic_runs, &s.stats["dynamic"]);
-                ++s.runs["dynamic"];
-              }},
-             {"static", [](State& s) {
-                dynamic::run(s.fixed_runs, &s.stats["static"]);
-                ++s.runs["static"];
-              }}};
-  t.check = dynamic::check;
-  t.metrics = dynamic::metrics;
-  return make_case(std::move(t));
+  return make_case(CaseTable<State>{
+      .suite = "attention",
+      .name = "dynamic_cp",
+      .summary = "packed microbatches on CP groups sized per bin (dynamic CP) vs the full static group",
+      .options = {OptionSpec::size("seq", "tokens per static microbatch"),
+                 OptionSpec::integer("microbatches", 1, 4096, "packed microbatches of the global batch"),
+                 OptionSpec::size("heads", "attention heads"),
+                 OptionSpec::size("head_dim", "head dimension"),
+                 OptionSpec::text("seq_lens", "lengths per microbatch: a,b,c summing to --seq, or zipf:N"),
+                 OptionSpec::number("ring_step", 0, 1e12, "the scheduler's cost of one ring step, in causal pairs")},
+      .faults = {"ring_skip_step", "thd_cross_boundary", "cu_seqlens_off_by_one"},
+      .kernel_faults = {KernelFault::attention_forward_scale, KernelFault::attention_backward_softmax_grad,
+                       KernelFault::causal_mask_diagonal},
+      .table_metrics = {"speedup_vs_static", "busy_fraction_dynamic", "busy_fraction_static"},
+      .configs = dynamic::sweep,
+      .validate = dynamic::validate,
+      .memory = [](const CaseConfig& c) {
+      // Every microbatch's q, k, v, dout, out and gradients on its group, twice (static and dynamic), and the
+      // float64 reference of each sequence on rank 0.
+      const double tokens = static_cast<double>(c.i("seq")) * c.i("microbatches") * c.i("heads") * c.i("head_dim");
+      const double shard = 2.0 * 12 * 4 * tokens / c.ranks, reference = 10.0 * 8 * tokens;
+      return MemoryEstimate{c.device == Device::host ? shard + reference : reference,
+                            c.device == Device::host ? 0 : shard};
+    },
+      .setup = dynamic::setup,
+      .timed = {{"dynamic",
+                [](State& s) {
+                  dynamic::run(s.dynamic_runs, &s.stats["dynamic"]);
+                  ++s.runs["dynamic"];
+                }},
+               {"static", [](State& s) {
+                  dynamic::run(s.fixed_runs, &s.stats["static"]);
+                  ++s.runs["static"];
+                }}},
+      .check = dynamic::check,
+      .metrics = dynamic::metrics,
+  });
 }
 SEXTANT_REGISTER_CASE(kSuiteOrder, 50, dynamic_cp_case);
 

@@ -29,8 +29,19 @@ double input(const CollectiveState& s, int rank, int64_t i) {
   return i / per_rank(s) == rank ? pattern(rank, i % per_rank(s)) : 0.0;
 }
 
-const CollectiveOp kAllGather{"all_gather", "every rank's block, in rank order, on every rank",
-                              true, true, factor_n_minus_1, send_elements, whole, prepare, run, expected, input};
+const CollectiveOp kAllGather{
+    .name = "all_gather",
+    .summary = "every rank's block, in rank order, on every rank",
+    .has_in_place = true,
+    .splits_over_ranks = true,
+    .busbw_factor = factor_n_minus_1,
+    .send_elements = send_elements,
+    .recv_elements = whole,
+    .prepare = prepare,
+    .run = run,
+    .expected = expected,
+    .input = input,
+};
 
 }  // namespace
 

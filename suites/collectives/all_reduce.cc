@@ -20,8 +20,17 @@ double expected(const CollectiveState& s, int64_t i) {
   return sum;
 }
 
-const CollectiveOp kAllReduce{"all_reduce", "sum over ranks, result on every rank",
-                              true, false, factor_all_reduce, whole, whole, prepare, run, expected, plain_input};
+const CollectiveOp kAllReduce{
+    .name = "all_reduce",
+    .summary = "sum over ranks, result on every rank",
+    .has_in_place = true,
+    .busbw_factor = factor_all_reduce,
+    .send_elements = whole,
+    .recv_elements = whole,
+    .prepare = prepare,
+    .run = run,
+    .expected = expected,
+};
 
 }  // namespace
 

@@ -18,8 +18,16 @@ double expected(const CollectiveState& s, int64_t i) {
   return pattern(static_cast<int>(p), s.rank * per_peer(s) + j);
 }
 
-const CollectiveOp kAllToAll{"all_to_all", "block p of every rank to rank p",
-                             false, true, factor_n_minus_1, whole, whole, nullptr, run, expected, plain_input};
+const CollectiveOp kAllToAll{
+    .name = "all_to_all",
+    .summary = "block p of every rank to rank p",
+    .splits_over_ranks = true,
+    .busbw_factor = factor_n_minus_1,
+    .send_elements = whole,
+    .recv_elements = whole,
+    .run = run,
+    .expected = expected,
+};
 
 }  // namespace
 

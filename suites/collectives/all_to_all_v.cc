@@ -46,9 +46,17 @@ double expected(const CollectiveState& s, int64_t i) {
   return pattern(p, displ(s, p, s.rank) + i - static_cast<int64_t>(s.recv_displs[p]));
 }
 
-const CollectiveOp kAllToAllV{"all_to_all_v", "uneven blocks (0x, 1x, 2x the mean) to every peer",
-                              false, true, factor_n_minus_1, send_elements, recv_elements, prepare, run, expected,
-                              plain_input};
+const CollectiveOp kAllToAllV{
+    .name = "all_to_all_v",
+    .summary = "uneven blocks (0x, 1x, 2x the mean) to every peer",
+    .splits_over_ranks = true,
+    .busbw_factor = factor_n_minus_1,
+    .send_elements = send_elements,
+    .recv_elements = recv_elements,
+    .prepare = prepare,
+    .run = run,
+    .expected = expected,
+};
 
 }  // namespace
 

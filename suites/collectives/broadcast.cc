@@ -14,8 +14,16 @@ double expected(const CollectiveState&, int64_t i) { return pattern(0, i); }
 // Non-root buffers start with a value the pattern never produces.
 double input(const CollectiveState&, int rank, int64_t i) { return rank == 0 ? pattern(0, i) : 7.0; }
 
-const CollectiveOp kBroadcast{"broadcast", "rank 0's buffer to every rank",
-                              false, false, factor_one, whole, none, nullptr, run, expected, input};
+const CollectiveOp kBroadcast{
+    .name = "broadcast",
+    .summary = "rank 0's buffer to every rank",
+    .busbw_factor = factor_one,
+    .send_elements = whole,
+    .recv_elements = none,
+    .run = run,
+    .expected = expected,
+    .input = input,
+};
 
 }  // namespace
 

@@ -35,29 +35,29 @@ struct CollectiveState {
   int64_t output_offset = 0, output_elements = 0;
 };
 
-// One operation. Sizes are in elements; `elements` is the whole buffer as
-// nccl-tests reports it (all_gather: the output, reduce_scatter: the input).
-struct CollectiveOp {
-  const char* name;
-  const char* summary;
-  bool has_in_place;
-  bool splits_over_ranks;  // elements must divide by the group size
-  double (*busbw_factor)(int n);
-  int64_t (*send_elements)(const CollectiveState&);
-  int64_t (*recv_elements)(const CollectiveState&);  // 0: the op works in place only
-  // Optional, after allocation: in-place pointers and output region, counts.
-  void (*prepare)(CollectiveState&);
-  void (*run)(CollectiveState&);
-  // Expected value of output element i on this rank, given the inputs below.
-  double (*expected)(const CollectiveState&, int64_t i);
-  // Input element i of rank r's send buffer.
-  double (*input)(const CollectiveState&, int rank, int64_t i);
-};
-
 // The exact input pattern: small integers in [-4, 4].
 double pattern(int rank, int64_t index);
 // Default input: pattern(rank, i).
 double plain_input(const CollectiveState&, int rank, int64_t i);
+
+// One operation. Sizes are in elements; `elements` is the whole buffer as
+// nccl-tests reports it (all_gather: the output, reduce_scatter: the input).
+struct CollectiveOp {
+  const char* name = "";
+  const char* summary = "";
+  bool has_in_place = false;
+  bool splits_over_ranks = false;  // elements must divide by the group size
+  double (*busbw_factor)(int n) = nullptr;
+  int64_t (*send_elements)(const CollectiveState&) = nullptr;
+  int64_t (*recv_elements)(const CollectiveState&) = nullptr;  // 0: the op works in place only
+  // Optional, after allocation: in-place pointers and output region, counts.
+  void (*prepare)(CollectiveState&) = nullptr;
+  void (*run)(CollectiveState&) = nullptr;
+  // Expected value of output element i on this rank, given the inputs below.
+  double (*expected)(const CollectiveState&, int64_t i) = nullptr;
+  // Input element i of rank r's send buffer.
+  double (*input)(const CollectiveState&, int rank, int64_t i) = plain_input;
+};
 
 double factor_all_reduce(int n);  // 2(n-1)/n
 double factor_n_minus_1(int n);   // (n-1)/n

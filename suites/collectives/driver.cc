@@ -170,23 +170,23 @@ void check(const CollectiveOp& op, CollectiveState& s, Checker& checker) {
 }  // namespace
 
 CaseDef make_collective_case(const CollectiveOp& op) {
-  CaseTable<CollectiveState> t;
-  t.suite = "collectives";
-  t.name = op.name;
-  t.summary = op.summary;
-  t.options = collective_options();
-  t.faults = FaultyCommunicator::faults();
-  t.table_metrics = {"algbw_GBps", "busbw_GBps"};
-  t.memory = collective_memory;
-  t.configs = [&op](const SweepRequest& req) { return sweep_sizes(req, op); };
-  t.validate = [&op](const CaseConfig& c) { validate_sizes(c, op); };
-  t.setup = [&op](CaseContext& ctx) { return setup(op, ctx); };
-  t.timed = {{"run", [&op](CollectiveState& s) { op.run(s); }}};
-  t.check = [&op](CollectiveState& s, Checker& c) { check(op, s, c); };
-  t.metrics = [&op](CollectiveState& s, const RegionTimes& times) {
-    return bandwidth(static_cast<double>(s.elements) * dtype_size(s.dtype), op.busbw_factor(s.n), times.at("run"));
-  };
-  return make_case(std::move(t));
+  return make_case(CaseTable<CollectiveState>{
+      .suite = "collectives",
+      .name = op.name,
+      .summary = op.summary,
+      .options = collective_options(),
+      .faults = FaultyCommunicator::faults(),
+      .table_metrics = {"algbw_GBps", "busbw_GBps"},
+      .configs = [&op](const SweepRequest& req) { return sweep_sizes(req, op); },
+      .validate = [&op](const CaseConfig& c) { validate_sizes(c, op); },
+      .memory = collective_memory,
+      .setup = [&op](CaseContext& ctx) { return setup(op, ctx); },
+      .timed = {{"run", [&op](CollectiveState& s) { op.run(s); }}},
+      .check = [&op](CollectiveState& s, Checker& c) { check(op, s, c); },
+      .metrics = [&op](CollectiveState& s, const RegionTimes& times) {
+      return bandwidth(static_cast<double>(s.elements) * dtype_size(s.dtype), op.busbw_factor(s.n), times.at("run"));
+    },
+  });
 }
 
 }  // namespace sextant::collectives

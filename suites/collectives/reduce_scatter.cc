@@ -25,8 +25,18 @@ double expected(const CollectiveState& s, int64_t i) {
   return sum;
 }
 
-const CollectiveOp kReduceScatter{"reduce_scatter", "sum over ranks, block r on rank r",
-                                  true, true, factor_n_minus_1, whole, per_rank, prepare, run, expected, plain_input};
+const CollectiveOp kReduceScatter{
+    .name = "reduce_scatter",
+    .summary = "sum over ranks, block r on rank r",
+    .has_in_place = true,
+    .splits_over_ranks = true,
+    .busbw_factor = factor_n_minus_1,
+    .send_elements = whole,
+    .recv_elements = per_rank,
+    .prepare = prepare,
+    .run = run,
+    .expected = expected,
+};
 
 }  // namespace
 

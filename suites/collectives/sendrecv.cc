@@ -19,8 +19,15 @@ void run(CollectiveState& s) {
 
 double expected(const CollectiveState& s, int64_t i) { return pattern((s.rank - 1 + s.n) % s.n, i); }
 
-const CollectiveOp kSendRecv{"sendrecv", "ring: isend to rank+1, irecv from rank-1",
-                             false, false, factor_one, whole, whole, nullptr, run, expected, plain_input};
+const CollectiveOp kSendRecv{
+    .name = "sendrecv",
+    .summary = "ring: isend to rank+1, irecv from rank-1",
+    .busbw_factor = factor_one,
+    .send_elements = whole,
+    .recv_elements = whole,
+    .run = run,
+    .expected = expected,
+};
 
 }  // namespace
 

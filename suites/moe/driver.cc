@@ -83,24 +83,24 @@ void run_forward_backward(State& s) {
 }
 
 CaseDef layer_case() {
-  CaseTable<State> t;
-  t.suite = "moe";
-  t.name = "layer";
-  t.summary = "MoE layer: router, token dispatch (alltoall / allgather) over EP, experts with ETP, fwd + bwd";
-  t.options = moe_options();
-  t.memory = moe_memory;
-  t.faults = moe::MoeFaults::names();
-  t.kernel_faults = {KernelFault::router_topk_repeats, KernelFault::moe_permute_order,
-                     KernelFault::moe_unpermute_order, KernelFault::moe_combine_twice,
-                     KernelFault::gemm_ignores_beta,   KernelFault::gelu_backward_coefficient};
-  t.table_metrics = {"dispatch_GBps", "imbalance_expert", "dropped_tokens", "a2a_share"};
-  t.configs = sweep;
-  t.validate = validate;
-  t.setup = setup;
-  t.timed = {{"fwd_bwd", run_forward_backward}};
-  t.check = check;
-  t.metrics = metrics;
-  return make_case(std::move(t));
+  return make_case(CaseTable<State>{
+      .suite = "moe",
+      .name = "layer",
+      .summary = "MoE layer: router, token dispatch (alltoall / allgather) over EP, experts with ETP, fwd + bwd",
+      .options = moe_options(),
+      .faults = moe::MoeFaults::names(),
+      .kernel_faults = {KernelFault::router_topk_repeats, KernelFault::moe_permute_order,
+                       KernelFault::moe_unpermute_order, KernelFault::moe_combine_twice,
+                       KernelFault::gemm_ignores_beta,   KernelFault::gelu_backward_coefficient},
+      .table_metrics = {"dispatch_GBps", "imbalance_expert", "dropped_tokens", "a2a_share"},
+      .configs = sweep,
+      .validate = validate,
+      .memory = moe_memory,
+      .setup = setup,
+      .timed = {{"fwd_bwd", run_forward_backward}},
+      .check = check,
+      .metrics = metrics,
+  });
 }
 SEXTANT_REGISTER_CASE(kSuiteOrder, 10, layer_case);
 

@@ -57,23 +57,23 @@ void check(State& s, Checker& checker) {
 }
 
 CaseDef adam_case() {
-  CaseTable<State> t;
-  t.suite = "ops";
-  t.name = "adam";
-  t.summary = "AdamW, three steps: f32 master weights and moments, gradients in the test dtype";
-  t.kernel_faults = {KernelFault::adam_bias_correction};
-  t.table_metrics = {"GBps"};
-  t.configs = [](const SweepRequest& req) { return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16}); };
-  t.memory = [](const CaseConfig& c) { return op_memory(c, (4.0 + kSteps) * c.i("n")); };
-  t.setup = setup;
-  t.timed = {{"step", [](State& s) { ops::adam_step(s.param, s.grads_d[0], s.m, s.v, 1, s.config); }}};
-  t.check = check;
-  t.metrics = [](State& s, const RegionTimes& times) {
-    // reads param, m, v, grad; writes param, m, v
-    return rates(0, 4.0 * 6 * s.param0.numel() + dtype_size(s.grads[0].dtype()) * s.param0.numel(),
-                 times.at("step"));
-  };
-  return make_case(std::move(t));
+  return make_case(CaseTable<State>{
+      .suite = "ops",
+      .name = "adam",
+      .summary = "AdamW, three steps: f32 master weights and moments, gradients in the test dtype",
+      .kernel_faults = {KernelFault::adam_bias_correction},
+      .table_metrics = {"GBps"},
+      .configs = [](const SweepRequest& req) { return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16}); },
+      .memory = [](const CaseConfig& c) { return op_memory(c, (4.0 + kSteps) * c.i("n")); },
+      .setup = setup,
+      .timed = {{"step", [](State& s) { ops::adam_step(s.param, s.grads_d[0], s.m, s.v, 1, s.config); }}},
+      .check = check,
+      .metrics = [](State& s, const RegionTimes& times) {
+      // reads param, m, v, grad; writes param, m, v
+      return rates(0, 4.0 * 6 * s.param0.numel() + dtype_size(s.grads[0].dtype()) * s.param0.numel(),
+                   times.at("step"));
+    },
+  });
 }
 SEXTANT_REGISTER_CASE(kSuiteOrder, 90, adam_case);
 

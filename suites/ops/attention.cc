@@ -110,25 +110,25 @@ double forward_flops(const State& s) {
 }
 
 CaseDef attention_case() {
-  CaseTable<State> t;
-  t.suite = "ops";
-  t.name = "attention";
-  t.summary = "attention block forward (out, LSE) and backward (dq, dk, dv): GQA, causal offsets, odd shapes";
-  t.kernel_faults = {KernelFault::attention_forward_scale, KernelFault::attention_backward_softmax_grad,
-                     KernelFault::causal_mask_diagonal};
-  t.table_metrics = {"gflops"};
-  t.configs = [](const SweepRequest& req) { return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16}); };
-  t.memory = [](const CaseConfig& c) {
-    const Shape4 p = shape_of(c);
-    return op_memory(c, 8.0 * p.b * p.sk * p.hq * p.d);
-  };
-  t.setup = setup;
-  t.timed = {{"fwd_bwd", run}};
-  t.check = check;
-  t.metrics = [](State& s, const RegionTimes& times) {
-    return rates(3.5 * forward_flops(s), 0, times.at("fwd_bwd"));  // backward 2.5x forward
-  };
-  return make_case(std::move(t));
+  return make_case(CaseTable<State>{
+      .suite = "ops",
+      .name = "attention",
+      .summary = "attention block forward (out, LSE) and backward (dq, dk, dv): GQA, causal offsets, odd shapes",
+      .kernel_faults = {KernelFault::attention_forward_scale, KernelFault::attention_backward_softmax_grad,
+                       KernelFault::causal_mask_diagonal},
+      .table_metrics = {"gflops"},
+      .configs = [](const SweepRequest& req) { return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16}); },
+      .memory = [](const CaseConfig& c) {
+      const Shape4 p = shape_of(c);
+      return op_memory(c, 8.0 * p.b * p.sk * p.hq * p.d);
+    },
+      .setup = setup,
+      .timed = {{"fwd_bwd", run}},
+      .check = check,
+      .metrics = [](State& s, const RegionTimes& times) {
+      return rates(3.5 * forward_flops(s), 0, times.at("fwd_bwd"));  // backward 2.5x forward
+    },
+  });
 }
 SEXTANT_REGISTER_CASE(kSuiteOrder, 70, attention_case);
 

@@ -69,23 +69,23 @@ void check(State& s, Checker& checker) {
 }
 
 CaseDef attention_merge_case() {
-  CaseTable<State> t;
-  t.suite = "ops";
-  t.name = "attention_merge";
-  t.summary = "LSE merge of two key blocks' partial results against the whole-sequence attention";
-  t.kernel_faults = {KernelFault::attention_merge_lse};
-  t.table_metrics = {"GBps"};
-  t.configs = [](const SweepRequest& req) { return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16}); };
-  t.memory = [](const CaseConfig& c) {
-    return op_memory(c, 8.0 * c.i("batch") * c.i("seq") * c.i("heads") * c.i("head_dim"));
-  };
-  t.setup = setup;
-  t.timed = {{"merge", [](State& s) { run(s); }}};
-  t.check = check;
-  t.metrics = [](State& s, const RegionTimes& times) {
-    return rates(0, 4.0 * 4 * s.q.numel(), times.at("merge"));  // two blocks' f32 out read, merged written
-  };
-  return make_case(std::move(t));
+  return make_case(CaseTable<State>{
+      .suite = "ops",
+      .name = "attention_merge",
+      .summary = "LSE merge of two key blocks' partial results against the whole-sequence attention",
+      .kernel_faults = {KernelFault::attention_merge_lse},
+      .table_metrics = {"GBps"},
+      .configs = [](const SweepRequest& req) { return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16}); },
+      .memory = [](const CaseConfig& c) {
+      return op_memory(c, 8.0 * c.i("batch") * c.i("seq") * c.i("heads") * c.i("head_dim"));
+    },
+      .setup = setup,
+      .timed = {{"merge", [](State& s) { run(s); }}},
+      .check = check,
+      .metrics = [](State& s, const RegionTimes& times) {
+      return rates(0, 4.0 * 4 * s.q.numel(), times.at("merge"));  // two blocks' f32 out read, merged written
+    },
+  });
 }
 SEXTANT_REGISTER_CASE(kSuiteOrder, 80, attention_merge_case);
 

@@ -53,22 +53,22 @@ void check(State& s, Checker& checker) {
 }
 
 CaseDef bias_case() {
-  CaseTable<State> t;
-  t.suite = "ops";
-  t.name = "bias";
-  t.summary = "bias add over the last dimension and its gradient (column sums)";
-  t.table_metrics = {"GBps"};
-  t.configs = [](const SweepRequest& req) {
-    return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16, DType::f16});
-  };
-  t.memory = [](const CaseConfig& c) { return op_memory(c, 4.0 * c.i("rows") * c.i("n")); };
-  t.setup = setup;
-  t.timed = {{"fwd_bwd", run}};
-  t.check = check;
-  t.metrics = [](State& s, const RegionTimes& times) {
-    return rates(0, 3.0 * s.x.numel() * dtype_size(s.x.dtype()), times.at("fwd_bwd"));
-  };
-  return make_case(std::move(t));
+  return make_case(CaseTable<State>{
+      .suite = "ops",
+      .name = "bias",
+      .summary = "bias add over the last dimension and its gradient (column sums)",
+      .table_metrics = {"GBps"},
+      .configs = [](const SweepRequest& req) {
+      return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16, DType::f16});
+    },
+      .memory = [](const CaseConfig& c) { return op_memory(c, 4.0 * c.i("rows") * c.i("n")); },
+      .setup = setup,
+      .timed = {{"fwd_bwd", run}},
+      .check = check,
+      .metrics = [](State& s, const RegionTimes& times) {
+      return rates(0, 3.0 * s.x.numel() * dtype_size(s.x.dtype()), times.at("fwd_bwd"));
+    },
+  });
 }
 SEXTANT_REGISTER_CASE(kSuiteOrder, 20, bias_case);
 

@@ -54,24 +54,24 @@ void check(State& s, Checker& checker) {
 }
 
 CaseDef cross_entropy_case() {
-  CaseTable<State> t;
-  t.suite = "ops";
-  t.name = "cross_entropy";
-  t.summary = "cross-entropy loss (per row and mean) and its gradient over the vocabulary";
-  t.kernel_faults = {KernelFault::cross_entropy_gradient};
-  t.table_metrics = {"GBps"};
-  t.configs = [](const SweepRequest& req) {
-    return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16, DType::f16});
-  };
-  t.memory = [](const CaseConfig& c) { return op_memory(c, 3.0 * c.i("rows") * c.i("vocab")); };
-  t.setup = setup;
-  t.timed = {{"fwd_bwd", run}};
-  t.check = check;
-  t.metrics = [](State& s, const RegionTimes& times) {
-    // forward reads the logits twice (max, sum), backward once and writes them.
-    return rates(0, 4.0 * s.logits.numel() * dtype_size(s.logits.dtype()), times.at("fwd_bwd"));
-  };
-  return make_case(std::move(t));
+  return make_case(CaseTable<State>{
+      .suite = "ops",
+      .name = "cross_entropy",
+      .summary = "cross-entropy loss (per row and mean) and its gradient over the vocabulary",
+      .kernel_faults = {KernelFault::cross_entropy_gradient},
+      .table_metrics = {"GBps"},
+      .configs = [](const SweepRequest& req) {
+      return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16, DType::f16});
+    },
+      .memory = [](const CaseConfig& c) { return op_memory(c, 3.0 * c.i("rows") * c.i("vocab")); },
+      .setup = setup,
+      .timed = {{"fwd_bwd", run}},
+      .check = check,
+      .metrics = [](State& s, const RegionTimes& times) {
+      // forward reads the logits twice (max, sum), backward once and writes them.
+      return rates(0, 4.0 * s.logits.numel() * dtype_size(s.logits.dtype()), times.at("fwd_bwd"));
+    },
+  });
 }
 SEXTANT_REGISTER_CASE(kSuiteOrder, 60, cross_entropy_case);
 

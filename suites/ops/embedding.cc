@@ -60,24 +60,24 @@ void check(State& s, Checker& checker) {
 }
 
 CaseDef embedding_case() {
-  CaseTable<State> t;
-  t.suite = "ops";
-  t.name = "embedding";
-  t.summary = "embedding lookup and its gradient (repeated tokens add their rows)";
-  t.kernel_faults = {KernelFault::embedding_backward_duplicates};
-  t.table_metrics = {"GBps"};
-  t.configs = [](const SweepRequest& req) { return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16}); };
-  t.memory = [](const CaseConfig& c) {
-    return op_memory(c, 2.0 * c.i("vocab") * c.i("hidden") + 2.0 * c.i("batch") * c.i("seq") * c.i("hidden"));
-  };
-  t.setup = setup;
-  t.timed = {{"fwd_bwd", run}};
-  t.check = check;
-  t.metrics = [](State& s, const RegionTimes& times) {
-    const double rows = static_cast<double>(s.batch * s.seq) * s.hidden * dtype_size(s.table.dtype());
-    return rates(0, 4.0 * rows, times.at("fwd_bwd"));
-  };
-  return make_case(std::move(t));
+  return make_case(CaseTable<State>{
+      .suite = "ops",
+      .name = "embedding",
+      .summary = "embedding lookup and its gradient (repeated tokens add their rows)",
+      .kernel_faults = {KernelFault::embedding_backward_duplicates},
+      .table_metrics = {"GBps"},
+      .configs = [](const SweepRequest& req) { return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16}); },
+      .memory = [](const CaseConfig& c) {
+      return op_memory(c, 2.0 * c.i("vocab") * c.i("hidden") + 2.0 * c.i("batch") * c.i("seq") * c.i("hidden"));
+    },
+      .setup = setup,
+      .timed = {{"fwd_bwd", run}},
+      .check = check,
+      .metrics = [](State& s, const RegionTimes& times) {
+      const double rows = static_cast<double>(s.batch * s.seq) * s.hidden * dtype_size(s.table.dtype());
+      return rates(0, 4.0 * rows, times.at("fwd_bwd"));
+    },
+  });
 }
 SEXTANT_REGISTER_CASE(kSuiteOrder, 100, embedding_case);
 

@@ -47,23 +47,23 @@ void check(State& s, Checker& checker) {
 }
 
 CaseDef gelu_case() {
-  CaseTable<State> t;
-  t.suite = "ops";
-  t.name = "gelu";
-  t.summary = "GELU forward and backward, element-wise";
-  t.kernel_faults = {KernelFault::gelu_backward_coefficient};
-  t.table_metrics = {"GBps"};
-  t.configs = [](const SweepRequest& req) {
-    return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16, DType::f16});
-  };
-  t.memory = [](const CaseConfig& c) { return op_memory(c, 5.0 * c.i("n")); };
-  t.setup = setup;
-  t.timed = {{"fwd_bwd", run}};
-  t.check = check;
-  t.metrics = [](State& s, const RegionTimes& times) {
-    return rates(0, 5.0 * s.x.numel() * dtype_size(s.x.dtype()), times.at("fwd_bwd"));
-  };
-  return make_case(std::move(t));
+  return make_case(CaseTable<State>{
+      .suite = "ops",
+      .name = "gelu",
+      .summary = "GELU forward and backward, element-wise",
+      .kernel_faults = {KernelFault::gelu_backward_coefficient},
+      .table_metrics = {"GBps"},
+      .configs = [](const SweepRequest& req) {
+      return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16, DType::f16});
+    },
+      .memory = [](const CaseConfig& c) { return op_memory(c, 5.0 * c.i("n")); },
+      .setup = setup,
+      .timed = {{"fwd_bwd", run}},
+      .check = check,
+      .metrics = [](State& s, const RegionTimes& times) {
+      return rates(0, 5.0 * s.x.numel() * dtype_size(s.x.dtype()), times.at("fwd_bwd"));
+    },
+  });
 }
 SEXTANT_REGISTER_CASE(kSuiteOrder, 30, gelu_case);
 

@@ -80,26 +80,26 @@ void check(State& s, Checker& checker) {
 }
 
 CaseDef gemm_case() {
-  CaseTable<State> t;
-  t.suite = "ops";
-  t.name = "gemm";
-  t.summary = "gemm wrapper: every transpose, overwrite (beta 0) and accumulate (beta 1)";
-  t.kernel_faults = {KernelFault::gemm_ignores_beta};
-  t.table_metrics = {"gflops"};
-  t.configs = [](const SweepRequest& req) {
-    return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16, DType::f16});
-  };
-  t.memory = [](const CaseConfig& c) {
-    return op_memory(c, 1.0 * c.i("m") * c.i("k") + 1.0 * c.i("k") * c.i("n") + 2.0 * c.i("m") * c.i("n"));
-  };
-  t.setup = setup;
-  t.timed = {{"gemm", run}};
-  t.check = check;
-  t.metrics = [](State& s, const RegionTimes& times) {
-    const double es = static_cast<double>(dtype_size(s.a.dtype()));
-    return rates(2.0 * s.m * s.n * s.k, es * (s.m * s.k + s.k * s.n + 2.0 * s.m * s.n), times.at("gemm"));
-  };
-  return make_case(std::move(t));
+  return make_case(CaseTable<State>{
+      .suite = "ops",
+      .name = "gemm",
+      .summary = "gemm wrapper: every transpose, overwrite (beta 0) and accumulate (beta 1)",
+      .kernel_faults = {KernelFault::gemm_ignores_beta},
+      .table_metrics = {"gflops"},
+      .configs = [](const SweepRequest& req) {
+      return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16, DType::f16});
+    },
+      .memory = [](const CaseConfig& c) {
+      return op_memory(c, 1.0 * c.i("m") * c.i("k") + 1.0 * c.i("k") * c.i("n") + 2.0 * c.i("m") * c.i("n"));
+    },
+      .setup = setup,
+      .timed = {{"gemm", run}},
+      .check = check,
+      .metrics = [](State& s, const RegionTimes& times) {
+      const double es = static_cast<double>(dtype_size(s.a.dtype()));
+      return rates(2.0 * s.m * s.n * s.k, es * (s.m * s.k + s.k * s.n + 2.0 * s.m * s.n), times.at("gemm"));
+    },
+  });
 }
 SEXTANT_REGISTER_CASE(kSuiteOrder, 10, gemm_case);
 

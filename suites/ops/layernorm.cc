@@ -62,24 +62,24 @@ void check(State& s, Checker& checker) {
 }
 
 CaseDef layernorm_case() {
-  CaseTable<State> t;
-  t.suite = "ops";
-  t.name = "layernorm";
-  t.summary = "LayerNorm forward (y, mean, rstd) and backward (dx, dgamma, dbeta)";
-  t.kernel_faults = {KernelFault::layernorm_forward_variance, KernelFault::layernorm_backward_mean_term};
-  t.table_metrics = {"GBps"};
-  t.configs = [](const SweepRequest& req) {
-    return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16, DType::f16});
-  };
-  t.memory = [](const CaseConfig& c) { return op_memory(c, 6.0 * c.i("rows") * c.i("h")); };
-  t.setup = setup;
-  t.timed = {{"fwd_bwd", run}};
-  t.check = check;
-  t.metrics = [](State& s, const RegionTimes& times) {
-    // forward reads x, writes y; backward reads dy and x, writes dx.
-    return rates(0, 5.0 * s.x.numel() * dtype_size(s.x.dtype()), times.at("fwd_bwd"));
-  };
-  return make_case(std::move(t));
+  return make_case(CaseTable<State>{
+      .suite = "ops",
+      .name = "layernorm",
+      .summary = "LayerNorm forward (y, mean, rstd) and backward (dx, dgamma, dbeta)",
+      .kernel_faults = {KernelFault::layernorm_forward_variance, KernelFault::layernorm_backward_mean_term},
+      .table_metrics = {"GBps"},
+      .configs = [](const SweepRequest& req) {
+      return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16, DType::f16});
+    },
+      .memory = [](const CaseConfig& c) { return op_memory(c, 6.0 * c.i("rows") * c.i("h")); },
+      .setup = setup,
+      .timed = {{"fwd_bwd", run}},
+      .check = check,
+      .metrics = [](State& s, const RegionTimes& times) {
+      // forward reads x, writes y; backward reads dy and x, writes dx.
+      return rates(0, 5.0 * s.x.numel() * dtype_size(s.x.dtype()), times.at("fwd_bwd"));
+    },
+  });
 }
 SEXTANT_REGISTER_CASE(kSuiteOrder, 50, layernorm_case);
 

@@ -47,23 +47,23 @@ void check(State& s, Checker& checker) {
 }
 
 CaseDef softmax_case() {
-  CaseTable<State> t;
-  t.suite = "ops";
-  t.name = "softmax";
-  t.summary = "row softmax forward and backward";
-  t.kernel_faults = {KernelFault::softmax_backward};
-  t.table_metrics = {"GBps"};
-  t.configs = [](const SweepRequest& req) {
-    return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16, DType::f16});
-  };
-  t.memory = [](const CaseConfig& c) { return op_memory(c, 5.0 * c.i("rows") * c.i("n")); };
-  t.setup = setup;
-  t.timed = {{"fwd_bwd", run}};
-  t.check = check;
-  t.metrics = [](State& s, const RegionTimes& times) {
-    return rates(0, 5.0 * s.x.numel() * dtype_size(s.x.dtype()), times.at("fwd_bwd"));
-  };
-  return make_case(std::move(t));
+  return make_case(CaseTable<State>{
+      .suite = "ops",
+      .name = "softmax",
+      .summary = "row softmax forward and backward",
+      .kernel_faults = {KernelFault::softmax_backward},
+      .table_metrics = {"GBps"},
+      .configs = [](const SweepRequest& req) {
+      return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16, DType::f16});
+    },
+      .memory = [](const CaseConfig& c) { return op_memory(c, 5.0 * c.i("rows") * c.i("n")); },
+      .setup = setup,
+      .timed = {{"fwd_bwd", run}},
+      .check = check,
+      .metrics = [](State& s, const RegionTimes& times) {
+      return rates(0, 5.0 * s.x.numel() * dtype_size(s.x.dtype()), times.at("fwd_bwd"));
+    },
+  });
 }
 SEXTANT_REGISTER_CASE(kSuiteOrder, 40, softmax_case);
 

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "harness/assemble.h"
+#include "harness/memo.h"
 #include "harness/rng.h"
 #include "harness/strings.h"
 #include "kernels/pipeline/timeline.h"
@@ -123,13 +124,19 @@ struct Expected {
 
 // The reference and the baseline depend on the problem, not on the schedule
 // or the parallel config: computed once per problem and process (root only).
+struct ExpectedKey {
+  uint64_t seed;
+  DType dtype;
+  Device device;
+  int64_t layers, hidden, ffn, batch, seq;
+  int total_microbatches;
+  bool operator==(const ExpectedKey&) const = default;
+};
+
 const Expected& expected_for(const MlpStagesConfig& c, const Problem& p, Communicator& self) {
-  static std::map<std::string, std::unique_ptr<Expected>> cache;
-  const std::string key = cat(c.seed, " ", dtype_name(c.dtype), " ", device_name(c.device), " L", c.layers, " h",
-                              c.hidden, " f", c.ffn, " b", c.batch, " s", c.seq, " M", c.total_microbatches);
-  std::unique_ptr<Expected>& slot = cache[key];
-  if (!slot) slot = std::make_unique<Expected>(Expected{reference(c, p), baseline(c, p, self)});
-  return *slot;
+  static Memo<ExpectedKey, Expected> memo(4);
+  const ExpectedKey key{c.seed, c.dtype, c.device, c.layers, c.hidden, c.ffn, c.batch, c.seq, c.total_microbatches};
+  return memo.get(key, [&] { return Expected{reference(c, p), baseline(c, p, self)}; });
 }
 
 // Every input of the whole model: each layer's weights, each global

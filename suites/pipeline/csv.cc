@@ -6,10 +6,12 @@
 namespace sextant::pipeline {
 namespace {
 
-const ScheduleKind kKind{"csv",
-                         "a user's schedule from --set schedule_file=PATH (CSV, one row per pipeline rank)",
-                         {},
-                         /*needs_full_pipeline=*/false};
+const ScheduleKind kKind{
+    .name = "csv",
+    .summary = "a user's schedule from --set schedule_file=PATH (CSV, one row per pipeline rank)",
+    .chunks = {},
+    .from_file = true,
+};
 
 }  // namespace
 

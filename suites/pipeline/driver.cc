@@ -102,23 +102,23 @@ void run_step(PipelineState& s) {
 }
 
 CaseDef make_pipeline_case(const ScheduleKind& kind) {
-  CaseTable<PipelineState> t;
-  t.suite = "pipeline";
-  t.name = kind.name;
-  t.summary = kind.summary;
-  t.options = pipeline_options();
-  t.memory = pipeline_memory;
-  t.faults = faults();
-  t.kernel_faults = {KernelFault::pipeline_skip_weight_grad, KernelFault::layernorm_backward_mean_term,
-                     KernelFault::gelu_backward_coefficient};
-  t.table_metrics = {"bubble_measured_mean", "bubble_simulated", "bubble_closed_form", "microbatches_per_s"};
-  t.configs = [&kind](const SweepRequest& req) { return sweep(req, kind); };
-  t.validate = [&kind](const CaseConfig& c) { validate_problem(c, kind); };
-  t.setup = setup_state;
-  t.timed = {{"step", run_step}};
-  t.check = check;
-  t.metrics = pipeline_metrics;
-  return make_case(std::move(t));
+  return make_case(CaseTable<PipelineState>{
+      .suite = "pipeline",
+      .name = kind.name,
+      .summary = kind.summary,
+      .options = pipeline_options(),
+      .faults = faults(),
+      .kernel_faults = {KernelFault::pipeline_skip_weight_grad, KernelFault::layernorm_backward_mean_term,
+                       KernelFault::gelu_backward_coefficient},
+      .table_metrics = {"bubble_measured_mean", "bubble_simulated", "bubble_closed_form", "microbatches_per_s"},
+      .configs = [&kind](const SweepRequest& req) { return sweep(req, kind); },
+      .validate = [&kind](const CaseConfig& c) { validate_problem(c, kind); },
+      .memory = pipeline_memory,
+      .setup = setup_state,
+      .timed = {{"step", run_step}},
+      .check = check,
+      .metrics = pipeline_metrics,
+  });
 }
 
 }  // namespace sextant::pipeline

@@ -5,10 +5,13 @@
 namespace sextant::pipeline {
 namespace {
 
-const ScheduleKind kKind{"dualpipe-v",
-                         "DualPipeV: the V of ZB-V with DualPipe's F0 B1 / F1 B0 main phase (m >= 2p)",
-                         {2},
-                         /*needs_full_pipeline=*/false};
+const ScheduleKind kKind{
+    .name = "dualpipe-v",
+    .summary = "DualPipeV: the V of ZB-V with DualPipe's F0 B1 / F1 B0 main phase (m >= 2p)",
+    .chunks = {2},
+    .chunk_rule = "two chunks per rank in a V",
+    .min_microbatches_per_stage = 2,
+};
 
 }  // namespace
 

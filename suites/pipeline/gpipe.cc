@@ -5,10 +5,12 @@
 namespace sextant::pipeline {
 namespace {
 
-const ScheduleKind kKind{"gpipe",
-                         "every forward, then every backward (peak activations m per rank)",
-                         {1},
-                         /*needs_full_pipeline=*/false};
+const ScheduleKind kKind{
+    .name = "gpipe",
+    .summary = "every forward, then every backward (peak activations m per rank)",
+    .chunks = {1},
+    .chunk_rule = "one stage per rank",
+};
 
 }  // namespace
 

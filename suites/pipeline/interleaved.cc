@@ -5,10 +5,12 @@
 namespace sextant::pipeline {
 namespace {
 
-const ScheduleKind kKind{"interleaved",
-                         "interleaved 1F1B (Megatron): v chunks per rank round-robin, bubble divided by v",
-                         {1, 2},
-                         /*needs_full_pipeline=*/true};
+const ScheduleKind kKind{
+    .name = "interleaved",
+    .summary = "interleaved 1F1B (Megatron): v chunks per rank round-robin, bubble divided by v",
+    .chunks = {1, 2},
+    .needs_full_pipeline = true,
+};
 
 }  // namespace
 

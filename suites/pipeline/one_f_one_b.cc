@@ -6,10 +6,12 @@
 namespace sextant::pipeline {
 namespace {
 
-const ScheduleKind kKind{"1f1b",
-                         "1F1B: p - r - 1 warm-up forwards, then one forward one backward (peak p - r)",
-                         {1},
-                         /*needs_full_pipeline=*/false};
+const ScheduleKind kKind{
+    .name = "1f1b",
+    .summary = "1F1B: p - r - 1 warm-up forwards, then one forward one backward (peak p - r)",
+    .chunks = {1},
+    .chunk_rule = "one stage per rank",
+};
 
 }  // namespace
 

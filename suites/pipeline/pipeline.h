@@ -33,10 +33,13 @@ inline constexpr int kSuiteOrder = 60;
 
 // A schedule case: its generator's name and the chunks per rank it accepts.
 struct ScheduleKind {
-  const char* name;  // gpipe, 1f1b, interleaved, zb-h1, zb-v, dualpipe-v, csv
-  const char* summary;
-  std::vector<int> chunks;   // v values the sweep runs (a pinned --vpp > 1 overrides)
-  bool needs_full_pipeline;  // m >= pp: the schedule's steady state (and closed form) needs it
+  const char* name = "";  // gpipe, 1f1b, interleaved, zb-h1, zb-v, dualpipe-v, csv
+  const char* summary = "";
+  std::vector<int> chunks{};              // v values the sweep runs (a pinned --vpp > 1 overrides)
+  const char* chunk_rule = nullptr;       // why --vpp must be chunks[0]; nullptr: any v dividing the layers
+  bool needs_full_pipeline = false;       // m >= pp: the schedule's steady state (and closed form) needs it
+  int min_microbatches_per_stage = 1;     // the sweep runs m >= this * pp (DualPipeV's main phase: 2)
+  bool from_file = false;                 // csv: the schedule is the user's --set schedule_file
 };
 
 // The problem of one instance, from its params and parallel config.

@@ -50,9 +50,8 @@ bool selected(const SweepRequest& req, const ScheduleKind& kind) {
   require(chosen != "csv" || has_file, "--set schedule=csv needs --set schedule_file=PATH (one row per pipeline rank)");
   require(!has_file || chosen.empty() || chosen == "csv",
           cat("--set schedule_file needs --set schedule=csv, not ", chosen));
-  const bool csv = std::string(kind.name) == "csv";
   if (!chosen.empty()) return chosen == kind.name;
-  return csv == has_file;
+  return kind.from_file == has_file;
 }
 
 // tp x pp x dp at `ranks`: pp in {2, 4}, tp in {1, 2, 4} (SP on with TP), dp the
@@ -62,14 +61,14 @@ bool selected(const SweepRequest& req, const ScheduleKind& kind) {
 std::vector<ParallelConfig> parallel_configs(int ranks) {
   if (ranks == 1) return {ParallelConfig{}};
   std::vector<ParallelConfig> out;
-  for (int pp : {2, 4}) {
-    if (ranks % pp != 0) continue;
-    const int rest = ranks / pp;
+  for (int pipeline_ranks : {2, 4}) {
+    if (ranks % pipeline_ranks != 0) continue;
+    const int rest = ranks / pipeline_ranks;
     for (int tp : {1, 2, 4}) {
       if (rest % tp != 0) continue;
       ParallelConfig c;
       c.tp = tp;
-      c.pp = pp;
+      c.pp = pipeline_ranks;
       c.dp = rest / tp;
       c.sp = tp > 1;
       out.push_back(c);
@@ -148,7 +147,7 @@ std::vector<CaseConfig> sweep(const SweepRequest& req, const ScheduleKind& kind)
   s.ffn = req.get<int64_t>("ffn", s.ffn);
   s.batch = req.get<int64_t>("batch", s.batch);
   s.seq = req.get<int64_t>("seq", s.seq);
-  if (std::string(kind.name) == "csv") return csv_configs(req, s);
+  if (kind.from_file) return csv_configs(req, s);
   const bool user_m = req.options.contains("microbatches");
   const std::vector<ParallelConfig> configs = req.parallel ? std::vector{*req.parallel} : parallel_configs(req.ranks);
   std::vector<CaseConfig> out;
@@ -161,7 +160,7 @@ std::vector<CaseConfig> sweep(const SweepRequest& req, const ScheduleKind& kind)
           user_m ? std::vector{static_cast<int>(req.get<int64_t>("microbatches", 0))} : std::vector{p, 2 * p, 4 * p};
       for (int v : chunks)
         for (int m : ms) {
-          if (!user_m && std::string(kind.name) == "dualpipe-v" && m < 2 * p) continue;  // needs m >= 2p
+          if (!user_m && m < kind.min_microbatches_per_stage * p) continue;
           CaseConfig c;
           c.params = params_of(kind.name, s, m);
           c.parallel = pc;
@@ -197,10 +196,9 @@ namespace {
 
 void validate_generated(const Problem& p, const ScheduleKind& kind) {
   const int v = p.chunks;
-  if (p.schedule == "zb-v" || p.schedule == "dualpipe-v")
-    require(v == 2, cat("--vpp ", v, " must be 2 for schedule ", p.schedule, " (two chunks per rank in a V)"));
-  else if (p.schedule != "interleaved")
-    require(v == 1, cat("--vpp ", v, " must be 1 for schedule ", p.schedule, " (one stage per rank)"));
+  if (kind.chunk_rule)
+    require(v == kind.chunks.at(0),
+            cat("--vpp ", v, " must be ", kind.chunks.at(0), " for schedule ", p.schedule, " (", kind.chunk_rule, ")"));
   if (kind.needs_full_pipeline)
     require(p.microbatches >= p.pp, cat("--microbatches ", p.microbatches, " must be at least --pp ", p.pp,
                                         " for schedule ", p.schedule, " (its steady state needs a full pipeline)"));
@@ -233,7 +231,7 @@ void validate_problem(const CaseConfig& c, const ScheduleKind& kind) {
                                     {"--seq", p.seq},
                                     {"--microbatches", p.microbatches}})
     require_positive(name, value);
-  if (p.schedule == "csv")
+  if (kind.from_file)
     validate_csv(p);
   else
     validate_generated(p, kind);

@@ -6,10 +6,13 @@
 namespace sextant::pipeline {
 namespace {
 
-const ScheduleKind kKind{"zb-h1",
-                         "ZB-H1: 1F1B with the backward split into I and W, W delayed to fill the drain",
-                         {1},
-                         /*needs_full_pipeline=*/true};
+const ScheduleKind kKind{
+    .name = "zb-h1",
+    .summary = "ZB-H1: 1F1B with the backward split into I and W, W delayed to fill the drain",
+    .chunks = {1},
+    .chunk_rule = "one stage per rank",
+    .needs_full_pipeline = true,
+};
 
 }  // namespace
 

@@ -5,10 +5,13 @@
 namespace sextant::pipeline {
 namespace {
 
-const ScheduleKind kKind{"zb-v",
-                         "ZB-V: two chunks per rank in a V, I/W split, zero bubble at 1F1B memory",
-                         {2},
-                         /*needs_full_pipeline=*/true};
+const ScheduleKind kKind{
+    .name = "zb-v",
+    .summary = "ZB-V: two chunks per rank in a V, I/W split, zero bubble at 1F1B memory",
+    .chunks = {2},
+    .chunk_rule = "two chunks per rank in a V",
+    .needs_full_pipeline = true,
+};
 
 }  // namespace
 

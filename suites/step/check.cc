@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "harness/assemble.h"
+#include "harness/memo.h"
 #include "harness/grid_comms.h"
 #include "harness/strings.h"
 #include "kernels/model/data.h"
@@ -101,18 +102,30 @@ RunRecord run_steps(model::GptTrainer& t, Communicator& host, int steps, Checker
 
 namespace {
 
-// The model's own keys (not how it is parallelised): what the baseline and
-// the reference depend on.
-std::string model_key(const model::GptConfig& c, uint64_t seed, int steps) {
-  std::string pattern;
-  for (bool m : c.moe) pattern += m ? '1' : '0';
-  std::string lens;  // packed rows
-  for (int64_t n : c.seq_lens) lens += cat(n, ",");
-  return cat(c.vocab, " ", c.hidden, " ", c.heads, " ", c.head_dim, " ", c.ffn, " ", c.layers, " ", c.seq, " [", lens,
-             "] ", pattern,
-             " ", c.experts, " ", c.topk, " ", c.moe_ffn, " ", c.batch, " ", c.adam.lr, " ", c.adam.eps, " ", seed, " ",
-             steps, " ", c.data);
+// The model as one device runs it: the config with every knob of how it is
+// parallelised at its one-device value. The baseline runs it; with the
+// dtype it is also what the baseline and the reference depend on.
+model::GptConfig one_device(const model::GptConfig& dist) {
+  model::GptConfig c = dist;
+  c.microbatches = 1;
+  c.schedule = "1f1b";
+  c.cp_comm = model::CpComm::p2p;
+  c.a2a_size = model::GptConfig{}.a2a_size;
+  c.cp_layout = model::GptConfig{}.cp_layout;
+  c.regather = true;
+  c.distributed_optimizer = false;
+  c.bucket_mb = 0;
+  c.overlap_grad_reduce = c.overlap_param_gather = false;
+  return c;
 }
+
+struct RunKey {
+  model::GptConfig model;  // one_device()
+  uint64_t seed;
+  int steps;
+  Device device;  // the baseline's (host for the reference)
+  bool operator==(const RunKey&) const = default;
+};
 
 Tensor routing_table(const ref::MoeRouting& r) {
   Tensor t = Tensor::empty({r.tokens, r.topk}, DType::f64);
@@ -148,10 +161,7 @@ std::map<std::string, Tensor> named(ref::GptParams& p, const std::vector<model::
 
 }  // namespace
 
-const RunRecord& reference_run(const model::GptConfig& c, uint64_t seed, int steps) {
-  static std::map<std::string, RunRecord> cache;
-  const std::string key = model_key(c, seed, steps);
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
+RunRecord reference_steps(const model::GptConfig& c, uint64_t seed, int steps) {
   ref::GptDims dims;
   dims.vocab = c.vocab, dims.hidden = c.hidden, dims.heads = c.heads, dims.head_dim = c.head_dim, dims.ffn = c.ffn;
   dims.layers = c.layers, dims.seq = c.seq, dims.eps = c.eps;
@@ -174,25 +184,27 @@ const RunRecord& reference_run(const model::GptConfig& c, uint64_t seed, int ste
     rec.params = named(params, specs);
     run.push_back(std::move(rec));
   }
-  return cache[key] = std::move(run);
+  return run;
 }
 
+const RunRecord& reference_run(const model::GptConfig& dist, uint64_t seed, int steps) {
+  static Memo<RunKey, RunRecord> memo(4);
+  model::GptConfig c = one_device(dist);
+  c.dtype = DType::f32;  // the reference reads f32 initial weights whatever the run's dtype
+  return memo.get(RunKey{c, seed, steps, Device::host}, [&] { return reference_steps(c, seed, steps); });
+}
+
+// The same model on this rank alone: no parallelism, one microbatch, plain Adam.
 const RunRecord& baseline_run(const model::GptConfig& dist, Communicator& self, Communicator& host_self, uint64_t seed,
                               int steps) {
-  static std::map<std::string, RunRecord> cache;
-  const std::string key = cat(device_name(self.device()), " ", dtype_name(dist.dtype), " ", model_key(dist, seed, steps));
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
-  // The same model on this rank alone: no parallelism, one microbatch, plain Adam.
-  model::GptConfig c = dist;
-  c.microbatches = 1;
-  c.schedule = "1f1b";
-  c.cp_comm = model::CpComm::p2p;
-  c.distributed_optimizer = false;
-  c.overlap_grad_reduce = c.overlap_param_gather = false;
-  GridComms grid = make_grid_comms(self, ParallelConfig{});
-  model::ModelComms comms = model::make_model_comms(grid, self, host_self, self, c);
-  model::GptTrainer trainer(c, comms, seed);
-  return cache[key] = run_steps(trainer, host_self, steps, nullptr);
+  static Memo<RunKey, RunRecord> memo(4);
+  const model::GptConfig c = one_device(dist);
+  return memo.get(RunKey{c, seed, steps, self.device()}, [&] {
+    GridComms grid = make_grid_comms(self, ParallelConfig{});
+    model::ModelComms comms = model::make_model_comms(grid, self, host_self, self, c);
+    model::GptTrainer trainer(c, comms, seed);
+    return run_steps(trainer, host_self, steps, nullptr);
+  });
 }
 
 std::vector<int64_t> routing_differences(const Tensor& got, const Tensor& want) {

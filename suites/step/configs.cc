@@ -229,8 +229,8 @@ void validate_dtype(DType dtype, const model::GptConfig& model) {
               " MoE layers: bf16 rounding routes tokens to other experts than the float64 reference"));
 }
 
-std::vector<OptionSpec> model_options() {
-  return {OptionSpec::size("vocab", "vocabulary size"),
+std::vector<OptionSpec> model_options(std::vector<OptionSpec> case_options) {
+  std::vector<OptionSpec> options{OptionSpec::size("vocab", "vocabulary size"),
           OptionSpec::size("hidden", "hidden size"),
           OptionSpec::size("heads", "attention heads"),
           OptionSpec::size("head_dim", "head dimension (default hidden / heads)"),
@@ -261,6 +261,8 @@ std::vector<OptionSpec> model_options() {
           OptionSpec::boolean("overlap_param_gather", "ZeRO: gather each bucket's parameters during the next forward"),
           OptionSpec::text("data", "a Megatron indexed dataset prefix (PREFIX.idx, PREFIX.bin); default: random tokens"),
           peak_tflops_option()};
+  options.insert(options.end(), case_options.begin(), case_options.end());
+  return options;
 }
 
 MemoryEstimate step_memory(const CaseConfig& c) {

@@ -52,8 +52,8 @@ ParallelConfig parse_recipe(const std::string& text, int ranks);
 CaseConfig make_config(const SweepRequest& req, const nlohmann::json& params, const Recipe& r, DType dtype);
 // Bad input (throws UsageError with one line).
 void validate_config(const CaseConfig& c);
-// The options both cases declare (model sizes and step options); each case adds its own.
-std::vector<OptionSpec> model_options();
+// The options both cases declare (model sizes and step options), then the case's own.
+std::vector<OptionSpec> model_options(std::vector<OptionSpec> case_options);
 // Parameters with gradients and Adam state, and the activations of a step,
 // per rank; the group's rank 0 adds the float64 reference model and step.
 MemoryEstimate step_memory(const CaseConfig& c);

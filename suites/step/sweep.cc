@@ -251,21 +251,20 @@ Metrics sweep_metrics(SweepState& s, const RegionTimes& times) {
 }  // namespace
 
 CaseDef sweep_case() {
-  CaseTable<SweepState> t;
-  t.suite = "step";
-  t.name = "sweep";
-  t.summary = "one model over every factorisation of the ranks, ranked by measured throughput vs the planner";
-  t.table_metrics = {"tokens_per_s", "configs"};
-  t.options = model_options();
-  t.options.push_back(OptionSpec::text("configs", "all (default) or a list such as tp2-sp-dp2,dp4"));
-  t.memory = step_memory;
-  t.configs = sweep_configs;
-  t.validate = validate_sweep;
-  t.setup = setup_sweep;
-  t.timed = {{"sweep", run_sweep}};
-  t.check = check_sweep;
-  t.metrics = sweep_metrics;
-  return make_case(std::move(t));
+  return make_case(CaseTable<SweepState>{
+      .suite = "step",
+      .name = "sweep",
+      .summary = "one model over every factorisation of the ranks, ranked by measured throughput vs the planner",
+      .options = model_options({OptionSpec::text("configs", "all (default) or a list such as tp2-sp-dp2,dp4")}),
+      .table_metrics = {"tokens_per_s", "configs"},
+      .configs = sweep_configs,
+      .validate = validate_sweep,
+      .memory = step_memory,
+      .setup = setup_sweep,
+      .timed = {{"sweep", run_sweep}},
+      .check = check_sweep,
+      .metrics = sweep_metrics,
+  });
 }
 SEXTANT_REGISTER_CASE(kSuiteOrder, 20, sweep_case);
 

@@ -143,30 +143,29 @@ State setup_train(CaseContext& ctx) {
 }
 
 CaseDef train_case() {
-  CaseTable<State> t;
-  t.suite = "step";
-  t.name = "train";
-  t.summary = "GPT training step under TP x SP x CP x EP x PP x DP vs the float64 reference, K steps";
-  t.options = model_options();
-  t.options.push_back(OptionSpec::text("sweep", "recipes (default), all (every factorisation) or a list of configs"));
-  t.memory = step_memory;
-  t.faults = model::step_fault_names();
-  t.kernel_faults = {KernelFault::attention_forward_scale,      KernelFault::attention_backward_softmax_grad,
-                     KernelFault::causal_mask_diagonal,         KernelFault::layernorm_forward_variance,
-                     KernelFault::layernorm_backward_mean_term, KernelFault::gelu_backward_coefficient,
-                     KernelFault::cross_entropy_gradient,       KernelFault::embedding_backward_duplicates,
-                     KernelFault::adam_bias_correction,         KernelFault::router_topk_repeats,
-                     KernelFault::moe_permute_order,            KernelFault::moe_unpermute_order,
-                     KernelFault::moe_combine_twice,            KernelFault::pipeline_skip_weight_grad,
-                     KernelFault::gemm_ignores_beta};
-  t.table_metrics = {"tokens_per_s", "mfu", "bubble_fraction"};
-  t.configs = train_configs;
-  t.validate = validate_config;
-  t.setup = setup_train;
-  t.timed = {{"step", [](State& s) { s.history.push_back(s.trainer->step()); }}};
-  t.check = check_train;
-  t.metrics = train_metrics;
-  return make_case(std::move(t));
+  return make_case(CaseTable<State>{
+      .suite = "step",
+      .name = "train",
+      .summary = "GPT training step under TP x SP x CP x EP x PP x DP vs the float64 reference, K steps",
+      .options = model_options({OptionSpec::text("sweep", "recipes (default), all (every factorisation) or a list of configs")}),
+      .faults = model::step_fault_names(),
+      .kernel_faults = {KernelFault::attention_forward_scale,      KernelFault::attention_backward_softmax_grad,
+                       KernelFault::causal_mask_diagonal,         KernelFault::layernorm_forward_variance,
+                       KernelFault::layernorm_backward_mean_term, KernelFault::gelu_backward_coefficient,
+                       KernelFault::cross_entropy_gradient,       KernelFault::embedding_backward_duplicates,
+                       KernelFault::adam_bias_correction,         KernelFault::router_topk_repeats,
+                       KernelFault::moe_permute_order,            KernelFault::moe_unpermute_order,
+                       KernelFault::moe_combine_twice,            KernelFault::pipeline_skip_weight_grad,
+                       KernelFault::gemm_ignores_beta},
+      .table_metrics = {"tokens_per_s", "mfu", "bubble_fraction"},
+      .configs = train_configs,
+      .validate = validate_config,
+      .memory = step_memory,
+      .setup = setup_train,
+      .timed = {{"step", [](State& s) { s.history.push_back(s.trainer->step()); }}},
+      .check = check_train,
+      .metrics = train_metrics,
+  });
 }
 SEXTANT_REGISTER_CASE(kSuiteOrder, 10, train_case);
 

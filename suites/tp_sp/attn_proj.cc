@@ -179,12 +179,17 @@ Metrics metrics(AttnState& s, const RegionTimes& times) {
 }  // namespace
 
 CaseDef attn_proj_case() {
-  CaseTable<AttnState> t = block_table("attn_proj", setup, fwd_bwd, check, metrics);
-  t.summary = "attention projections (LN, QKV column-parallel by heads, token-local core, output row-parallel)";
-  t.faults = {"skip_input_grad_reduce", "reduce_scatter_wrong_dim", "layernorm_wrong_axis"};
-  t.kernel_faults = {KernelFault::layernorm_forward_variance, KernelFault::layernorm_backward_mean_term};
-  t.table_metrics = {"tflops_per_rank", "activation_bytes_per_rank", "layernorm_activation_bytes_per_rank"};
-  return make_case(std::move(t));
+  return make_block_case(BlockCase<AttnState>{
+      .name = "attn_proj",
+      .summary = "attention projections (LN, QKV column-parallel by heads, token-local core, output row-parallel)",
+      .faults = {"skip_input_grad_reduce", "reduce_scatter_wrong_dim", "layernorm_wrong_axis"},
+      .kernel_faults = {KernelFault::layernorm_forward_variance, KernelFault::layernorm_backward_mean_term},
+      .table_metrics = {"tflops_per_rank", "activation_bytes_per_rank", "layernorm_activation_bytes_per_rank"},
+      .setup = setup,
+      .fwd_bwd = fwd_bwd,
+      .check = check,
+      .metrics = metrics,
+  });
 }
 SEXTANT_REGISTER_CASE(kSuiteOrder, 20, attn_proj_case);
 

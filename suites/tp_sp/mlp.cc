@@ -107,13 +107,18 @@ Metrics metrics(MlpState& s, const RegionTimes& times) {
 }  // namespace
 
 CaseDef mlp_case() {
-  CaseTable<MlpState> t = block_table("mlp", setup, fwd_bwd, check, metrics);
-  t.summary = "pre-LN MLP block (LN, column linear, GELU, row linear, residual) under TP / SP";
-  t.faults = {"skip_input_grad_reduce", "reduce_scatter_wrong_dim", "layernorm_wrong_axis"};
-  t.kernel_faults = {KernelFault::layernorm_forward_variance, KernelFault::layernorm_backward_mean_term,
-                     KernelFault::gelu_backward_coefficient};
-  t.table_metrics = {"tflops_per_rank", "activation_bytes_per_rank", "layernorm_activation_bytes_per_rank"};
-  return make_case(std::move(t));
+  return make_block_case(BlockCase<MlpState>{
+      .name = "mlp",
+      .summary = "pre-LN MLP block (LN, column linear, GELU, row linear, residual) under TP / SP",
+      .faults = {"skip_input_grad_reduce", "reduce_scatter_wrong_dim", "layernorm_wrong_axis"},
+      .kernel_faults = {KernelFault::layernorm_forward_variance, KernelFault::layernorm_backward_mean_term,
+                       KernelFault::gelu_backward_coefficient},
+      .table_metrics = {"tflops_per_rank", "activation_bytes_per_rank", "layernorm_activation_bytes_per_rank"},
+      .setup = setup,
+      .fwd_bwd = fwd_bwd,
+      .check = check,
+      .metrics = metrics,
+  });
 }
 SEXTANT_REGISTER_CASE(kSuiteOrder, 10, mlp_case);
 

@@ -92,25 +92,41 @@ void move_to_host(const std::vector<Tensor*>& tensors);
 // The suite's planted faults (kernels/tensor_parallel/tp_group.h).
 const std::vector<std::string>& faults();
 
-// The table fields every block shares: the sweep over tp and SP, the
-// bad-input rules, and one timed region, fwd_bwd (forward, backward and the
-// gradient reductions). The block adds its summary, faults and table metrics.
+// What a block case names; make_block_case adds what every block shares: the
+// sweep over tp and SP, its options, the bad-input rules, the memory estimate
+// and one timed region, fwd_bwd (forward, backward and the gradient reductions).
 template <class State>
-CaseTable<State> block_table(const std::string& block, State (*setup)(CaseContext&), void (*fwd_bwd)(State&),
-                             void (*check)(State&, Checker&), Metrics (*metrics)(State&, const RegionTimes&)) {
-  CaseTable<State> t;
-  t.suite = "tp_sp";
-  t.name = block;
-  t.configs = [block](const SweepRequest& req) { return sweep(req, block); };
-  t.options = block_options();
-  t.validate = validate_problem;
-  t.memory = block_memory;
-  t.setup = setup;
-  t.timed = {{"fwd_bwd", fwd_bwd}};
-  t.check = check;
-  t.metrics = metrics;
-  return t;
-}
+struct BlockCase {
+  const char* name = "";
+  const char* summary = "";
+  std::vector<std::string> faults{};
+  std::vector<KernelFault> kernel_faults{};
+  std::vector<std::string> table_metrics{};
+  State (*setup)(CaseContext&) = nullptr;
+  void (*fwd_bwd)(State&) = nullptr;
+  void (*check)(State&, Checker&) = nullptr;
+  Metrics (*metrics)(State&, const RegionTimes&) = nullptr;
+};
 
+template <class State>
+CaseDef make_block_case(const BlockCase<State>& b) {
+  const std::string block = b.name;
+  return make_case(CaseTable<State>{
+      .suite = "tp_sp",
+      .name = block,
+      .summary = b.summary,
+      .options = block_options(),
+      .faults = b.faults,
+      .kernel_faults = b.kernel_faults,
+      .table_metrics = b.table_metrics,
+      .configs = [block](const SweepRequest& req) { return sweep(req, block); },
+      .validate = validate_problem,
+      .memory = block_memory,
+      .setup = b.setup,
+      .timed = {{"fwd_bwd", b.fwd_bwd}},
+      .check = b.check,
+      .metrics = b.metrics,
+  });
+}
 
 }  // namespace sextant::tp_sp

@@ -135,12 +135,17 @@ Metrics metrics(VocabState& s, const RegionTimes& times) {
 }  // namespace
 
 CaseDef vocab_case() {
-  CaseTable<VocabState> t = block_table("vocab", setup, fwd_bwd, check, metrics);
-  t.summary = "vocab-parallel embedding, LM head and cross-entropy (max, sum-exp, target all-reduced over TP)";
-  t.faults = {"skip_input_grad_reduce", "reduce_scatter_wrong_dim", "cross_entropy_local_max"};
-  t.kernel_faults = {KernelFault::cross_entropy_gradient, KernelFault::embedding_backward_duplicates};
-  t.table_metrics = {"tflops_per_rank", "activation_bytes_per_rank"};
-  return make_case(std::move(t));
+  return make_block_case(BlockCase<VocabState>{
+      .name = "vocab",
+      .summary = "vocab-parallel embedding, LM head and cross-entropy (max, sum-exp, target all-reduced over TP)",
+      .faults = {"skip_input_grad_reduce", "reduce_scatter_wrong_dim", "cross_entropy_local_max"},
+      .kernel_faults = {KernelFault::cross_entropy_gradient, KernelFault::embedding_backward_duplicates},
+      .table_metrics = {"tflops_per_rank", "activation_bytes_per_rank"},
+      .setup = setup,
+      .fwd_bwd = fwd_bwd,
+      .check = check,
+      .metrics = metrics,
+  });
 }
 SEXTANT_REGISTER_CASE(kSuiteOrder, 30, vocab_case);
 

@@ -197,7 +197,7 @@ void attention_delta(const Tensor& out, const Tensor& dout, Tensor& delta) {
           ptr<O>(out), ptr<G>(dout), ptr<float>(delta), b, s, h, d);
     });
   });
-  check_launch("attention_delta");
+  SEXTANT_CHECK_LAUNCH("attention_delta");
 }
 
 void attention_merge(Tensor& out, Tensor& lse, const Tensor& out_b, const Tensor& lse_b) {
@@ -206,7 +206,7 @@ void attention_merge(Tensor& out, Tensor& lse, const Tensor& out_b, const Tensor
   const int threads = 256;
   merge_kernel<<<warp_blocks(b * s * h, threads), threads, 0, compute_stream()>>>(
       ptr<float>(out), ptr<float>(lse), ptr<float>(out_b), ptr<float>(lse_b), b, s, h, d);
-  check_launch("attention_merge");
+  SEXTANT_CHECK_LAUNCH("attention_merge");
 }
 
 }  // namespace sextant::ops::cuda

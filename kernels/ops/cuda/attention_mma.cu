@@ -397,8 +397,7 @@ void with_half_type(DType dtype, Fn&& fn) {
 
 template <class Kernel>
 void allow_smem(Kernel kernel, size_t bytes) {
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
-             "cudaFuncSetAttribute (attention shared memory)");
+  SEXTANT_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
 void require_grid(const char* what, int64_t x, int64_t y, int64_t z) {
@@ -411,10 +410,9 @@ void require_grid(const char* what, int64_t x, int64_t y, int64_t z) {
 bool mma_supported(int head_dim) {
   if (head_dim > kMmaMaxHeadDim) return false;
   int device = 0, major = 0, optin = 0;
-  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-  check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute");
-  check_cuda(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
-             "cudaDeviceGetAttribute");
+  SEXTANT_CHECK_CUDA(cudaGetDevice(&device));
+  SEXTANT_CHECK_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  SEXTANT_CHECK_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   size_t needed = 0;
   with_head_dim(head_dim, [&](auto dim) { needed = backward_smem<__half, decltype(dim)::value>(); });
   return major >= 8 && needed <= static_cast<size_t>(optin);
@@ -436,7 +434,7 @@ void forward_mma(DType dtype, const ForwardArgs& a) {
           a.mask);
     });
   });
-  check_launch("attention forward (tensor cores)");
+  SEXTANT_CHECK_LAUNCH("attention forward (tensor cores)");
 }
 
 void backward_mma(DType dtype, const BackwardArgs& a) {
@@ -455,7 +453,7 @@ void backward_mma(DType dtype, const BackwardArgs& a) {
           static_cast<const T*>(a.dout), a.lse, a.delta, a.dq, a.dk, a.dv, s, a.mask);
     });
   });
-  check_launch("attention backward (tensor cores)");
+  SEXTANT_CHECK_LAUNCH("attention backward (tensor cores)");
 }
 
 }  // namespace sextant::ops::cuda::attention

@@ -145,7 +145,7 @@ void forward_simt(DType dtype, const ForwardArgs& a) {
         static_cast<const T*>(a.q), static_cast<const T*>(a.k), static_cast<const T*>(a.v), a.out, a.lse, a.sizes,
         a.mask);
   });
-  check_launch("attention forward (CUDA cores)");
+  SEXTANT_CHECK_LAUNCH("attention forward (CUDA cores)");
 }
 
 void backward_simt(DType dtype, const BackwardArgs& a) {
@@ -157,7 +157,7 @@ void backward_simt(DType dtype, const BackwardArgs& a) {
         static_cast<const T*>(a.q), static_cast<const T*>(a.k), static_cast<const T*>(a.v),
         static_cast<const T*>(a.dout), a.lse, a.delta, a.dq, a.dk, a.dv, a.sizes, a.mask);
   });
-  check_launch("attention backward (CUDA cores)");
+  SEXTANT_CHECK_LAUNCH("attention backward (CUDA cores)");
 }
 
 }  // namespace sextant::ops::cuda::attention

@@ -6,10 +6,6 @@
 
 namespace sextant::ops::cuda {
 
-void check_cuda(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) throw RuntimeError(cat(what, ": ", cudaGetErrorString(status)));
-}
-
 void check_cublas(cublasStatus_t status, const char* what) {
   if (status != CUBLAS_STATUS_SUCCESS) throw RuntimeError(cat(what, ": cuBLAS status ", static_cast<int>(status)));
 }

@@ -5,9 +5,10 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "harness/cuda_check.h"
+
 namespace sextant::ops::cuda {
 
-void check_cuda(cudaError_t status, const char* what);
 void check_cublas(cublasStatus_t status, const char* what);
 // The stream every op runs on (per thread, current device): the harness's
 // cuda_compute_stream(). Communicators order against it with events.

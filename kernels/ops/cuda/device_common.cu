@@ -10,10 +10,9 @@ void require_dtype(const char* op, const char* name, const Tensor& t, DType d) {
 
 Tensor as_dtype(const Tensor& t, DType d) { return t.dtype() == d ? t : t.to(d); }
 
-void check_launch(const char* what) { check_cuda(cudaGetLastError(), what); }
 
 Scratch::Scratch(size_t bytes) {
-  check_cuda(cudaMallocAsync(&ptr_, bytes > 0 ? bytes : 1, compute_stream()), "cudaMallocAsync");
+  SEXTANT_CHECK_CUDA(cudaMallocAsync(&ptr_, bytes > 0 ? bytes : 1, compute_stream()));
 }
 
 Scratch::~Scratch() {
@@ -22,8 +21,7 @@ Scratch::~Scratch() {
 
 DeviceIds::DeviceIds(std::span<const int64_t> ids) : scratch_(ids.size_bytes()) {
   if (!ids.empty())
-    check_cuda(cudaMemcpyAsync(scratch_.get(), ids.data(), ids.size_bytes(), cudaMemcpyHostToDevice, compute_stream()),
-               "cudaMemcpyAsync (ids to the device)");
+    SEXTANT_CHECK_CUDA(cudaMemcpyAsync(scratch_.get(), ids.data(), ids.size_bytes(), cudaMemcpyHostToDevice, compute_stream()));
 }
 
 }  // namespace sextant::ops::cuda

@@ -75,7 +75,6 @@ inline int grid_for(int64_t n, int threads) {
   return static_cast<int>(wanted < 65535 * 8 ? (wanted > 0 ? wanted : 1) : 65535 * 8);
 }
 // Throws RuntimeError naming `what` when the last launch failed.
-void check_launch(const char* what);
 
 // exp and log in the compute type (f32 math for f32, f64 for f64).
 template <class F>

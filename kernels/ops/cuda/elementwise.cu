@@ -139,7 +139,7 @@ template <class Kernel, class... Args>
 void launch(const char* what, int64_t n, Kernel kernel, Args... args) {
   if (n == 0) return;
   kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(args...);
-  check_launch(what);
+  SEXTANT_CHECK_LAUNCH(what);
 }
 
 }  // namespace

@@ -71,7 +71,7 @@ void moe_gather_rows(const Tensor& x, std::span<const int64_t> src, const Tensor
     using T = decltype(tag);
     gather_scaled_rows_kernel<T><<<grid_for(rows * h, kThreads), kThreads, 0, compute_stream()>>>(
         ptr<T>(x), device_src.get(), scale_ptr(scale), ptr<T>(out), rows, h);
-    check_launch("moe_gather_rows");
+    SEXTANT_CHECK_LAUNCH("moe_gather_rows");
   });
 }
 
@@ -86,7 +86,7 @@ void moe_combine_rows(const Tensor& rows, std::span<const int64_t> offsets, std:
     using T = decltype(tag);
     combine_rows_kernel<T><<<grid_for(tokens * h, kThreads), kThreads, 0, compute_stream()>>>(
         ptr<T>(rows), device_offsets.get(), device_ids.get(), scale_ptr(scale), ptr<T>(out), tokens, h);
-    check_launch("moe_combine_rows");
+    SEXTANT_CHECK_LAUNCH("moe_combine_rows");
   });
 }
 
@@ -99,7 +99,7 @@ void moe_row_dots(const Tensor& a, std::span<const int64_t> a_rows, const Tensor
     using T = decltype(tag);
     row_dots_kernel<T><<<grid_for(rows * 32, kThreads), kThreads, 0, compute_stream()>>>(
         ptr<T>(a), device_rows.get(), ptr<T>(b), ptr<float>(dots), rows, h);
-    check_launch("moe_row_dots");
+    SEXTANT_CHECK_LAUNCH("moe_row_dots");
   });
 }
 

@@ -91,7 +91,7 @@ void launch(Tensor& out, int64_t count, const BlockLayout& layout, const Spec& s
   const int64_t wanted = (count + threads - 1) / threads;
   const int blocks = static_cast<int>(wanted < 65535 * 8 ? wanted : 65535 * 8);
   fill_block<T><<<blocks, threads, 0, compute_stream()>>>(static_cast<T*>(out.raw()), count, layout, spec);
-  check_cuda(cudaGetLastError(), "random_fill kernel launch");
+  SEXTANT_CHECK_LAUNCH("random_fill");
 }
 
 BlockLayout layout_of(const Shape& global, const Shape& offset, const Shape& local) {

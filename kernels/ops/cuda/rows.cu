@@ -124,10 +124,10 @@ void column_sums(int64_t rows, int64_t n, const Term& term, Tensor& totals) {
   const dim3 grid(static_cast<unsigned>((n + 31) / 32), static_cast<unsigned>(splits));
   column_partials_kernel<F, N, Term>
       <<<grid, dim3(32, 8), 0, compute_stream()>>>(rows, n, per, term, static_cast<F*>(partial.get()));
-  check_launch("column_partials_kernel");
+  SEXTANT_CHECK_LAUNCH("column_partials_kernel");
   column_totals_kernel<F><<<grid_for(N * n, 256), 256, 0, compute_stream()>>>(static_cast<const F*>(partial.get()),
                                                                               splits, N * n, ptr<F>(totals));
-  check_launch("column_totals_kernel");
+  SEXTANT_CHECK_LAUNCH("column_totals_kernel");
 }
 
 template <class T>
@@ -257,7 +257,7 @@ void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
     const size_t smem = cache_bytes<F>(h);
     layernorm_forward_kernel<T><<<rows_grid(rows), row_threads(h), smem, compute_stream()>>>(
         ptr<T>(x), ptr<F>(g), ptr<F>(b), ptr<T>(y), ptr<F>(mean), ptr<F>(rstd), h, F(eps), smem > 0);
-    check_launch("layernorm_forward");
+    SEXTANT_CHECK_LAUNCH("layernorm_forward");
   });
 }
 
@@ -273,7 +273,7 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, 
     if (rows > 0 && h > 0) {
       layernorm_backward_kernel<T><<<rows_grid(rows), row_threads(h), 0, compute_stream()>>>(
           ptr<T>(dy), ptr<T>(x), ptr<F>(g), ptr<F>(mean), ptr<F>(rstd), ptr<T>(dx), h);
-      check_launch("layernorm_backward");
+      SEXTANT_CHECK_LAUNCH("layernorm_backward");
     }
     Tensor totals = Tensor::empty({2, h}, dtype_of<F>(), Device::cuda);  // [dgamma; dbeta], rounded once below
     column_sums<F, 2>(rows, h, LayerNormParamTerm<T>{ptr<T>(dy), ptr<T>(x), ptr<F>(mean), ptr<F>(rstd), h}, totals);
@@ -302,7 +302,7 @@ void softmax_forward(const Tensor& x, Tensor& y) {
     const size_t smem = cache_bytes<compute_t<T>>(n);
     softmax_forward_kernel<T>
         <<<rows_grid(rows), row_threads(n), smem, compute_stream()>>>(ptr<T>(x), ptr<T>(y), n, smem > 0);
-    check_launch("softmax_forward");
+    SEXTANT_CHECK_LAUNCH("softmax_forward");
   });
 }
 
@@ -315,7 +315,7 @@ void softmax_backward(const Tensor& dy, const Tensor& y, Tensor& dx) {
     using T = decltype(tag);
     softmax_backward_kernel<T>
         <<<rows_grid(rows), row_threads(n), 0, compute_stream()>>>(ptr<T>(dy), ptr<T>(y), ptr<T>(dx), n);
-    check_launch("softmax_backward");
+    SEXTANT_CHECK_LAUNCH("softmax_backward");
   });
 }
 
@@ -326,7 +326,7 @@ void cross_entropy_row_max(const Tensor& logits, Tensor& out) {
     using T = decltype(tag);
     row_max_kernel<T><<<rows_grid(rows), row_threads(n), 0, compute_stream()>>>(ptr<T>(logits),
                                                                                 ptr<compute_t<T>>(out), n);
-    check_launch("cross_entropy_row_max");
+    SEXTANT_CHECK_LAUNCH("cross_entropy_row_max");
   });
 }
 
@@ -339,7 +339,7 @@ void cross_entropy_sum_exp(const Tensor& logits, const Tensor& row_max, Tensor& 
     const Tensor m = as_dtype(row_max, dtype_of<F>());
     sum_exp_kernel<T><<<rows_grid(rows), row_threads(n), 0, compute_stream()>>>(ptr<T>(logits), ptr<F>(m),
                                                                                 ptr<F>(out), n);
-    check_launch("cross_entropy_sum_exp");
+    SEXTANT_CHECK_LAUNCH("cross_entropy_sum_exp");
   });
 }
 
@@ -352,7 +352,7 @@ void cross_entropy_target_logit(const Tensor& logits, std::span<const int64_t> t
     using T = decltype(tag);
     target_logit_kernel<T><<<grid_for(rows, 256), 256, 0, compute_stream()>>>(
         ptr<T>(logits), device_targets.get(), vocab_start, ptr<compute_t<T>>(out), rows, n);
-    check_launch("cross_entropy_target_logit");
+    SEXTANT_CHECK_LAUNCH("cross_entropy_target_logit");
   });
 }
 
@@ -366,7 +366,7 @@ void cross_entropy_row_loss(const Tensor& max, const Tensor& sum_exp, const Tens
     if constexpr (std::is_same_v<F, float> || std::is_same_v<F, double>) {
       row_loss_kernel<F><<<grid_for(rows, 256), 256, 0, compute_stream()>>>(ptr<F>(m), ptr<F>(s), ptr<F>(t),
                                                                             ptr<F>(out), rows);
-      check_launch("cross_entropy_row_loss");
+      SEXTANT_CHECK_LAUNCH("cross_entropy_row_loss");
     } else {
       throw RuntimeError("cross_entropy_row_loss: the row losses are f32 or f64");
     }
@@ -385,7 +385,7 @@ void cross_entropy_backward(const Tensor& logits, std::span<const int64_t> targe
     const Tensor m = as_dtype(max, dtype_of<F>()), s = as_dtype(sum_exp, dtype_of<F>());
     cross_entropy_backward_kernel<T><<<rows_grid(rows), row_threads(n), 0, compute_stream()>>>(
         ptr<T>(logits), device_targets.get(), ptr<F>(m), ptr<F>(s), F(w), ptr<T>(dlogits), n, vocab_start);
-    check_launch("cross_entropy_backward");
+    SEXTANT_CHECK_LAUNCH("cross_entropy_backward");
   });
 }
 

@@ -27,10 +27,20 @@ class Figure:
 
 
 @dataclass
+class Link:
+    """A table cell that links to a file: the page writes an <a>, the markdown [text](href)."""
+    text: str
+    href: str  # relative to the report folder
+
+    def __str__(self):
+        return self.text
+
+
+@dataclass
 class Table:
     title: str
     columns: list
-    rows: list    # lists of cell strings, same length as columns
+    rows: list    # lists of cell strings (or Links), same length as columns
 
 
 @dataclass

@@ -5,6 +5,7 @@ import html
 import os
 
 from ..load import status
+from .common import Link
 
 STYLE = """
 body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; max-width: 1200px; margin: 2em auto;
@@ -46,9 +47,15 @@ def _is_num(cell):
         return False
 
 
+def _html_cell(v):
+    if isinstance(v, Link):
+        return f'<a href="{html.escape(v.href, quote=True)}">{html.escape(v.text)}</a>'
+    return html.escape(str(v))
+
+
 def html_table(columns, rows, title=None):
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f'<td{" class=num" if _is_num(v) else ""}>{html.escape(str(v))}</td>'
+    body = "".join("<tr>" + "".join(f'<td{" class=num" if _is_num(v) else ""}>{_html_cell(v)}</td>'
                                     for v in row) + "</tr>" for row in rows)
     table = f"<table><tr>{head}</tr>{body}</table>"
     if title is None:
@@ -115,7 +122,8 @@ def verdict_html(runs):
 
 def md_table(columns, rows):
     def cell(v):
-        return str(v).replace("|", "\\|").replace("\n", " ")
+        text = str(v).replace("|", "\\|").replace("\n", " ")
+        return f"[{text}](<{v.href}>)" if isinstance(v, Link) else text
     lines = ["| " + " | ".join(cell(c) for c in columns) + " |", "|" + "---|" * len(columns)]
     return "\n".join(lines + ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows])
 

@@ -1,10 +1,12 @@
 """Pipeline schedules: bubble fraction measured vs simulated vs closed form
 per schedule, and Gantt charts of measured timelines (ranks x time)."""
+import os
+
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from ..load import cases_of, extra, metric, par, param, parallel_text
-from .common import (MARKERS, Section, Table, figure_legend, fmt, power_of_two_axis, runs_used, series_label,
+from .common import (MARKERS, Link, Section, Table, figure_legend, fmt, power_of_two_axis, runs_used, series_label,
                      subplots, systems_caption)
 
 TITLE = "Pipeline schedules"
@@ -197,15 +199,31 @@ def gantt_figure(runs, chosen, out):
     return out.save(fig, "pipeline_gantt.png", "Pipeline: measured timelines", caption)
 
 
-def table(runs, pairs):
+def trace_link(run, case, out_dir):
+    """The case's Chrome trace (open in chrome://tracing or Perfetto) as a link
+    relative to the report; found where the run wrote it or in traces/ beside
+    the results file (a copied results folder). "-" when there is none."""
+    recorded = extra(case, "trace_file")
+    recorded = recorded.get("value") if isinstance(recorded, dict) else recorded
+    if not isinstance(recorded, str) or not recorded:
+        return "-"
+    for path in (recorded, os.path.join(os.path.dirname(os.path.abspath(run.path)), "traces",
+                                        os.path.basename(recorded))):
+        if os.path.isfile(path):
+            return Link("trace", os.path.relpath(path, out_dir))
+    return "-"
+
+
+def table(runs, pairs, out_dir):
     rows = [[run.label, param(c, "schedule", c["case"]), str(par(c, "pp")), str(par(c, "vpp")),
              str(param(c, "microbatches", "-")), fmt(metric(c, "bubble_measured_mean")),
              fmt(metric(c, "bubble_measured_max")), fmt(metric(c, "bubble_simulated")),
-             fmt(metric(c, "bubble_closed_form")), fmt(metric(c, "makespan_s")), fmt(metric(c, "peak_activations"))]
+             fmt(metric(c, "bubble_closed_form")), fmt(metric(c, "makespan_s")), fmt(metric(c, "peak_activations")),
+             trace_link(run, c, out_dir)]
             for run, c in sorted(pairs, key=lambda rc: (rc[0].index, schedule_key(rc[1]), par(rc[1], "pp")))]
     return Table("Pipeline instances (bubble as a fraction of the step)",
                  ["run", "schedule", "p", "v", "m", "measured mean", "measured max", "simulated", "closed form",
-                  "step (s)", "peak act. (mb)"], rows)
+                  "step (s)", "peak act. (mb)", "trace"], rows)
 
 
 def build(runs, out):
@@ -217,7 +235,7 @@ def build(runs, out):
         return Section.skip(TITLE, "pipeline cases carry no timing (run with --iters > 0)")
     runs = runs_used(runs, timed)
     section = Section(TITLE, figures=[bubble_figure(runs, timed, out), agreement_figure(runs, timed, out)],
-                      tables=[table(runs, timed)])
+                      tables=[table(runs, timed, out.out_dir)])
     chosen = gantt_cases(timed)
     if chosen:
         section.figures.append(gantt_figure(runs, chosen, out))
