@@ -87,4 +87,16 @@ ModelSpec model_preset(const std::string& name);
 ClusterSpec cluster_preset(const std::string& device, int64_t gpus);
 std::vector<std::string> model_presets();
 
+// The seeds' table of 6D configurations (REFERENCE.md, "Reported MFU"):
+// a model on a cluster with the parallel config and the MFU reported for it,
+// and the table's own reason for the loss.
+struct ReferenceRun {
+  std::string label, model, device;
+  int64_t gpus = 0, gpus_per_node = 8, global_batch = 0;
+  Config config;
+  double reported_mfu = 0;
+  std::string reported_reason;
+};
+const std::vector<ReferenceRun>& reference_runs();
+
 }  // namespace sextant::plan

@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "harness/case.h"
+#include "kernels/model/calibration.h"
+#include "kernels/model/step_cost.h"
 #include "kernels/model/trainer.h"
 
 namespace sextant::step {
@@ -62,6 +64,35 @@ MemoryEstimate step_memory(const CaseConfig& c);
 // to other experts than the float64 reference does (measured: 1 of 256 at
 // the ci sizes), and a flipped route makes the gradients incomparable.
 void validate_dtype(DType dtype, const model::GptConfig& model);
+
+// ---- calibrate.cc: the sweep's own calibration of the planner.
+
+// Measures what `queries` asks for on every rank of comm (collective), in
+// windows short enough that the rates are a rank's with a core to itself.
+plan::Calibration calibrate_here(Communicator& comm, const plan::CostQueries& queries, int64_t hidden);
+
+// How the ranks fare where they share the machine, measured between the
+// sweep's configs (the load changes): the compute slowdown, a 128^3 sgemm
+// repeated for about 5 ms on every rank at once against its time in short
+// windows at setup; and the synchronisation cost, rounds of about 1 ms of
+// that sgemm each ended by an 8-byte all-reduce, less the compute. The
+// calibrated planner takes the median of each.
+struct Contention {
+  double slowdown = 1;  // the slowest rank's
+  double sync_s = 0;    // per blocking collective, beyond its link time
+};
+class ContentionProbe {
+ public:
+  explicit ContentionProbe(Communicator& comm);  // collective
+  Contention measure(Communicator& comm);        // collective
+
+ private:
+  static constexpr int64_t kN = 128;
+  void gemm();
+  std::vector<float> a_, b_, c_;
+  double uncontended_s_ = 0;
+  int calls_ = 1;
+};
 
 // ---- the train case.
 
