@@ -163,7 +163,13 @@ TEST(StepCost, SharedCoresSlowComputeAndSynchronisation) {
   EXPECT_DOUBLE_EQ(shared.tp, alone.tp);
   shape.sync_s = 1e-3, shape.sync_ranks = 4;
   const CalibratedStep synced = calibrated_step(small_model(), config(2, 1, 1, 1), {16, 16}, shape, cal);
-  EXPECT_GT(synced.tp, shared.tp);
+  EXPECT_DOUBLE_EQ(synced.tp, shared.tp);  // the links are as fast; the ranks wait for each other
+  EXPECT_GT(synced.sync, 0);
+  EXPECT_NEAR(synced.step, shared.step + synced.sync, 1e-12);
+  // Collectives close together wait less: at most sync_s per sync_chunk_s of compute.
+  shape.sync_chunk_s = 1.0;
+  const CalibratedStep sparse = calibrated_step(small_model(), config(2, 1, 1, 1), {16, 16}, shape, cal);
+  EXPECT_LT(sparse.sync, synced.sync);
   // Without a measured slowdown: ranks x threads over cores.
   StepShape counted;
   counted.ranks_per_node = 8, counted.cores_per_node = 2;

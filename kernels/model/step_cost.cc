@@ -16,7 +16,7 @@ void to_json(nlohmann::json& j, const CalibratedStep& s) {
   j = {{"gemm_s", s.gemm},     {"attention_s", s.attention}, {"elementwise_s", s.elementwise},
        {"optimizer_s", s.optimizer}, {"tp_s", s.tp},       {"cp_s", s.cp},
        {"ep_s", s.ep},         {"dp_s", s.dp},               {"pp_s", s.pp},
-       {"bubble_s", s.bubble}, {"step_s", s.step},           {"core_share", s.core_share}};
+       {"sync_s", s.sync},     {"bubble_s", s.bubble}, {"step_s", s.step}, {"core_share", s.core_share}};
 }
 
 namespace {
@@ -37,14 +37,16 @@ struct Dims {
 // Where the time of one action (F, I or W of a stage and microbatch) goes.
 struct Part {
   double gemm = 0, attention = 0, elementwise = 0, tp = 0, cp = 0, ep = 0;
-  double total() const { return gemm + attention + elementwise + tp + cp + ep; }
+  double syncs = 0;  // blocking synchronisations, each weighted by its group size (Costing::sync_weight)
+  double compute() const { return gemm + attention + elementwise; }
   Part& operator+=(const Part& o) {
     gemm += o.gemm, attention += o.attention, elementwise += o.elementwise, tp += o.tp, cp += o.cp, ep += o.ep;
+    syncs += o.syncs;
     return *this;
   }
   Part scaled(double s) const {
     Part p = *this;
-    p.gemm *= s, p.attention *= s, p.elementwise *= s, p.tp *= s, p.cp *= s, p.ep *= s;
+    p.gemm *= s, p.attention *= s, p.elementwise *= s, p.tp *= s, p.cp *= s, p.ep *= s, p.syncs *= s;
     return p;
   }
 };
@@ -108,21 +110,25 @@ class Costing {
     return calls * cal_.elementwise.overhead_s + elements * shape_.bytes_per_element / per_second(cal_.elementwise.per_s);
   }
 
-  double collective(const std::string& op, int n, bool inter, double elements, double calls = 1) const {
+  // `calls` collectives moving `elements` in all: their link time, and
+  // their synchronisations counted into `part`.
+  double collective(Part& part, const std::string& op, int n, bool inter, double elements, double calls = 1) const {
     if (n <= 1 || elements <= 0) return 0;
     if (queries_) queries_->group_sizes.insert(n);
-    return calls * (cal_.collective_seconds(op, inter, n, elements * shape_.bytes_per_element / calls) + sync(n));
+    part.syncs += calls * sync_weight(n);
+    return calls * cal_.collective_seconds(op, inter, n, elements * shape_.bytes_per_element / calls);
   }
 
-  // The wait at a synchronisation of n ranks beyond the link time.
-  double sync(int n) const {
+  // A synchronisation of n ranks waits for the last of n - 1 partners:
+  // H(n-1) / H(sync_ranks - 1) of the probe's wait (H the harmonic number).
+  double sync_weight(int n) const {
     auto harmonic = [](int k) {
       double h = 0;
       for (int i = 1; i <= k; ++i) h += 1.0 / i;
       return h;
     };
-    if (shape_.sync_s <= 0 || n <= 1) return 0;
-    return shape_.sync_s * harmonic(n - 1) / harmonic(std::max(1, shape_.sync_ranks - 1));
+    if (n <= 1) return 0;
+    return harmonic(n - 1) / harmonic(std::max(1, shape_.sync_ranks - 1));
   }
 
   // Whether a group of `extent` consecutive ranks (its own size times the
@@ -157,12 +163,12 @@ class Costing {
     const bool inter = spans(c_.tp);
     const double full = d_.T * d_.h;
     if (c_.sp) {
-      a.f.tp += collective("all_gather", c_.tp, inter, full) + collective("reduce_scatter", c_.tp, inter, full);
-      a.i.tp += collective("all_gather", c_.tp, inter, full) + collective("reduce_scatter", c_.tp, inter, full);
-      if (shape_.regather) a.w.tp += collective("all_gather", c_.tp, inter, full);
+      a.f.tp += collective(a.f, "all_gather", c_.tp, inter, full) + collective(a.f, "reduce_scatter", c_.tp, inter, full);
+      a.i.tp += collective(a.i, "all_gather", c_.tp, inter, full) + collective(a.i, "reduce_scatter", c_.tp, inter, full);
+      if (shape_.regather) a.w.tp += collective(a.w, "all_gather", c_.tp, inter, full);
     } else {
-      a.f.tp += collective("all_reduce", c_.tp, inter, full);
-      a.i.tp += collective("all_reduce", c_.tp, inter, full);
+      a.f.tp += collective(a.f, "all_reduce", c_.tp, inter, full);
+      a.i.tp += collective(a.i, "all_reduce", c_.tp, inter, full);
     }
   }
 
@@ -176,19 +182,21 @@ class Costing {
       // n - 1 steps; each sends K, V forward and K, V, dK, dV backward.
       const LinkModel l = cal_.link("sendrecv", inter, n);
       if (queries_ && n > 1) queries_->group_sizes.insert(n);
-      a.f.cp += (n - 1) * (l.seconds(kv * fraction * shape_.bytes_per_element) + sync(2));
-      a.i.cp += (n - 1) * (l.seconds(2 * kv * fraction * shape_.bytes_per_element) + sync(2));
+      a.f.cp += (n - 1) * l.seconds(kv * fraction * shape_.bytes_per_element);
+      a.i.cp += (n - 1) * l.seconds(2 * kv * fraction * shape_.bytes_per_element);
+      a.f.syncs += (n - 1) * sync_weight(2);
+      a.i.syncs += (n - 1) * sync_weight(2);
     };
     auto ulysses = [&](int n) {  // q, k, v in and out back; the gradients the same way
-      a.f.cp += collective("all_to_all", n, inter, qo + kv, 3) + collective("all_to_all", n, inter, qo);
-      a.i.cp += collective("all_to_all", n, inter, qo) + collective("all_to_all", n, inter, qo + kv, 3);
+      a.f.cp += collective(a.f, "all_to_all", n, inter, qo + kv, 3) + collective(a.f, "all_to_all", n, inter, qo);
+      a.i.cp += collective(a.i, "all_to_all", n, inter, qo) + collective(a.i, "all_to_all", n, inter, qo + kv, 3);
     };
     if (shape_.cp_comm == "p2p") ring(c_.cp, 1.0);
     else if (shape_.cp_comm == "a2a") ulysses(c_.cp);
     else if (shape_.cp_comm == "allgather") {
-      a.f.cp += collective("all_gather", c_.cp, inter, kv * c_.cp, 2);
-      a.i.cp += collective("all_gather", c_.cp, inter, kv * c_.cp, 2) +
-                collective("reduce_scatter", c_.cp, inter, kv * c_.cp, 2);
+      a.f.cp += collective(a.f, "all_gather", c_.cp, inter, kv * c_.cp, 2);
+      a.i.cp += collective(a.i, "all_gather", c_.cp, inter, kv * c_.cp, 2) +
+                collective(a.i, "reduce_scatter", c_.cp, inter, kv * c_.cp, 2);
     } else {  // a2a+p2p: Ulysses inside groups of a2a_size, a ring across them
       const int a2a = std::max(1, std::min(shape_.a2a_size, c_.cp));
       ulysses(a2a);
@@ -227,8 +235,8 @@ class Costing {
     if (c_.ep > 1) {
       const int etp = std::max(1, c_.etp);
       const bool inter = spans(static_cast<int64_t>(etp) * c_.ep);
-      a.f.ep += collective("all_to_all_v", c_.ep, inter, routed, 2);  // dispatch and combine
-      a.i.ep += collective("all_to_all_v", c_.ep, inter, routed, 2);
+      a.f.ep += collective(a.f, "all_to_all_v", c_.ep, inter, routed, 2);  // dispatch and combine
+      a.i.ep += collective(a.i, "all_to_all_v", c_.ep, inter, routed, 2);
     }
     return a;
   }
@@ -244,7 +252,7 @@ class Costing {
     Action3 a;
     a.f.elementwise = elementwise(2 * d_.Tsp * d_.h, 1);
     a.w.elementwise = elementwise(3 * d_.Tsp * d_.h, 1);
-    if (c_.tp > 1) a.f.tp = collective(c_.sp ? "reduce_scatter" : "all_reduce", c_.tp, spans(c_.tp), d_.T * d_.h);
+    if (c_.tp > 1) a.f.tp = collective(a.f, c_.sp ? "reduce_scatter" : "all_reduce", c_.tp, spans(c_.tp), d_.T * d_.h);
     return a;
   }
   Action3 last_stage_extra() const {
@@ -254,11 +262,11 @@ class Costing {
     a.i.elementwise += elementwise(4 * d_.Tsp * d_.h + 3 * d_.T * vocab, 2);
     if (c_.tp > 1) {
       const bool inter = spans(c_.tp);
-      a.f.tp += collective("all_reduce", c_.tp, inter, d_.T, 3);  // max, sum, target logit
+      a.f.tp += collective(a.f, "all_reduce", c_.tp, inter, d_.T, 3);  // max, sum, target logit
       if (c_.sp) {
-        a.f.tp += collective("all_gather", c_.tp, inter, d_.T * d_.h);
-        a.i.tp += collective("reduce_scatter", c_.tp, inter, d_.T * d_.h);
-        if (shape_.regather) a.w.tp += collective("all_gather", c_.tp, inter, d_.T * d_.h);
+        a.f.tp += collective(a.f, "all_gather", c_.tp, inter, d_.T * d_.h);
+        a.i.tp += collective(a.i, "reduce_scatter", c_.tp, inter, d_.T * d_.h);
+        if (shape_.regather) a.w.tp += collective(a.w, "all_gather", c_.tp, inter, d_.T * d_.h);
       }
     }
     return a;
@@ -280,7 +288,7 @@ class Costing {
     const double bytes = d_.Tsp * d_.h * shape_.bytes_per_element;
     const LinkModel l = cal_.link("sendrecv", spans(static_cast<int64_t>(c_.tp) * c_.cp * c_.dp * c_.pp), 2);
     const double latency = cal_.p2p_latency_s > 0 ? cal_.p2p_latency_s : l.latency_s;
-    return latency + bytes / per_second(l.busbw_Bps) + sync(2);
+    return latency + bytes / per_second(l.busbw_Bps) + shape_.sync_s * sync_weight(2);
   }
 
   // Gradient reduction over the data-parallel groups and Adam, per step.
@@ -300,12 +308,16 @@ class Costing {
     const int edp = c_.tp * c_.cp * c_.dp / (etp * c_.ep);
     const double buckets = std::max(1.0, layers + 1);  // one per layer, and the embedding / head
     const bool dp_inter = spans(static_cast<int64_t>(c_.tp) * c_.cp * c_.dp);
+    // After the backward: every synchronisation waits in full.
+    Part syncs;
     auto reduce = [&](int n, double params, double calls) {
       if (n <= 1) return 0.0;
-      if (!shape_.zero) return collective("all_reduce", n, dp_inter, params, calls);
-      return collective("reduce_scatter", n, dp_inter, params, calls) + collective("all_gather", n, dp_inter, params, calls);
+      if (!shape_.zero) return collective(syncs, "all_reduce", n, dp_inter, params, calls);
+      return collective(syncs, "reduce_scatter", n, dp_inter, params, calls) +
+             collective(syncs, "all_gather", n, dp_inter, params, calls);
     };
     out.dp = reduce(dpcp, dense, buckets) + reduce(edp, experts, std::max(1.0, moe_layers));
+    out.dp += syncs.syncs * shape_.sync_s;
     // Adam reads the parameter, gradient and both moments and writes three
     // of them; the gradients are zeroed for the next step.
     const double updated = shape_.zero ? dense / std::max(1, dpcp) + experts / std::max(1, edp) : dense + experts;
@@ -344,11 +356,21 @@ pp::Schedule step_schedule(const Config& c, const StepShape& shape, int microbat
   return pp::make_schedule(name, c.pp, microbatches, chunks);
 }
 
+// What the synchronisations of an action cost: sync_s each, but no more
+// than sync_s per sync_chunk_s of compute between them (a partner that
+// computed briefly since the last one was rarely descheduled meanwhile).
+double sync_time(const Part& p, const StepShape& shape) {
+  if (shape.sync_s <= 0) return 0;
+  const double bound = shape.sync_chunk_s > 0 ? p.compute() / shape.sync_chunk_s : p.syncs;
+  return shape.sync_s * std::min(p.syncs, bound);
+}
+
 // Simulator costs per stage with compute run `slowdown` times slower; full
 // recompute runs each stage's forward again before its backward.
-pp::CostModel stage_costs(const std::vector<Action3>& stages, double slowdown, double latency, bool recompute) {
+pp::CostModel stage_costs(const std::vector<Action3>& stages, double slowdown, double latency, bool recompute,
+                          const StepShape& shape) {
   pp::CostModel costs;
-  auto time = [&](const Part& p) { return (p.gemm + p.attention + p.elementwise) * slowdown + p.tp + p.cp + p.ep; };
+  auto time = [&](const Part& p) { return p.compute() * slowdown + p.tp + p.cp + p.ep + sync_time(p, shape); };
   for (const Action3& a : stages) {
     costs.f.push_back(time(a.f));
     costs.i.push_back(time(a.i) + (recompute ? time(a.f) : 0));
@@ -390,21 +412,21 @@ CalibratedStep calibrated_step(const ModelSpec& m, const Config& c, const TrainS
   // pipeline's busy ranks really have.
   CalibratedStep out;
   out.core_share = costing.core_share();
-  pp::Simulation sim = pp::simulate(schedule, stage_costs(stages, out.core_share, latency, c.recompute == Recompute::full));
+  pp::Simulation sim = pp::simulate(schedule, stage_costs(stages, out.core_share, latency, c.recompute == Recompute::full, shape));
   if (c.pp > 1 && sim.stats.makespan > 0) {
     double busy = 0;
     for (double b : sim.stats.busy) busy += b / sim.stats.makespan;
     const int ranks = shape.ranks_per_node > 0 ? shape.ranks_per_node : static_cast<int>(cluster.gpus);
     out.core_share = slowdown_when_busy(out.core_share, busy / sim.stats.busy.size(), shape, ranks);
-    sim = pp::simulate(schedule, stage_costs(stages, out.core_share, latency, c.recompute == Recompute::full));
+    sim = pp::simulate(schedule, stage_costs(stages, out.core_share, latency, c.recompute == Recompute::full, shape));
   }
 
   // The split, on rank 0 of the pipeline (its stages), per step.
   Part rank0;
   for (int s = 0; s < stage_count; s += c.pp) {
-    rank0 += stages[static_cast<size_t>(s)].f;
-    rank0 += stages[static_cast<size_t>(s)].i;
-    rank0 += stages[static_cast<size_t>(s)].w;
+    const Action3& a = stages[static_cast<size_t>(s)];
+    rank0 += a.f, rank0 += a.i, rank0 += a.w;
+    out.sync += (sync_time(a.f, shape) + sync_time(a.i, shape) + sync_time(a.w, shape)) * microbatches;
   }
   const double mbs = microbatches;
   out.gemm = rank0.gemm * mbs * out.core_share;

@@ -20,10 +20,11 @@
 // contention probe), else by max(1, ranks per node x threads / cores). And
 // they meet later: each blocking collective or ring step costs sync_s more
 // than its link model says, the probe's measure of how long ranks that were
-// computing wait for each other at a collective of sync_ranks (0 on
-// dedicated devices); a group of n waits for its last of n - 1 partners,
-// which for independent exponential delays takes H(n-1) / H(sync_ranks-1)
-// as long (H the harmonic number).
+// computing for sync_chunk_s wait for each other at a collective of
+// sync_ranks (0 on dedicated devices); a group of n waits for its last of
+// n - 1 partners, which for independent exponential delays takes
+// H(n-1) / H(sync_ranks-1) as long (H the harmonic number), and collectives
+// closer together than sync_chunk_s of compute wait proportionally less.
 #pragma once
 
 #include <array>
@@ -49,7 +50,8 @@ struct StepShape {
   int threads_per_rank = 1;
   double compute_slowdown = 0;  // measured: compute time / uncontended compute time (0: from the cores)
   double sync_s = 0;            // measured: extra seconds per blocking synchronisation ...
-  int sync_ranks = 2;           // ... of this many ranks
+  int sync_ranks = 2;           // ... of this many ranks ...
+  double sync_chunk_s = 0;      // ... after this much compute (uncontended seconds; 0: any)
   double bytes_per_element = 4;  // activations and gradients (f32)
 };
 
@@ -57,6 +59,7 @@ struct CalibratedStep {
   // Seconds per step on the most loaded rank.
   double gemm = 0, attention = 0, elementwise = 0, optimizer = 0;   // compute
   double tp = 0, cp = 0, ep = 0, dp = 0, pp = 0;                    // communication
+  double sync = 0;  // waiting for partners at the collectives of the forward and backward (shared cores)
   double bubble = 0, step = 0;
   double core_share = 1;  // the compute scale for ranks sharing cores
 };

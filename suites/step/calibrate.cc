@@ -6,8 +6,13 @@
 // GELU at the activation sizes, and the collectives and ring messages on
 // groups of each size the configs use (consecutive ranks, all groups at
 // once). Host only: on a device the rates would be the host's.
+#include <cblas.h>
+#include <time.h>
+
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <set>
 #include <thread>
 
@@ -25,23 +30,39 @@ namespace sextant::step {
 
 namespace {
 
+// CPU seconds of this process (every thread).
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+enum class Clock { wall, compute };
+
 // Seconds per call of fn on every rank at once: the median of 5 windows of
 // the same number of calls on every rank (collectives must match), enough
 // for `window` seconds; each window the mean over its calls; the mean over
-// ranks. The ranks start each window together.
-double timed(Communicator& comm, const std::function<void()>& fn, double window = 1e-3) {
+// ranks. The ranks start each window together. Clock::compute measures
+// what fn takes with a core to itself: a rank descheduled in a window (the
+// ranks share the cores) counts the CPU time its threads got, not the wall
+// time it waited.
+double timed(Communicator& comm, const std::function<void()>& fn, double window = 1e-3, Clock clock = Clock::compute) {
   fn();  // warm-up: first touch of the buffers
   comm.barrier();
   double start = now_seconds();
   fn();
   const double once = comm.all_reduce_value(now_seconds() - start, ReduceOp::max);
   const int calls = static_cast<int>(std::clamp(std::ceil(window / std::max(once, 1e-9)), 2.0, 1e5));
+  const int threads = std::max(1, openblas_get_num_threads());
   std::vector<double> per_call;
   for (int w = 0; w < 5; ++w) {
     comm.barrier();
     start = now_seconds();
+    const double cpu = process_cpu_seconds();
     for (int i = 0; i < calls; ++i) fn();
-    per_call.push_back((now_seconds() - start) / calls);
+    double seconds = now_seconds() - start;
+    if (clock == Clock::compute) seconds = std::min(seconds, (process_cpu_seconds() - cpu) / threads);
+    per_call.push_back(seconds / calls);
   }
   std::sort(per_call.begin(), per_call.end());
   return comm.all_reduce_value(per_call[2], ReduceOp::sum) / comm.size();
@@ -171,7 +192,8 @@ void measure_links(Communicator& comm, int n, plan::Calibration& cal) {
     for (size_t bytes : {size_t{1} << 10, size_t{1} << 15, size_t{1} << 19}) {
       const size_t elements = bytes / 4 / n * n;
       std::vector<float> send(elements, 1.0f), recv(elements, 0.0f);
-      const double seconds = timed(comm, [&] { run_collective(*group, op, send, recv, elements); }, 2e-4);
+      const double seconds =
+          timed(comm, [&] { run_collective(*group, op, send, recv, elements); }, 2e-4, Clock::wall);
       samples.push_back({elements * 4.0 * plan::bus_factor(op, n), seconds});
     }
     const plan::RateModel r = plan::fit_rate(samples);
@@ -181,35 +203,67 @@ void measure_links(Communicator& comm, int n, plan::Calibration& cal) {
 
 }  // namespace
 
+SchedTimes sched_times() {
+  SchedTimes t;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    std::ifstream in(task.path() / "schedstat");
+    double on_cpu_ns = 0, waiting_ns = 0;
+    if (!(in >> on_cpu_ns >> waiting_ns)) continue;
+    t.on_cpu += on_cpu_ns * 1e-9, t.waiting += waiting_ns * 1e-9, t.available = true;
+  }
+  return t;
+}
+
 ContentionProbe::ContentionProbe(Communicator& comm) : a_(kN * kN, 0.5f), b_(kN * kN, 0.25f), c_(kN * kN, 0.0f) {
   uncontended_s_ = timed(comm, [&] { gemm(); }, 2e-4);
-  calls_ = std::max(1, static_cast<int>(5e-3 / uncontended_s_));
+  calls_ = std::max(5, static_cast<int>(5e-3 / uncontended_s_));
 }
 
 void ContentionProbe::gemm() {
   ops::gemm_f32(false, false, kN, kN, kN, 1.0f, a_.data(), kN, b_.data(), kN, 0.0f, c_.data(), kN);
 }
 
+void ContentionProbe::start() { started_ = sched_times(); }
+
+void ContentionProbe::stop() {
+  const SchedTimes now = sched_times();
+  spent_.on_cpu += now.on_cpu - started_.on_cpu;
+  spent_.waiting += now.waiting - started_.waiting;
+  spent_.available = now.available;
+}
+
+double ContentionProbe::probed_slowdown(Communicator& comm) {
+  comm.barrier();
+  const double start = now_seconds();
+  for (int i = 0; i < calls_; ++i) gemm();
+  return (now_seconds() - start) / (calls_ * uncontended_s_);
+}
+
 Contention ContentionProbe::measure(Communicator& comm) {
   Contention out;
-  comm.barrier();
-  double start = now_seconds();
-  for (int i = 0; i < calls_; ++i) gemm();
-  // The step waits for its slowest rank.
-  out.slowdown = comm.all_reduce_value((now_seconds() - start) / (calls_ * uncontended_s_), ReduceOp::max);
+  const bool scheduler = comm.all_reduce_value(spent_.available && spent_.on_cpu > 0 ? 1 : 0, ReduceOp::min) > 0;
+  const double mine = scheduler ? (spent_.on_cpu + spent_.waiting) / spent_.on_cpu : probed_slowdown(comm);
+  spent_ = SchedTimes{};
+  out.slowdown = comm.all_reduce_value(mine, ReduceOp::max);  // the step waits for its slowest rank
   if (comm.size() == 1) return out;
-  constexpr int kRounds = 5;
+  // The same sgemm calls without and with an all-reduce every fifth of
+  // them, twice in turn: the difference is what the synchronisations cost.
+  constexpr int kRounds = 5, kPasses = 3;
   const int per_round = std::max(1, calls_ / kRounds);
-  double sink = 0;
-  comm.barrier();
-  start = now_seconds();
-  for (int r = 0; r < kRounds; ++r) {
-    for (int i = 0; i < per_round; ++i) gemm();
-    sink += comm.all_reduce_value(c_[0], ReduceOp::sum);
-  }
-  const double per_round_s = (now_seconds() - start) / kRounds;
-  const double compute = per_round * uncontended_s_ * out.slowdown;
-  out.sync_s = std::max(0.0, comm.all_reduce_value(per_round_s - compute, ReduceOp::max) + 0 * sink);
+  auto rounds = [&](bool sync) {
+    comm.barrier();
+    const double start = now_seconds();
+    for (int r = 0; r < kRounds; ++r) {
+      for (int i = 0; i < per_round; ++i) gemm();
+      if (sync) comm.all_reduce_value(c_[0], ReduceOp::sum);
+    }
+    return now_seconds() - start;
+  };
+  double extra = 0;
+  for (int pass = 0; pass < kPasses; ++pass) extra -= rounds(false), extra += rounds(true);
+  out.sync_s = std::max(0.0, comm.all_reduce_value(extra / (kPasses * kRounds), ReduceOp::max));
+  out.sync_chunk_s = per_round * uncontended_s_;
   return out;
 }
 

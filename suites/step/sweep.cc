@@ -40,7 +40,7 @@ const MetricDef& kMfu = define_metric({"step", "mfu", "1", Better::higher,
     "MFU of the best config", "sweep"});
 const MetricDef& kConfigs = define_metric({"step", "configs", "1", Better::neither,
     "configs measured", "sweep"});
-const MetricDef& kPlannerAbsErrorMedianPct = define_metric({"step", "planner_abs_error_median_pct", "%", Better::lower,
+const MetricDef& kPlannerAbsErrorMedianPct = define_metric({"step", "planner_abs_error_median_pct", "%", Better::neither,
     "calibrated planner: median |predicted - measured| / measured step time over the configs", "sweep"});
 const MetricDef& kRooflineAbsErrorMedianPct = define_metric({"step", "roofline_abs_error_median_pct", "%",
     Better::neither, "the roofline planner (one sgemm rate, all-reduce busbw): the same median error", "sweep"});
@@ -200,10 +200,13 @@ SweepState setup_sweep(CaseContext& ctx) {
   s.self = &ctx.self;
   s.device = ctx.device;
   if (ctx.self.device() != Device::host) s.host_self = ctx.host_comm.split(ctx.host_comm.rank(), 0);
+  const NodeMap nodes = detect_nodes(ctx.host_comm);
   for (auto& [recipe, model] : entries_of(ctx.config)) {
     Entry e;
     e.name = recipe_name(recipe.parallel);
     e.parallel = recipe.parallel;
+    e.parallel.order = node_aware_order(e.parallel, nodes);  // on several nodes: TP inside a node (topology.h)
+    recipe.parallel = e.parallel;
     e.model = model;
     e.grid = std::make_unique<GridComms>(make_grid_comms(ctx.comm, recipe.parallel));
     e.comms =
@@ -213,7 +216,6 @@ SweepState setup_sweep(CaseContext& ctx) {
   }
   s.rates = measure_host_rates(ctx.host_comm);
   if (s.device == Device::host) {
-    const NodeMap nodes = detect_nodes(ctx.host_comm);
     const int here = ranks_per_node(nodes).at(static_cast<size_t>(nodes.at(static_cast<size_t>(ctx.host_comm.rank()))));
     s.calibration = calibration_for(s, here);
     s.probe = std::make_unique<ContentionProbe>(ctx.host_comm);
@@ -223,13 +225,16 @@ SweepState setup_sweep(CaseContext& ctx) {
 }
 
 void run_sweep(SweepState& s) {
-  if (s.probe) s.contention.push_back(s.probe->measure(*s.host));
   for (Entry& e : s.entries) {
     s.host->barrier();
+    if (s.probe) s.probe->start();
     const double start = now_seconds();
     e.trainer->step();
-    e.seconds.push_back(s.host->all_reduce_value(now_seconds() - start, ReduceOp::max));
+    const double seconds = now_seconds() - start;
+    if (s.probe) s.probe->stop();
+    e.seconds.push_back(s.host->all_reduce_value(seconds, ReduceOp::max));
   }
+  if (s.probe) s.contention.push_back(s.probe->measure(*s.host));
 }
 
 // Every config's first loss from the same weights and batch against the
@@ -263,6 +268,7 @@ std::pair<double, nlohmann::json> calibrated_step(const SweepState& s, const Ent
   PlannerView v = planner_view(e, s.ranks_per_node);
   v.shape.compute_slowdown = contention.slowdown;
   v.shape.sync_s = contention.sync_s;
+  v.shape.sync_chunk_s = contention.sync_chunk_s;
   v.shape.sync_ranks = s.host->size();
   try {
     const plan::CalibratedStep step = plan::calibrated_step(v.model, v.config, v.train, v.shape, *s.calibration);
@@ -310,7 +316,8 @@ Metrics sweep_metrics(SweepState& s, const RegionTimes& times) {
   std::vector<double> slowdowns, syncs;
   for (size_t i = s.contention.size() - timed_probes; i < s.contention.size(); ++i)
     slowdowns.push_back(s.contention[i].slowdown), syncs.push_back(s.contention[i].sync_s);
-  const Contention contention{slowdowns.empty() ? 0 : median(slowdowns), syncs.empty() ? 0 : median(syncs)};
+  const Contention contention{slowdowns.empty() ? 0 : median(slowdowns), syncs.empty() ? 0 : median(syncs),
+                              s.contention.empty() ? 0 : s.contention.back().sync_chunk_s};
   const double slowdown = contention.slowdown;
   nlohmann::json rows = nlohmann::json::array();
   std::vector<double> errors, roofline_errors;
