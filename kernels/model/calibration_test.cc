@@ -187,6 +187,14 @@ TEST(StepCost, QueriesNameTheShapesAndGroups) {
   EXPECT_FALSE(q.elementwise.empty());
 }
 
+// The stages are the schedule's: chunks without a pipeline are one stage.
+TEST(StepCost, VirtualChunksWithoutAPipelineChangeNothing) {
+  Config c = config(1, 1, 1, 1);
+  const CalibratedStep one = calibrated_step(small_model(), c, {16, 16}, StepShape{}, round_machine());
+  c.vpp = 4;
+  EXPECT_DOUBLE_EQ(calibrated_step(small_model(), c, {16, 16}, StepShape{}, round_machine()).step, one.step);
+}
+
 TEST(StepCost, RefusesInvalidConfigs) {
   EXPECT_THROW(calibrated_step(small_model(), config(3, 1, 1, 1), {16, 16}, StepShape{}, round_machine()),
                UsageError);

@@ -402,10 +402,11 @@ CalibratedStep calibrated_step(const ModelSpec& m, const Config& c, const TrainS
   validate(m, cluster, t, c);
   const Costing costing(m, c, t, shape, cal);
   const int microbatches = static_cast<int>(t.global_batch / (static_cast<int64_t>(c.dp) * t.micro_batch));
-  const int stage_count = c.pp * c.vpp;
+  // The schedule decides the stages: pp x its chunks per rank (1 without a pipeline).
+  const pp::Schedule schedule = step_schedule(c, shape, microbatches);
+  const int stage_count = schedule.stages;
   std::vector<Action3> stages;
   for (int s = 0; s < stage_count; ++s) stages.push_back(costing.stage(s, stage_count));
-  const pp::Schedule schedule = step_schedule(c, shape, microbatches);
   const double latency = c.pp > 1 ? costing.p2p_message() : 0;
 
   // Simulate with every rank busy, then again at the share of the cores the
@@ -447,7 +448,8 @@ void collect_queries(const ModelSpec& m, const Config& c, const TrainSpec& t, co
   const Calibration nothing;
   Costing costing(m, c, t, shape, nothing);
   costing.record_into(&out);
-  const int stages = c.pp * c.vpp;
+  const int microbatches = static_cast<int>(t.global_batch / (static_cast<int64_t>(c.dp) * t.micro_batch));
+  const int stages = step_schedule(c, shape, microbatches).stages;
   for (int s = 0; s < stages; ++s) costing.stage(s, stages);
   CalibratedStep ignored;
   costing.data_parallel_and_optimizer(ignored);
