@@ -274,7 +274,7 @@ class BadInput(unittest.TestCase):
             self.assertEqual(len([f for f in os.listdir(out) if f.endswith(".json")]), 2,
                              "a second run must not overwrite the first")
 
-    def test_plan_finds_the_seeds_configs_valid_and_fitting(self):
+    def test_plan_finds_the_reference_configs_valid_and_fitting(self):
         env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
         rows = [
             ["--model", "llama3-405b", "--device", "H100", "--gpus", "16384", "--global-batch", "2048",

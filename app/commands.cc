@@ -71,9 +71,10 @@ CommFactory make_comm_factory(Device device) {
 
 std::string chosen_comm_backend() { return chosen(); }
 
-void add_comm_option(CLI::App& app) {
-  CLI::App* run = app.get_subcommand("run");
-  run->add_option("--comm", comm_choice(), kCommHelp)
+void add_comm_option(CLI::App& app) { add_comm_option_to(*app.get_subcommand("run")); }
+
+void add_comm_option_to(CLI::App& sub) {
+  sub.add_option("--comm", comm_choice(), kCommHelp)
       ->check(CLI::IsMember({"auto", "nccl", "staged"}))
       ->group("Where and how");
 }

@@ -11,7 +11,8 @@ namespace sextant {
 CommFactory make_comm_factory(Device device);
 // The backend make_comm_factory chose: "mpi", "nccl" or "mpi-staged".
 std::string chosen_comm_backend();
-// Adds --comm (auto, nccl, staged) to the app's `run` subcommand.
+// Adds --comm (auto, nccl, staged) to the app's `run` subcommand, or to `sub`.
 void add_comm_option(CLI::App& app);
+void add_comm_option_to(CLI::App& sub);
 
 }  // namespace sextant

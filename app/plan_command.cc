@@ -4,19 +4,24 @@
 
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "app/plan_reference.h"
 #include "harness/error.h"
 #include "harness/strings.h"
+#include "kernels/model/calibration.h"
 #include "kernels/model/planner.h"
+#include "kernels/model/step_cost.h"
 
 namespace sextant {
 
 namespace {
 
 struct PlanFlags {
-  std::string model = "llama3-405b", device = "H100", check, json;
+  std::string model = "llama3-405b", device = "H100", check, json, calibrate, calibrate_dtype;
+  bool reference = false;
   int64_t gpus = 0, gpus_per_node = 8, global_batch = 0, micro_batch = 1;
   int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0, seq = 0;
   int64_t experts = -1, topk = 0, moe_ffn = 0, moe_layers = -1;
@@ -97,24 +102,79 @@ CLI::App* add_plan_command(CLI::App& app) {
   p->add_option("--moe-ffn", flags.moe_ffn, "Override: expert FFN width");
   p->add_option("--moe-layers", flags.moe_layers, "Override: number of MoE layers");
   p->add_option("--device", flags.device, "GPU: H100, H800, H200, A100, B200");
-  p->add_option("--gpus", flags.gpus, "GPUs in the cluster")->required();
+  p->add_option("--gpus", flags.gpus, "GPUs in the cluster (required unless --reference)");
   p->add_option("--gpus-per-node", flags.gpus_per_node, "GPUs per node (TP stays inside a node)");
   p->add_option("--memory-gb", flags.memory_gb, "Override: GPU memory (GiB)");
   p->add_option("--peak-tflops", flags.peak_tflops, "Override: dense bf16 peak TFLOP/s per GPU");
   p->add_option("--nvlink-GBps", flags.nvlink, "Override: NVLink bandwidth per GPU (GB/s)");
   p->add_option("--network-GBps", flags.network, "Override: network bandwidth per GPU (GB/s)");
   p->add_option("--gemm-efficiency", flags.efficiency, "Achievable fraction of peak for matmuls (0.75)");
-  p->add_option("--global-batch", flags.global_batch, "Sequences per step")->required();
+  p->add_option("--global-batch", flags.global_batch, "Sequences per step (required unless --reference)");
   p->add_option("--micro-batch", flags.micro_batch, "Sequences per microbatch");
   p->add_option("--top", flags.top, "Configs to list");
   p->add_option("--check", flags.check, "Evaluate one config, e.g. tp=8,pp=16,dp=128,recompute=full");
   p->add_option("--json", flags.json, "Also write every estimate as JSON here");
+  p->add_option("--calibrate", flags.calibrate,
+                "Build the step time from the measured rates in this results file (ops gemm / attention / "
+                "layernorm / gelu, collectives per group size and kind, pipeline p2p latency, or a step/sweep "
+                "calibration) instead of the roofline: kernels/model/step_cost.h")
+      ->type_name("RESULTS.json");
+  p->add_option("--calibrate-dtype", flags.calibrate_dtype,
+                "The dtype of the ops cases to calibrate with (default: bf16 for GPU results, f32 for host ones)");
+  p->add_flag("--reference", flags.reference,
+              "Five 6D reference configurations (LLaMA-2 70B ... video DiT): reported MFU, the planner's, "
+              "the gap and why");
   return p;
 }
+
+namespace {
+
+std::optional<plan::Calibration> read_calibration() {
+  if (flags.calibrate.empty()) return std::nullopt;
+  std::ifstream in(flags.calibrate);
+  require(in.good(), cat("--calibrate '", flags.calibrate, "' is not a readable file"));
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(cat("--calibrate '", flags.calibrate, "' is not JSON: ", e.what()));
+  }
+  require(doc.value("schema", "") == "sextant.result/1",
+          cat("--calibrate '", flags.calibrate, "' is not a sextant results file"));
+  std::string dtype = flags.calibrate_dtype;
+  if (dtype.empty()) dtype = doc["system"].value("device_kind", std::string("host")) == "cuda" ? "bf16" : "f32";
+  return plan::calibration_from_results(doc, dtype);
+}
+
+// The calibrated estimates of the `top` best roofline configs, best first
+// (the simulator runs per config: the whole search space would be slow).
+std::vector<plan::Estimate> calibrated(const std::vector<plan::Estimate>& all, const plan::ModelSpec& m,
+                                       const plan::ClusterSpec& c, const plan::TrainSpec& t,
+                                       const plan::Calibration& cal, size_t top) {
+  std::vector<plan::Estimate> out;
+  for (size_t i = 0; i < all.size() && out.size() < top; ++i) {
+    if (!all[i].fits) continue;
+    plan::StepShape shape;
+    shape.schedule = all[i].config.vpp > 1 ? "interleaved" : "1f1b";
+    shape.bytes_per_element = 2;
+    out.push_back(plan::estimate_calibrated(m, c, t, all[i].config, shape, cal));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const plan::Estimate& a, const plan::Estimate& b) { return a.step < b.step; });
+  return out;
+}
+
+}  // namespace
 
 int run_plan_command() {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const std::optional<plan::Calibration> cal = read_calibration();
+  if (flags.reference) {
+    if (rank == 0) print_reference_table(cal ? &*cal : nullptr);
+    return 0;
+  }
+  require(flags.gpus > 0, "--gpus is required (the GPUs in the cluster), unless --reference");
+  require(flags.global_batch > 0, "--global-batch is required (sequences per step), unless --reference");
   plan::ModelSpec m = plan::model_preset(flags.model);
   set_if(m.layers, flags.layers);
   set_if(m.hidden, flags.hidden);
@@ -144,6 +204,15 @@ int run_plan_command() {
   std::vector<plan::Estimate> all = plan::search(m, c, t);
   std::optional<plan::Estimate> checked;
   if (!flags.check.empty()) checked = plan::estimate(m, c, t, parse_config(flags.check));
+  if (cal) {
+    all = calibrated(all, m, c, t, *cal, 100);
+    if (checked) {
+      plan::StepShape shape;
+      shape.schedule = checked->config.vpp > 1 ? "interleaved" : "1f1b";
+      shape.bytes_per_element = 2;
+      checked = plan::estimate_calibrated(m, c, t, checked->config, shape, *cal);
+    }
+  }
   if (rank != 0) return 0;
   size_t fitting = 0;
   for (const plan::Estimate& e : all) fitting += e.fits;
@@ -153,6 +222,9 @@ int run_plan_command() {
   std::printf("# %ld x %s (%.0f GiB, %.0f TFLOP/s bf16, %ld per node); %zu valid configs, %zu fit in memory\n",
               static_cast<long>(c.gpus), c.device.c_str(), c.memory_gb, c.peak_tflops,
               static_cast<long>(c.gpus_per_node), all.size(), fitting);
+  if (cal)
+    std::printf("# calibrated from %s: the 100 best fitting configs of the roofline, re-estimated and re-ranked\n",
+                cal->source.c_str());
   std::printf("# memory in GiB per GPU (heaviest stage); times in seconds per step (exposed)\n%s\n", kHeader);
   for (int i = 0; i < flags.top && i < static_cast<int>(all.size()); ++i) std::printf("%s\n", row(i + 1, all[i]).c_str());
   if (checked) {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <iostream>
 #include <thread>
 
@@ -25,6 +26,7 @@
 #include "harness/runner.h"
 #include "harness/strings.h"
 #include "harness/table.h"
+#include "harness/topology.h"
 #include "harness/version.h"
 
 namespace sextant {
@@ -43,13 +45,27 @@ constexpr const char* kFooter =
     "Exit status: 0 every case passed; 1 a case failed or errored; 2 bad input (one line, nothing\n"
     "written); 3 a case exceeded --timeout; killed by the signal on SIGTERM/SIGINT.";
 
-int ranks_per_node() {
-  MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  int n = 1;
-  MPI_Comm_size(node, &n);
-  MPI_Comm_free(&node);
-  return n;
+// Where the run's configs lie on the nodes: the orders chosen and a warning
+// for each config whose TP groups span nodes. Printed by world rank 0.
+nlohmann::json describe_placement(const RunOptions& options, const std::vector<PlannedCase>& plan, bool root) {
+  const NodeMap& nodes = options.node_of_rank;
+  nlohmann::json orders = nlohmann::json::object(), warnings = nlohmann::json::array();
+  std::set<std::string> seen;
+  for (const PlannedCase& p : plan) {
+    const ParallelConfig& c = p.config.parallel;
+    const std::string key = cat("ranks ", p.config.ranks, ": ", to_string(c));
+    if (!seen.insert(key + " " + c.order).second) continue;
+    orders[key] = c.order;
+    for (const std::string& w : placement_warnings(c, first_ranks(nodes, p.config.ranks))) {
+      if (root) std::cerr << "sextant: warning: " << w << "\n";
+      warnings.push_back(w);
+    }
+  }
+  return {{"nodes", node_count(nodes)},
+          {"ranks_per_node", ranks_per_node(nodes)},
+          {"order", options.order_given ? "given (--order)" : node_count(nodes) > 1 ? "node-aware" : "default"},
+          {"orders", orders},
+          {"warnings", warnings}};
 }
 
 // Memory the kernel may still hand out (MemAvailable), or 0 when unknown.
@@ -149,7 +165,7 @@ Watchdog::Settings watch_settings(double timeout, const MpiCommunicator& world, 
 // Writes the complete results (old and new records in plan order) and JUnit;
 // returns the exit status of the whole run.
 int write_complete(RunEnd& end, const std::vector<PlannedCase>& plan, const RunSnapshot& resumed,
-                   const std::vector<CaseRecord>& records) {
+                   const std::vector<CaseRecord>& records, const ResultsJudge& judge) {
   nlohmann::json fresh = nlohmann::json::array();
   for (const CaseRecord& r : records) fresh.push_back(to_json(r));
   end.run["end"] = iso_time_now();
@@ -160,6 +176,8 @@ int write_complete(RunEnd& end, const std::vector<PlannedCase>& plan, const RunS
   if (!resumed.cases.empty())
     std::cout << "# with the " << resumed.cases.size() << " finished before: " << summary["cases"] << " cases, "
               << summary["pass"] << " pass, " << summary["fail"] << " fail, " << summary["error"] << " errors\n";
+  const int cases_status = summary["fail"].get<int>() + summary["error"].get<int>() > 0 ? 1 : 0;
+  const int status = judge ? judge(doc, end.journal ? end.journal->base() : std::string()) : cases_status;
   end.finalizer.complete([&] {
     if (end.journal) {
       std::cout << "# results: " << write_results_at(doc, end.journal->base()) << "\n";
@@ -167,7 +185,7 @@ int write_complete(RunEnd& end, const std::vector<PlannedCase>& plan, const RunS
     }
     if (!end.junit.empty()) std::cout << "# junit: " << write_junit(doc, end.junit) << "\n";
   });
-  return summary["fail"].get<int>() + summary["error"].get<int>() > 0 ? 1 : 0;
+  return status;
 }
 
 }  // namespace
@@ -182,14 +200,17 @@ void add_interruption_options(CLI::App& run, std::string& resume) {
   run.footer(kFooter);
 }
 
-int run_command(const RunFlags& flags, const std::string& resume, const std::string& cmdline) {
+int run_command(const RunFlags& flags, const std::string& resume, const std::string& cmdline,
+                const ResultsJudge& judge) {
   auto world = MpiCommunicator::world();
   const bool root = world->rank() == 0;
   const std::string start = iso_time_now();
   RunOptions options = to_run_options(flags);
   resolve_for_world(options, world->size());
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  const int local_ranks = ranks_per_node();
+  options.node_of_rank = detect_nodes(*world);
+  const int local_ranks = ranks_per_node(options.node_of_rank).at(static_cast<size_t>(
+      options.node_of_rank.at(static_cast<size_t>(world->rank()))));
   // More threads than cores only oversubscribe them: a larger request is capped.
   const int threads = flags.blas_threads ? static_cast<int>(std::min<int64_t>(*flags.blas_threads, cores))
                                          : std::max(1, cores / local_ranks);
@@ -214,6 +235,7 @@ int run_command(const RunFlags& flags, const std::string& resume, const std::str
   end.system = describe_system(*world, options.device, chosen_comm_backend());
   end.run = describe_run(cmdline, start);
   end.run["plan"] = plan_json;
+  end.run["placement"] = describe_placement(options, plan, root);
   if (root && !resume.empty()) end.run["resumed_from"] = resumed.run.value("id", resume);
   if (!flags.junit.empty()) end.junit = std::filesystem::absolute(flags.junit).string();
   if (root && !options.out_dir.empty()) open_journal(end, options.out_dir, plan_json, resumed);
@@ -253,7 +275,7 @@ int run_command(const RunFlags& flags, const std::string& resume, const std::str
   }
 
   heartbeat_begin(static_cast<int>(todo.size()), "finish");
-  int status = root ? write_complete(end, plan, resumed, records) : 0;
+  int status = root ? write_complete(end, plan, resumed, records, judge) : 0;
   status = static_cast<int>(world->all_reduce_value(status, ReduceOp::max));
   heartbeat_end();
   return status;

@@ -4,7 +4,10 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <functional>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "harness/cli.h"
 
@@ -14,7 +17,14 @@ namespace sextant {
 // timeouts, interrupted runs and exit codes.
 void add_interruption_options(CLI::App& run, std::string& resume);
 
-// Runs it (collective over the world); returns the exit code.
-int run_command(const RunFlags& flags, const std::string& resume, const std::string& command_line);
+// Judges the complete results before they are written (world rank 0): may
+// add to the document and returns the run's exit status. results_base is
+// where the results go without extension ("" with --no-results).
+using ResultsJudge = std::function<int(nlohmann::json& doc, const std::string& results_base)>;
+
+// Runs it (collective over the world); returns the exit code: by the cases,
+// or what `judge` says (sextant qualify).
+int run_command(const RunFlags& flags, const std::string& resume, const std::string& command_line,
+                const ResultsJudge& judge = {});
 
 }  // namespace sextant

@@ -9,6 +9,7 @@
 
 #include "app/commands.h"
 #include "app/plan_command.h"
+#include "app/qualify_command.h"
 #include "app/recover_command.h"
 #include "app/run_command.h"
 #include "harness/cli.h"
@@ -98,6 +99,7 @@ int main(int argc, char** argv) {
       "  mpirun -np 4 sextant run collectives          busbw table like nccl-tests\n"
       "  mpirun -np 8 sextant run attention --cp 4 --tp 2 --seq 4096\n"
       "  sextant list                                  suites, cases and planted faults\n"
+      "  mpirun -np 8 sextant qualify                  cluster verdict: PASS/FAIL per headline figure\n"
       "  sextant plan --model llama3-405b --gpus 16384 --global-batch 2048   pick a parallel config\n"
       "  sextant recover out/sextant-<run id>.journal  results of a run whose rank 0 was killed\n"
       "Results are JSON (schema results/schema.json); scripts/report.py turns them into plots.");
@@ -118,6 +120,10 @@ int main(int argc, char** argv) {
   CLI::Option* config = run->add_option("--config", config_path,
                                         "Read options from a TOML file: flag names and case options as keys "
                                         "(command-line flags win)");
+  RunFlags qualify_flags;
+  QualifyFlags qualify_options;
+  CLI::App* qualify = add_qualify_command(app, qualify_flags, qualify_options);
+  add_comm_option_to(*qualify);
   CLI::App* plan = add_plan_command(app);
   CLI::App* recover = add_recover_command(app);
   add_comm_option(app);  // run --comm (app/commands.cc)
@@ -140,6 +146,7 @@ int main(int argc, char** argv) {
     if (config->count() > 0) apply_config(*run, flags, read_config(config_path));
     if (list->parsed()) code = do_list(list_selection, list_opts, list_metrics, list_tolerances);
     else if (run->parsed()) code = run_command(flags, resume, command_line(argc, argv));
+    else if (qualify->parsed()) code = run_qualify_command(qualify_flags, qualify_options, command_line(argc, argv));
     else if (plan->parsed()) code = run_plan_command();
     else if (recover->parsed()) code = run_recover_command();
   } catch (const UsageError& e) {

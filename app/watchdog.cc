@@ -21,7 +21,10 @@ std::unique_ptr<Heartbeat> open_node_heartbeat(MpiCommunicator& world) {
   // Unique on every node: world rank 0's pid and a random number.
   std::string mine;
   if (world.rank() == 0) mine = cat("/sextant-heartbeat-", getpid(), "-", std::random_device{}());
-  const std::string name = all_gather_strings(world, mine)[0];
+  // One segment per node: nodes that share /dev/shm (containers or network
+  // namespaces on one machine) must not open each other's.
+  const int node_first = static_cast<int>(node.all_reduce_value(world.rank(), ReduceOp::min));
+  const std::string name = cat(all_gather_strings(world, mine)[0], "-", node_first);
 
   std::unique_ptr<Heartbeat> heartbeat;
   std::string error;

@@ -100,7 +100,15 @@ void add_run_flags(CLI::App& run, RunFlags& f) {
   add_size(run, "--etp", f.etp, "Expert tensor-parallel size (default: tp)", par);
   add_size(run, "--vpp", f.vpp, "Virtual pipeline chunks per rank", par);
   run.add_flag("--sp", f.sp, "Sequence parallelism (with tp)")->group(par);
-  run.add_option("--order", f.order, "Rank order, leftmost fastest (Megatron-Core)")->group(par);
+  run.add_option_function<std::string>(
+         "--order",
+         [&f](const std::string& v) {
+           f.order = v;
+           f.order_given = true;
+         },
+         "Rank order, leftmost fastest (Megatron-Core; default tp-cp-ep-dp-pp, chosen per node layout on several "
+         "nodes: TP inside a node, pipeline neighbours on adjacent nodes, DP outermost)")
+      ->group(par);
 
   auto* prob = "Problem sizes (default: per case and profile; 'sextant list --options' shows each case's)";
   for (const ProblemFlag& p : kProblemFlags)
@@ -260,6 +268,7 @@ RunOptions to_run_options(const RunFlags& f) {
     p.order = f.order;
     o.parallel = p;
   }
+  o.order_given = f.order_given;
   o.raw_options = f.problem;
   return o;
 }

@@ -22,6 +22,7 @@ struct RunFlags {
   std::optional<int64_t> tp, cp, pp, dp, ep, etp, vpp;
   bool sp = false;
   std::string order = "tp-cp-ep-dp-pp";
+  bool order_given = false;  // --order on the command line or in --config (else node-aware on several nodes)
   std::optional<int64_t> iters, warmup, blas_threads;
   uint64_t seed = 1234;
   bool no_check = false, no_results = false, quiet = false;

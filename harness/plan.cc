@@ -1,11 +1,13 @@
 // plan_run: options, faults, rank counts and every config's rules, checked
 // before anything runs (harness/runner.h).
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "harness/error.h"
 #include "harness/runner.h"
 #include "harness/strings.h"
+#include "harness/topology.h"
 
 namespace sextant {
 
@@ -124,7 +126,22 @@ std::string memory_problem(const CaseDef& def, const CaseConfig& c, const RunOpt
 
 }  // namespace
 
+namespace {
+
+// The rank order a config of the first g ranks gets: the user's (--order),
+// or the node-aware one (harness/topology.h), remembered per config.
+void place(ParallelConfig& p, int g, const RunOptions& o, std::map<std::string, std::string>& chosen) {
+  if (o.order_given || node_count(o.node_of_rank) <= 1) return;
+  const std::string key = cat(g, " ", to_string(p), " ", p.order);
+  auto it = chosen.find(key);
+  if (it == chosen.end()) it = chosen.emplace(key, node_aware_order(p, first_ranks(o.node_of_rank, g))).first;
+  p.order = it->second;
+}
+
+}  // namespace
+
 std::vector<PlannedCase> plan_run(const Registry& registry, const RunOptions& o, int world) {
+  std::map<std::string, std::string> orders;
   std::vector<const CaseDef*> defs = registry.select(o.selection);
   const std::optional<KernelFault> kernel = o.fault.empty() ? std::nullopt : find_kernel_fault(o.fault);
   if (!o.fault.empty()) defs = cases_planting(defs, o.fault, kernel);
@@ -153,6 +170,7 @@ std::vector<PlannedCase> plan_run(const Registry& registry, const RunOptions& o,
         c.device = o.device;
         if (c.ranks != g)
           throw RuntimeError(cat(def->full_name(), " produced an instance for ", c.ranks, " ranks while sweeping ", g));
+        place(c.parallel, g, o, orders);
         // A config the user shaped (a pinned config, or any of the case's
         // options) must be valid and fit; one the case chose is skipped.
         const bool users = o.parallel.has_value() || sized;

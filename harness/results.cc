@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -20,6 +21,7 @@
 #include "harness/error.h"
 #include "harness/peaks.h"
 #include "harness/strings.h"
+#include "harness/system_info.h"
 #include "harness/version.h"
 
 namespace fs = std::filesystem;
@@ -83,11 +85,12 @@ nlohmann::json describe_run(const std::string& command_line, const std::string& 
 
 nlohmann::json describe_system(Communicator& world, Device device, const std::string& backend) {
   std::vector<std::string> hosts;
-  std::map<std::string, int> per_host;
+  std::set<std::string> seen;
   for (const std::string& h : all_gather_strings(world, host_name()))
-    if (per_host[h]++ == 0) hosts.push_back(h);
-  int ranks_per_node = 0;
-  for (const auto& [h, n] : per_host) ranks_per_node = std::max(ranks_per_node, n);
+    if (seen.insert(h).second) hosts.push_back(h);
+  // Ranks per node as MPI sees them (MPI_COMM_TYPE_SHARED), not from host names.
+  const NodeMap nodes = detect_nodes(world);
+  const nlohmann::json topology = describe_nodes(world, nodes);
 
   char mpi_version[MPI_MAX_LIBRARY_VERSION_STRING];
   int length = 0;
@@ -98,7 +101,10 @@ nlohmann::json describe_system(Communicator& world, Device device, const std::st
   for (const DeviceInfo& d : describe_devices(device)) devices.push_back(d);
   nlohmann::json sys = {{"hosts", hosts},
                         {"world_size", world.size()},
-                        {"ranks_per_node", ranks_per_node},
+                        {"ranks_per_node", max_ranks_per_node(nodes)},
+                        {"node_count", node_count(nodes)},
+                        {"topology", topology},
+                        {"summary", system_summary(topology, device)},
                         {"backend", backend},
                         {"device_kind", device_name(device)},
                         {"devices", devices},
@@ -247,7 +253,33 @@ std::string xml_escape(const std::string& s) {
 }  // namespace
 
 namespace {
-std::string junit_xml(const nlohmann::json& run, const nlohmann::json& cases) {
+// sextant qualify's verdict: one test case per criterion (a criterion that
+// could not be measured is skipped, with the reason).
+std::string junit_qualification(const nlohmann::json& q) {
+  int failures = 0, skipped = 0;
+  for (const nlohmann::json& r : q["criteria"]) {
+    failures += r["status"] == "FAIL";
+    skipped += r["status"] != "FAIL" && r["status"] != "PASS";
+  }
+  std::ostringstream out;
+  out << "  <testsuite name=\"qualify\" tests=\"" << q["criteria"].size() << "\" failures=\"" << failures
+      << "\" errors=\"0\" skipped=\"" << skipped << "\">\n";
+  for (const nlohmann::json& r : q["criteria"]) {
+    const std::string status = r["status"].get<std::string>();
+    out << "    <testcase classname=\"sextant.qualify\" name=\"" << xml_escape(r["criterion"].get<std::string>())
+        << "\" time=\"0\">";
+    const std::string detail = cat("measured ", r["measured"].dump(), " ", r["unit"].get<std::string>(), ", ",
+                                   r["bound"].get<std::string>(), " ", r["threshold"].dump(), " (",
+                                   r["threshold_source"].get<std::string>(), ")");
+    if (status == "FAIL") out << "<failure message=\"" << xml_escape(detail) << "\"/>";
+    else if (status != "PASS") out << "<skipped message=\"" << xml_escape(status + ": " + r["note"].get<std::string>()) << "\"/>";
+    out << "</testcase>\n";
+  }
+  out << "  </testsuite>\n";
+  return out.str();
+}
+
+std::string junit_xml(const nlohmann::json& run, const nlohmann::json& cases, const nlohmann::json& qualification) {
   std::map<std::string, std::vector<const nlohmann::json*>> by_suite;
   for (const nlohmann::json& c : cases) by_suite[c["suite"].get<std::string>()].push_back(&c);
   std::ostringstream out;
@@ -287,6 +319,7 @@ std::string junit_xml(const nlohmann::json& run, const nlohmann::json& cases) {
         << xml_escape(run.value("incomplete_reason", "the run did not finish")) << "\"/></testcase>\n"
         << "  </testsuite>\n";
   }
+  if (qualification.is_object()) out << junit_qualification(qualification);
   out << "</testsuites>\n";
   return out.str();
 }
@@ -294,7 +327,7 @@ std::string junit_xml(const nlohmann::json& run, const nlohmann::json& cases) {
 
 std::string write_junit(const nlohmann::json& doc, const std::string& target) {
   const std::string run_id = doc["run"]["id"].get<std::string>();
-  std::string xml = junit_xml(doc["run"], doc["cases"]);
+  std::string xml = junit_xml(doc["run"], doc["cases"], doc.value("qualification", nlohmann::json()));
   if (names_folder(target)) {
     const std::string base = results_base(target, run_id);
     return write_unique(xml, cat(base, ".xml.tmp-", getpid()), [&](int attempt) {

@@ -46,6 +46,11 @@ struct RunOptions {
   // Memory one rank may use (0: not checked): a case whose estimate exceeds
   // it is refused when the user chose its sizes, else skipped with the reason.
   double host_memory_per_rank = 0, device_memory_per_rank = 0;
+  // The node of each world rank (harness/topology.h; empty: not detected).
+  // On several nodes, configs get the node-aware rank order unless the user
+  // gave --order.
+  std::vector<int> node_of_rank;
+  bool order_given = false;
 };
 
 struct PlannedCase {

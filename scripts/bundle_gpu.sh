@@ -14,7 +14,8 @@
 #   --with-dev    also the headers and CMake files to build there instead
 #                 (device_check.sh --build)
 #
-# The bundle holds bin/ (the binaries), root.tar.xz (the unpacked packages,
+# The bundle holds bin/ (the binaries), expectations/ (sextant qualify's
+# thresholds per device kind), root.tar.xz (the unpacked packages,
 # compressed; env.sh unpacks them once into a temporary folder), env.sh
 # (PATH, LD_LIBRARY_PATH, OpenMPI relocation and transport settings) and
 # MANIFEST (packages, versions, binaries, git revision). The downloaded .debs
@@ -133,6 +134,9 @@ rm -rf "${out:?}/bin"
 mkdir -p "$out/bin"
 for b in "${binaries[@]}"; do cp "${binary_path[$b]}" "$out/bin/"; done
 strip --strip-debug "$out"/bin/* 2>/dev/null || true
+# sextant qualify looks for its thresholds in expectations/ beside bin/.
+rm -rf "${out:?}/expectations"
+cp -r "$(dirname "$0")/../results/expectations" "$out/expectations"
 
 # 5. The environment a run needs.
 cat > "$out/env.sh" <<EOF

@@ -87,4 +87,17 @@ ModelSpec model_preset(const std::string& name);
 ClusterSpec cluster_preset(const std::string& device, int64_t gpus);
 std::vector<std::string> model_presets();
 
+// Five well-known 6D configurations, each a model on a cluster with its
+// parallel config, the MFU commonly quoted for such a run (LLaMA-3 405B: the
+// Llama 3 paper, arXiv:2407.21783, reports 38-43%; the others are round
+// figures from Megatron-style tuning guides) and the usual reason for the loss.
+struct ReferenceRun {
+  std::string label, model, device;
+  int64_t gpus = 0, gpus_per_node = 8, global_batch = 0;
+  Config config;
+  double reported_mfu = 0;
+  std::string reported_reason;
+};
+const std::vector<ReferenceRun>& reference_runs();
+
 }  // namespace sextant::plan

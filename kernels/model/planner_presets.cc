@@ -40,6 +40,14 @@ const std::map<std::string, ModelSpec>& models() {
     m.attention_params_override = 7168.0 * 1536 + 1536.0 * 128 * 192 + 7168.0 * 576 + 512.0 * 128 * 256 +
                                   128.0 * 128 * 7168;
     t[m.name] = m;
+    // A video diffusion transformer of the usual 6D tutorial size: hidden
+    // 3072, 48 layers, 16 frames of 256 patches (4096 tokens) per clip,
+    // bidirectional attention; the patch embedding and output projection
+    // (16 latent channels x 2 x 2 patches = 64) stand in for the vocabulary.
+    m = {};
+    m.name = "video-dit", m.layers = 48, m.hidden = 3072, m.heads = 24, m.ffn = 12288, m.vocab = 64;
+    m.seq = 4096, m.causal = false;
+    t[m.name] = m;
     // GPT-3 175B (Brown et al. 2020), GELU MLP.
     m = {};
     m.name = "gpt3-175b", m.layers = 96, m.hidden = 12288, m.heads = 96, m.ffn = 49152, m.vocab = 50257;
@@ -63,6 +71,35 @@ ModelSpec model_preset(const std::string& name) {
     throw UsageError(cat("--model '", name, "' is not a preset (", join(model_presets(), ", "),
                          "); or give --layers --hidden --heads --ffn --vocab --seq"));
   return it->second;
+}
+
+namespace {
+Config reference_config(int tp, int cp, int pp, int dp, int ep = 1, int vpp = 1) {
+  Config c;
+  c.tp = tp, c.cp = cp, c.pp = pp, c.dp = dp, c.ep = ep, c.etp = 1, c.vpp = vpp, c.sp = tp > 1;
+  c.recompute = Recompute::full;  // the table's runs fit only with activation recomputation
+  return c;
+}
+}  // namespace
+
+// Global batches: Llama 2's 4M tokens, Llama 3's 16M at 8K, DeepSeek-V3's
+// 15360 sequences; 64 sequences of 128K (8M tokens) and 256 clips for the
+// others. Llama 3 405B runs the interleaved schedule (Dubey et al. 2024),
+// 4 chunks per rank here (126 layers over 16 stages).
+const std::vector<ReferenceRun>& reference_runs() {
+  static const std::vector<ReferenceRun> runs = {
+      {"LLaMA-2 70B", "llama2-70b", "A100", 64, 8, 1024, reference_config(8, 1, 1, 8), 0.48,
+       "dense model, TP on NVLink inside the node, DP all-reduce overlapped with compute"},
+      {"LLaMA-3 405B", "llama3-405b", "H100", 16384, 8, 2048, reference_config(8, 1, 16, 128, 1, 4), 0.43,
+       "PP=16 bubble (~6%) and cross-node pipeline latency"},
+      {"DeepSeek-V3", "deepseek-v3", "H800", 2048, 8, 15360, reference_config(1, 1, 16, 128, 64), 0.40,
+       "MoE all-to-all dispatch and expert load imbalance"},
+      {"128K context", "llama2-70b-128k", "H100", 256, 8, 64, reference_config(8, 4, 4, 2), 0.35,
+       "CP ring communication; the compute / communication ratio falls with long sequences"},
+      {"video DiT", "video-dit", "H100", 512, 8, 256, reference_config(4, 4, 4, 8), 0.32,
+       "video data loading and the DiT's communication-heavy attention"},
+  };
+  return runs;
 }
 
 ClusterSpec cluster_preset(const std::string& device, int64_t gpus) {

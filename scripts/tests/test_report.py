@@ -362,3 +362,52 @@ class SeveralRuns(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+QUALIFICATION = {
+    "verdict": "FAIL",
+    "expectations": {"path": "results/expectations/host.toml", "name": "CPU hosts", "version": "2026-12-01"},
+    "counts": {"pass": 1, "fail": 1, "not_judged": 1},
+    "criteria": [
+        {"criterion": "conformance", "what": "cases that failed", "unit": "cases", "bound": "at most",
+         "status": "PASS", "measured": 0, "threshold": 0, "margin_pct": None, "from": "10 cases run",
+         "threshold_source": "every case must pass", "note": ""},
+        {"criterion": "gemm_tflops", "what": "ops/gemm", "unit": "TFLOP/s", "bound": "at least", "status": "FAIL",
+         "measured": 0.001, "threshold": 0.002, "margin_pct": -50.0, "from": "ops/gemm m=256",
+         "threshold_source": "absolute", "note": ""},
+        {"criterion": "all_reduce_busbw_inter_GBps", "what": "all_reduce busbw", "unit": "GB/s", "bound": "at least",
+         "status": "NOT MEASURED", "measured": None, "threshold": 0.01, "margin_pct": None, "from": "",
+         "threshold_source": "absolute", "note": "one node: run on several to measure it"},
+    ],
+}
+
+
+class Qualification(unittest.TestCase):
+    """sextant qualify's verdict heads the report: PASS or FAIL per criterion."""
+
+    def test_the_verdict_heads_the_page_and_the_summary(self):
+        doc = derived(REAL_FIXTURE, lambda d: d.update(qualification=QUALIFICATION), keep=3)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = write(doc, tmp, "qualified.json")
+            rc, out, err = run_script("report.py", path, "-o", os.path.join(tmp, "report"))
+            self.assertEqual(rc, 0, out + err)
+            with open(os.path.join(tmp, "report", "index.html"), encoding="utf-8") as f:
+                page = f.read()
+            with open(os.path.join(tmp, "report", "summary.md"), encoding="utf-8") as f:
+                summary = f.read()
+        verdict = page.find("Cluster qualification: FAIL")
+        self.assertGreater(verdict, 0)
+        self.assertLess(verdict, page.find("<h2>Runs</h2>"))
+        for text in ("gemm_tflops", "NOT MEASURED", "-50%", "one node: run on several", "class=fail>FAIL"):
+            self.assertIn(text, page)
+        self.assertLess(summary.find("Cluster qualification: FAIL"), summary.find("## Runs"))
+        self.assertIn("| gemm_tflops | FAIL | 0.001 | >= 0.002 | -50% |", summary)
+
+    def test_the_schema_holds_the_verdict(self):
+        doc = derived(REAL_FIXTURE, lambda d: d.update(qualification=QUALIFICATION), keep=3)
+        bad = derived(REAL_FIXTURE, lambda d: d.update(qualification=dict(QUALIFICATION, verdict="MAYBE")), keep=3)
+        with tempfile.TemporaryDirectory() as tmp:
+            rc, out, err = run_script("validate.py", write(doc, tmp, "good.json"))
+            self.assertEqual(rc, 0, out + err)
+            rc, out, err = run_script("validate.py", write(bad, tmp, "bad.json"))
+            self.assertNotEqual(rc, 0, out + err)

@@ -33,6 +33,7 @@ struct CollectiveState {
   void* recv_ptr = nullptr;
   // Where the result lands: recv (or send when in place), from this offset.
   int64_t output_offset = 0, output_elements = 0;
+  int group_nodes = 1;  // nodes the group spans (1: intra-node, more: inter-node)
 };
 
 // The exact input pattern: small integers in [-4, 4].
@@ -86,6 +87,10 @@ struct BandwidthMetrics {
 BandwidthMetrics collective_bandwidth();  // of the collective the case is named after
 BandwidthMetrics all_reduce_bandwidth();  // sp_identity's all_reduce region
 Metrics bandwidth(double bytes, double factor, const TimeStats& t, const BandwidthMetrics& defs = collective_bandwidth());
+// Nodes the case's group spans (collective over the instance's ranks), and
+// the metrics that say so: group_nodes, and group_spans_nodes (0 or 1).
+int group_nodes(CaseContext& ctx);
+void add_group_kind(Metrics& m, int nodes);
 int64_t count_wrong(const Tensor& got, const std::function<double(int64_t)>& expected);
 
 }  // namespace sextant::collectives

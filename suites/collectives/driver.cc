@@ -4,6 +4,7 @@
 #include "harness/comm_faulty.h"
 #include "harness/error.h"
 #include "harness/strings.h"
+#include "harness/topology.h"
 #include "suites/collectives/collectives.h"
 
 namespace sextant::collectives {
@@ -112,6 +113,25 @@ BandwidthMetrics all_reduce_bandwidth() {
 }
 
 namespace {
+const MetricDef& kGroupNodes = define_metric({"collectives", "group_nodes", "1", Better::neither,
+    "nodes the group spans (MPI_COMM_TYPE_SHARED): 1 is an intra-node group, more an inter-node one"});
+const MetricDef& kGroupSpansNodes = define_metric({"collectives", "group_spans_nodes", "1", Better::neither,
+    "1 when the group spans nodes (inter-node), 0 when it lies inside one node (intra-node)"});
+}  // namespace
+
+int group_nodes(CaseContext& ctx) {
+  const NodeMap nodes = detect_nodes(ctx.host_comm);  // over the instance's ranks
+  const std::string group = ctx.config.s("group");
+  if (group == "world") return node_count(nodes);
+  return nodes_spanned(nodes, ctx.grid.grid.group(parse_dim(group), ctx.grid.rank));
+}
+
+void add_group_kind(Metrics& m, int nodes) {
+  m.add(kGroupNodes, nodes);
+  m.add(kGroupSpansNodes, nodes > 1 ? 1 : 0);
+}
+
+namespace {
 // Defined at start-up so that `sextant list --metrics` lists them.
 const BandwidthMetrics kDefined[] = {collective_bandwidth(), all_reduce_bandwidth()};
 }  // namespace
@@ -152,6 +172,7 @@ CollectiveState setup(const CollectiveOp& op, CaseContext& ctx) {
   }
   s.output_elements = s.recv.defined() ? s.recv.numel() : s.send.numel();
   if (op.prepare) op.prepare(s);  // in-place pointers, all_to_all_v counts
+  s.group_nodes = group_nodes(ctx);
   return s;
 }
 
@@ -184,8 +205,10 @@ CaseDef make_collective_case(const CollectiveOp& op) {
       .timed = {{"run", [&op](CollectiveState& s) { op.run(s); }}},
       .check = [&op](CollectiveState& s, Checker& c) { check(op, s, c); },
       .metrics = [&op](CollectiveState& s, const RegionTimes& times) {
-      return bandwidth(static_cast<double>(s.elements) * dtype_size(s.dtype), op.busbw_factor(s.n), times.at("run"));
-    },
+        Metrics m = bandwidth(static_cast<double>(s.elements) * dtype_size(s.dtype), op.busbw_factor(s.n), times.at("run"));
+        add_group_kind(m, s.group_nodes);
+        return m;
+      },
   });
 }
 

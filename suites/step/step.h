@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "harness/case.h"
+#include "kernels/model/calibration.h"
+#include "kernels/model/step_cost.h"
 #include "kernels/model/trainer.h"
 
 namespace sextant::step {
@@ -62,6 +64,54 @@ MemoryEstimate step_memory(const CaseConfig& c);
 // to other experts than the float64 reference does (measured: 1 of 256 at
 // the ci sizes), and a flipped route makes the gradients incomparable.
 void validate_dtype(DType dtype, const model::GptConfig& model);
+
+// ---- calibrate.cc: the sweep's own calibration of the planner.
+
+// Measures what `queries` asks for on every rank of comm (collective), in
+// windows short enough that the rates are a rank's with a core to itself.
+plan::Calibration calibrate_here(Communicator& comm, const plan::CostQueries& queries, int64_t hidden);
+
+// How the ranks fare where they share the machine (the load changes, so
+// it is measured while the sweep runs). The compute slowdown comes from the
+// scheduler's own accounting (/proc/self/task/*/schedstat: time on a CPU
+// and time runnable but waiting for one): a rank runnable for r seconds of
+// which it ran c computes r / c times slower than alone on a core; measured
+// around the steps. Where schedstat is missing: a 128^3 sgemm repeated for
+// about 5 ms on every rank at once against its time in short windows. The
+// synchronisation cost: 5 rounds of about 1 ms of that sgemm each ended by
+// an 8-byte all-reduce, less the same rounds without it, 3 times in turn. The
+// planner takes the medians over the timed iterations.
+struct Contention {
+  double slowdown = 1;      // the slowest rank's
+  double sync_s = 0;        // per blocking collective, beyond its link time ...
+  double sync_chunk_s = 0;  // ... after this much compute (uncontended)
+};
+// Seconds the threads of this process spent on a CPU, and runnable waiting
+// for one; available false where /proc/self/task/*/schedstat is missing.
+struct SchedTimes {
+  double on_cpu = 0, waiting = 0;
+  bool available = false;
+};
+SchedTimes sched_times();
+
+class ContentionProbe {
+ public:
+  explicit ContentionProbe(Communicator& comm);  // collective
+  // Around the work whose slowdown is wanted (this rank).
+  void start();
+  void stop();
+  // Collective: the contention since the last measure, and a sync probe.
+  Contention measure(Communicator& comm);
+
+ private:
+  static constexpr int64_t kN = 128;
+  void gemm();
+  double probed_slowdown(Communicator& comm);
+  std::vector<float> a_, b_, c_;
+  double uncontended_s_ = 0;
+  int calls_ = 1;
+  SchedTimes started_, spent_;  // at start(); accumulated between start() and stop()
+};
 
 // ---- the train case.
 

@@ -250,6 +250,16 @@ TEST(Step, SweepRanksTheFactorisations) {
     ASSERT_GE(ranking.size(), 3u);  // tp2, cp2, pp2, dp2 (with and without ep) at 2 ranks
     for (size_t i = 1; i < ranking.size(); ++i)
       EXPECT_GE(ranking[i - 1]["tokens_per_s"].get<double>(), ranking[i]["tokens_per_s"].get<double>());
+    // Beside each measurement, the calibrated planner's prediction (from the
+    // sweep's own calibration, recorded) and the roofline's.
+    for (const nlohmann::json& row : ranking) {
+      EXPECT_TRUE(row["predicted_step_s"].is_number()) << row.dump();
+      EXPECT_GT(row["predicted"].value("gemm_s", 0.0), 0) << row.dump();
+      EXPECT_TRUE(row["roofline_step_s"].is_number()) << row.dump();
+    }
+    EXPECT_TRUE(r.metrics.contains("calibration"));
+    EXPECT_GT(r.metrics.at("compute_slowdown").at("value").get<double>(), 0);
+    EXPECT_TRUE(std::isfinite(r.metrics.at("planner_abs_error_median_pct").at("value").get<double>()));
   }
 }
 

@@ -1,16 +1,24 @@
 // The sweep case: one model over every valid factorisation of the rank count
 // (--set configs=all, the default) or a list (--set configs=tp2-sp-dp2,dp4),
 // every config timed in turn inside each iteration, then ranked by
-// throughput next to the planner's prediction (kernels/model/planner.h) fed
-// with this machine's measured sgemm rate and all-reduce bandwidth.
+// throughput next to two predictions: the calibrated planner
+// (kernels/model/step_cost.h) fed with this machine's component rates,
+// measured by the sweep on the same ranks (calibrate.cc) or read from a
+// stored results file (--set calibration=FILE), and the roofline planner
+// (kernels/model/planner.h) fed with one sgemm rate and all-reduce bandwidth.
+#include <cblas.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <thread>
 
 #include "harness/error.h"
 #include "harness/peaks.h"
 #include "harness/strings.h"
 #include "harness/timing.h"
+#include "harness/topology.h"
 #include "kernels/model/flops.h"
 #include "suites/step/check.h"
 #include "suites/step/step.h"
@@ -22,7 +30,8 @@ namespace {
 const MetricDef& kAllreduceBusbwGBps = define_metric({"step", "allreduce_busbw_GBps", "GB/s", Better::higher,
     "measured all-reduce bus bandwidth, fed to the planner", "sweep"});
 const MetricDef& kRanking = define_metric({"step", "ranking", "json", Better::neither,
-    "every config, best first: config, microbatches, step_s, tokens_per_s, mfu, predicted_step_s, prediction_error_pct", "sweep"});
+    "every config, best first: config, microbatches, step_s, tokens_per_s, mfu, predicted_step_s (calibrated planner), "
+    "prediction_error_pct, predicted (its split), roofline_step_s, roofline_error_pct", "sweep"});
 const MetricDef& kBestConfig = define_metric({"step", "best_config", "json", Better::neither,
     "the config with the highest tokens_per_s", "sweep"});
 const MetricDef& kTokensPerS = define_metric({"step", "tokens_per_s", "tokens/s", Better::higher,
@@ -32,7 +41,17 @@ const MetricDef& kMfu = define_metric({"step", "mfu", "1", Better::higher,
 const MetricDef& kConfigs = define_metric({"step", "configs", "1", Better::neither,
     "configs measured", "sweep"});
 const MetricDef& kPlannerAbsErrorMedianPct = define_metric({"step", "planner_abs_error_median_pct", "%", Better::neither,
-    "median |predicted - measured| / measured step time over the configs", "sweep"});
+    "calibrated planner: median |predicted - measured| / measured step time over the configs", "sweep"});
+const MetricDef& kRooflineAbsErrorMedianPct = define_metric({"step", "roofline_abs_error_median_pct", "%",
+    Better::neither, "the roofline planner (one sgemm rate, all-reduce busbw): the same median error", "sweep"});
+const MetricDef& kComputeSlowdown = define_metric({"step", "compute_slowdown", "1", Better::neither,
+    "contention probe: how much slower a sgemm ran between the configs than alone on a core (median); "
+    "the calibrated planner scales compute by it", "sweep"});
+const MetricDef& kSyncS = define_metric({"step", "sync_s", "s", Better::neither,
+    "contention probe: how long ranks that were computing waited for each other at a collective (median), "
+    "added per blocking collective by the calibrated planner", "sweep"});
+const MetricDef& kCalibration = define_metric({"step", "calibration", "json", Better::neither,
+    "the calibration behind predicted_step_s: gemm, attention and elementwise models, links, source", "sweep"});
 const MetricDef& kSgemmTflopsPerRank = define_metric({"step", "sgemm_tflops_per_rank", "TFLOP/s", Better::higher,
     "measured f32 gemm rate per rank, fed to the planner", "sweep"});
 const MetricDef& kPeakSource = define_metric({"step", "peak_source", "json", Better::neither,
@@ -60,8 +79,58 @@ struct SweepState {
   std::unique_ptr<Communicator> host_self;  // on a device: this rank alone over MPI, for the baseline
   Device device = Device::host;
   HostRates rates;
+  std::optional<plan::Calibration> calibration;  // host runs
+  std::unique_ptr<ContentionProbe> probe;         // host runs
+  std::vector<Contention> contention;             // one per iteration
+  int ranks_per_node = 1;
   std::vector<Entry> entries;
 };
+
+// What the calibrated planner needs to know of an entry beyond the model.
+struct PlannerView {
+  plan::ModelSpec model;
+  plan::Config config;
+  plan::TrainSpec train;
+  plan::StepShape shape;
+};
+PlannerView planner_view(const Entry& e, int ranks_per_node) {
+  const ParallelConfig& p = e.parallel;
+  PlannerView v;
+  v.model = model::model_spec(e.model);
+  v.config.tp = p.tp, v.config.cp = p.cp, v.config.pp = p.pp, v.config.dp = p.dp, v.config.ep = p.ep;
+  v.config.etp = p.expert_tp(), v.config.vpp = p.vpp, v.config.sp = p.sp;
+  v.config.distributed_optimizer = e.model.distributed_optimizer;
+  v.train = {e.model.batch, e.model.batch / (static_cast<int64_t>(p.dp) * e.model.microbatches)};
+  v.shape.schedule = e.model.schedule;
+  v.shape.cp_comm = model::cp_comm_name(e.model.cp_comm);
+  v.shape.a2a_size = e.model.a2a_size;
+  v.shape.regather = e.model.regather;
+  v.shape.zero = e.model.distributed_optimizer;
+  v.shape.ranks_per_node = ranks_per_node;
+  v.shape.cores_per_node = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  v.shape.threads_per_rank = openblas_get_num_threads();
+  return v;
+}
+
+// The calibration: measured here, on every rank at once, at the shapes the
+// configs ask for; or read from --set calibration=FILE.
+plan::Calibration calibration_for(SweepState& s, int ranks_per_node) {
+  const std::string source = s.config.params.value("calibration", std::string("run"));
+  if (source != "run") {
+    std::ifstream in(source);
+    return plan::calibration_from_results(nlohmann::json::parse(in));
+  }
+  plan::CostQueries queries;
+  for (const Entry& e : s.entries) {
+    const PlannerView v = planner_view(e, ranks_per_node);
+    try {
+      plan::collect_queries(v.model, v.config, v.train, v.shape, queries);
+    } catch (const UsageError&) {
+      // a config the planner does not model: predicted as null
+    }
+  }
+  return calibrate_here(*s.host, queries, s.entries.front().model.hidden);
+}
 
 // The configs and each one's model (the recipe's microbatches unless the user set them).
 std::vector<std::pair<Recipe, model::GptConfig>> entries_of(const CaseConfig& c) {
@@ -98,6 +167,7 @@ std::vector<CaseConfig> sweep_configs(const SweepRequest& req) {
     if (req.options.contains(key)) c.params[key] = req.options.at(key);
   if (req.options.contains("peak_tflops")) c.params["peak_tflops"] = req.options.at("peak_tflops");
   c.params["configs"] = req.get<std::string>("configs", "all");
+  if (req.has("calibration")) c.params["calibration"] = req.get<std::string>("calibration", "run");
   c.parallel = ParallelConfig{1, 1, 1, req.ranks};  // nominal: the case builds each config's grid itself
   c.ranks = req.ranks;
   c.dtype = DType::f32;
@@ -106,6 +176,16 @@ std::vector<CaseConfig> sweep_configs(const SweepRequest& req) {
 }
 
 void validate_sweep(const CaseConfig& c) {
+  const std::string calibration = c.params.value("calibration", std::string("run"));
+  if (calibration != "run") {
+    std::ifstream in(calibration);
+    require(in.good(), cat("--set calibration=", calibration, " must be 'run' or a readable results file"));
+    try {
+      plan::calibration_from_results(nlohmann::json::parse(in));
+    } catch (const nlohmann::json::exception& e) {
+      throw UsageError(cat("--set calibration=", calibration, " is not a results file: ", e.what()));
+    }
+  }
   const model::GptConfig gpt = model::gpt_config_from_json(c.params);
   validate_dtype(c.dtype, gpt);
   model::token_source(gpt, 0);  // the dataset, if any
@@ -120,10 +200,13 @@ SweepState setup_sweep(CaseContext& ctx) {
   s.self = &ctx.self;
   s.device = ctx.device;
   if (ctx.self.device() != Device::host) s.host_self = ctx.host_comm.split(ctx.host_comm.rank(), 0);
+  const NodeMap nodes = detect_nodes(ctx.host_comm);
   for (auto& [recipe, model] : entries_of(ctx.config)) {
     Entry e;
     e.name = recipe_name(recipe.parallel);
     e.parallel = recipe.parallel;
+    e.parallel.order = node_aware_order(e.parallel, nodes);  // on several nodes: TP inside a node (topology.h)
+    recipe.parallel = e.parallel;
     e.model = model;
     e.grid = std::make_unique<GridComms>(make_grid_comms(ctx.comm, recipe.parallel));
     e.comms =
@@ -132,16 +215,26 @@ SweepState setup_sweep(CaseContext& ctx) {
     s.entries.push_back(std::move(e));
   }
   s.rates = measure_host_rates(ctx.host_comm);
+  if (s.device == Device::host) {
+    const int here = ranks_per_node(nodes).at(static_cast<size_t>(nodes.at(static_cast<size_t>(ctx.host_comm.rank()))));
+    s.calibration = calibration_for(s, here);
+    s.probe = std::make_unique<ContentionProbe>(ctx.host_comm);
+    s.ranks_per_node = here;
+  }
   return s;
 }
 
 void run_sweep(SweepState& s) {
   for (Entry& e : s.entries) {
     s.host->barrier();
+    if (s.probe) s.probe->start();
     const double start = now_seconds();
     e.trainer->step();
-    e.seconds.push_back(s.host->all_reduce_value(now_seconds() - start, ReduceOp::max));
+    const double seconds = now_seconds() - start;
+    if (s.probe) s.probe->stop();
+    e.seconds.push_back(s.host->all_reduce_value(seconds, ReduceOp::max));
   }
+  if (s.probe) s.contention.push_back(s.probe->measure(*s.host));
 }
 
 // Every config's first loss from the same weights and batch against the
@@ -168,11 +261,28 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// The planner's step time for this config on "this machine": peak = the
+// The calibrated planner's step time and its split; NaN (null) where it
+// rejects the config, and on a device (no calibration of the device here).
+std::pair<double, nlohmann::json> calibrated_step(const SweepState& s, const Entry& e, const Contention& contention) {
+  if (!s.calibration) return {std::numeric_limits<double>::quiet_NaN(), nullptr};
+  PlannerView v = planner_view(e, s.ranks_per_node);
+  v.shape.compute_slowdown = contention.slowdown;
+  v.shape.sync_s = contention.sync_s;
+  v.shape.sync_chunk_s = contention.sync_chunk_s;
+  v.shape.sync_ranks = s.host->size();
+  try {
+    const plan::CalibratedStep step = plan::calibrated_step(v.model, v.config, v.train, v.shape, *s.calibration);
+    return {step.step, step};
+  } catch (const UsageError&) {
+    return {std::numeric_limits<double>::quiet_NaN(), nullptr};
+  }
+}
+
+// The roofline planner's step time for this config on "this machine": peak = the
 // measured per-rank sgemm rate (gemm efficiency 1), links = the measured
 // all-reduce bus bandwidth and latency. NaN where the planner rejects it,
 // and on a device: those rates are the host's, not the GPU's.
-double predicted_step(const SweepState& s, const Entry& e) {
+double roofline_step(const SweepState& s, const Entry& e) {
   if (s.device != Device::host) return std::numeric_limits<double>::quiet_NaN();
   plan::ClusterSpec cl;
   cl.device = "host";
@@ -201,21 +311,36 @@ Metrics sweep_metrics(SweepState& s, const RegionTimes& times) {
   const int iters = std::max(times.at("sweep").iters, 1);
   const int ranks = s.config.ranks;
   const auto [peak, source] = peak_per_rank(s.config.params, ranks, s.device);
+  // What the contention probe saw over the timed iterations (medians).
+  const size_t timed_probes = std::min<size_t>(s.contention.size(), iters);
+  std::vector<double> slowdowns, syncs;
+  for (size_t i = s.contention.size() - timed_probes; i < s.contention.size(); ++i)
+    slowdowns.push_back(s.contention[i].slowdown), syncs.push_back(s.contention[i].sync_s);
+  const Contention contention{slowdowns.empty() ? 0 : median(slowdowns), syncs.empty() ? 0 : median(syncs),
+                              s.contention.empty() ? 0 : s.contention.back().sync_chunk_s};
+  const double slowdown = contention.slowdown;
   nlohmann::json rows = nlohmann::json::array();
-  std::vector<double> errors;
+  std::vector<double> errors, roofline_errors;
+  auto number = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
   for (const Entry& e : s.entries) {
     const std::vector<double> timed(e.seconds.end() - std::min<size_t>(e.seconds.size(), iters), e.seconds.end());
     const double step = median(timed), flops = model::step_flops(e.model);
-    const double predicted = predicted_step(s, e);
+    const auto [predicted, split] = calibrated_step(s, e, contention);
+    const double roofline = roofline_step(s, e);
     const double error = std::isfinite(predicted) && step > 0 ? 100.0 * (predicted - step) / step : NAN;
+    const double roofline_error = std::isfinite(roofline) && step > 0 ? 100.0 * (roofline - step) / step : NAN;
     if (std::isfinite(error)) errors.push_back(std::abs(error));
+    if (std::isfinite(roofline_error)) roofline_errors.push_back(std::abs(roofline_error));
     rows.push_back({{"config", e.name},
                     {"microbatches", e.model.microbatches},
                     {"step_s", step},
                     {"tokens_per_s", step > 0 ? e.model.tokens_per_step() / step : 0},
                     {"mfu", step > 0 && peak > 0 ? flops / (step * ranks * peak * 1e12) : 0},
-                    {"predicted_step_s", std::isfinite(predicted) ? nlohmann::json(predicted) : nlohmann::json()},
-                    {"prediction_error_pct", std::isfinite(error) ? nlohmann::json(error) : nlohmann::json()}});
+                    {"predicted_step_s", number(predicted)},
+                    {"prediction_error_pct", number(error)},
+                    {"predicted", split},
+                    {"roofline_step_s", number(roofline)},
+                    {"roofline_error_pct", number(roofline_error)}});
   }
   std::sort(rows.begin(), rows.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
     return a["tokens_per_s"].get<double>() > b["tokens_per_s"].get<double>();
@@ -226,21 +351,29 @@ Metrics sweep_metrics(SweepState& s, const RegionTimes& times) {
   m.add(kTokensPerS, rows.empty() ? 0 : rows[0]["tokens_per_s"].get<double>());  // of the best
   m.add(kMfu, rows.empty() ? 0 : rows[0]["mfu"].get<double>());
   m.add(kConfigs, static_cast<double>(rows.size()));
-  m.add(kPlannerAbsErrorMedianPct, median(errors));
+  m.add(kPlannerAbsErrorMedianPct, errors.empty() ? NAN : median(errors));
+  m.add(kRooflineAbsErrorMedianPct, roofline_errors.empty() ? NAN : median(roofline_errors));
+  if (s.calibration) m.add_json(kCalibration, *s.calibration);
+  if (s.probe) m.add(kComputeSlowdown, slowdown);
+  if (s.probe) m.add(kSyncS, contention.sync_s);
   m.add(kSgemmTflopsPerRank, s.rates.sgemm_tflops_per_rank);
   m.add(kAllreduceBusbwGBps, s.rates.allreduce_busbw_GBps);
   m.add_json(kPeakSource, source);
   if (s.host->rank() == 0) {  // the table a user reads to pick a config
-    std::cout << "step/sweep: " << ranks << " ranks, ranked by measured throughput (planner fed with sgemm "
+    std::cout << "step/sweep: " << ranks << " ranks, ranked by measured throughput; calibrated planner ("
+              << (s.calibration ? s.calibration->source : std::string("none on a device"))
+              << ", compute slowdown " << slowdown << ", sync " << contention.sync_s * 1e6 << " us) median error " << (errors.empty() ? NAN : median(errors))
+              << "%, roofline (sgemm "
               << s.rates.sgemm_tflops_per_rank * 1e3 << " GFLOP/s per rank, all-reduce " << s.rates.allreduce_busbw_GBps
-              << " GB/s)\n";
+              << " GB/s) " << (roofline_errors.empty() ? NAN : median(roofline_errors)) << "%\n";
+    auto get = [](const nlohmann::json& v) { return v.is_null() ? NAN : v.get<double>(); };
     for (const nlohmann::json& r : rows) {
-      char line[200];
-      std::snprintf(line, sizeof line, "  %-28s m=%-2d %9.4f s  %10.0f tokens/s  planner %9.4f s (%+.0f%%)\n",
+      char line[240];
+      std::snprintf(line, sizeof line,
+                    "  %-28s m=%-2d %9.4f s  %10.0f tokens/s  calibrated %9.4f s (%+.0f%%)  roofline %9.4f s (%+.0f%%)\n",
                     r["config"].get<std::string>().c_str(), r["microbatches"].get<int>(), r["step_s"].get<double>(),
-                    r["tokens_per_s"].get<double>(),
-                    r["predicted_step_s"].is_null() ? NAN : r["predicted_step_s"].get<double>(),
-                    r["prediction_error_pct"].is_null() ? NAN : r["prediction_error_pct"].get<double>());
+                    r["tokens_per_s"].get<double>(), get(r["predicted_step_s"]), get(r["prediction_error_pct"]),
+                    get(r["roofline_step_s"]), get(r["roofline_error_pct"]));
       std::cout << line;
     }
     std::cout.flush();
@@ -255,7 +388,10 @@ CaseDef sweep_case() {
       .suite = "step",
       .name = "sweep",
       .summary = "one model over every factorisation of the ranks, ranked by measured throughput vs the planner",
-      .options = model_options({OptionSpec::text("configs", "all (default) or a list such as tp2-sp-dp2,dp4")}),
+      .options = model_options(
+          {OptionSpec::text("configs", "all (default) or a list such as tp2-sp-dp2,dp4"),
+           OptionSpec::text("calibration",
+                            "the calibrated planner's rates: run (measured by the sweep, default) or a results file")}),
       .table_metrics = {"tokens_per_s", "configs"},
       .configs = sweep_configs,
       .validate = validate_sweep,

@@ -17,6 +17,7 @@ table { border-collapse: collapse; font-size: 0.85em; margin: 0.8em 0; }
 th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-align: top; }
 th { background: #f4f4f4; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .skipped { color: #777; font-style: italic; } .pass { color: #2e7d32; } .fail { color: #c62828; font-weight: bold; }
+.verdict { border: 2px solid #ccc; padding: 0.5em 1em; margin-bottom: 1.5em; }
 details summary { cursor: pointer; color: #555; }
 """
 MAX_ROWS_OPEN = 40  # longer tables fold away behind <details>
@@ -79,6 +80,7 @@ def figure_html(fig, out_dir):
 def write_html(path, title, runs, sections, out_dir):
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
              f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>"]
+    parts += [qualification_html(r) for r in runs if r.doc.get("qualification")]
     parts.append(verdict_html(runs))
     columns, rows = runs_table_rows(runs)
     parts += ["<h2>Runs</h2>", html_table(columns, rows)]
@@ -120,6 +122,50 @@ def verdict_html(runs):
     return f"<p class={'pass' if ok else 'fail'}>Conformance: {html.escape(text)}.</p>"
 
 
+QUALIFICATION_COLUMNS = ["criterion", "status", "measured", "threshold", "margin", "unit", "from", "threshold source"]
+
+
+def _num(value):
+    return "-" if value is None else f"{value:.4g}"
+
+
+def qualification_rows(q):
+    """One row per criterion of sextant qualify's verdict (app/qualify_criteria.h)."""
+    rows = []
+    for c in q["criteria"]:
+        bound = ">= " if c["bound"] == "at least" else "<= "
+        note = f" ({c['note']})" if c.get("note") else ""
+        rows.append([c["criterion"], c["status"], _num(c["measured"]),
+                     "-" if c["threshold"] is None else bound + _num(c["threshold"]),
+                     "-" if c["margin_pct"] is None else f"{c['margin_pct']:.3g}%", c["unit"], c["from"] + note,
+                     c["threshold_source"]])
+    return rows
+
+
+def qualification_title(run):
+    q = run.doc["qualification"]
+    e = q["expectations"]
+    n = q["counts"]
+    return (f"Cluster qualification: {q['verdict']} ({run.label}: {n['pass']} pass, {n['fail']} fail, "
+            f"{n['not_judged']} not judged; expectations {e['path']}, version {e['version']})")
+
+
+def qualification_html(run):
+    """The one-page verdict at the top of the report: PASS or FAIL per criterion."""
+    q = run.doc["qualification"]
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in QUALIFICATION_COLUMNS)
+    body = ""
+    for row in qualification_rows(q):
+        status = row[1]
+        cls = "pass" if status == "PASS" else "fail" if status == "FAIL" else "skipped"
+        cells = [f"<td>{html.escape(row[0])}</td>", f"<td class={cls}>{html.escape(status)}</td>"]
+        cells += [f'<td{" class=num" if _is_num(v) else ""}>{html.escape(str(v))}</td>' for v in row[2:]]
+        body += "<tr>" + "".join(cells) + "</tr>"
+    cls = "pass" if q["verdict"] == "PASS" else "fail"
+    return (f"<div class=verdict><h2 class={cls}>{html.escape(qualification_title(run))}</h2>"
+            f"<p>{html.escape(run.describe())}</p><table><tr>{head}</tr>{body}</table></div>")
+
+
 def md_table(columns, rows):
     def cell(v):
         text = str(v).replace("|", "\\|").replace("\n", " ")
@@ -129,7 +175,12 @@ def md_table(columns, rows):
 
 
 def write_markdown(path, title, runs, sections):
-    out = [f"# {title}", "", f"Conformance: {verdict_text(runs)[1]}.", "", "## Runs", ""]
+    out = [f"# {title}", ""]
+    for r in runs:
+        if r.doc.get("qualification"):
+            out += [f"## {qualification_title(r)}", "", md_table(QUALIFICATION_COLUMNS,
+                                                                 qualification_rows(r.doc["qualification"])), ""]
+    out += [f"Conformance: {verdict_text(runs)[1]}.", "", "## Runs", ""]
     columns, rows = runs_table_rows(runs)
     out += [md_table(columns, rows), ""]
     for s in sections:

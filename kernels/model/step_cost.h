@@ -1,0 +1,88 @@
+// The calibrated planner: the step time of a parallel config built from a
+// machine's measured component rates (calibration.h) instead of a roofline.
+//
+// Per pipeline stage and microbatch it lists what one rank does, as the 6D
+// step of kernels/model runs it (gpt_layer.h, gpt_stages.h, optimizer.h):
+//   gemms      forward, input gradient (I) and weight gradient (W) of QKV,
+//              the output projection, the MLP (or router and local experts),
+//              the LM head: each timed at its own shape by the gemm model
+//   attention  the attention block's FLOPs, forward and backward, in cp calls
+//   elementwise LayerNorms, residual and bias adds, GELU, QKV split/merge,
+//              MoE permutes, cross-entropy, gradient accumulation: bytes
+//   tp, cp, ep the collectives and ring messages of each layer, each timed
+//              by the link model of its operation, group size and kind
+// then runs the pipeline simulator (kernels/pipeline/simulate.h) on the
+// schedule with those per-stage costs and the p2p latency, and adds the
+// data-parallel gradient reduction (one bucket per layer) and Adam.
+//
+// Ranks that share cores run slower: the compute is scaled by the slowdown
+// measured where the step runs (StepShape::compute_slowdown, the sweep's
+// contention probe), else by max(1, ranks per node x threads / cores). And
+// they meet later: each blocking collective or ring step costs sync_s more
+// than its link model says, the probe's measure of how long ranks that were
+// computing for sync_chunk_s wait for each other at a collective of
+// sync_ranks (0 on dedicated devices); a group of n waits for its last of
+// n - 1 partners, which for independent exponential delays takes
+// H(n-1) / H(sync_ranks-1) as long (H the harmonic number), and collectives
+// closer together than sync_chunk_s of compute wait proportionally less.
+#pragma once
+
+#include <array>
+#include <set>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "kernels/model/calibration.h"
+#include "kernels/model/planner.h"
+
+namespace sextant::plan {
+
+// How the step runs beyond the parallel sizes (the step suite's options).
+struct StepShape {
+  std::string schedule = "1f1b";
+  std::string cp_comm = "p2p";  // p2p, a2a, allgather, a2a+p2p
+  int a2a_size = 2;
+  bool regather = true;         // SP: column inputs all-gathered again for dW
+  bool zero = false;            // ZeRO-1: reduce-scatter + all-gather instead of all-reduce
+  int ranks_per_node = 0;       // 0: every rank on one node
+  int cores_per_node = 0;       // 0: as calibrated
+  int threads_per_rank = 1;
+  double compute_slowdown = 0;  // measured: compute time / uncontended compute time (0: from the cores)
+  double sync_s = 0;            // measured: extra seconds per blocking synchronisation ...
+  int sync_ranks = 2;           // ... of this many ranks ...
+  double sync_chunk_s = 0;      // ... after this much compute (uncontended seconds; 0: any)
+  double bytes_per_element = 4;  // activations and gradients (f32)
+};
+
+struct CalibratedStep {
+  // Seconds per step on the most loaded rank.
+  double gemm = 0, attention = 0, elementwise = 0, optimizer = 0;   // compute
+  double tp = 0, cp = 0, ep = 0, dp = 0, pp = 0;                    // communication
+  double sync = 0;  // waiting for partners at the collectives of the forward and backward (shared cores)
+  double bubble = 0, step = 0;
+  double core_share = 1;  // the compute scale for ranks sharing cores
+};
+void to_json(nlohmann::json& j, const CalibratedStep& s);
+
+// What a config asks of a calibration, so that one can measure exactly
+// that: gemm shapes {m, n, k, ta, tb}, attention blocks {sequences, rows,
+// heads, head_dim, causal}, elementwise sizes (elements), group sizes.
+struct CostQueries {
+  std::set<std::array<int64_t, 5>> gemms, attention;
+  std::set<int64_t> elementwise;
+  std::set<int> group_sizes;
+};
+void collect_queries(const ModelSpec& m, const Config& c, const TrainSpec& t, const StepShape& shape,
+                     CostQueries& out);
+
+// Throws UsageError for configs validate() rejects (planner.h).
+CalibratedStep calibrated_step(const ModelSpec& m, const Config& c, const TrainSpec& t, const StepShape& shape,
+                               const Calibration& cal);
+
+// The planner's estimate with the calibrated step time (memory as
+// estimate() computes it; model FLOPs and MFU against cluster.peak_tflops).
+Estimate estimate_calibrated(const ModelSpec& m, const ClusterSpec& cluster, const TrainSpec& t, const Config& c,
+                             const StepShape& shape, const Calibration& cal);
+
+}  // namespace sextant::plan

@@ -1,0 +1,282 @@
+// step/sweep's own calibration (kernels/model/calibration.h): this
+// machine's component rates measured on the instance's ranks, every rank at
+// once so that the cores are shared as they are in the step, at exactly
+// the shapes the calibrated planner asks for (step_cost.h collect_queries):
+// each gemm shape with its transposes, the attention blocks, LayerNorm and
+// GELU at the activation sizes, and the collectives and ring messages on
+// groups of each size the configs use (consecutive ranks, all groups at
+// once). Host only: on a device the rates would be the host's.
+#include <cblas.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "harness/rng.h"
+#include "harness/strings.h"
+#include "harness/timing.h"
+#include "harness/topology.h"
+#include "kernels/ops/attention_block.h"
+#include "kernels/ops/gelu.h"
+#include "kernels/ops/gemm.h"
+#include "kernels/ops/layernorm.h"
+#include "suites/step/step.h"
+
+namespace sextant::step {
+
+namespace {
+
+// CPU seconds of this process (every thread).
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+enum class Clock { wall, compute };
+
+// Seconds per call of fn on every rank at once: the median of 5 windows of
+// the same number of calls on every rank (collectives must match), enough
+// for `window` seconds; each window the mean over its calls; the mean over
+// ranks. The ranks start each window together. Clock::compute measures
+// what fn takes with a core to itself: a rank descheduled in a window (the
+// ranks share the cores) counts the CPU time its threads got, not the wall
+// time it waited.
+double timed(Communicator& comm, const std::function<void()>& fn, double window = 1e-3, Clock clock = Clock::compute) {
+  fn();  // warm-up: first touch of the buffers
+  comm.barrier();
+  double start = now_seconds();
+  fn();
+  const double once = comm.all_reduce_value(now_seconds() - start, ReduceOp::max);
+  const int calls = static_cast<int>(std::clamp(std::ceil(window / std::max(once, 1e-9)), 2.0, 1e5));
+  const int threads = std::max(1, openblas_get_num_threads());
+  std::vector<double> per_call;
+  for (int w = 0; w < 5; ++w) {
+    comm.barrier();
+    start = now_seconds();
+    const double cpu = process_cpu_seconds();
+    for (int i = 0; i < calls; ++i) fn();
+    double seconds = now_seconds() - start;
+    if (clock == Clock::compute) seconds = std::min(seconds, (process_cpu_seconds() - cpu) / threads);
+    per_call.push_back(seconds / calls);
+  }
+  std::sort(per_call.begin(), per_call.end());
+  return comm.all_reduce_value(per_call[2], ReduceOp::sum) / comm.size();
+}
+
+// Larger than this machine's last-level cache (and most servers': 32 MiB here).
+constexpr double kColdBytes = 64.0 * (1 << 20);
+
+Tensor random(const Shape& shape, const char* name) {
+  return random_tensor(shape, DType::f32, RandomSpec{7, tensor_id(name), 1.0});
+}
+
+// How many copies of a working set of `bytes` make a pool larger than the
+// last-level cache, so that cycling through them reads cold data as the
+// step does (its saved activations do not fit in the cache).
+int pool_size(double bytes) { return static_cast<int>(std::clamp(std::ceil(kColdBytes / bytes), 1.0, 64.0)); }
+
+std::vector<plan::GemmSample> measure_gemms(Communicator& comm, const plan::CostQueries& q) {
+  std::vector<plan::GemmSample> out;
+  for (const auto& [m, n, k, ta, tb] : q.gemms) {
+    const size_t sa = static_cast<size_t>(m * k), sb = static_cast<size_t>(k * n), sc = static_cast<size_t>(m * n);
+    const int sets = pool_size(4.0 * (sa + sb + sc));
+    std::vector<float> a(sa * sets, 0.5f), b(sb * sets, 0.25f), c(sc * sets, 0.0f);
+    const float beta = ta ? 1.0f : 0.0f;  // weight gradients accumulate
+    int next = 0;
+    const double s = timed(comm, [&] {
+      const size_t i = static_cast<size_t>(next++ % sets);
+      ops::gemm_f32(ta, tb, m, n, k, 1.0f, a.data() + i * sa, ta ? m : k, b.data() + i * sb, tb ? k : n, beta,
+                    c.data() + i * sc, n);
+    });
+    out.push_back({static_cast<double>(m), static_cast<double>(n), static_cast<double>(k), s, ta != 0, tb != 0});
+  }
+  return out;
+}
+
+// The attention block forward and backward on one CP block of rows
+// (queries and keys of the same rows: the diagonal block under a causal mask).
+std::vector<plan::RateSample> measure_attention(Communicator& comm, const plan::CostQueries& q) {
+  std::vector<plan::RateSample> out;
+  for (const auto& [b, s, heads, d, causal] : q.attention) {
+    const Tensor qt = random({b, s, heads, d}, "calibrate.q"), k = random({b, s, heads, d}, "calibrate.k"),
+                 v = random({b, s, heads, d}, "calibrate.v"), dout = random({b, s, heads, d}, "calibrate.dout");
+    const ops::AttentionMask mask = causal ? ops::AttentionMask::causal_blocks(0, s, 0, s) : ops::AttentionMask::none();
+    const double seconds = timed(comm, [&] {
+      const ops::AttentionOut fwd = ops::attention_block_forward(qt, k, v, mask, DType::f32);
+      ops::attention_block_backward(qt, k, v, fwd.out, fwd.lse, dout, mask);
+    });
+    const double flops_fwd = 4.0 * b * heads * d * s * s * (causal ? 0.5 : 1.0);
+    out.push_back({3.5 * flops_fwd, seconds});
+  }
+  return out;
+}
+
+// LayerNorm and GELU forward and backward, allocating their outputs as the
+// step does: 5 passes over the elements each (the ops suite's count).
+std::vector<plan::RateSample> measure_elementwise(Communicator& comm, const plan::CostQueries& q, int64_t hidden) {
+  std::vector<plan::RateSample> out;
+  // Five sizes across the range asked for: the fit's overhead and rate need no more.
+  const std::vector<int64_t> all(q.elementwise.begin(), q.elementwise.end());
+  std::set<int64_t> sizes;
+  for (size_t i = 0; i < 5 && !all.empty(); ++i) sizes.insert(all[(all.size() - 1) * i / 4]);
+  for (int64_t elements : sizes) {
+    const int64_t rows = std::max<int64_t>(1, elements / hidden);
+    const int sets = pool_size(2.0 * 4 * rows * hidden);
+    std::vector<Tensor> xs, dys;
+    for (int i = 0; i < sets; ++i) {
+      xs.push_back(random({rows, hidden}, "calibrate.x"));
+      dys.push_back(random({rows, hidden}, "calibrate.dy"));
+    }
+    const Tensor gamma = random({hidden}, "calibrate.gamma"), beta = random({hidden}, "calibrate.beta");
+    int next = 0;
+    const double layernorm = timed(comm, [&] {
+      const Tensor& x = xs[static_cast<size_t>(next % sets)];
+      const Tensor& dy = dys[static_cast<size_t>(next++ % sets)];
+      Tensor y = Tensor::empty(x.shape(), DType::f32), dx = Tensor::empty(x.shape(), DType::f32);
+      Tensor dgamma = Tensor::empty({hidden}, DType::f32), dbeta = Tensor::empty({hidden}, DType::f32);
+      const ops::LayerNormStats stats = ops::layernorm_forward(x, gamma, beta, y);
+      ops::layernorm_backward(dy, x, gamma, stats, dx, dgamma, dbeta);
+    });
+    const double gelu = timed(comm, [&] {
+      const Tensor& x = xs[static_cast<size_t>(next % sets)];
+      const Tensor& dy = dys[static_cast<size_t>(next++ % sets)];
+      Tensor y = Tensor::empty(x.shape(), DType::f32), dx = Tensor::empty(x.shape(), DType::f32);
+      ops::gelu_forward(x, y);
+      ops::gelu_backward(dy, x, dx);
+    });
+    const double bytes = 5.0 * rows * hidden * 4;
+    out.push_back({bytes, layernorm / 2});  // two calls: forward and backward
+    out.push_back({bytes, gelu / 2});
+  }
+  return out;
+}
+
+// One collective of `bytes` (the whole buffer, nccl-tests' convention).
+void run_collective(Communicator& g, const std::string& op, std::vector<float>& send, std::vector<float>& recv,
+                    size_t elements) {
+  const int n = g.size();
+  const size_t part = elements / n;
+  if (op == "all_reduce") g.all_reduce(send.data(), recv.data(), elements, DType::f32, ReduceOp::sum);
+  else if (op == "all_gather") g.all_gather(send.data(), recv.data(), part, DType::f32);
+  else if (op == "reduce_scatter") g.reduce_scatter(send.data(), recv.data(), part, DType::f32, ReduceOp::sum);
+  else if (op == "all_to_all") g.all_to_all(send.data(), recv.data(), part, DType::f32);
+  else if (op == "all_to_all_v") {
+    std::vector<size_t> counts(n, part), displs(n);
+    for (int p = 0; p < n; ++p) displs[p] = p * part;
+    g.all_to_all_v(send.data(), counts, displs, recv.data(), counts, displs, DType::f32);
+  } else {  // sendrecv: a ring, to the next rank and from the previous
+    std::vector<RequestPtr> r;
+    g.group_start();
+    r.push_back(g.irecv(recv.data(), elements, DType::f32, (g.rank() + n - 1) % n, 0));
+    r.push_back(g.isend(send.data(), elements, DType::f32, (g.rank() + 1) % n, 0));
+    g.group_end();
+    wait_all(r);
+  }
+}
+
+// Every operation on groups of n consecutive ranks, all groups at once:
+// time = latency + bus bytes / busbw, fitted over three sizes.
+void measure_links(Communicator& comm, int n, plan::Calibration& cal) {
+  std::unique_ptr<Communicator> group = comm.split(comm.rank() / n, comm.rank());
+  const NodeMap nodes = detect_nodes(comm);
+  std::vector<int> members;
+  for (int r = comm.rank() / n * n; r < comm.rank() / n * n + n; ++r) members.push_back(r);
+  const int spanning = static_cast<int>(comm.all_reduce_value(nodes_spanned(nodes, members) > 1, ReduceOp::max));
+  for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "all_to_all_v", "sendrecv"}) {
+    std::vector<plan::RateSample> samples;
+    for (size_t bytes : {size_t{1} << 10, size_t{1} << 15, size_t{1} << 19}) {
+      const size_t elements = bytes / 4 / n * n;
+      std::vector<float> send(elements, 1.0f), recv(elements, 0.0f);
+      const double seconds =
+          timed(comm, [&] { run_collective(*group, op, send, recv, elements); }, 2e-4, Clock::wall);
+      samples.push_back({elements * 4.0 * plan::bus_factor(op, n), seconds});
+    }
+    const plan::RateModel r = plan::fit_rate(samples);
+    cal.links[cat(op, "/", spanning ? "inter" : "intra", "/", n)] = {r.overhead_s, r.per_s};
+  }
+}
+
+}  // namespace
+
+SchedTimes sched_times() {
+  SchedTimes t;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    std::ifstream in(task.path() / "schedstat");
+    double on_cpu_ns = 0, waiting_ns = 0;
+    if (!(in >> on_cpu_ns >> waiting_ns)) continue;
+    t.on_cpu += on_cpu_ns * 1e-9, t.waiting += waiting_ns * 1e-9, t.available = true;
+  }
+  return t;
+}
+
+ContentionProbe::ContentionProbe(Communicator& comm) : a_(kN * kN, 0.5f), b_(kN * kN, 0.25f), c_(kN * kN, 0.0f) {
+  uncontended_s_ = timed(comm, [&] { gemm(); }, 2e-4);
+  calls_ = std::max(5, static_cast<int>(5e-3 / uncontended_s_));
+}
+
+void ContentionProbe::gemm() {
+  ops::gemm_f32(false, false, kN, kN, kN, 1.0f, a_.data(), kN, b_.data(), kN, 0.0f, c_.data(), kN);
+}
+
+void ContentionProbe::start() { started_ = sched_times(); }
+
+void ContentionProbe::stop() {
+  const SchedTimes now = sched_times();
+  spent_.on_cpu += now.on_cpu - started_.on_cpu;
+  spent_.waiting += now.waiting - started_.waiting;
+  spent_.available = now.available;
+}
+
+double ContentionProbe::probed_slowdown(Communicator& comm) {
+  comm.barrier();
+  const double start = now_seconds();
+  for (int i = 0; i < calls_; ++i) gemm();
+  return (now_seconds() - start) / (calls_ * uncontended_s_);
+}
+
+Contention ContentionProbe::measure(Communicator& comm) {
+  Contention out;
+  const bool scheduler = comm.all_reduce_value(spent_.available && spent_.on_cpu > 0 ? 1 : 0, ReduceOp::min) > 0;
+  const double mine = scheduler ? (spent_.on_cpu + spent_.waiting) / spent_.on_cpu : probed_slowdown(comm);
+  spent_ = SchedTimes{};
+  out.slowdown = comm.all_reduce_value(mine, ReduceOp::max);  // the step waits for its slowest rank
+  if (comm.size() == 1) return out;
+  // The same sgemm calls without and with an all-reduce every fifth of
+  // them, twice in turn: the difference is what the synchronisations cost.
+  constexpr int kRounds = 5, kPasses = 3;
+  const int per_round = std::max(1, calls_ / kRounds);
+  auto rounds = [&](bool sync) {
+    comm.barrier();
+    const double start = now_seconds();
+    for (int r = 0; r < kRounds; ++r) {
+      for (int i = 0; i < per_round; ++i) gemm();
+      if (sync) comm.all_reduce_value(c_[0], ReduceOp::sum);
+    }
+    return now_seconds() - start;
+  };
+  double extra = 0;
+  for (int pass = 0; pass < kPasses; ++pass) extra -= rounds(false), extra += rounds(true);
+  out.sync_s = std::max(0.0, comm.all_reduce_value(extra / (kPasses * kRounds), ReduceOp::max));
+  out.sync_chunk_s = per_round * uncontended_s_;
+  return out;
+}
+
+plan::Calibration calibrate_here(Communicator& comm, const plan::CostQueries& queries, int64_t hidden) {
+  plan::Calibration cal;
+  cal.source = cat("step/sweep, measured in this run on ", comm.size(), " ranks");
+  cal.cores_per_node = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  cal.gemm = plan::fit_gemm(measure_gemms(comm, queries));
+  cal.attention = plan::fit_rate(measure_attention(comm, queries));
+  cal.elementwise = plan::fit_rate(measure_elementwise(comm, queries, hidden));
+  for (int n : queries.group_sizes)
+    if (n > 1 && n <= comm.size() && comm.size() % n == 0) measure_links(comm, n, cal);
+  return cal;
+}
+
+}  // namespace sextant::step
