@@ -34,8 +34,10 @@ void RunFinalizer::abandon(const std::string& reason) {
     if (!files.junit.empty()) text += cat("\nsextant: junit: ", files.junit);
     std::fprintf(stderr, "%s\n", text.c_str());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "sextant: could not write the incomplete results (%s); the journal %s holds the finished "
-                 "cases: sextant recover %s\n", e.what(), journal_.c_str(), journal_.c_str());
+    std::fprintf(stderr,
+                 "sextant: could not write the incomplete results (%s); the journal %s holds the finished "
+                 "cases: sextant recover %s\n",
+                 e.what(), journal_.c_str(), journal_.c_str());
   }
   std::fflush(stderr);
 }
@@ -63,8 +65,7 @@ void on_signal_handler(int sig) {
 
 }  // namespace
 
-TerminationHandler::TerminationHandler(std::function<void(const char*)> on_signal)
-    : on_signal_(std::move(on_signal)) {
+TerminationHandler::TerminationHandler(std::function<void(const char*)> on_signal) : on_signal_(std::move(on_signal)) {
   if (pipe2(g_pipe, O_CLOEXEC) != 0) throw std::runtime_error(cat("pipe: ", std::strerror(errno)));
   thread_ = std::thread([this] { loop(); });
   struct sigaction action {};

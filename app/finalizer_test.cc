@@ -20,14 +20,19 @@ namespace {
 
 struct TempDir {
   fs::path path;
-  TempDir() : path(fs::temp_directory_path() / cat("sextant-finalizer-test-", getpid())) { fs::create_directories(path); }
+  TempDir() : path(fs::temp_directory_path() / cat("sextant-finalizer-test-", getpid())) {
+    fs::create_directories(path);
+  }
   ~TempDir() { fs::remove_all(path); }
 };
 
 // A journal with one finished case; returns its path.
 std::string journal_in(const fs::path& dir) {
-  nlohmann::json run = {{"id", "2026-01-02T03:04:05Z-host-42"}, {"start", "2026-01-02T03:04:05Z"},
-                        {"end", "2026-01-02T03:04:05Z"}, {"command", "sextant run"}, {"git_sha", "abc"},
+  nlohmann::json run = {{"id", "2026-01-02T03:04:05Z-host-42"},
+                        {"start", "2026-01-02T03:04:05Z"},
+                        {"end", "2026-01-02T03:04:05Z"},
+                        {"command", "sextant run"},
+                        {"git_sha", "abc"},
                         {"version", "0.1.0"}};
   Journal j((dir / "sextant-run").string(), {{"run", run}, {"system", nlohmann::json::object()}, {"junit", ""}});
   j.append_case({{"suite", "toy"}, {"id", "toy/sum"}, {"conformance", {{"status", "pass"}}}});

@@ -4,9 +4,9 @@
 
 #include <cstdio>
 #include <fstream>
-#include <optional>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "app/plan_reference.h"
 #include "harness/error.h"
@@ -68,8 +68,8 @@ std::string row(int index, const plan::Estimate& e) {
   std::snprintf(buf, sizeof buf,
                 "%4d  %-34s %6.1f %6.1f %6.1f %6.1f %7.1f %4s %8.3f %6.1f%%  %7.3f %7.3f %6.3f %6.3f %6.3f %6.3f %6.3f",
                 index, e.config.to_string().c_str(), e.weights / gib, e.gradients / gib, e.optimizer / gib,
-                e.activations / gib, e.memory / gib, e.fits ? "yes" : "no", e.step, 100 * e.mfu, e.compute,
-                e.bubble, e.tp_comm, e.cp_comm, e.ep_comm, e.dp_comm, e.pp_comm);
+                e.activations / gib, e.memory / gib, e.fits ? "yes" : "no", e.step, 100 * e.mfu, e.compute, e.bubble,
+                e.tp_comm, e.cp_comm, e.ep_comm, e.dp_comm, e.pp_comm);
   return buf;
 }
 
@@ -85,7 +85,8 @@ CLI::App* add_plan_command(CLI::App& app) {
   p->footer(
       "Examples:\n"
       "  sextant plan --model llama3-405b --gpus 16384 --global-batch 2048 --check tp=8,pp=16,dp=128,recompute=full\n"
-      "  sextant plan --model deepseek-v3 --device H800 --gpus 2048 --global-batch 15360 --check tp=1,pp=16,dp=128,ep=64\n"
+      "  sextant plan --model deepseek-v3 --device H800 --gpus 2048 --global-batch 15360 --check "
+      "tp=1,pp=16,dp=128,ep=64\n"
       "Memory is per GPU on the heaviest pipeline stage (bf16 weights, fp32 grads, Adam sharded by the\n"
       "distributed optimizer, activations after Korthikanti et al. 2022); time is a roofline plus an\n"
       "alpha-beta model of the exposed communication. Formulas: kernels/model/planner.cc.");
@@ -159,7 +160,8 @@ std::vector<plan::Estimate> calibrated(const std::vector<plan::Estimate>& all, c
     shape.bytes_per_element = 2;
     out.push_back(plan::estimate_calibrated(m, c, t, all[i].config, shape, cal));
   }
-  std::stable_sort(out.begin(), out.end(), [](const plan::Estimate& a, const plan::Estimate& b) { return a.step < b.step; });
+  std::stable_sort(out.begin(), out.end(),
+                   [](const plan::Estimate& a, const plan::Estimate& b) { return a.step < b.step; });
   return out;
 }
 
@@ -226,7 +228,8 @@ int run_plan_command() {
     std::printf("# calibrated from %s: the 100 best fitting configs of the roofline, re-estimated and re-ranked\n",
                 cal->source.c_str());
   std::printf("# memory in GiB per GPU (heaviest stage); times in seconds per step (exposed)\n%s\n", kHeader);
-  for (int i = 0; i < flags.top && i < static_cast<int>(all.size()); ++i) std::printf("%s\n", row(i + 1, all[i]).c_str());
+  for (int i = 0; i < flags.top && i < static_cast<int>(all.size()); ++i)
+    std::printf("%s\n", row(i + 1, all[i]).c_str());
   if (checked) {
     std::printf("# --check %s\n%s\n", flags.check.c_str(), row(0, *checked).c_str());
     std::printf("# %s\n", checked->fits ? "valid and fits in memory" : "valid but does NOT fit in memory");

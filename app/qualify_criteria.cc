@@ -79,25 +79,21 @@ std::vector<const nlohmann::json*> collective_row(const nlohmann::json& cases, c
 
 Criterion busbw(const std::string& op, const std::string& label, bool inter) {
   const std::string kind = inter ? "inter" : "intra";
-  return {cat(op, "_busbw_", kind, "_GBps"),
-          cat(label, " busbw, ", kind, "-node group, largest message"),
-          "GB/s",
-          Bound::at_least,
-          [op, inter](const nlohmann::json& cases, const Dtypes&, std::string& why_not) {
-            return best(collective_row(cases, op, inter, true, why_not),
-                        [](const nlohmann::json& c) { return metric(c, "busbw_GBps"); }, Bound::at_least);
+  return {cat(op, "_busbw_", kind, "_GBps"), cat(label, " busbw, ", kind, "-node group, largest message"), "GB/s",
+          Bound::at_least, [op, inter](const nlohmann::json& cases, const Dtypes&, std::string& why_not) {
+            return best(
+                collective_row(cases, op, inter, true, why_not),
+                [](const nlohmann::json& c) { return metric(c, "busbw_GBps"); }, Bound::at_least);
           }};
 }
 
 Criterion p2p_latency(bool inter) {
   const std::string kind = inter ? "inter" : "intra";
-  return {cat("p2p_latency_", kind, "_us"),
-          cat("sendrecv time of the smallest message, ", kind, "-node group"),
-          "us",
-          Bound::at_most,
-          [inter](const nlohmann::json& cases, const Dtypes&, std::string& why_not) {
-            return best(collective_row(cases, "sendrecv", inter, false, why_not),
-                        [](const nlohmann::json& c) { return median_time(c, "run") * 1e6; }, Bound::at_most);
+  return {cat("p2p_latency_", kind, "_us"), cat("sendrecv time of the smallest message, ", kind, "-node group"), "us",
+          Bound::at_most, [inter](const nlohmann::json& cases, const Dtypes&, std::string& why_not) {
+            return best(
+                collective_row(cases, "sendrecv", inter, false, why_not),
+                [](const nlohmann::json& c) { return median_time(c, "run") * 1e6; }, Bound::at_most);
           }};
 }
 
@@ -110,7 +106,8 @@ Criterion op_tflops(const std::string& name, const std::string& op, const std::s
             for (const nlohmann::json* c : usable_cases(cases, "ops", op))
               if ((*c)["dtype"] == dtypes.*dtype) mine.push_back(c);
             if (mine.empty()) why_not = cat("no passing ops/", op, " case in ", dtypes.*dtype);
-            return best(mine, [](const nlohmann::json& c) { return metric(c, "gflops") / 1e3; }, Bound::at_least);
+            return best(
+                mine, [](const nlohmann::json& c) { return metric(c, "gflops") / 1e3; }, Bound::at_least);
           }};
 }
 
@@ -127,7 +124,8 @@ Criterion step_mfu() {
           [](const nlohmann::json& cases, const Dtypes&, std::string& why_not) {
             const auto mine = at_most_ranks(usable_cases(cases, "step", "train"));
             if (mine.empty()) why_not = "no passing step/train case";
-            return best(mine, [](const nlohmann::json& c) { return metric(c, "mfu"); }, Bound::at_least);
+            return best(
+                mine, [](const nlohmann::json& c) { return metric(c, "mfu"); }, Bound::at_least);
           }};
 }
 
@@ -183,8 +181,8 @@ const std::vector<Criterion>& criteria() {
       out.push_back(busbw("all_to_all_v", "all_to_all_v", inter));
     }
     out.push_back(op_tflops("gemm_tflops", "gemm", "ops/gemm, best shape", &Dtypes::gemm));
-    out.push_back(op_tflops("attention_tflops", "attention", "ops/attention forward + backward, best shape",
-                            &Dtypes::attention));
+    out.push_back(
+        op_tflops("attention_tflops", "attention", "ops/attention forward + backward, best shape", &Dtypes::attention));
     out.push_back(step_mfu());
     out.push_back(bubble_gap());
     return out;
@@ -253,8 +251,12 @@ nlohmann::json to_json(const Verdict& v, const Expectations& e) {
                     {"note", o.note}});
   }
   return {{"verdict", v.pass ? "PASS" : "FAIL"},
-          {"expectations", {{"path", e.path}, {"name", e.name}, {"version", e.version},
-                            {"gemm_dtype", e.dtypes.gemm}, {"attention_dtype", e.dtypes.attention}}},
+          {"expectations",
+           {{"path", e.path},
+            {"name", e.name},
+            {"version", e.version},
+            {"gemm_dtype", e.dtypes.gemm},
+            {"attention_dtype", e.dtypes.attention}}},
           {"counts", {{"pass", passed}, {"fail", failed}, {"not_judged", unmeasured}}},
           {"criteria", rows}};
 }
@@ -270,13 +272,13 @@ std::string number(const nlohmann::json& v) {
 }  // namespace
 
 std::string verdict_table(const nlohmann::json& q) {
-  std::string out = cat("# qualify: ", q["verdict"].get<std::string>(), " against ",
-                        q["expectations"]["path"].get<std::string>(), " (", q["counts"]["pass"].get<int>(), " pass, ",
-                        q["counts"]["fail"].get<int>(), " fail, ", q["counts"]["not_judged"].get<int>(),
-                        " not judged)\n");
+  std::string out =
+      cat("# qualify: ", q["verdict"].get<std::string>(), " against ", q["expectations"]["path"].get<std::string>(),
+          " (", q["counts"]["pass"].get<int>(), " pass, ", q["counts"]["fail"].get<int>(), " fail, ",
+          q["counts"]["not_judged"].get<int>(), " not judged)\n");
   char line[256];
-  std::snprintf(line, sizeof line, "  %-30s %-12s %12s %12s %9s  %s\n", "criterion", "status", "measured",
-                "threshold", "margin", "unit");
+  std::snprintf(line, sizeof line, "  %-30s %-12s %12s %12s %9s  %s\n", "criterion", "status", "measured", "threshold",
+                "margin", "unit");
   out += line;
   for (const nlohmann::json& r : q["criteria"]) {
     const std::string bound = r["bound"] == "at least" ? ">= " : "<= ";
@@ -328,11 +330,13 @@ std::string verdict_html(const nlohmann::json& doc) {
   out += cat("<p>Run ", escape(json_text(doc["run"]["id"])), ": ", sys["world_size"].get<int>(), " ranks on ",
              sys.value("node_count", 1), " node(s), ", sys["ranks_per_node"].get<int>(), " ranks per node; ",
              escape(json_text(summary.value("accelerator", nlohmann::json("host")))), ", GPU interconnect ",
-             escape(json_text(summary.value("gpu_interconnect", nlohmann::json("-")))), ". Expectations: ",
-             escape(json_text(q["expectations"]["path"])), " (", escape(json_text(q["expectations"]["name"])),
-             ", version ", escape(json_text(q["expectations"]["version"])), ").</p>");
-  out += "<table><tr><th>criterion</th><th>status</th><th>measured</th><th>threshold</th><th>margin</th>"
-         "<th>unit</th><th>from / threshold source</th></tr>";
+             escape(json_text(summary.value("gpu_interconnect", nlohmann::json("-")))),
+             ". Expectations: ", escape(json_text(q["expectations"]["path"])), " (",
+             escape(json_text(q["expectations"]["name"])), ", version ",
+             escape(json_text(q["expectations"]["version"])), ").</p>");
+  out +=
+      "<table><tr><th>criterion</th><th>status</th><th>measured</th><th>threshold</th><th>margin</th>"
+      "<th>unit</th><th>from / threshold source</th></tr>";
   for (const nlohmann::json& r : q["criteria"]) {
     const std::string status = r["status"].get<std::string>();
     const std::string cls = status == "PASS" || status == "FAIL" ? status : "other";
@@ -345,8 +349,9 @@ std::string verdict_html(const nlohmann::json& doc) {
                r["note"].get<std::string>().empty() ? "" : "<br><i>" + escape(r["note"].get<std::string>()) + "</i>",
                "<br><small>", escape(r["threshold_source"].get<std::string>()), "</small></td></tr>");
   }
-  out += "</table><p><small>Written by sextant qualify (app/qualify_criteria.cc); the full report: "
-         "python3 scripts/report.py RESULTS.json -o DIR.</small></p></body></html>\n";
+  out +=
+      "</table><p><small>Written by sextant qualify (app/qualify_criteria.cc); the full report: "
+      "python3 scripts/report.py RESULTS.json -o DIR.</small></p></body></html>\n";
   return out;
 }
 

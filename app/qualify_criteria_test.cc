@@ -15,8 +15,8 @@ namespace fs = std::filesystem;
 const std::string kShipped = std::string(SEXTANT_SOURCE_DIR) + "/results/expectations";
 
 // A passing case record with the fields the criteria read.
-nlohmann::json record(const std::string& suite, const std::string& name, nlohmann::json params,
-                      nlohmann::json metrics, int ranks = 2, const std::string& dtype = "f32", double seconds = 1e-3) {
+nlohmann::json record(const std::string& suite, const std::string& name, nlohmann::json params, nlohmann::json metrics,
+                      int ranks = 2, const std::string& dtype = "f32", double seconds = 1e-3) {
   return {{"suite", suite},
           {"case", name},
           {"id", suite + "/" + name + " " + params.dump()},
@@ -95,7 +95,7 @@ nlohmann::json results(nlohmann::json cases) {
 TEST(Judge, PassFailAndNotMeasured) {
   nlohmann::json cases = nlohmann::json::array();
   cases.push_back(collective("all_reduce", 1024, 1.0, 1));
-  cases.push_back(collective("all_reduce", 1 << 20, 5.0, 1));     // the largest message decides
+  cases.push_back(collective("all_reduce", 1 << 20, 5.0, 1));      // the largest message decides
   cases.push_back(collective("all_reduce", 1 << 20, 50.0, 1, 1));  // a group of one does not count
   cases.push_back(collective("sendrecv", 1024, 0.1, 1, 2, 20e-6));
   cases.push_back(collective("sendrecv", 4096, 0.2, 1, 2, 30e-6));
@@ -169,8 +169,8 @@ TEST(Judge, InterNodeAndBubbleGap) {
 }
 
 TEST(Baseline, ThresholdsFromAGoldenRun) {
-  const nlohmann::json golden = results({collective("all_reduce", 1 << 20, 10.0, 1),
-                                         collective("sendrecv", 1024, 0.1, 1, 2, 20e-6)});
+  const nlohmann::json golden =
+      results({collective("all_reduce", 1 << 20, 10.0, 1), collective("sendrecv", 1024, 0.1, 1, 2, 20e-6)});
   Expectations file;
   file.thresholds["gemm_tflops"] = {1.0, "file"};
   const Expectations e = baseline_expectations(golden, "golden.json", 0.10, file);

@@ -34,8 +34,8 @@ namespace sextant::qualify {
 
 namespace {
 
-const std::vector<std::string> kTopKeys = {"schema", "name", "version", "match", "gemm_dtype", "attention_dtype",
-                                           "peaks", "criteria"};
+const std::vector<std::string> kTopKeys = {"schema",          "name",  "version", "match", "gemm_dtype",
+                                           "attention_dtype", "peaks", "criteria"};
 
 void require_known_keys(const toml::table& t, const std::vector<std::string>& known, const std::string& where) {
   for (const auto& [key, node] : t) {
@@ -98,9 +98,8 @@ Threshold read_threshold(const toml::table& t, const std::map<std::string, Peak>
   const std::string of = text(t, "of", where);
   auto peak = peaks.find(of);
   require(peak != peaks.end(), cat(where, ".of = '", of, "' names no [peaks.", of, "] table"));
-  return {fraction * peak->second.value,
-          cat(format_number(fraction), " x ", of, " ", format_number(peak->second.value), " (", peak->second.source, ")",
-              suffix)};
+  return {fraction * peak->second.value, cat(format_number(fraction), " x ", of, " ", format_number(peak->second.value),
+                                             " (", peak->second.source, ")", suffix)};
 }
 
 }  // namespace

@@ -8,8 +8,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <iostream>
+#include <set>
 #include <thread>
 
 #include "app/commands.h"
@@ -63,7 +63,9 @@ nlohmann::json describe_placement(const RunOptions& options, const std::vector<P
   }
   return {{"nodes", node_count(nodes)},
           {"ranks_per_node", ranks_per_node(nodes)},
-          {"order", options.order_given ? "given (--order)" : node_count(nodes) > 1 ? "node-aware" : "default"},
+          {"order", options.order_given     ? "given (--order)"
+                    : node_count(nodes) > 1 ? "node-aware"
+                                            : "default"},
           {"orders", orders},
           {"warnings", warnings}};
 }
@@ -209,16 +211,15 @@ int run_command(const RunFlags& flags, const std::string& resume, const std::str
   resolve_for_world(options, world->size());
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   options.node_of_rank = detect_nodes(*world);
-  const int local_ranks = ranks_per_node(options.node_of_rank).at(static_cast<size_t>(
-      options.node_of_rank.at(static_cast<size_t>(world->rank()))));
+  const int local_ranks = ranks_per_node(options.node_of_rank)
+                              .at(static_cast<size_t>(options.node_of_rank.at(static_cast<size_t>(world->rank()))));
   // More threads than cores only oversubscribe them: a larger request is capped.
   const int threads = flags.blas_threads ? static_cast<int>(std::min<int64_t>(*flags.blas_threads, cores))
                                          : std::max(1, cores / local_ranks);
   openblas_set_num_threads(threads);
   options.host_memory_per_rank = available_host_memory() / local_ranks;
   if (options.device == Device::cuda && cuda_device_count() > 0)
-    options.device_memory_per_rank =
-        cuda_free_memory() / std::max(1, local_ranks / std::max(1, cuda_device_count()));
+    options.device_memory_per_rank = cuda_free_memory() / std::max(1, local_ranks / std::max(1, cuda_device_count()));
 
   Registry registry = all_suites();
   const std::vector<PlannedCase> plan = plan_run(registry, options, world->size());
@@ -246,9 +247,8 @@ int run_command(const RunFlags& flags, const std::string& resume, const std::str
   if (root && !blas_core_warning().empty()) std::cerr << "sextant: warning: " << blas_core_warning() << "\n";
   if (root && !flags.quiet) {
     std::cout << "# sextant " << kVersionString << " (" << build_git_sha() << (build_git_dirty() ? " dirty" : "")
-              << "): " << plan.size() << " case instances at ranks "
-              << join(plan_rank_counts(plan), ",") << " of " << world->size() << " (" << device_name(options.device)
-              << ", blas threads " << threads << ")\n";
+              << "): " << plan.size() << " case instances at ranks " << join(plan_rank_counts(plan), ",") << " of "
+              << world->size() << " (" << device_name(options.device) << ", blas threads " << threads << ")\n";
     if (!resume.empty())
       std::cout << "# resuming " << resume << ": " << resumed.cases.size() << " finished, " << todo.size()
                 << " to run\n";

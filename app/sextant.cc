@@ -33,8 +33,8 @@ void list_options(const std::vector<const CaseDef*>& cases) {
   for (const CaseDef* c : cases) {
     std::cout << c->full_name() << "\n";
     for (const OptionSpec& o : c->options)
-      std::cout << "  " << o.name << std::string(o.name.size() < 18 ? 18 - o.name.size() : 1, ' ') << o.rule()
-                << ": " << o.help << "\n";
+      std::cout << "  " << o.name << std::string(o.name.size() < 18 ? 18 - o.name.size() : 1, ' ') << o.rule() << ": "
+                << o.help << "\n";
   }
 }
 
@@ -42,8 +42,10 @@ void list_options(const std::vector<const CaseDef*>& cases) {
 nlohmann::json tolerances_json() {
   nlohmann::json rows = nlohmann::json::array(), faults = nlohmann::json::array();
   for (const ToleranceRow& r : tolerance_table()) {
-    nlohmann::json row = {{"op", r.name}, {"storage_roundings", r.storage_roundings},
-                          {"accumulation_growth", r.accumulation_growth}, {"reason", r.reason}};
+    nlohmann::json row = {{"op", r.name},
+                          {"storage_roundings", r.storage_roundings},
+                          {"accumulation_growth", r.accumulation_growth},
+                          {"reason", r.reason}};
     for (DType d : {DType::f32, DType::bf16, DType::f16}) {
       row["gate"][dtype_name(d)] = baseline_gate(d, r.op);
       row["floor"][dtype_name(d)] = expected_error(d, r.op);
@@ -90,9 +92,10 @@ int main(int argc, char** argv) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 
-  CLI::App app{"sextant: conformance and benchmark suite for 6D-parallel transformer training kernels.\n"
-               "Every distributed kernel is checked against a float64 single-device reference and timed.",
-               "sextant"};
+  CLI::App app{
+      "sextant: conformance and benchmark suite for 6D-parallel transformer training kernels.\n"
+      "Every distributed kernel is checked against a float64 single-device reference and timed.",
+      "sextant"};
   app.footer(
       "Examples:\n"
       "  mpirun -np 4 sextant run                      all suites at 1, 2 and 4 ranks\n"

@@ -104,12 +104,12 @@ Watchdog::Report Watchdog::report(const RankPosition& self) {
   }
   const StallReport stall = analyze_stall(before, after, states);
 
-  const std::string head = cat("timeout: rank ", settings_.world_rank, " spent more than --timeout ",
-                               settings_.limit_s, " s at ", settings_.describe_case(self.case_index), " (phase ",
-                               self.phase, ")");
+  const std::string head = cat("timeout: rank ", settings_.world_rank, " spent more than --timeout ", settings_.limit_s,
+                               " s at ", settings_.describe_case(self.case_index), " (phase ", self.phase, ")");
   std::vector<std::string> ranks = stall.ranks;
   if (visible < settings_.world_size)
-    ranks.push_back(cat(settings_.world_size - visible, " ranks run on other hosts and are not visible here "
+    ranks.push_back(cat(settings_.world_size - visible,
+                        " ranks run on other hosts and are not visible here "
                         "(the first rank of each host prints its own)"));
   Report r;
   r.text = cat("sextant: ", head, "\nsextant: ", stall.summary, "\n");

@@ -16,9 +16,9 @@ struct Block {
 };
 
 struct Assembled {
-  Tensor tensor;            // root: the global tensor (host); others: undefined
-  int64_t uncovered = 0;    // root: elements no rank provided
-  int64_t mismatched = 0;   // root: elements where replicas disagree bit for bit
+  Tensor tensor;           // root: the global tensor (host); others: undefined
+  int64_t uncovered = 0;   // root: elements no rank provided
+  int64_t mismatched = 0;  // root: elements where replicas disagree bit for bit
 };
 
 // Collective over comm (a host communicator). Every rank passes its blocks

@@ -16,9 +16,8 @@ TEST(Assemble, ShardsAlongTwoDimsAndReplicas) {
   RandomSpec spec{3, tensor_id("w")};
   Shape global{2, 4 * n, 3};
   // Each rank holds sequence chunk r, plus a replica of chunk 0 (like DP).
-  std::vector<Block> blocks{
-      {random_block(global, {0, 4 * r, 0}, {2, 4, 3}, DType::f32, spec), {0, 4 * r, 0}},
-      {random_block(global, {0, 0, 0}, {2, 4, 3}, DType::f32, spec), {0, 0, 0}}};
+  std::vector<Block> blocks{{random_block(global, {0, 4 * r, 0}, {2, 4, 3}, DType::f32, spec), {0, 4 * r, 0}},
+                            {random_block(global, {0, 0, 0}, {2, 4, 3}, DType::f32, spec), {0, 0, 0}}};
   Assembled a = assemble(c, blocks, global, DType::f32);
   if (r == 0) {
     EXPECT_EQ(a.tensor.to_vector(), random_tensor(global, DType::f32, spec).to_vector());

@@ -66,8 +66,7 @@ std::vector<const CaseDef*> Registry::select(const std::vector<std::string>& pat
         matched = true;
       }
     }
-    if (!suite_known)
-      throw UsageError(cat("unknown suite '", suite, "': known suites are ", join(suites(), ", ")));
+    if (!suite_known) throw UsageError(cat("unknown suite '", suite, "': known suites are ", join(suites(), ", ")));
     if (!matched) throw UsageError(cat("unknown case '", p, "': run 'sextant list ", suite, "' to see its cases"));
   }
   return out;

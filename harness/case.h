@@ -33,14 +33,14 @@ namespace sextant {
 struct CaseConfig {
   std::string suite, name;
   nlohmann::json params = nlohmann::json::object();  // shapes and knobs
-  ParallelConfig parallel;  // its sizes multiply to `ranks`
-  int ranks = 1;            // group size the instance runs on
+  ParallelConfig parallel;                           // its sizes multiply to `ranks`
+  int ranks = 1;                                     // group size the instance runs on
   DType dtype = DType::f32;
-  std::string fault;        // planted distributed-only fault of the case, "" for none
+  std::string fault;                             // planted distributed-only fault of the case, "" for none
   KernelFault kernel_fault = KernelFault::none;  // planted shared-kernel fault (the baseline runs it too)
   Device device = Device::host;  // where it runs (--device): validate() refuses a device a case cannot use
 
-  std::string id() const;  // stable, human-readable; also the --dump folder name
+  std::string id() const;          // stable, human-readable; also the --dump folder name
   std::string fault_name() const;  // the planted fault of either kind, "" for none
   // Typed parameter access (throws RuntimeError when missing).
   int64_t i(const std::string& key) const { return params.at(key).get<int64_t>(); }
@@ -51,16 +51,16 @@ struct CaseConfig {
 
 // User options as one case's sweep sees them.
 struct SweepRequest {
-  int ranks = 1;                           // group size to enumerate instances for
-  std::vector<DType> dtypes;               // empty: the case's defaults
-  std::optional<ParallelConfig> parallel;  // pinned by --tp/--cp/...; else the case sweeps
-  bool vpp_given = false;                  // the pinned config's vpp is the user's (else the case's own)
+  int ranks = 1;                                      // group size to enumerate instances for
+  std::vector<DType> dtypes;                          // empty: the case's defaults
+  std::optional<ParallelConfig> parallel;             // pinned by --tp/--cp/...; else the case sweeps
+  bool vpp_given = false;                             // the pinned config's vpp is the user's (else the case's own)
   nlohmann::json options = nlohmann::json::object();  // typed, checked against the declared options
-  std::string fault;                              // distributed-only fault of the case, "" for none
-  KernelFault kernel_fault = KernelFault::none;   // shared-kernel fault
-  std::string profile = "default";  // default, ci, qualify
+  std::string fault;                                  // distributed-only fault of the case, "" for none
+  KernelFault kernel_fault = KernelFault::none;       // shared-kernel fault
+  std::string profile = "default";                    // default, ci, qualify
   const std::vector<OptionSpec>* declared = nullptr;  // the case's options (get() reads only those)
-  uint64_t seed = 1234;             // --seed: options drawn at random (e.g. sequence lengths) draw from it
+  uint64_t seed = 1234;  // --seed: options drawn at random (e.g. sequence lengths) draw from it
 
   // Option value, or fallback when the user did not set it. Reading an
   // option the case did not declare is a programming error (RuntimeError).
@@ -86,7 +86,7 @@ struct CaseContext {
   Communicator& self;       // this rank alone, kernel backend: baselines at world size 1
   Device device = Device::host;
   uint64_t seed = 0;
-  std::string out_dir;      // where a case may write side files (traces: --traces); may be empty
+  std::string out_dir;  // where a case may write side files (traces: --traces); may be empty
 };
 
 // Peak memory one rank of an instance needs, estimated before anything is
@@ -105,10 +105,10 @@ class CaseState {
 };
 struct CaseDef {
   std::string suite, name, summary;
-  std::vector<OptionSpec> options;          // what --set / flags / --config may give it
-  std::vector<std::string> faults;          // planted distributed-only faults it understands
-  std::vector<KernelFault> kernel_faults;   // shared-kernel faults its runs can show
-  std::vector<std::string> table_metrics;   // metric columns for the live table
+  std::vector<OptionSpec> options;         // what --set / flags / --config may give it
+  std::vector<std::string> faults;         // planted distributed-only faults it understands
+  std::vector<KernelFault> kernel_faults;  // shared-kernel faults its runs can show
+  std::vector<std::string> table_metrics;  // metric columns for the live table
   std::function<std::vector<CaseConfig>(const SweepRequest&)> configs;
   std::function<void(const CaseConfig&)> validate;
   std::function<MemoryEstimate(const CaseConfig&)> memory;

@@ -21,12 +21,18 @@ std::string TensorCheck::failed_side() const {
 
 void to_json(nlohmann::json& j, const TensorCheck& c) {
   auto finite = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
-  j = {{"name", c.name},           {"op", c.op},
-       {"error", finite(c.error)}, {"base_error", finite(c.base_error)},
-       {"base_bound", c.base_bound}, {"bound", c.bound},
-       {"floor", c.floor},         {"max_abs", finite(c.max_abs)},
-       {"nonfinite", c.nonfinite}, {"count", c.count},
-       {"base_pass", c.base_pass}, {"pass", c.pass}};
+  j = {{"name", c.name},
+       {"op", c.op},
+       {"error", finite(c.error)},
+       {"base_error", finite(c.base_error)},
+       {"base_bound", c.base_bound},
+       {"bound", c.bound},
+       {"floor", c.floor},
+       {"max_abs", finite(c.max_abs)},
+       {"nonfinite", c.nonfinite},
+       {"count", c.count},
+       {"base_pass", c.base_pass},
+       {"pass", c.pass}};
   if (c.growth != 1) j["growth"] = c.growth;
   if (!c.pass) j["failed_side"] = c.failed_side();
 }
@@ -63,8 +69,8 @@ void Checker::dump(const std::string& file, const Tensor& t) {
   write_npy((std::filesystem::path(dump_.dir) / dump_.case_dir / (file + ".npy")).string(), t);
 }
 
-void Checker::compare(const std::string& name, OpClass op, const Tensor& dist, const Tensor& base,
-                      const Tensor& ref, double growth) {
+void Checker::compare(const std::string& name, OpClass op, const Tensor& dist, const Tensor& base, const Tensor& ref,
+                      double growth) {
   if (!(growth >= 1)) throw RuntimeError(cat("Checker::compare ", name, ": growth ", growth, " must be at least 1"));
   if (!is_root()) throw RuntimeError("Checker::compare is for the group's rank 0");
   const ErrorStats d = sextant::compare(dist, ref);
@@ -90,8 +96,8 @@ void Checker::compare(const std::string& name, OpClass op, const Tensor& dist, c
                                    b.nonfinite ? cat(" (", b.nonfinite, " NaN/Inf)") : std::string(),
                                    ": the kernel itself is wrong"));
   if (!dist_pass)
-    result_.failures.push_back(cat(name, ": distributed error ", c.error, " > bound ", c.bound,
-                                   " = max(2 x baseline ", c.base_error, ", floor ", c.floor, ")",
+    result_.failures.push_back(cat(name, ": distributed error ", c.error, " > bound ", c.bound, " = max(2 x baseline ",
+                                   c.base_error, ", floor ", c.floor, ")",
                                    d.nonfinite ? cat(" (", d.nonfinite, " NaN/Inf)") : std::string()));
   result_.tensors.push_back(c);
   any_check_ = true;

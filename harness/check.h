@@ -31,7 +31,7 @@ struct TensorCheck {
   int64_t nonfinite = 0;
   int64_t count = 0;
   bool base_pass = false;
-  bool pass = false;      // both rules hold
+  bool pass = false;  // both rules hold
   // Which side missed: "baseline", "distributed", "both"; "" on a pass.
   std::string failed_side() const;
 };
@@ -40,9 +40,9 @@ void to_json(nlohmann::json& j, const TensorCheck& c);
 struct Conformance {
   std::string status = "skip";  // pass, fail, skip
   std::vector<TensorCheck> tensors;
-  int64_t wrong = 0;    // exact checks: wrong elements, summed over ranks
-  int64_t checked = 0;  // exact checks: elements checked, summed over ranks
-  std::vector<std::string> failures;  // one line per failed check
+  int64_t wrong = 0;                                // exact checks: wrong elements, summed over ranks
+  int64_t checked = 0;                              // exact checks: elements checked, summed over ranks
+  std::vector<std::string> failures;                // one line per failed check
   nlohmann::json notes = nlohmann::json::object();  // suite facts (routing differences, ...)
 };
 void to_json(nlohmann::json& j, const Conformance& c);

@@ -60,8 +60,7 @@ void add_run_flags(CLI::App& run, RunFlags& f) {
          "--dtype", [&f](const std::string& v) { f.dtypes = v; }, "Data types, e.g. f32,bf16 (default: per case)")
       ->group(where);
   run.add_option("--device", f.device, "host (MPI ranks on CPU) or cuda (one GPU per rank)")->group(where);
-  run.add_option("--profile", f.profile, "Size preset: default (small), ci (tiny), qualify (realistic)")
-      ->group(where);
+  run.add_option("--profile", f.profile, "Size preset: default (small), ci (tiny), qualify (realistic)")->group(where);
   run.add_option_function<int64_t>(
          "--iters",
          [&f](const int64_t& v) {
@@ -113,7 +112,11 @@ void add_run_flags(CLI::App& run, RunFlags& f) {
   auto* prob = "Problem sizes (default: per case and profile; 'sextant list --options' shows each case's)";
   for (const ProblemFlag& p : kProblemFlags)
     run.add_option_function<std::string>(
-           p.flag, [&f, p](const std::string& v) { f.problem.push_back({p.key, v, p.flag}); }, p.help)
+           p.flag,
+           [&f, p](const std::string& v) {
+             f.problem.push_back({p.key, v, p.flag});
+           },
+           p.help)
         ->group(prob);
   run.add_option_function<std::vector<std::string>>(
          "--set",
@@ -140,8 +143,7 @@ void add_run_flags(CLI::App& run, RunFlags& f) {
                  "ending in /) as sextant-<run id>.xml; or as this file name, with -<run id> added when the name "
                  "is taken. Never over another file")
       ->group(out);
-  run.add_option("--dump", f.dump, "Write inputs, outputs and references of checked cases as .npy here")
-      ->group(out);
+  run.add_option("--dump", f.dump, "Write inputs, outputs and references of checked cases as .npy here")->group(out);
   run.add_flag("--no-check", f.no_check, "Skip conformance checks (benchmark only)")->group(out);
   run.add_flag("-q,--quiet", f.quiet, "Print only the summary")->group(out);
   run.add_option("--fault", f.fault, "Plant a named fault to prove the checks catch it (see 'sextant list')")
@@ -191,8 +193,7 @@ void apply_config(CLI::App& run, RunFlags& f, const std::vector<ConfigEntry>& en
     try {
       if (e.value.is_array())
         for (const nlohmann::json& item : e.value) option->add_result(text_of(item));
-      else
-        option->add_result(text_of(e.value));
+      else option->add_result(text_of(e.value));
       option->run_callback();
     } catch (const CLI::Error& err) {
       throw UsageError(cat(e.source, ": ", err.what()));

@@ -27,7 +27,7 @@ struct RunFlags {
   uint64_t seed = 1234;
   bool no_check = false, no_results = false, quiet = false;
   std::string out = "out", dump, junit, traces;
-  std::string timeout = "900";  // seconds, or inf
+  std::string timeout = "900";     // seconds, or inf
   std::vector<RawOption> problem;  // problem flags and --set, in the order given
 };
 

@@ -53,7 +53,7 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual std::string backend() const = 0;  // "mpi", "nccl", ...
-  virtual Device device() const = 0;         // where its buffers live
+  virtual Device device() const = 0;        // where its buffers live
   // Whether communication runs on its own stream, overlapping compute (nccl).
   virtual bool overlaps_compute() const { return false; }
   // False where timings do not represent the hardware (mpi-staged: device
@@ -66,9 +66,8 @@ class Communicator {
   virtual void all_to_all(const void* send, void* recv, size_t count_per_peer, DType dtype) = 0;
   // Counts and displacements (elements) per peer.
   virtual void all_to_all_v(const void* send, const std::vector<size_t>& send_counts,
-                            const std::vector<size_t>& send_displs, void* recv,
-                            const std::vector<size_t>& recv_counts, const std::vector<size_t>& recv_displs,
-                            DType dtype) = 0;
+                            const std::vector<size_t>& send_displs, void* recv, const std::vector<size_t>& recv_counts,
+                            const std::vector<size_t>& recv_displs, DType dtype) = 0;
   virtual void broadcast(void* buffer, size_t count, DType dtype, int root) = 0;
   virtual void barrier() = 0;
   // Nonblocking collectives: the same results and in-place rules as the

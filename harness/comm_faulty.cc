@@ -62,8 +62,7 @@ void FaultyCommunicator::all_to_all(const void* s, void* r, size_t n, DType t) {
 }
 
 void FaultyCommunicator::all_to_all_v(const void* s, const std::vector<size_t>& sc, const std::vector<size_t>& sd,
-                                      void* r, const std::vector<size_t>& rc, const std::vector<size_t>& rd,
-                                      DType t) {
+                                      void* r, const std::vector<size_t>& rc, const std::vector<size_t>& rd, DType t) {
   if (fault_ != "a2a_order" || size() < 2) return inner_.all_to_all_v(s, sc, sd, r, rc, rd, t);
   // Every rank addresses block p to peer p+1: counts no longer match what the
   // peers expect, so exchange counts honestly first, then misdeliver.

@@ -26,7 +26,9 @@ class ForwardingCommunicator : public Communicator {
   Device device() const override { return inner_.device(); }
   bool overlaps_compute() const override { return inner_.overlaps_compute(); }
   bool timings_representative() const override { return inner_.timings_representative(); }
-  void all_reduce(const void* s, void* r, size_t n, DType t, ReduceOp op) override { inner_.all_reduce(s, r, n, t, op); }
+  void all_reduce(const void* s, void* r, size_t n, DType t, ReduceOp op) override {
+    inner_.all_reduce(s, r, n, t, op);
+  }
   void reduce_scatter(const void* s, void* r, size_t n, DType t, ReduceOp op) override {
     inner_.reduce_scatter(s, r, n, t, op);
   }

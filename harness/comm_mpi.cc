@@ -190,9 +190,9 @@ void MpiCommunicator::all_to_all_v(const void* send, const std::vector<size_t>& 
     throw RuntimeError(cat("all_to_all_v: counts and displacements need ", n, " entries"));
   auto sc = ints(send_counts, "all_to_all_v"), sd = ints(send_displs, "all_to_all_v");
   auto rc = ints(recv_counts, "all_to_all_v"), rd = ints(recv_displs, "all_to_all_v");
-  check_mpi(MPI_Alltoallv(send, sc.data(), sd.data(), mpi_type(dtype), recv, rc.data(), rd.data(), mpi_type(dtype),
-                          comm_),
-            "MPI_Alltoallv");
+  check_mpi(
+      MPI_Alltoallv(send, sc.data(), sd.data(), mpi_type(dtype), recv, rc.data(), rd.data(), mpi_type(dtype), comm_),
+      "MPI_Alltoallv");
   uint64_t sent = 0;
   for (size_t p = 0; p < n; ++p)
     if (static_cast<int>(p) != rank_) sent += send_counts[p] * dtype_size(dtype);
@@ -220,8 +220,7 @@ RequestPtr MpiCommunicator::iall_reduce(const void* send, void* recv, size_t cou
   return request;
 }
 
-RequestPtr MpiCommunicator::ireduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype,
-                                            ReduceOp op) {
+RequestPtr MpiCommunicator::ireduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype, ReduceOp op) {
   const size_t elem = dtype_size(dtype);
   const bool in_place = static_cast<const char*>(send) + rank_ * recv_count * elem == recv;
   const int n = as_int(recv_count, "ireduce_scatter");

@@ -14,8 +14,8 @@ namespace {
 void check_nccl(ncclResult_t status, const char* call, ncclComm_t comm = nullptr) {
   if (status == ncclSuccess || status == ncclInProgress) return;
   const char* detail = comm ? ncclGetLastError(comm) : nullptr;
-  throw RuntimeError(cat(call, " failed: ", ncclGetErrorString(status),
-                         detail && *detail ? cat(" (", detail, ")") : std::string()));
+  throw RuntimeError(
+      cat(call, " failed: ", ncclGetErrorString(status), detail && *detail ? cat(" (", detail, ")") : std::string()));
 }
 
 ncclDataType_t nccl_type(DType dtype) {
@@ -65,8 +65,7 @@ class NcclRequest : public Request {
   }
   void wait() override {
     if (waited_) return;
-    if (!done_->recorded)
-      throw RuntimeError("NCCL request waited on inside its group: call group_end() before wait()");
+    if (!done_->recorded) throw RuntimeError("NCCL request waited on inside its group: call group_end() before wait()");
     SEXTANT_CHECK_CUDA(cudaStreamWaitEvent(compute_stream(), done_->event, 0));
     waited_ = true;
   }
@@ -174,8 +173,8 @@ struct NcclCommunicator::Impl {
                 DType dtype) {
     const size_t elem = dtype_size(dtype);
     if (send_counts[rank] != recv_counts[rank])
-      throw RuntimeError(cat("all_to_all_v: rank ", rank, " sends itself ", send_counts[rank],
-                             " elements but expects ", recv_counts[rank]));
+      throw RuntimeError(cat("all_to_all_v: rank ", rank, " sends itself ", send_counts[rank], " elements but expects ",
+                             recv_counts[rank]));
     collective([&] {
       check_nccl(ncclGroupStart(), "ncclGroupStart", comm);
       for (int p = 0; p < size; ++p) {
@@ -190,7 +189,7 @@ struct NcclCommunicator::Impl {
       check_nccl(ncclGroupEnd(), "ncclGroupEnd", comm);
       if (send_counts[rank])
         SEXTANT_CHECK_CUDA(cudaMemcpyAsync(recv + recv_displs[rank] * elem, send + send_displs[rank] * elem,
-                                   send_counts[rank] * elem, cudaMemcpyDeviceToDevice, stream));
+                                           send_counts[rank] * elem, cudaMemcpyDeviceToDevice, stream));
     });
   }
 };
@@ -295,8 +294,7 @@ void NcclCommunicator::all_to_all_v(const void* send, const std::vector<size_t>&
 void NcclCommunicator::broadcast(void* buffer, size_t count, DType dtype, int root) {
   Impl& m = *impl_;
   m.collective([&] {
-    check_nccl(ncclBroadcast(buffer, buffer, count, nccl_type(dtype), root, m.comm, m.stream), "ncclBroadcast",
-               m.comm);
+    check_nccl(ncclBroadcast(buffer, buffer, count, nccl_type(dtype), root, m.comm, m.stream), "ncclBroadcast", m.comm);
   });
   this->count("broadcast", ring_bytes_sent("broadcast", count * dtype_size(dtype), m.size));
 }

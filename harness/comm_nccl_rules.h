@@ -41,7 +41,7 @@ class NcclRulesCommunicator : public ForwardingCommunicator {
   void finish();  // waits for the pending operations
 
   std::unique_ptr<MpiCommunicator> owned_;  // set when made by split()
-  MPI_Comm p2p_ = MPI_COMM_NULL;             // a duplicate: this wrapper's messages only, all tag 0
+  MPI_Comm p2p_ = MPI_COMM_NULL;            // a duplicate: this wrapper's messages only, all tag 0
   int depth_ = 0;
   std::vector<MPI_Request> pending_;  // the open group's operations
 };

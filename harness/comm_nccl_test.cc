@@ -21,13 +21,13 @@ namespace {
 using testing::world;
 
 // The world's NCCL communicator, or a skip when this machine cannot make one.
-#define REQUIRE_GPU_PER_RANK()                                                                           \
-  SEXTANT_REQUIRE_GPU();                                                                                 \
-  do {                                                                                                   \
-    GpuBinding b = bind_gpus(MPI_COMM_WORLD);                                                            \
-    if (b.shared)                                                                                        \
+#define REQUIRE_GPU_PER_RANK()                                                                                 \
+  SEXTANT_REQUIRE_GPU();                                                                                       \
+  do {                                                                                                         \
+    GpuBinding b = bind_gpus(MPI_COMM_WORLD);                                                                  \
+    if (b.shared)                                                                                              \
       GTEST_SKIP() << "NCCL needs one GPU per rank: " << b.ranks_per_node << " ranks share " << b.visible_gpus \
-                   << " GPU(s) here (the staged communicator covers this case)";                         \
+                   << " GPU(s) here (the staged communicator covers this case)";                               \
   } while (0)
 
 // One per test: destroyed before MPI_Finalize and the CUDA runtime's teardown.

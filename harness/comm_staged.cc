@@ -67,8 +67,11 @@ class StagedRequest : public Request {
 class StagedCollective : public Request {
  public:
   StagedCollective(std::shared_ptr<StagingMemory> memory, size_t in_bytes, size_t out_bytes, void* target)
-      : memory_(std::move(memory)), in_(std::max<size_t>(in_bytes, 1)), out_(std::max<size_t>(out_bytes, 1)),
-        out_bytes_(out_bytes), target_(target) {}
+      : memory_(std::move(memory)),
+        in_(std::max<size_t>(in_bytes, 1)),
+        out_(std::max<size_t>(out_bytes, 1)),
+        out_bytes_(out_bytes),
+        target_(target) {}
   ~StagedCollective() override {
     try {
       wait();

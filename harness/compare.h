@@ -13,10 +13,10 @@
 namespace sextant {
 
 struct ErrorStats {
-  double rel_l2 = 0;     // ||x - ref|| / ||ref|| (absolute when ref is all zero)
-  double max_abs = 0;    // max |x - ref| over finite elements
-  double ref_norm = 0;   // ||ref||
-  int64_t nonfinite = 0; // NaN or Inf elements in x
+  double rel_l2 = 0;      // ||x - ref|| / ||ref|| (absolute when ref is all zero)
+  double max_abs = 0;     // max |x - ref| over finite elements
+  double ref_norm = 0;    // ||ref||
+  int64_t nonfinite = 0;  // NaN or Inf elements in x
   int64_t count = 0;
 };
 

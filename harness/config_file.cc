@@ -61,8 +61,8 @@ std::vector<ConfigEntry> read_config(const std::string& path) {
     table = toml::parse(content, path);
   } catch (const toml::parse_error& e) {
     const auto& where = e.source().begin;
-    throw UsageError(cat("--config '", path, "': line ", where.line, ", column ", where.column, ": ",
-                         std::string(e.description())));
+    throw UsageError(
+        cat("--config '", path, "': line ", where.line, ", column ", where.column, ": ", std::string(e.description())));
   }
   std::vector<ConfigEntry> out;
   for (const auto& [key, node] : table) {

@@ -12,8 +12,8 @@ namespace sextant {
 
 enum class Device { host, cuda };
 
-std::string device_name(Device device);           // "host", "cuda"
-Device parse_device(const std::string& name);     // throws UsageError
+std::string device_name(Device device);        // "host", "cuda"
+Device parse_device(const std::string& name);  // throws UsageError
 
 bool cuda_built();          // compiled with the CUDA path
 int cuda_device_count();    // 0 when not built or no GPU/driver
@@ -27,7 +27,7 @@ double cuda_free_memory();  // bytes free on the current device (cudaMemGetInfo)
 // its request completes, so a buffer is only freed once no stream uses it.
 void* cuda_malloc(size_t bytes);
 void cuda_free(void* ptr);
-bool cuda_async_allocation();  // SEXTANT_CUDA_ALLOC=async
+bool cuda_async_allocation();                              // SEXTANT_CUDA_ALLOC=async
 void cuda_copy(void* dst, const void* src, size_t bytes);  // any direction, synchronous
 // Copies `height` rows of `width` bytes, row i from src + i * src_pitch to
 // dst + i * dst_pitch (cudaMemcpy2D), either side on the host or the device:

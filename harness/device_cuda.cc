@@ -74,10 +74,8 @@ void* cuda_malloc(size_t bytes) {
 
 void cuda_free(void* ptr) {
   if (!ptr) return;
-  if (cuda_async_allocation())
-    cudaFreeAsync(ptr, static_cast<cudaStream_t>(cuda_compute_stream()));
-  else
-    cudaFree(ptr);
+  if (cuda_async_allocation()) cudaFreeAsync(ptr, static_cast<cudaStream_t>(cuda_compute_stream()));
+  else cudaFree(ptr);
 }
 
 void cuda_copy(void* dst, const void* src, size_t bytes) {
@@ -88,7 +86,7 @@ void cuda_copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch
   if (width == 0 || height == 0) return;
   if (is_device_pointer(dst) && is_device_pointer(src)) {
     SEXTANT_CHECK_CUDA(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, height, cudaMemcpyDeviceToDevice,
-                            static_cast<cudaStream_t>(cuda_compute_stream())));
+                                         static_cast<cudaStream_t>(cuda_compute_stream())));
     return;
   }
   SEXTANT_CHECK_CUDA(cudaMemcpy2D(dst, dst_pitch, src, src_pitch, width, height, cudaMemcpyDefault));
@@ -184,7 +182,8 @@ CudaRegionTimer::~CudaRegionTimer() {
 }
 
 void CudaRegionTimer::start() {
-  SEXTANT_CHECK_CUDA(cudaEventRecord(static_cast<cudaEvent_t>(start_), static_cast<cudaStream_t>(cuda_compute_stream())));
+  SEXTANT_CHECK_CUDA(
+      cudaEventRecord(static_cast<cudaEvent_t>(start_), static_cast<cudaStream_t>(cuda_compute_stream())));
 }
 
 double CudaRegionTimer::stop() {

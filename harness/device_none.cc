@@ -6,7 +6,8 @@ namespace sextant {
 
 namespace {
 [[noreturn]] void no_cuda() {
-  throw UsageError("--device cuda needs a CUDA build: this sextant was built without CUDA (SEXTANT_CUDA=OFF or no nvcc)");
+  throw UsageError(
+      "--device cuda needs a CUDA build: this sextant was built without CUDA (SEXTANT_CUDA=OFF or no nvcc)");
 }
 }  // namespace
 

@@ -3,12 +3,12 @@
 // CUDA's __nv_bfloat16 / __half); conversions from float round to nearest even.
 #pragma once
 
-#include <cstddef>
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
-#include <type_traits>
 #include <string>
+#include <type_traits>
 
 namespace sextant {
 
@@ -22,7 +22,7 @@ struct f16 {
 };
 
 size_t dtype_size(DType dtype);
-std::string dtype_name(DType dtype);        // "f64", "f32", "bf16", "f16"
+std::string dtype_name(DType dtype);         // "f64", "f32", "bf16", "f16"
 DType parse_dtype(const std::string& name);  // throws UsageError
 // Unit roundoff 2^-p of the storage format (p = significand bits).
 double unit_roundoff(DType dtype);
@@ -75,7 +75,6 @@ inline float f16_bits_to_float(uint16_t bits) {
   return std::bit_cast<float>(std::bit_cast<uint32_t>(magnitude) | sign);
 }
 
-
 inline bf16 to_bf16(float x) { return {float_to_bf16_bits(x)}; }
 inline f16 to_f16(float x) { return {float_to_f16_bits(x)}; }
 inline float to_float(bf16 x) { return bf16_bits_to_float(x.bits); }
@@ -90,13 +89,21 @@ double round_to(DType dtype, double x);
 template <class T>
 constexpr DType dtype_of();
 template <>
-constexpr DType dtype_of<double>() { return DType::f64; }
+constexpr DType dtype_of<double>() {
+  return DType::f64;
+}
 template <>
-constexpr DType dtype_of<float>() { return DType::f32; }
+constexpr DType dtype_of<float>() {
+  return DType::f32;
+}
 template <>
-constexpr DType dtype_of<bf16>() { return DType::bf16; }
+constexpr DType dtype_of<bf16>() {
+  return DType::bf16;
+}
 template <>
-constexpr DType dtype_of<f16>() { return DType::f16; }
+constexpr DType dtype_of<f16>() {
+  return DType::f16;
+}
 
 // Calls fn(T{}) with T the C++ type of dtype: dispatch(dtype, [&](auto t) { using T = decltype(t); ... }).
 template <class Fn>

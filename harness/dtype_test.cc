@@ -19,7 +19,8 @@ double round_reference(double x, int mantissa_bits, int emin, double max_finite)
   int e = std::max(static_cast<int>(std::floor(std::log2(a))), emin);
   double quantum = std::ldexp(1.0, e - mantissa_bits);
   double r = std::nearbyint(a / quantum) * quantum;  // default mode: ties to even
-  double half_ulp_above_max = max_finite + std::ldexp(1.0, static_cast<int>(std::floor(std::log2(max_finite))) - mantissa_bits - 1);
+  double half_ulp_above_max =
+      max_finite + std::ldexp(1.0, static_cast<int>(std::floor(std::log2(max_finite))) - mantissa_bits - 1);
   if (a >= half_ulp_above_max) r = std::numeric_limits<double>::infinity();
   return std::copysign(r, x);
 }

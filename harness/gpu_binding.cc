@@ -21,7 +21,8 @@ int all_reduce_int(int value, MPI_Op op, MPI_Comm comm) {
 
 GpuBinding bind_gpus(MPI_Comm comm) {
   if (!cuda_built())
-    throw UsageError("--device cuda needs a CUDA build: this sextant was built without CUDA (SEXTANT_CUDA=OFF or no nvcc)");
+    throw UsageError(
+        "--device cuda needs a CUDA build: this sextant was built without CUDA (SEXTANT_CUDA=OFF or no nvcc)");
   GpuBinding b;
   const int seen = cuda_device_count();
   b.visible_gpus = all_reduce_int(seen, MPI_MIN, comm);

@@ -17,8 +17,8 @@ std::string to_string(const ParallelConfig& c) {
 }
 
 void to_json(nlohmann::json& j, const ParallelConfig& c) {
-  j = {{"tp", c.tp}, {"cp", c.cp}, {"pp", c.pp}, {"dp", c.dp}, {"ep", c.ep},
-       {"etp", c.expert_tp()}, {"vpp", c.vpp}, {"sp", c.sp}};
+  j = {{"tp", c.tp}, {"cp", c.cp},           {"pp", c.pp},   {"dp", c.dp},
+       {"ep", c.ep}, {"etp", c.expert_tp()}, {"vpp", c.vpp}, {"sp", c.sp}};
 }
 
 void from_json(const nlohmann::json& j, ParallelConfig& c) {
@@ -59,12 +59,12 @@ void validate(const ParallelConfig& c, int world_size) {
   // Products in int64: each size is an int, four of them may not fit one.
   const int64_t world = int64_t{c.tp} * c.cp * c.pp * c.dp;
   if (world != world_size)
-    throw UsageError(cat("world size ", world_size, " must equal tp*cp*pp*dp = ", c.tp, "*", c.cp, "*", c.pp, "*",
-                         c.dp, " = ", world));
+    throw UsageError(cat("world size ", world_size, " must equal tp*cp*pp*dp = ", c.tp, "*", c.cp, "*", c.pp, "*", c.dp,
+                         " = ", world));
   const int64_t dense_no_pp = int64_t{c.tp} * c.cp * c.dp, expert = int64_t{c.expert_tp()} * c.ep;
   if (dense_no_pp % expert != 0)
-    throw UsageError(cat("--etp ", c.expert_tp(), " x --ep ", c.ep, " = ", expert, " must divide tp*cp*dp = ",
-                         dense_no_pp, " (the expert grid folds into the dense one)"));
+    throw UsageError(cat("--etp ", c.expert_tp(), " x --ep ", c.ep, " = ", expert,
+                         " must divide tp*cp*dp = ", dense_no_pp, " (the expert grid folds into the dense one)"));
 }
 
 std::string dim_name(Dim dim) {
@@ -113,7 +113,11 @@ RankGrid::RankGrid(const ParallelConfig& config, int world_size) : config_(confi
   expert_.names = order;
   for (const std::string& n : order) {
     // Dense: ep is 1. Expert: tp -> etp, cp -> 1, dp -> edp.
-    dense_.sizes.push_back(n == "tp" ? config.tp : n == "cp" ? config.cp : n == "dp" ? config.dp : n == "pp" ? config.pp : 1);
+    dense_.sizes.push_back(n == "tp"   ? config.tp
+                           : n == "cp" ? config.cp
+                           : n == "dp" ? config.dp
+                           : n == "pp" ? config.pp
+                                       : 1);
     expert_.sizes.push_back(n == "tp"   ? config.expert_tp()
                             : n == "ep" ? config.ep
                             : n == "dp" ? config.edp()
@@ -153,9 +157,11 @@ const RankGrid::Layout& RankGrid::layout_for(Dim dim) const {
 
 std::vector<std::string> RankGrid::members_of(Dim dim) const {
   switch (dim) {
-    case Dim::tp: case Dim::etp: return {"tp"};
+    case Dim::tp:
+    case Dim::etp: return {"tp"};
     case Dim::cp: return {"cp"};
-    case Dim::dp: case Dim::edp: return {"dp"};
+    case Dim::dp:
+    case Dim::edp: return {"dp"};
     case Dim::pp: return {"pp"};
     case Dim::ep: return {"ep"};
     case Dim::dp_cp: return {"dp", "cp"};
@@ -164,9 +170,7 @@ std::vector<std::string> RankGrid::members_of(Dim dim) const {
   return {};
 }
 
-std::vector<int> RankGrid::group(Dim dim, int rank) const {
-  return group_in(layout_for(dim), members_of(dim), rank);
-}
+std::vector<int> RankGrid::group(Dim dim, int rank) const { return group_in(layout_for(dim), members_of(dim), rank); }
 
 std::vector<int> RankGrid::group_in(const Layout& layout, const std::vector<std::string>& vary, int rank) {
   std::vector<int> base = layout.coords(rank);

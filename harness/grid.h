@@ -19,8 +19,8 @@ struct ParallelConfig {
   int pp = 1;
   int dp = 1;
   int ep = 1;
-  int etp = 0;   // 0: same as tp (Megatron's default)
-  int vpp = 1;   // virtual pipeline chunks per rank
+  int etp = 0;  // 0: same as tp (Megatron's default)
+  int vpp = 1;  // virtual pipeline chunks per rank
   bool sp = false;
   std::string order = "tp-cp-ep-dp-pp";
 
@@ -66,8 +66,8 @@ class RankGrid {
   int index_in_group(Dim dim, int rank) const;
 
  private:
-  struct Layout {                      // one generator: sizes in the order string
-    std::vector<std::string> names;    // e.g. {"tp","cp","ep","dp","pp"}
+  struct Layout {                    // one generator: sizes in the order string
+    std::vector<std::string> names;  // e.g. {"tp","cp","ep","dp","pp"}
     std::vector<int> sizes;
     std::vector<int> coords(int rank) const;
     int rank_of(const std::vector<int>& coords) const;

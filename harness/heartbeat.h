@@ -21,13 +21,13 @@ namespace sextant {
 struct RankPosition {
   int world_rank = -1;
   int pid = 0;
-  int case_index = 0;   // 1-based index into the run's plan; 0 before the first case
-  bool armed = false;   // inside a case (or waiting at the end of a rank count): the watchdog counts
-  double armed_s = 0;   // seconds since the case started (when armed)
-  std::string phase;    // setup, check, a timed region, metrics, ...
-  std::string call;     // communicator call in progress, or the last one ("all_reduce", "wait recv from 1")
+  int case_index = 0;  // 1-based index into the run's plan; 0 before the first case
+  bool armed = false;  // inside a case (or waiting at the end of a rank count): the watchdog counts
+  double armed_s = 0;  // seconds since the case started (when armed)
+  std::string phase;   // setup, check, a timed region, metrics, ...
+  std::string call;    // communicator call in progress, or the last one ("all_reduce", "wait recv from 1")
   bool in_call = false;
-  uint64_t calls = 0;   // communicator calls since the case started
+  uint64_t calls = 0;     // communicator calls since the case started
   uint64_t sequence = 0;  // changes on every update: equal in two reads = no progress between them
 };
 
@@ -58,7 +58,7 @@ class Heartbeat {
 
   // Writer side: this process's slot.
   void begin(int case_index, const char* phase);  // arms
-  void end();                                      // disarms
+  void end();                                     // disarms
   void set_phase(const char* phase);
   void enter_call(const char* call, int peer = -1);
   void exit_call();

@@ -90,9 +90,7 @@ TEST(Heartbeat, NamedSegmentIsSharedBetweenMappings) {
 
 TEST(Heartbeat, FreeFunctionsPublishOnlyWhenInstalled) {
   heartbeat_begin(1, "nowhere");  // nothing installed: nothing happens
-  {
-    CommCallScope scope("barrier");
-  }
+  { CommCallScope scope("barrier"); }
   Heartbeat h("", 1, 0, 0, false);
   Heartbeat::install(&h);
   heartbeat_begin(4, "setup");

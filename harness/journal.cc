@@ -93,8 +93,8 @@ RunSnapshot read_run_file(const std::string& path, const std::string& option) {
   in.seekg(0);
   nlohmann::json doc = nlohmann::json::parse(in, nullptr, false);
   if (doc.is_discarded() || !doc.is_object() || doc.value("schema", "") != kResultSchema)
-    throw UsageError(cat(option, " '", path, "' is neither a sextant results file (", kResultSchema,
-                         ") nor a journal"));
+    throw UsageError(
+        cat(option, " '", path, "' is neither a sextant results file (", kResultSchema, ") nor a journal"));
   RunSnapshot s;
   s.run = doc["run"];
   s.system = doc["system"];

@@ -39,7 +39,7 @@ struct RunSnapshot {
   nlohmann::json run, system;
   nlohmann::json plan;  // null when the file has none (results written before run.plan existed)
   nlohmann::json cases = nlohmann::json::array();
-  std::string junit;     // the run's --junit (journals only)
+  std::string junit;  // the run's --junit (journals only)
   bool complete = false;
 };
 

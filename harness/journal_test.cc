@@ -24,16 +24,22 @@ struct TempDir {
 };
 
 nlohmann::json header() {
-  return {{"run", {{"id", "2026-01-02T03:04:05Z-host-42"}, {"start", "2026-01-02T03:04:05Z"},
-                   {"end", "2026-01-02T03:04:05Z"}, {"command", "sextant run"}, {"git_sha", "abc"},
-                   {"version", "0.1.0"}}},
+  return {{"run",
+           {{"id", "2026-01-02T03:04:05Z-host-42"},
+            {"start", "2026-01-02T03:04:05Z"},
+            {"end", "2026-01-02T03:04:05Z"},
+            {"command", "sextant run"},
+            {"git_sha", "abc"},
+            {"version", "0.1.0"}}},
           {"system", {{"world_size", 2}}},
           {"plan", {{"world_size", 2}, {"cases", 3}}},
           {"junit", ""}};
 }
 
 nlohmann::json record(const std::string& id, const std::string& status) {
-  return {{"suite", "toy"}, {"id", id}, {"conformance", {{"status", status}, {"failures", nlohmann::json::array()}}},
+  return {{"suite", "toy"},
+          {"id", id},
+          {"conformance", {{"status", status}, {"failures", nlohmann::json::array()}}},
           {"perf", {{"time", nlohmann::json::object()}, {"metrics", nlohmann::json::object()}}}};
 }
 
@@ -107,8 +113,8 @@ TEST(Journal, BecomesAnIncompleteResultsFile) {
   EXPECT_TRUE(fs::exists(path)) << "the caller decides when the journal goes";
   std::ifstream in(files.junit);
   std::string xml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_NE(xml.find("name=\"run complete\" time=\"0\"><error message=\"timeout: rank 1 stopped\""),
-            std::string::npos) << xml;
+  EXPECT_NE(xml.find("name=\"run complete\" time=\"0\"><error message=\"timeout: rank 1 stopped\""), std::string::npos)
+      << xml;
   EXPECT_THROW(write_incomplete_results(files.results, "x", ""), UsageError) << "not a .journal";
 }
 

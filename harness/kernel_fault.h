@@ -34,20 +34,20 @@ enum class KernelFault {
   cross_entropy_gradient,           // dlogits = softmax: the - 1 at the target is missing
   embedding_backward_duplicates,    // a token seen twice overwrites its gradient row instead of adding
   adam_bias_correction,             // the second moment is not bias-corrected
-  router_topk_repeats,              // top-k excludes only the choices before the previous one: choice 2 repeats choice 1
-  moe_permute_order,                // rows grouped by expert in reverse token order while the map says forward
-  moe_unpermute_order,              // grouped rows read back as if they were in token order
-  moe_combine_twice,                // expert outputs weighted by the routing probability twice
-  pipeline_skip_weight_grad,        // the executor skips the weight gradient of the last microbatch
-  gemm_ignores_beta,                // C = alpha A B overwrites C when the caller asked to accumulate (beta = 1)
+  router_topk_repeats,        // top-k excludes only the choices before the previous one: choice 2 repeats choice 1
+  moe_permute_order,          // rows grouped by expert in reverse token order while the map says forward
+  moe_unpermute_order,        // grouped rows read back as if they were in token order
+  moe_combine_twice,          // expert outputs weighted by the routing probability twice
+  pipeline_skip_weight_grad,  // the executor skips the weight gradient of the last microbatch
+  gemm_ignores_beta,          // C = alpha A B overwrites C when the caller asked to accumulate (beta = 1)
 };
 
 struct KernelFaultInfo {
   KernelFault fault;
-  const char* name;     // as --fault takes it
-  const char* family;   // the op family it breaks
-  const char* bug;      // one line
-  bool cuda;            // also planted in the CUDA path (else --device cuda refuses it)
+  const char* name;    // as --fault takes it
+  const char* family;  // the op family it breaks
+  const char* bug;     // one line
+  bool cuda;           // also planted in the CUDA path (else --device cuda refuses it)
 };
 
 const std::vector<KernelFaultInfo>& kernel_faults();

@@ -22,12 +22,12 @@ enum class Better { higher, lower, neither };
 std::string better_name(Better better);  // "higher", "lower", "neither"
 
 struct MetricDef {
-  std::string suite;        // "" for metrics the harness adds to every case
-  std::string name;         // key under perf.metrics
-  std::string unit;         // "GB/s", "TFLOP/s", "1" (a fraction or ratio), "s", "B", "json" (structured)
+  std::string suite;                // "" for metrics the harness adds to every case
+  std::string name;                 // key under perf.metrics
+  std::string unit;                 // "GB/s", "TFLOP/s", "1" (a fraction or ratio), "s", "B", "json" (structured)
   Better better = Better::neither;  // for the regression gate
-  std::string description;  // one line
-  std::string case_name = "";  // "" when the metric means the same in every case of the suite
+  std::string description;          // one line
+  std::string case_name = "";       // "" when the metric means the same in every case of the suite
 };
 
 // Registers a definition (once per suite, case and name) and returns the stored

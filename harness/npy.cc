@@ -25,8 +25,7 @@ void write_npy(const std::string& path, const Tensor& tensor) {
   std::string shape;
   for (int64_t d : host.shape()) shape += std::to_string(d) + ", ";
   if (host.ndim() > 1) shape.resize(shape.size() - 2);
-  std::string header =
-      "{'descr': '" + descr(host.dtype()) + "', 'fortran_order': False, 'shape': (" + shape + "), }";
+  std::string header = "{'descr': '" + descr(host.dtype()) + "', 'fortran_order': False, 'shape': (" + shape + "), }";
   // Magic (6) + version (2) + length (2) + header, padded with spaces to 64 bytes, ending in '\n'.
   size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
@@ -45,8 +44,7 @@ void write_npy(const std::string& path, const Tensor& tensor) {
 Tensor read_npy(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   char magic[10];
-  if (!in.read(magic, 10) || std::string(magic, 6) != "\x93NUMPY")
-    throw RuntimeError(path + " is not a .npy file");
+  if (!in.read(magic, 10) || std::string(magic, 6) != "\x93NUMPY") throw RuntimeError(path + " is not a .npy file");
   size_t length = static_cast<unsigned char>(magic[8]) | (static_cast<unsigned char>(magic[9]) << 8);
   std::string header(length, ' ');
   in.read(header.data(), static_cast<std::streamsize>(length));

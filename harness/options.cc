@@ -11,7 +11,8 @@
 namespace sextant {
 
 OptionSpec OptionSpec::integer(std::string name, int64_t min, int64_t max, std::string help) {
-  return {std::move(name), OptionType::integer, std::move(help), static_cast<double>(min), static_cast<double>(max), {}};
+  return {std::move(name),          OptionType::integer,      std::move(help),
+          static_cast<double>(min), static_cast<double>(max), {}};
 }
 OptionSpec OptionSpec::number(std::string name, double min, double max, std::string help) {
   return {std::move(name), OptionType::number, std::move(help), min, max, {}};
@@ -144,8 +145,8 @@ nlohmann::json check_option(const OptionSpec& spec, const nlohmann::json& value,
   if (value.is_boolean() && spec.type == OptionType::boolean) return value;
   if (value.is_number_float() && !std::isfinite(value.get<double>()))
     refuse(spec, std::isnan(value.get<double>()) ? "nan" : value.get<double>() > 0 ? "inf" : "-inf", source);
-  if (value.is_number() && (spec.type == OptionType::integer || spec.type == OptionType::number ||
-                            spec.type == OptionType::bytes))
+  if (value.is_number() &&
+      (spec.type == OptionType::integer || spec.type == OptionType::number || spec.type == OptionType::bytes))
     return parse_option(spec, value.dump(), source);
   refuse(spec, value.dump(), source);
 }

@@ -11,7 +11,9 @@
 namespace sextant {
 
 void to_json(nlohmann::json& j, const DeviceInfo& d) {
-  j = {{"name", d.name}, {"memory_bytes", d.memory_bytes}, {"peak_tflops", d.peak_tflops},
+  j = {{"name", d.name},
+       {"memory_bytes", d.memory_bytes},
+       {"peak_tflops", d.peak_tflops},
        {"peak_source", d.peak_source}};
 }
 
@@ -23,8 +25,7 @@ double gpu_peak_tflops(const std::string& name) {
   // tensor cores, less interconnect bandwidth). Order matters: "H100 PCIe"
   // before "H100".
   static const std::vector<std::pair<std::string, double>> table = {
-      {"H100 PCIe", 756}, {"H100", 989}, {"H200", 989}, {"H800", 989}, {"A100", 312},
-      {"B200", 2250},     {"MI300X", 1300}};
+      {"H100 PCIe", 756}, {"H100", 989}, {"H200", 989}, {"H800", 989}, {"A100", 312}, {"B200", 2250}, {"MI300X", 1300}};
   for (const auto& [key, peak] : table)
     if (name.find(key) != std::string::npos) return peak;
   return 0;

@@ -16,8 +16,8 @@ namespace sextant {
 struct DeviceInfo {
   std::string name;
   double memory_bytes = 0;
-  double peak_tflops = 0;      // dense bf16 for GPUs; f32 FMA for the host
-  std::string peak_source;     // "table: ...", "estimate: ...", "unknown"
+  double peak_tflops = 0;   // dense bf16 for GPUs; f32 FMA for the host
+  std::string peak_source;  // "table: ...", "estimate: ...", "unknown"
 };
 void to_json(nlohmann::json& j, const DeviceInfo& d);
 

@@ -114,10 +114,9 @@ std::string memory_problem(const CaseDef& def, const CaseConfig& c, const RunOpt
   if (!def.memory) return "";
   const MemoryEstimate need = def.memory(c);
   auto over = [](const char* what, double need_bytes, double have) {
-    return have > 0 && need_bytes > have
-               ? cat(what, " memory: needs about ", format_bytes(need_bytes), " per rank, ", format_bytes(have),
-                     " available")
-               : std::string();
+    return have > 0 && need_bytes > have ? cat(what, " memory: needs about ", format_bytes(need_bytes), " per rank, ",
+                                               format_bytes(have), " available")
+                                         : std::string();
   };
   std::string problem = over("host", need.host_bytes, o.host_memory_per_rank);
   if (problem.empty()) problem = over("device", need.device_bytes, o.device_memory_per_rank);
@@ -146,7 +145,8 @@ std::vector<PlannedCase> plan_run(const Registry& registry, const RunOptions& o,
   const std::optional<KernelFault> kernel = o.fault.empty() ? std::nullopt : find_kernel_fault(o.fault);
   if (!o.fault.empty()) defs = cases_planting(defs, o.fault, kernel);
   if (kernel && o.device == Device::cuda)
-    require(kernel_fault_info(*kernel).cuda, cat("--fault ", o.fault, " is planted in the host kernels only: the CUDA "
+    require(kernel_fault_info(*kernel).cuda, cat("--fault ", o.fault,
+                                                 " is planted in the host kernels only: the CUDA "
                                                  "kernels have no fault point for it (use --device host)"));
   const nlohmann::json options = resolve_options(defs, o);
   // Faults are planted in f32, where every gate is tight enough to show them.
@@ -159,9 +159,16 @@ std::vector<PlannedCase> plan_run(const Registry& registry, const RunOptions& o,
     std::string first_problem;
     size_t runnable = 0;
     for (int g : counts) {
-      SweepRequest req{g,         dtypes,        o.parallel, o.vpp_given,
-                       options,   kernel ? "" : o.fault, kernel.value_or(KernelFault::none),
-                       o.profile, &def->options, o.seed};
+      SweepRequest req{g,
+                       dtypes,
+                       o.parallel,
+                       o.vpp_given,
+                       options,
+                       kernel ? "" : o.fault,
+                       kernel.value_or(KernelFault::none),
+                       o.profile,
+                       &def->options,
+                       o.seed};
       for (CaseConfig c : def->configs(req)) {
         c.suite = def->suite;
         c.name = def->name;

@@ -227,9 +227,8 @@ std::string write_unique(const std::string& text, const std::string& tmp,
 }  // namespace
 
 std::string write_results_at(const nlohmann::json& doc, const std::string& base) {
-  return write_unique(doc.dump(1) + "\n", cat(base, ".json.tmp-", getpid()), [&](int attempt) {
-    return attempt == 0 ? base + ".json" : cat(base, "-", attempt, ".json");
-  });
+  return write_unique(doc.dump(1) + "\n", cat(base, ".json.tmp-", getpid()),
+                      [&](int attempt) { return attempt == 0 ? base + ".json" : cat(base, "-", attempt, ".json"); });
 }
 
 std::string write_results(const nlohmann::json& doc, const std::string& dir) {
@@ -268,11 +267,12 @@ std::string junit_qualification(const nlohmann::json& q) {
     const std::string status = r["status"].get<std::string>();
     out << "    <testcase classname=\"sextant.qualify\" name=\"" << xml_escape(r["criterion"].get<std::string>())
         << "\" time=\"0\">";
-    const std::string detail = cat("measured ", r["measured"].dump(), " ", r["unit"].get<std::string>(), ", ",
-                                   r["bound"].get<std::string>(), " ", r["threshold"].dump(), " (",
-                                   r["threshold_source"].get<std::string>(), ")");
+    const std::string detail =
+        cat("measured ", r["measured"].dump(), " ", r["unit"].get<std::string>(), ", ", r["bound"].get<std::string>(),
+            " ", r["threshold"].dump(), " (", r["threshold_source"].get<std::string>(), ")");
     if (status == "FAIL") out << "<failure message=\"" << xml_escape(detail) << "\"/>";
-    else if (status != "PASS") out << "<skipped message=\"" << xml_escape(status + ": " + r["note"].get<std::string>()) << "\"/>";
+    else if (status != "PASS")
+      out << "<skipped message=\"" << xml_escape(status + ": " + r["note"].get<std::string>()) << "\"/>";
     out << "</testcase>\n";
   }
   out << "  </testsuite>\n";
@@ -330,9 +330,8 @@ std::string write_junit(const nlohmann::json& doc, const std::string& target) {
   std::string xml = junit_xml(doc["run"], doc["cases"], doc.value("qualification", nlohmann::json()));
   if (names_folder(target)) {
     const std::string base = results_base(target, run_id);
-    return write_unique(xml, cat(base, ".xml.tmp-", getpid()), [&](int attempt) {
-      return attempt == 0 ? base + ".xml" : cat(base, "-", attempt, ".xml");
-    });
+    return write_unique(xml, cat(base, ".xml.tmp-", getpid()),
+                        [&](int attempt) { return attempt == 0 ? base + ".xml" : cat(base, "-", attempt, ".xml"); });
   }
   fs::path path(target);
   const std::string stem = (path.parent_path() / path.stem()).string(), ext = path.extension().string();

@@ -21,7 +21,7 @@ struct CaseRecord {
   Conformance conformance{};
   RegionTimes times{};
   nlohmann::json metrics = nlohmann::json::object();
-  std::string error{};  // set when the case could not run
+  std::string error{};        // set when the case could not run
   std::string skip_reason{};  // set when the plan skipped it (a swept config that does not fit)
 };
 nlohmann::json to_json(const CaseRecord& record);

@@ -67,14 +67,17 @@ void require_same_plan(const RunSnapshot& snapshot, const nlohmann::json& plan, 
   for (auto it = now.begin(); it != now.end(); ++it) {
     const nlohmann::json before = old["options"].value(it.key(), nlohmann::json());
     if (before != it.value())
-      throw UsageError(cat(where, "its run had ", it.key(), " ", shown(before), ", this run ", shown(it.value()), rule));
+      throw UsageError(
+          cat(where, "its run had ", it.key(), " ", shown(before), ", this run ", shown(it.value()), rule));
   }
   if (old.value("cases", 0) != plan["cases"].get<int>())
     throw UsageError(cat(where, "its run planned ", shown(old["cases"]), " case instances, this run ",
                          plan["cases"].get<int>(), rule));
   if (old.value("ids_hash", "") != plan["ids_hash"].get<std::string>())
-    throw UsageError(where + "its plan holds other case instances than this run's (same options: another sextant "
-                     "version?)" + rule);
+    throw UsageError(where +
+                     "its plan holds other case instances than this run's (same options: another sextant "
+                     "version?)" +
+                     rule);
 }
 
 std::vector<PlannedCase> missing_cases(const std::vector<PlannedCase>& plan, const RunSnapshot& snapshot) {

@@ -82,8 +82,10 @@ TEST(Resume, RefusesAnotherPlanNamingTheDifference) {
 
 TEST(Resume, MergesOldAndNewRecordsInPlanOrder) {
   auto plan = toy_plan(4);
-  nlohmann::json old_cases = {{{"id", plan[2].config.id()}, {"from", "old"}}, {{"id", plan[0].config.id()}, {"from", "old"}}};
-  nlohmann::json new_cases = {{{"id", plan[1].config.id()}, {"from", "new"}}, {{"id", plan[3].config.id()}, {"from", "new"}}};
+  nlohmann::json old_cases = {{{"id", plan[2].config.id()}, {"from", "old"}},
+                              {{"id", plan[0].config.id()}, {"from", "old"}}};
+  nlohmann::json new_cases = {{{"id", plan[1].config.id()}, {"from", "new"}},
+                              {{"id", plan[3].config.id()}, {"from", "new"}}};
   nlohmann::json merged = in_plan_order(plan, old_cases, new_cases);
   ASSERT_EQ(merged.size(), 4u);
   for (size_t i = 0; i < 4; ++i) EXPECT_EQ(merged[i]["id"], plan[i].config.id());

@@ -77,22 +77,20 @@ void fill_block(T* dst, int64_t i0, int64_t i1, const Shape& global, const Shape
 }
 }  // namespace
 
-Tensor random_block(const Shape& global, const Shape& offset, const Shape& local, DType dtype,
-                    const RandomSpec& spec) {
+Tensor random_block(const Shape& global, const Shape& offset, const Shape& local, DType dtype, const RandomSpec& spec) {
   const size_t n = global.size();
   if (offset.size() != n || local.size() != n)
     throw RuntimeError("random_block: global, offset and local shapes differ in rank");
   for (size_t d = 0; d < n; ++d)
     if (offset[d] < 0 || offset[d] + local[d] > global[d])
-      throw RuntimeError(cat("random_block: block ", shape_string(local), " at ", shape_string(offset),
-                             " outside ", shape_string(global)));
+      throw RuntimeError(cat("random_block: block ", shape_string(local), " at ", shape_string(offset), " outside ",
+                             shape_string(global)));
   Tensor out = Tensor::empty(local, dtype);
   const int64_t count = out.numel();
   // Every value depends on its index alone, so large blocks are drawn by
   // several threads (a 1e9-parameter model is initialised on the host).
   constexpr int64_t kPerThread = int64_t{1} << 22;
-  const int64_t threads =
-      std::clamp<int64_t>(count / kPerThread, 1, std::max(1u, std::thread::hardware_concurrency()));
+  const int64_t threads = std::clamp<int64_t>(count / kPerThread, 1, std::max(1u, std::thread::hardware_concurrency()));
   dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
     T* dst = out.data<T>();

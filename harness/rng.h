@@ -32,7 +32,6 @@ double random_value(const RandomSpec& spec, uint64_t index);
 Tensor random_tensor(const Shape& shape, DType dtype, const RandomSpec& spec);
 // The block of the global tensor that starts at `offset` and has shape `local`
 // (a rank's shard); element values equal those of random_tensor(global, ...).
-Tensor random_block(const Shape& global, const Shape& offset, const Shape& local, DType dtype,
-                    const RandomSpec& spec);
+Tensor random_block(const Shape& global, const Shape& offset, const Shape& local, DType dtype, const RandomSpec& spec);
 
 }  // namespace sextant

@@ -24,9 +24,8 @@ namespace {
 const MetricDef& kBytesSent = define_metric(
     {"", "bytes_sent_per_rank", "B", Better::neither,
      "bytes a rank sent per iteration of the primary region, mean over ranks (max beside it), ring convention"});
-const MetricDef& kBytesSentRegion =
-    define_metric({"", "bytes_sent_per_rank_<region>", "B", Better::neither,
-                   "the same for each other timed region, suffixed with its name"});
+const MetricDef& kBytesSentRegion = define_metric({"", "bytes_sent_per_rank_<region>", "B", Better::neither,
+                                                   "the same for each other timed region, suffixed with its name"});
 const MetricDef& kComm = define_metric(
     {"", "comm", "json", Better::neither,
      "GPU and staged runs: backend, overlap (communication on its own stream), timings_representative, allocation"});
@@ -97,11 +96,16 @@ CaseRecord run_in_env(const PlannedCase& planned, MpiCommunicator& group, GroupE
   if (o.check && all_ok(group, local_error.empty())) {
     const std::string case_dir = dump_folder_name(config.id());
     // Everything needed to recompute the case from its dumped inputs.
-    const nlohmann::json described = {{"suite", config.suite},   {"case", config.name},
-                                      {"id", config.id()},       {"params", config.params},
-                                      {"parallel", config.parallel}, {"ranks", config.ranks},
-                                      {"dtype", dtype_name(config.dtype)}, {"seed", o.seed},
-                                      {"device", device_name(o.device)}, {"fault", config.fault_name()}};
+    const nlohmann::json described = {{"suite", config.suite},
+                                      {"case", config.name},
+                                      {"id", config.id()},
+                                      {"params", config.params},
+                                      {"parallel", config.parallel},
+                                      {"ranks", config.ranks},
+                                      {"dtype", dtype_name(config.dtype)},
+                                      {"seed", o.seed},
+                                      {"device", device_name(o.device)},
+                                      {"fault", config.fault_name()}};
     // Root creates the dump folder; a failure there is the case's error on
     // every rank (agreed before the check's collectives start), not an abort.
     std::optional<Checker> checker;
@@ -121,14 +125,15 @@ CaseRecord run_in_env(const PlannedCase& planned, MpiCommunicator& group, GroupE
   }
   if (o.device == Device::cuda || kernel.backend() != "mpi")
     record.metrics[kComm.name] = {{"backend", kernel.backend()},
-                              {"overlap", kernel.overlaps_compute()},
-                              {"timings_representative", kernel.timings_representative()}};
+                                  {"overlap", kernel.overlaps_compute()},
+                                  {"timings_representative", kernel.timings_representative()}};
   if (o.device == Device::cuda) record.metrics[kComm.name]["allocation"] = cuda_async_allocation() ? "async" : "sync";
   for (const std::string& region : def.regions) {
     if (o.timing.iters <= 0 || !all_ok(group, local_error.empty())) break;
     reset_bytes(kernel, *env.grid);
     guarded(region, [&] {
-      record.times[region] = time_iterations(group, o.timing, [&] { def.run(*state, region); }, clock);
+      record.times[region] = time_iterations(
+          group, o.timing, [&] { def.run(*state, region); }, clock);
     });
     double per_iter = static_cast<double>(total_bytes(kernel, *env.grid)) / (o.timing.warmup + o.timing.iters);
     double mean = group.all_reduce_value(per_iter, ReduceOp::sum) / group.size();
@@ -176,9 +181,8 @@ CaseRecord run_case(const PlannedCase& planned, MpiCommunicator& group, const Ru
   return run_in_env(planned, group, *env, o);
 }
 
-std::vector<CaseRecord> execute_plan(const std::vector<PlannedCase>& plan, MpiCommunicator& world,
-                                     const RunOptions& o, const RunHooks& hooks,
-                                     const CommFactory& make_kernel_comm) {
+std::vector<CaseRecord> execute_plan(const std::vector<PlannedCase>& plan, MpiCommunicator& world, const RunOptions& o,
+                                     const RunHooks& hooks, const CommFactory& make_kernel_comm) {
   std::vector<CaseRecord> records;
   size_t index = 0;
   for (int g : plan_rank_counts(plan)) {

@@ -25,11 +25,11 @@ struct RawOption {
 };
 
 struct RunOptions {
-  std::vector<std::string> selection;     // "suite" or "suite/case"; empty: all
-  std::vector<int> rank_counts;           // empty: powers of two up to the world (and the world)
-  std::vector<DType> dtypes;              // empty: each case's defaults
-  std::optional<ParallelConfig> parallel; // pinned by --tp/--cp/...
-  bool vpp_given = false;                 // --vpp was given (a pinned 1 included)
+  std::vector<std::string> selection;                 // "suite" or "suite/case"; empty: all
+  std::vector<int> rank_counts;                       // empty: powers of two up to the world (and the world)
+  std::vector<DType> dtypes;                          // empty: each case's defaults
+  std::optional<ParallelConfig> parallel;             // pinned by --tp/--cp/...
+  bool vpp_given = false;                             // --vpp was given (a pinned 1 included)
   nlohmann::json options = nlohmann::json::object();  // problem options (--seq, --set k=v)
   std::string profile = "default";
   TimingPlan timing;

@@ -59,8 +59,8 @@ StallReport analyze_stall(const std::vector<RankPosition>& before, const std::ve
       ++involved;
       progressing += moved;
     }
-    std::string line = cat("rank ", p.world_rank, " (pid ", p.pid, "): ", where(p), "; ",
-                           moved ? "progressing" : "no progress");
+    std::string line =
+        cat("rank ", p.world_rank, " (pid ", p.pid, "): ", where(p), "; ", moved ? "progressing" : "no progress");
     if (!why.empty()) {
       line += "; STUCK: " + why;
       report.stuck.push_back(p.world_rank);
@@ -72,8 +72,9 @@ StallReport analyze_stall(const std::vector<RankPosition>& before, const std::ve
   else if (involved > 0 && progressing == involved)
     report.summary = "no rank is stuck: every rank still progresses (the case is slow; raise --timeout)";
   else
-    report.summary = "no rank stands out: every rank waits inside a communicator call "
-                     "(mismatched calls, or a hang in the communicator or the network)";
+    report.summary =
+        "no rank stands out: every rank waits inside a communicator call "
+        "(mismatched calls, or a hang in the communicator or the network)";
   return report;
 }
 

@@ -10,8 +10,8 @@
 namespace sextant {
 
 struct StallReport {
-  std::vector<int> stuck;          // world ranks named as the cause
-  std::string summary;             // "stuck: rank 1: case 7, phase check, in all_reduce (stopped: SIGSTOP or a debugger)"
+  std::vector<int> stuck;  // world ranks named as the cause
+  std::string summary;     // "stuck: rank 1: case 7, phase check, in all_reduce (stopped: SIGSTOP or a debugger)"
   std::vector<std::string> ranks;  // one line per rank: where it is and whether it progressed
 };
 

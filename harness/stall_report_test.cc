@@ -21,7 +21,8 @@ RankPosition at(int rank, int case_index, const std::string& phase, const std::s
 }
 
 TEST(StallReport, NamesAStoppedRank) {
-  std::vector<RankPosition> ranks = {at(0, 7, "check", "all_reduce", true, 10), at(1, 7, "check", "all_reduce", true, 8)};
+  std::vector<RankPosition> ranks = {at(0, 7, "check", "all_reduce", true, 10),
+                                     at(1, 7, "check", "all_reduce", true, 8)};
   StallReport r = analyze_stall(ranks, ranks, {'R', 'T'});
   EXPECT_EQ(r.stuck, std::vector<int>{1});
   EXPECT_EQ(r.summary, "stuck: rank 1: case 7, phase check, in all_reduce (stopped: SIGSTOP or a debugger)");
@@ -32,7 +33,8 @@ TEST(StallReport, NamesAStoppedRank) {
 }
 
 TEST(StallReport, NamesTheRankOutsideAnyCallWhileOthersWait) {
-  std::vector<RankPosition> ranks = {at(0, 3, "fwd", "wait recv from 1", true, 4), at(1, 3, "fwd", "all_gather", false, 6),
+  std::vector<RankPosition> ranks = {at(0, 3, "fwd", "wait recv from 1", true, 4),
+                                     at(1, 3, "fwd", "all_gather", false, 6),
                                      at(2, 3, "fwd", "wait recv from 1", true, 4)};
   StallReport r = analyze_stall(ranks, ranks, {'R', 'R', 'S'});
   EXPECT_EQ(r.stuck, std::vector<int>{1});
@@ -47,7 +49,8 @@ TEST(StallReport, NamesARankBehindTheOthers) {
 }
 
 TEST(StallReport, NamesNobodyWhenEveryRankWaitsInACall) {
-  std::vector<RankPosition> ranks = {at(0, 2, "check", "all_reduce", true, 4), at(1, 2, "check", "all_to_all", true, 6)};
+  std::vector<RankPosition> ranks = {at(0, 2, "check", "all_reduce", true, 4),
+                                     at(1, 2, "check", "all_to_all", true, 6)};
   StallReport r = analyze_stall(ranks, ranks, {'R', 'R'});
   EXPECT_TRUE(r.stuck.empty());
   EXPECT_NE(r.summary.find("no rank stands out"), std::string::npos) << r.summary;

@@ -168,8 +168,8 @@ struct Nvml {
   nvmlReturn_t (*count)(unsigned*) = lib.symbol<nvmlReturn_t (*)(unsigned*)>("nvmlDeviceGetCount_v2");
   nvmlReturn_t (*handle)(unsigned, nvmlDevice_t*) =
       lib.symbol<nvmlReturn_t (*)(unsigned, nvmlDevice_t*)>("nvmlDeviceGetHandleByIndex_v2");
-  nvmlReturn_t (*name)(nvmlDevice_t, char*, unsigned) =
-      lib.symbol<nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned)>("nvmlDeviceGetName");
+  nvmlReturn_t (*name)(nvmlDevice_t, char*,
+                       unsigned) = lib.symbol<nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned)>("nvmlDeviceGetName");
   nvmlReturn_t (*memory)(nvmlDevice_t, NvmlMemory*) =
       lib.symbol<nvmlReturn_t (*)(nvmlDevice_t, NvmlMemory*)>("nvmlDeviceGetMemoryInfo");
   nvmlReturn_t (*driver)(char*, unsigned) = lib.symbol<nvmlReturn_t (*)(char*, unsigned)>("nvmlSystemGetDriverVersion");
@@ -211,13 +211,15 @@ std::string link_between(const Nvml& n, nvmlDevice_t a, nvmlDevice_t b, std::pai
 nlohmann::json nvml_gpus() {
   Nvml n;
   if (!n.lib.handle) return unavailable("libnvidia-ml.so.1 not found (no NVIDIA driver on this node)");
-  if (!n.init || !n.count || !n.handle || !n.name) return unavailable("libnvidia-ml lacks nvmlInit_v2 / nvmlDeviceGetCount_v2");
+  if (!n.init || !n.count || !n.handle || !n.name)
+    return unavailable("libnvidia-ml lacks nvmlInit_v2 / nvmlDeviceGetCount_v2");
   if (n.init() != kNvmlSuccess) return unavailable("nvmlInit_v2 failed (driver not loaded?)");
   nlohmann::json out = {{"available", true}};
   char text[96] = {0};
   if (n.driver && n.driver(text, sizeof text) == kNvmlSuccess) out["driver"] = text;
   int cuda = 0;
-  if (n.cuda_driver && n.cuda_driver(&cuda) == kNvmlSuccess) out["cuda_driver"] = cat(cuda / 1000, ".", cuda % 1000 / 10);
+  if (n.cuda_driver && n.cuda_driver(&cuda) == kNvmlSuccess)
+    out["cuda_driver"] = cat(cuda / 1000, ".", cuda % 1000 / 10);
   unsigned count = 0;
   n.count(&count);
   std::vector<nvmlDevice_t> devices(count, nullptr);
@@ -238,7 +240,8 @@ nlohmann::json nvml_gpus() {
   nlohmann::json matrix = nlohmann::json::array();
   for (unsigned i = 0; i < count; ++i) {
     nlohmann::json row = nlohmann::json::array();
-    for (unsigned j = 0; j < count; ++j) row.push_back(i == j ? "X" : link_between(n, devices[i], devices[j], links[i]));
+    for (unsigned j = 0; j < count; ++j)
+      row.push_back(i == j ? "X" : link_between(n, devices[i], devices[j], links[i]));
     matrix.push_back(row);
   }
   out["count"] = count;
@@ -255,7 +258,8 @@ nlohmann::json library_versions() {
     auto version = cudnn.symbol<size_t (*)()>("cudnnGetVersion");
     if (version) {
       const size_t v = version();  // cuDNN 9: major*10000 + minor*100 + patch; 8: major*1000 + minor*100 + patch
-      out["cudnn"] = v >= 90000 ? cat(v / 10000, ".", v % 10000 / 100, ".", v % 100) : cat(v / 1000, ".", v % 1000 / 100, ".", v % 100);
+      out["cudnn"] = v >= 90000 ? cat(v / 10000, ".", v % 10000 / 100, ".", v % 100)
+                                : cat(v / 1000, ".", v % 1000 / 100, ".", v % 100);
     } else {
       out["cudnn"] = "unavailable (libcudnn not found)";
     }
@@ -326,25 +330,25 @@ nlohmann::json system_summary(const nlohmann::json& topology, Device device) {
   for (const nlohmann::json& nic : first["network"])
     if (nic.value("physical", false))
       network.push_back(cat(nic["name"].get<std::string>(), nic.contains("speed_mbps")
-                                                               ? cat(" ", nic["speed_mbps"].get<long long>(), " Mb/s")
-                                                               : std::string()));
+                                                                ? cat(" ", nic["speed_mbps"].get<long long>(), " Mb/s")
+                                                                : std::string()));
   for (const nlohmann::json& ib : first["infiniband"])
     for (const nlohmann::json& port : ib["ports"])
       network.push_back(cat(ib["name"].get<std::string>(), "/", port["port"].get<std::string>(), " ",
                             port["rate"].get<std::string>(), " ", port["link_layer"].get<std::string>()));
   int accelerators = 0;
   for (const nlohmann::json& n : nodes) accelerators += n["gpus"].value("count", 0);
-  nlohmann::json out = {{"nodes", nodes.size()},
-                        {"host_processor", first["cpu"]["model"]},
-                        {"host_processors_per_node", first["cpu"]["sockets"]},
-                        {"host_memory_bytes", first["memory_bytes"]},
-                        {"accelerator", have_gpus ? gpus["gpus"][0].value("name", std::string("unknown"))
-                                                  : std::string("none")},
-                        {"accelerators_per_node", have_gpus ? gpus.value("count", 0) : 0},
-                        {"accelerators_total", accelerators},
-                        {"accelerators_used", device == Device::cuda},
-                        {"gpu_interconnect", interconnect_kinds(gpus)},
-                        {"network", network}};
+  nlohmann::json out = {
+      {"nodes", nodes.size()},
+      {"host_processor", first["cpu"]["model"]},
+      {"host_processors_per_node", first["cpu"]["sockets"]},
+      {"host_memory_bytes", first["memory_bytes"]},
+      {"accelerator", have_gpus ? gpus["gpus"][0].value("name", std::string("unknown")) : std::string("none")},
+      {"accelerators_per_node", have_gpus ? gpus.value("count", 0) : 0},
+      {"accelerators_total", accelerators},
+      {"accelerators_used", device == Device::cuda},
+      {"gpu_interconnect", interconnect_kinds(gpus)},
+      {"network", network}};
   if (const std::string d = differences(nodes); !d.empty()) out["heterogeneous"] = "nodes differ in " + d;
   return out;
 }

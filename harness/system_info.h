@@ -37,7 +37,7 @@ nlohmann::json system_summary(const nlohmann::json& topology, Device device);
 // Parts, exposed for tests: a sysfs tree rooted elsewhere than "/".
 nlohmann::json network_interfaces(const std::string& sysfs_root = "/sys");
 nlohmann::json infiniband_devices(const std::string& sysfs_root = "/sys");
-nlohmann::json nvml_gpus();  // {"available": false, "reason": ...} without NVML
+nlohmann::json nvml_gpus();         // {"available": false, "reason": ...} without NVML
 nlohmann::json library_versions();  // cudnn, nccl (runtime-loaded), ibverbs
 
 }  // namespace sextant

@@ -61,8 +61,7 @@ std::string table_row(const CaseDef& def, const CaseRecord& r, size_t index, siz
   double worst = 0;
   for (const TensorCheck& tc : c.tensors) {
     if (tc.bound > 0) worst = std::max(worst, std::isfinite(tc.error) ? tc.error / tc.bound : 1e9);
-    if (tc.base_bound > 0)
-      worst = std::max(worst, std::isfinite(tc.base_error) ? tc.base_error / tc.base_bound : 1e9);
+    if (tc.base_bound > 0) worst = std::max(worst, std::isfinite(tc.base_error) ? tc.base_error / tc.base_bound : 1e9);
   }
   if (!c.tensors.empty()) check += " err/bound " + fixed("%.2g", worst);
   if (!r.skip_reason.empty()) check = "SKIPPED " + r.skip_reason;

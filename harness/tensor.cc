@@ -178,8 +178,8 @@ void copy_rows(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch,
 Tensor narrow(const Tensor& t, int dim, int64_t start, int64_t length) {
   dim = normalize_dim(t, dim);
   if (start < 0 || length < 0 || start + length > t.shape()[dim])
-    throw RuntimeError(cat("narrow [", start, ", ", start + length, ") out of range for dim ", dim, " of ",
-                           shape_string(t.shape())));
+    throw RuntimeError(
+        cat("narrow [", start, ", ", start + length, ") out of range for dim ", dim, " of ", shape_string(t.shape())));
   Shape shape = t.shape();
   shape[dim] = length;
   Tensor out = Tensor::empty(shape, t.dtype(), t.device());

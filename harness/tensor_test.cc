@@ -40,8 +40,8 @@ TEST(Tensor, NarrowConcatWriteSliceAndChunk) {
   Tensor t = iota({2, 6, 3});
   Tensor mid = narrow(t, 1, 2, 3);
   EXPECT_EQ(mid.shape(), (Shape{2, 3, 3}));
-  EXPECT_EQ(mid.at(0), 6.0);           // t[0,2,0]
-  EXPECT_EQ(mid.at(9), 18.0 + 6.0);    // t[1,2,0]
+  EXPECT_EQ(mid.at(0), 6.0);         // t[0,2,0]
+  EXPECT_EQ(mid.at(9), 18.0 + 6.0);  // t[1,2,0]
   Tensor back = concat({narrow(t, 1, 0, 2), mid, narrow(t, 1, 5, 1)}, 1);
   EXPECT_EQ(back.to_vector(), t.to_vector());
   Tensor z = Tensor::zeros({2, 6, 3}, DType::f32);

@@ -39,8 +39,8 @@ TimeStats summarize(std::vector<double> samples, int warmup) {
 }
 
 void to_json(nlohmann::json& j, const TimeStats& s) {
-  j = {{"unit", "s"},        {"median", s.median}, {"p10", s.p10}, {"p90", s.p90},   {"min", s.min},
-       {"max", s.max},       {"mean", s.mean},     {"cv_pct", s.cv_pct}, {"iters", s.iters}, {"warmup", s.warmup}};
+  j = {{"unit", "s"},  {"median", s.median}, {"p10", s.p10},       {"p90", s.p90},     {"min", s.min},
+       {"max", s.max}, {"mean", s.mean},     {"cv_pct", s.cv_pct}, {"iters", s.iters}, {"warmup", s.warmup}};
 }
 
 IterationClock wall_clock(std::function<void()> sync) {

@@ -14,9 +14,9 @@ using testing::world;
 TEST(TimingClock, SamplesComeFromTheGivenClockMaxOverRanks) {
   int starts = 0, stops = 0, runs = 0;
   // A fake clock whose readings are known: iteration i on rank r takes i + r.
-  IterationClock clock{[&] { ++starts; },
-                       [&] { return static_cast<double>(stops++) + world().rank(); }};
-  TimeStats s = time_iterations(world(), TimingPlan{2, 3}, [&] { ++runs; }, clock);
+  IterationClock clock{[&] { ++starts; }, [&] { return static_cast<double>(stops++) + world().rank(); }};
+  TimeStats s = time_iterations(
+      world(), TimingPlan{2, 3}, [&] { ++runs; }, clock);
   EXPECT_EQ(runs, 5);
   EXPECT_EQ(starts, 5);
   EXPECT_EQ(stops, 5);

@@ -14,8 +14,7 @@ namespace {
 const std::vector<ToleranceRow> kTable = {
     {OpClass::data_movement, "data_movement", 0.5, 1,
      "values are copied, not computed: at most one rounding to a narrower storage dtype"},
-    {OpClass::elementwise, "elementwise", 1, 4,
-     "one rounding of the output; f32 exp/tanh are within a few ulp"},
+    {OpClass::elementwise, "elementwise", 1, 4, "one rounding of the output; f32 exp/tanh are within a few ulp"},
     {OpClass::softmax, "softmax", 1, 4,
      "one rounding of the output; the max-shifted exp and the row sum add a few f32 ulp (sum of positive terms)"},
     {OpClass::row_stat, "row_stat", 0, 4,

@@ -55,9 +55,9 @@ enum class OpClass {
 
 struct ToleranceRow {
   OpClass op;
-  const char* name;           // as the results record it ("linear", ...)
-  double storage_roundings;   // a
-  double accumulation_growth; // b
+  const char* name;            // as the results record it ("linear", ...)
+  double storage_roundings;    // a
+  double accumulation_growth;  // b
   const char* reason;
 };
 

@@ -17,10 +17,12 @@ TEST(Tolerance, EveryRowHasAReasonAndAName) {
 TEST(Tolerance, ExpectedErrorIsStorageAndAccumulationRoundoff) {
   const ToleranceRow& row = tolerance_row(OpClass::linear);
   const double u32 = unit_roundoff(DType::f32), u16 = unit_roundoff(DType::bf16);
-  EXPECT_DOUBLE_EQ(expected_error(DType::f32, OpClass::linear), (row.storage_roundings + row.accumulation_growth) * u32);
+  EXPECT_DOUBLE_EQ(expected_error(DType::f32, OpClass::linear),
+                   (row.storage_roundings + row.accumulation_growth) * u32);
   EXPECT_DOUBLE_EQ(expected_error(DType::bf16, OpClass::linear),
                    row.storage_roundings * u16 + row.accumulation_growth * u32);
-  EXPECT_DOUBLE_EQ(baseline_gate(DType::bf16, OpClass::linear), kGateHeadroom * expected_error(DType::bf16, OpClass::linear));
+  EXPECT_DOUBLE_EQ(baseline_gate(DType::bf16, OpClass::linear),
+                   kGateHeadroom * expected_error(DType::bf16, OpClass::linear));
   // A statistic kept in f32 is held to f32 roundoff even in a bf16 run.
   EXPECT_LT(baseline_gate(DType::bf16, OpClass::row_stat), 1e-5);
 }

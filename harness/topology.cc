@@ -121,8 +121,12 @@ std::string node_aware_order(const ParallelConfig& config, const NodeMap& nodes)
     try {
       const Placement p = placement_of(RankGrid(c, world), nodes);
       const std::string& o = orders[i];
-      const Score score{p.tp_groups_across_nodes + p.etp_groups_across_nodes, p.ep_groups_across_nodes,
-                        p.cp_groups_across_nodes, p.pp_far_hops, o.compare(o.size() - 2, 2, "dp") == 0 ? 0 : 1, i};
+      const Score score{p.tp_groups_across_nodes + p.etp_groups_across_nodes,
+                        p.ep_groups_across_nodes,
+                        p.cp_groups_across_nodes,
+                        p.pp_far_hops,
+                        o.compare(o.size() - 2, 2, "dp") == 0 ? 0 : 1,
+                        i};
       if (!best || score < *best) best = score, chosen = o;
     } catch (const UsageError&) {
       // the expert layout would get other PP groups: not a valid order for this config

@@ -41,8 +41,8 @@ int nodes_spanned(const NodeMap& nodes, const std::vector<int>& members);
 // How a grid lies on the nodes.
 struct Placement {
   std::string order;
-  int tp_groups_across_nodes = 0, etp_groups_across_nodes = 0, ep_groups_across_nodes = 0,
-      cp_groups_across_nodes = 0, dp_groups_across_nodes = 0, pp_groups_across_nodes = 0;
+  int tp_groups_across_nodes = 0, etp_groups_across_nodes = 0, ep_groups_across_nodes = 0, cp_groups_across_nodes = 0,
+      dp_groups_across_nodes = 0, pp_groups_across_nodes = 0;
   int pp_far_hops = 0;  // consecutive stages more than one node apart, summed over hops
 };
 Placement placement_of(const RankGrid& grid, const NodeMap& nodes);

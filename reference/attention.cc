@@ -18,9 +18,7 @@ struct Attention {
   Tensor q, k, v;
 
   // Row i of head h in batch bi; k and v rows are those of the kv head h reads.
-  const double* q_row(int64_t bi, int64_t i, int64_t h) const {
-    return q.data<double>() + ((bi * s + i) * hq + h) * d;
-  }
+  const double* q_row(int64_t bi, int64_t i, int64_t h) const { return q.data<double>() + ((bi * s + i) * hq + h) * d; }
   const double* k_row(int64_t bi, int64_t j, int64_t h) const {
     return k.data<double>() + ((bi * s + j) * hk + kv(h)) * d;
   }
@@ -39,8 +37,8 @@ Tensor f64(const Tensor& t, const char* name) {
 Attention load(const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
   if (q.ndim() != 4 || k.ndim() != 4 || v.shape() != k.shape() || k.dim(0) != q.dim(0) || k.dim(1) != q.dim(1) ||
       k.dim(3) != q.dim(3) || q.dim(2) % k.dim(2) != 0)
-    throw RuntimeError(cat("reference attention: q ", shape_string(q.shape()), ", k ", shape_string(k.shape()),
-                           ", v ", shape_string(v.shape()), " must be [b, s, hq, d], [b, s, hk, d] with hk | hq"));
+    throw RuntimeError(cat("reference attention: q ", shape_string(q.shape()), ", k ", shape_string(k.shape()), ", v ",
+                           shape_string(v.shape()), " must be [b, s, hq, d], [b, s, hk, d] with hk | hq"));
   Attention a;
   a.b = q.dim(0), a.s = q.dim(1), a.hq = q.dim(2), a.hk = k.dim(2), a.d = q.dim(3);
   a.scale = 1.0 / std::sqrt(static_cast<double>(a.d));
@@ -128,7 +126,7 @@ AttentionGradients attention_backward(const Tensor& q, const Tensor& k, const Te
           double* dk_j = g.dk.data<double>() + kv_row;
           double* dv_j = g.dv.data<double>() + kv_row;
           for (int64_t x = 0; x < a.d; ++x) {
-            dq_i[x] += a.scale * ds[j] * k_j[x];               // dQ = scale dS K
+            dq_i[x] += a.scale * ds[j] * k_j[x];                // dQ = scale dS K
             dk_j[x] += a.scale * ds[j] * a.q_row(bi, i, h)[x];  // dK = scale dS^T Q
             dv_j[x] += row.p[j] * dout_i[x];                    // dV = P^T dO
           }

@@ -199,8 +199,8 @@ GptStep gpt_forward_backward(const GptDims& d, const GptParams& p, std::span<con
   return step;
 }
 
-double gpt_loss(const GptDims& d, const GptParams& p, std::span<const int64_t> inputs,
-                std::span<const int64_t> targets, int64_t batch) {
+double gpt_loss(const GptDims& d, const GptParams& p, std::span<const int64_t> inputs, std::span<const int64_t> targets,
+                int64_t batch) {
   const Batch b{{inputs.begin(), inputs.end()}, {targets.begin(), targets.end()}};
   Tensor x = embedding_forward(b.inputs, p.embedding).reshape({batch, d.seq, d.hidden});
   for (const GptLayer& layer : p.layers) x = ffn_sublayer(d, layer, attention_sublayer(d, layer, x));

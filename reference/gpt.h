@@ -32,7 +32,7 @@ namespace sextant::ref {
 struct GptDims {
   int64_t vocab = 0, hidden = 0, heads = 0, head_dim = 0, ffn = 0, layers = 0, seq = 0;
   std::vector<int64_t> seq_lens;  // packed rows: lengths summing to seq; empty: one sequence
-  MoeConfig moe;  // used by the layers with is_moe
+  MoeConfig moe;                  // used by the layers with is_moe
   double eps = 1e-5;
 };
 
@@ -40,23 +40,23 @@ struct GptDims {
 struct GptLayer {
   bool is_moe = false;
   Tensor ln1_gamma, ln1_beta, wqkv, bqkv, wo, bo, ln2_gamma, ln2_beta;
-  Tensor w1, b1, w2, b2;  // dense MLP
-  MoeParams moe;          // router [h, E], w1 [E, h, f], w2 [E, f, h]
+  Tensor w1, b1, w2, b2;           // dense MLP
+  MoeParams moe;                   // router [h, E], w1 [E, h, f], w2 [E, f, h]
   std::vector<Tensor*> tensors();  // every defined parameter, in a fixed order
 };
 
 struct GptParams {
   Tensor embedding;  // [V, h]
   std::vector<GptLayer> layers;
-  Tensor lnf_gamma, lnf_beta;  // [h]
-  Tensor head;                 // [h, V]
+  Tensor lnf_gamma, lnf_beta;      // [h]
+  Tensor head;                     // [h, V]
   std::vector<Tensor*> tensors();  // every parameter, in a fixed order
   GptParams zeros_like() const;    // f64 zeros of the same shapes
 };
 
 struct GptStep {
   double loss = 0;
-  GptParams grads;  // d loss / d every parameter (f64)
+  GptParams grads;                  // d loss / d every parameter (f64)
   std::vector<MoeRouting> routing;  // per MoE layer, in layer order: the forward's routing
 };
 

@@ -71,15 +71,21 @@ Tensor moe_router_logits(const Tensor& x_in, const Tensor& router_in) {
   Tensor l = Tensor::zeros({t, e}, DType::f64);
   for (int64_t i = 0; i < t; ++i)
     for (int64_t k = 0; k < h; ++k)
-      for (int64_t j = 0; j < e; ++j) l.data<double>()[i * e + j] += x.data<double>()[i * h + k] * w.data<double>()[k * e + j];
+      for (int64_t j = 0; j < e; ++j)
+        l.data<double>()[i * e + j] += x.data<double>()[i * h + k] * w.data<double>()[k * e + j];
   return l;
 }
 
 MoeRouting moe_route(const Tensor& logits, const MoeConfig& c) {
   const int64_t t = logits.dim(0), e = logits.dim(1);
   const int k = c.topk;
-  MoeRouting r{t, k, std::vector<int>(t * k), std::vector<double>(t * k), std::vector<char>(t * k, 1),
-               std::vector<int64_t>(e, 0), 0};
+  MoeRouting r{t,
+               k,
+               std::vector<int>(t * k),
+               std::vector<double>(t * k),
+               std::vector<char>(t * k, 1),
+               std::vector<int64_t>(e, 0),
+               0};
   for (int64_t i = 0; i < t; ++i) {
     const double* l = logits.data<double>() + i * e;
     std::vector<int> order(static_cast<size_t>(e));
@@ -97,7 +103,8 @@ MoeRouting moe_route(const Tensor& logits, const MoeConfig& c) {
     const int64_t group = c.capacity_group > 0 ? c.capacity_group : t;
     for (int64_t g0 = 0; g0 < t; g0 += group) {
       const int64_t g1 = std::min(t, g0 + group);
-      const auto capacity = static_cast<int64_t>(std::ceil(static_cast<double>(g1 - g0) * k / c.experts * c.capacity_factor));
+      const auto capacity =
+          static_cast<int64_t>(std::ceil(static_cast<double>(g1 - g0) * k / c.experts * c.capacity_factor));
       for (int x = 0; x < e; ++x) {
         std::vector<int64_t> slots;  // in token order
         for (int64_t s = g0 * k; s < g1 * k; ++s)

@@ -43,10 +43,10 @@ struct MoeParams {
 struct MoeRouting {
   int64_t tokens = 0;
   int topk = 0;
-  std::vector<int> expert;     // [T * k] by descending logit
-  std::vector<double> prob;    // [T * k]
-  std::vector<char> kept;      // [T * k]
-  std::vector<int64_t> load;   // [E] kept slots per expert
+  std::vector<int> expert;    // [T * k] by descending logit
+  std::vector<double> prob;   // [T * k]
+  std::vector<char> kept;     // [T * k]
+  std::vector<int64_t> load;  // [E] kept slots per expert
   int64_t dropped = 0;
 };
 
@@ -58,10 +58,10 @@ struct MoeResult {
 };
 
 struct MoeGradients {
-  Tensor dx;      // [T, h]
-  Tensor drouter; // [h, E]
-  Tensor dw1;     // [E, h, ffn]
-  Tensor dw2;     // [E, ffn, h]
+  Tensor dx;       // [T, h]
+  Tensor drouter;  // [h, E]
+  Tensor dw1;      // [E, h, ffn]
+  Tensor dw2;      // [E, ffn, h]
 };
 
 // x: [T, h] (any float dtype: its rounded values are the input).

@@ -55,8 +55,7 @@ TEST(RefMoe, RoutesToTheLargestLogitsWithSoftmaxOverTheChosen) {
 TEST(RefMoe, CapacityKeepsTheMostProbableOrTheFirstSlots) {
   // Four tokens, two experts, top-1, cf 1: capacity ceil(4 * 1 / 2) = 2 per expert.
   // Expert 0 gets tokens 0, 1, 2 with probabilities rising; expert 1 only token 3.
-  const Tensor logits =
-      Tensor::from_values({4, 2}, {0.1, 0.0, 0.5, 0.0, 0.9, 0.0, 0.0, 1.0}, DType::f64);
+  const Tensor logits = Tensor::from_values({4, 2}, {0.1, 0.0, 0.5, 0.0, 0.9, 0.0, 0.0, 1.0}, DType::f64);
   MoeConfig c;
   c.experts = 2;
   c.topk = 1;

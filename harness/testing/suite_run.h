@@ -57,10 +57,9 @@ inline std::vector<CaseRecord> run_suite_on_gpu(const std::string& suite, RunOpt
 // point to point must be ordered and grouped so that NCCL cannot hang on it.
 inline std::vector<CaseRecord> run_suite_under_nccl_rules(const std::string& suite, const RunOptions& o) {
   const Registry r = suite_registry(suite);
-  return execute_plan(plan_run(r, o, world().size()), world(), o, {},
-                      [](MpiCommunicator& group) -> std::unique_ptr<Communicator> {
-                        return NcclRulesCommunicator::create(group);
-                      });
+  return execute_plan(
+      plan_run(r, o, world().size()), world(), o, {},
+      [](MpiCommunicator& group) -> std::unique_ptr<Communicator> { return NcclRulesCommunicator::create(group); });
 }
 
 // A metric's value ({"value": ..., "unit": ...} in the record).

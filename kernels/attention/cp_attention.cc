@@ -10,9 +10,9 @@
 namespace sextant::cp {
 
 const std::vector<std::string>& Faults::names() {
-  static const std::vector<std::string> names = {
-      "ring_skip_step", "lse_add",          "mask_off_by_one",    "zigzag_order",          "dkv_not_returned",
-      "ulysses_swap",   "thd_cross_boundary", "thd_zigzag_stream", "cu_seqlens_off_by_one"};
+  static const std::vector<std::string> names = {"ring_skip_step",     "lse_add",           "mask_off_by_one",
+                                                 "zigzag_order",       "dkv_not_returned",  "ulysses_swap",
+                                                 "thd_cross_boundary", "thd_zigzag_stream", "cu_seqlens_off_by_one"};
   return names;
 }
 
@@ -94,8 +94,8 @@ void check_inputs(const char* op, const Options& o, const Geometry& g, const Ten
     if (!t->defined() || t->device() != q.device() || t->ndim() != 4)
       throw RuntimeError(cat(op, ": q, k, v must be tensors [b, n, h, d] on one device"));
   if (o.packing.packed() && (!o.causal || o.packing.rows() != o.seq))
-    throw RuntimeError(cat(op, ": packed sequences need a causal mask and seq ", o.seq, " = the packed rows ",
-                           o.packing.rows()));
+    throw RuntimeError(
+        cat(op, ": packed sequences need a causal mask and seq ", o.seq, " = the packed rows ", o.packing.rows()));
   if (q.dim(1) * g.cp() != o.seq || k.dim(1) != q.dim(1) || v.shape() != k.shape())
     throw RuntimeError(cat(op, ": q ", shape_string(q.shape()), ", k ", shape_string(k.shape()), " do not hold seq ",
                            o.seq, " / cp ", g.cp(), " rows"));

@@ -41,17 +41,17 @@ namespace sextant::cp {
 // Planted faults (docs/CONFORMANCE.md: a check is only as good as the faults
 // it catches). Each one is a bug a real implementation could have.
 struct Faults {
-  bool ring_skips_last_step = false;   // ring_skip_step: the ring stops one block short
-  bool lse_added = false;              // lse_add: partial LSEs merged by adding, not log-sum-exp
-  bool mask_off_by_one = false;        // mask_off_by_one: the causal mask is off by one at block
-                                       //   boundaries: blocks from other members sit one position early,
-                                       //   so the row before a block sees its first key
-  bool zigzag_order_swapped = false;   // zigzag_order: the kernel places a rank's two chunks in
-                                       //   swapped order
-  bool dkv_not_returned = false;       // dkv_not_returned: the dK/dV accumulators skip their last hop
-                                       //   and stay on the rank before their owner
-  bool ulysses_swapped = false;        // ulysses_swap: the all-to-all reads its blocks with the
-                                       //   heads and sequence dims swapped
+  bool ring_skips_last_step = false;  // ring_skip_step: the ring stops one block short
+  bool lse_added = false;             // lse_add: partial LSEs merged by adding, not log-sum-exp
+  bool mask_off_by_one = false;       // mask_off_by_one: the causal mask is off by one at block
+                                      //   boundaries: blocks from other members sit one position early,
+                                      //   so the row before a block sees its first key
+  bool zigzag_order_swapped = false;  // zigzag_order: the kernel places a rank's two chunks in
+                                      //   swapped order
+  bool dkv_not_returned = false;      // dkv_not_returned: the dK/dV accumulators skip their last hop
+                                      //   and stay on the rank before their owner
+  bool ulysses_swapped = false;       // ulysses_swap: the all-to-all reads its blocks with the
+                                      //   heads and sequence dims swapped
   // Packed sequences (THD):
   bool attends_across_sequences = false;  // thd_cross_boundary: the mask forgets the sequences (one
                                           //   causal stream: rows attend into earlier sequences)

@@ -103,10 +103,8 @@ Schedule dynamic_schedule(const std::vector<int64_t>& lengths, int64_t capacity,
     const int g = group_for(lengths[i], capacity, ranks);
     auto fits = [&](const Bin& b) { return b.group == g && b.tokens + lengths[i] <= g * capacity; };
     auto it = std::find_if(bins.begin(), bins.end(), fits);
-    if (it == bins.end())
-      bins.push_back(bin_of({i}, g, lengths));
-    else
-      it->sequences.push_back(i), it->tokens += lengths[i];
+    if (it == bins.end()) bins.push_back(bin_of({i}, g, lengths));
+    else it->sequences.push_back(i), it->tokens += lengths[i];
   }
   return place(std::move(bins), lengths, ranks, cost);
 }

@@ -30,7 +30,8 @@ std::vector<Chunk> shard_chunks(Layout layout, const Packing& packing, int cp, i
   std::vector<Chunk> chunks;
   int64_t start = 0;
   for (size_t i = 0; i < packing.padded.size(); ++i) {
-    for (const Chunk& c : shard_chunks(layout, packing.padded[i], cp, rank)) chunks.push_back({start + c.start, c.length});
+    for (const Chunk& c : shard_chunks(layout, packing.padded[i], cp, rank))
+      chunks.push_back({start + c.start, c.length});
     start += packing.padded[i];
   }
   return chunks;

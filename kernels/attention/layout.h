@@ -21,9 +21,9 @@
 namespace sextant::cp {
 
 enum class Layout { contiguous, zigzag };
-std::string layout_name(Layout layout);               // "contiguous", "zigzag"
-Layout parse_layout(const std::string& name);         // throws UsageError
-int64_t layout_chunks(Layout layout, int cp);         // cp or 2cp: must divide the sequence
+std::string layout_name(Layout layout);        // "contiguous", "zigzag"
+Layout parse_layout(const std::string& name);  // throws UsageError
+int64_t layout_chunks(Layout layout, int cp);  // cp or 2cp: must divide the sequence
 
 // Global rows [start, start + length).
 struct Chunk {

@@ -123,8 +123,8 @@ ops::AttentionGrads ring_backward(Communicator* ring, const Tensor& q, const Ten
     const ops::AttentionMask mask = plan.mask(me, src);
     if (ops::visibility(mask) != ops::Visibility::none) {
       ComputeTimer timer(plan.stats, device);
-      const int64_t scores = ops::attention_block_backward_accumulate(q, k_cur, v_cur, dout, lse, delta, mask,
-                                                                      grads.dq, dk_step, dv_step);
+      const int64_t scores =
+          ops::attention_block_backward_accumulate(q, k_cur, v_cur, dout, lse, delta, mask, grads.dq, dk_step, dv_step);
       count_work(plan.stats, scores, mask, q, k_cur);
     }
     wait_all(inflight);

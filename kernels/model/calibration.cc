@@ -74,7 +74,8 @@ double inverse_or_zero(double x) { return x > 0 ? 1.0 / x : 0.0; }
 double GemmModel::seconds(double m, double n, double k, bool ta, bool tb) const {
   if (m <= 0 || n <= 0 || k <= 0) return 0;
   if (auto it = measured.find(shape_key(m, n, k, ta, tb)); it != measured.end()) return it->second;
-  return overhead_s + 2 * m * n * k * inverse_or_zero(flops_per_s) + 4 * (m * k + k * n + m * n) * inverse_or_zero(bytes_per_s);
+  return overhead_s + 2 * m * n * k * inverse_or_zero(flops_per_s) +
+         4 * (m * k + k * n + m * n) * inverse_or_zero(bytes_per_s);
 }
 
 GemmModel fit_gemm(const std::vector<GemmSample>& samples) {
@@ -82,7 +83,8 @@ GemmModel fit_gemm(const std::vector<GemmSample>& samples) {
   GemmModel g;
   for (const GemmSample& s : samples) {
     if (!(s.seconds > 0)) continue;
-    rows.push_back({1 / s.seconds, 2 * s.m * s.n * s.k / s.seconds, 4 * (s.m * s.k + s.k * s.n + s.m * s.n) / s.seconds});
+    rows.push_back(
+        {1 / s.seconds, 2 * s.m * s.n * s.k / s.seconds, 4 * (s.m * s.k + s.k * s.n + s.m * s.n) / s.seconds});
     g.measured[shape_key(s.m, s.n, s.k, s.ta, s.tb)] = s.seconds;
   }
   require(!rows.empty(), "calibration: no gemm measurement to fit");
@@ -146,8 +148,11 @@ void to_json(nlohmann::json& j, const Calibration& c) {
   for (const auto& [key, s] : c.gemm.measured) shapes[key] = s;
   j = {{"source", c.source},
        {"cores_per_node", c.cores_per_node},
-       {"gemm", {{"overhead_s", c.gemm.overhead_s}, {"gflops", c.gemm.flops_per_s / 1e9},
-                 {"GBps", c.gemm.bytes_per_s / 1e9}, {"measured_s", shapes}}},
+       {"gemm",
+        {{"overhead_s", c.gemm.overhead_s},
+         {"gflops", c.gemm.flops_per_s / 1e9},
+         {"GBps", c.gemm.bytes_per_s / 1e9},
+         {"measured_s", shapes}}},
        {"attention", {{"overhead_s", c.attention.overhead_s}, {"gflops", c.attention.per_s / 1e9}}},
        {"elementwise", {{"overhead_s", c.elementwise.overhead_s}, {"GBps", c.elementwise.per_s / 1e9}}},
        {"links", links},
@@ -200,8 +205,8 @@ Calibration calibration_from_results(const nlohmann::json& doc, const std::strin
       sweep = &c;
   if (sweep) {
     Calibration cal = (*sweep)["perf"]["metrics"]["calibration"].get<Calibration>();
-    cal.source = cat("step/sweep at ", (*sweep)["ranks"].get<int>(), " ranks of run ",
-                     doc["run"].value("id", std::string("?")));
+    cal.source =
+        cat("step/sweep at ", (*sweep)["ranks"].get<int>(), " ranks of run ", doc["run"].value("id", std::string("?")));
     return cal;
   }
   Calibration cal;
@@ -235,8 +240,8 @@ Calibration calibration_from_results(const nlohmann::json& doc, const std::strin
           {p["bytes"].get<double>() * metric(c, "busbw_factor"), t});
     }
     if (suite == "pipeline" && std::isfinite(metric(c, "p2p_latency_s")) && c["parallel"].value("pp", 1) > 1)
-      cal.p2p_latency_s = cal.p2p_latency_s > 0 ? std::min(cal.p2p_latency_s, metric(c, "p2p_latency_s"))
-                                                : metric(c, "p2p_latency_s");
+      cal.p2p_latency_s =
+          cal.p2p_latency_s > 0 ? std::min(cal.p2p_latency_s, metric(c, "p2p_latency_s")) : metric(c, "p2p_latency_s");
   }
   require(!gemms.empty(), cat("--calibrate: the results hold no passing ops/gemm case in ", dtype,
                               " (run the ops suite, or step/sweep, to calibrate)"));

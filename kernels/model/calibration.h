@@ -59,8 +59,8 @@ RateModel fit_link_as_rate(const std::vector<RateSample>& bus_bytes_samples);
 double bus_factor(const std::string& op, int n);
 
 struct Calibration {
-  std::string source;        // "step/sweep, this run" or the results file
-  int cores_per_node = 1;    // of the machine measured
+  std::string source;      // "step/sweep, this run" or the results file
+  int cores_per_node = 1;  // of the machine measured
   GemmModel gemm;
   RateModel attention, elementwise;
   // "op/kind/n", e.g. "all_reduce/intra/2"; kind intra or inter.

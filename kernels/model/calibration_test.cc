@@ -76,8 +76,12 @@ TEST(Calibration, JsonRoundTrip) {
 
 nlohmann::json record(const std::string& suite, const std::string& name, nlohmann::json params, nlohmann::json metrics,
                       const std::string& region, double seconds, const std::string& dtype = "f32") {
-  return {{"suite", suite},   {"case", name},   {"params", params},
-          {"parallel", {{"pp", 1}}}, {"dtype", dtype}, {"fault", nullptr},
+  return {{"suite", suite},
+          {"case", name},
+          {"params", params},
+          {"parallel", {{"pp", 1}}},
+          {"dtype", dtype},
+          {"fault", nullptr},
           {"conformance", {{"status", "pass"}}},
           {"perf", {{"time", {{region, {{"median", seconds}}}}}, {"metrics", metrics}}}};
 }
@@ -88,7 +92,8 @@ TEST(Calibration, FromSuiteResults) {
   for (double m : {64.0, 512.0})
     cases.push_back(record("ops", "gemm", {{"m", m}, {"n", 64}, {"k", 64}, {"trans_a", false}, {"trans_b", false}},
                            nlohmann::json::object(), "gemm", 1e-6 + 2 * m * 64 * 64 / 50e9));
-  cases.push_back(record("ops", "gemm", {{"m", 64}, {"n", 64}, {"k", 64}}, nlohmann::json::object(), "gemm", 1, "bf16"));
+  cases.push_back(
+      record("ops", "gemm", {{"m", 64}, {"n", 64}, {"k", 64}}, nlohmann::json::object(), "gemm", 1, "bf16"));
   for (double bytes : {1024.0, 1048576.0})
     cases.push_back(record("collectives", "all_reduce", {{"bytes", bytes}, {"group_size", 2}, {"group", "world"}},
                            {{"busbw_factor", {{"value", 1.0}}}, {"group_nodes", {{"value", 1}}}}, "run",
@@ -196,8 +201,7 @@ TEST(StepCost, VirtualChunksWithoutAPipelineChangeNothing) {
 }
 
 TEST(StepCost, RefusesInvalidConfigs) {
-  EXPECT_THROW(calibrated_step(small_model(), config(3, 1, 1, 1), {16, 16}, StepShape{}, round_machine()),
-               UsageError);
+  EXPECT_THROW(calibrated_step(small_model(), config(3, 1, 1, 1), {16, 16}, StepShape{}, round_machine()), UsageError);
 }
 
 }  // namespace

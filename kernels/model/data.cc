@@ -26,9 +26,8 @@ TokenSource::TokenSource(uint64_t seed, std::shared_ptr<const IndexedDataset> da
 
 int64_t TokenSource::window_start(const GptConfig& c, int64_t step, int64_t row) const {
   const uint64_t starts = static_cast<uint64_t>(dataset_->tokens() - row_slots(c).per_row + 1);
-  return static_cast<int64_t>(random_bits(seed_, tensor_id("step.data"), static_cast<uint64_t>(row),
-                                          static_cast<uint64_t>(step)) %
-                              starts);
+  return static_cast<int64_t>(
+      random_bits(seed_, tensor_id("step.data"), static_cast<uint64_t>(row), static_cast<uint64_t>(step)) % starts);
 }
 
 std::vector<int64_t> TokenSource::row(const GptConfig& c, int64_t step, int64_t row) const {

@@ -11,14 +11,10 @@ namespace sextant::model {
 
 std::string cp_comm_name(CpComm c) {
   switch (c) {
-    case CpComm::p2p:
-      return "p2p";
-    case CpComm::a2a:
-      return "a2a";
-    case CpComm::allgather:
-      return "allgather";
-    case CpComm::a2a_p2p:
-      return "a2a+p2p";
+    case CpComm::p2p: return "p2p";
+    case CpComm::a2a: return "a2a";
+    case CpComm::allgather: return "allgather";
+    case CpComm::a2a_p2p: return "a2a+p2p";
   }
   return "?";
 }
@@ -137,8 +133,7 @@ void validate_cp(const GptConfig& c, const ParallelConfig& p) {
   if (c.cp_layout == cp::Layout::zigzag)
     require(c.seq % chunks == 0, cat("2 x --cp ", p.cp, " = ", chunks, " must divide --seq ", c.seq,
                                      " (zigzag layout: 2 chunks per CP rank)"));
-  else
-    require_divides("--cp", p.cp, "--seq", c.seq);
+  else require_divides("--cp", p.cp, "--seq", c.seq);
   const int64_t local = c.seq / p.cp;
   if (p.sp && p.tp > 1)
     require(local % p.tp == 0, cat("--tp ", p.tp, " must divide seq/cp = ", c.seq, "/", p.cp, " = ", local,

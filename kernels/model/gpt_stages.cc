@@ -138,8 +138,7 @@ Tensor GptStages::backward_input(int stage, int mb, const Tensor& grad_output) {
 }
 
 void GptStages::backward_weight(int stage, int mb) {
-  for (GptLayer* layer : layers_of(stage))
-    unit_weight_grads(layer->index() + 1, [&] { layer->backward_weight(mb); });
+  for (GptLayer* layer : layers_of(stage)) unit_weight_grads(layer->index() + 1, [&] { layer->backward_weight(mb); });
   if (stage == stage_count_ - 1) head_weight_grads(mb);
   if (stage == 0) embedding_weight_grads(mb);
 }

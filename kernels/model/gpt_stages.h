@@ -37,7 +37,7 @@ class GptStages : public pp::StageCompute {
  public:
   // Planted faults (see step_fault_names).
   struct Faults {
-    bool drop_residual = false;        // stage_drops_residual
+    bool drop_residual = false;          // stage_drops_residual
     bool early_gradients_final = false;  // early_grad_bucket: "final" announced before the last W
   };
   // stages: the pipeline stages this rank runs (schedule.stages_of(pp rank)).
@@ -96,8 +96,8 @@ class GptStages : public pp::StageCompute {
   const tp::TpGroup* tp_;
   Faults faults_;
   UnitHooks* hooks_ = nullptr;
-  std::vector<int> weight_grads_done_;  // per unit: microbatches whose W ran this step
-  Device device_;  // the store's: parameters, activations and gradients
+  std::vector<int> weight_grads_done_;             // per unit: microbatches whose W ran this step
+  Device device_;                                  // the store's: parameters, activations and gradients
   std::vector<std::unique_ptr<GptLayer>> layers_;  // the layers of this rank's stages, ascending
   // First / last stage parameters (views of the store), when held.
   tp::VocabParallelEmbedding embedding_;

@@ -26,10 +26,14 @@ constexpr int64_t kHeaderBytes = 9 + 8 + 1 + 8 + 8;
 // Bytes per token of each dtype code (0: unknown code).
 int64_t item_size_of(int code) {
   switch (code) {
-    case 1: case 2: return 1;   // uint8, int8
-    case 3: case 8: return 2;   // int16, uint16
-    case 4: case 7: return 4;   // int32, float32
-    case 5: case 6: return 8;   // int64, float64
+    case 1:
+    case 2: return 1;  // uint8, int8
+    case 3:
+    case 8: return 2;  // int16, uint16
+    case 4:
+    case 7: return 4;  // int32, float32
+    case 5:
+    case 6: return 8;  // int64, float64
     default: return 0;
   }
 }
@@ -98,9 +102,9 @@ void IndexedDataset::parse_index(const std::vector<char>& idx, const std::string
   // Each array must fit in what follows the header (checked by division: no overflow).
   const uint64_t room = static_cast<uint64_t>(size - kHeaderBytes);
   const bool fits = sequences <= room / 12 && documents <= (room - 12 * sequences) / 8;
-  require(fits, cat(where, ": ", file, " is truncated: ", sequences, " sequences and ", documents,
-                    " document indices need ", kHeaderBytes, " + 12 x ", sequences, " + 8 x ", documents,
-                    " bytes, the file has ", size));
+  require(fits,
+          cat(where, ": ", file, " is truncated: ", sequences, " sequences and ", documents, " document indices need ",
+              kHeaderBytes, " + 12 x ", sequences, " + 8 x ", documents, " bytes, the file has ", size));
   const unsigned char* at = bytes + kHeaderBytes;
   lengths_.resize(sequences);
   pointers_.resize(sequences);
@@ -134,8 +138,8 @@ void IndexedDataset::check_pointers(int64_t bin_bytes, const std::string& where)
   int64_t end_of_previous = 0;
   for (size_t i = 0; i < pointers_.size(); ++i) {
     const int64_t p = pointers_[i];
-    require(p >= 0 && p <= bin_bytes, cat(where, ": ", file, ": pointer ", p, " of sequence ", i,
-                                          " is outside ", bin_path(), " (", bin_bytes, " bytes)"));
+    require(p >= 0 && p <= bin_bytes, cat(where, ": ", file, ": pointer ", p, " of sequence ", i, " is outside ",
+                                          bin_path(), " (", bin_bytes, " bytes)"));
     require(p >= end_of_previous,
             cat(where, ": ", file, ": pointer ", p, " of sequence ", i, " is before the end of sequence ", i - 1,
                 " (byte ", end_of_previous, "): pointers must ascend and sequences must not overlap"));
@@ -149,21 +153,19 @@ void IndexedDataset::check_pointers(int64_t bin_bytes, const std::string& where)
 void IndexedDataset::check_documents(const std::string& where) {
   const std::string file = idx_path();
   const int64_t sequences = static_cast<int64_t>(lengths_.size());
-  require(!document_indices_.empty(),
-          cat(where, ": ", file, ": no document indices (Megatron writes at least [0])"));
+  require(!document_indices_.empty(), cat(where, ": ", file, ": no document indices (Megatron writes at least [0])"));
   require(document_indices_.front() == 0,
           cat(where, ": ", file, ": the first document index is ", document_indices_.front(), ", not 0"));
   for (size_t d = 0; d < document_indices_.size(); ++d) {
     const int64_t v = document_indices_[d];
     require(v >= 0 && v <= sequences,
             cat(where, ": ", file, ": document index ", d, " is ", v, ", outside [0, ", sequences, "] sequences"));
-    require(d == 0 || v >= document_indices_[d - 1],
-            cat(where, ": ", file, ": document indices out of order: index ", d, " is ", v, " after ",
-                document_indices_[d - 1]));
+    require(d == 0 || v >= document_indices_[d - 1], cat(where, ": ", file, ": document indices out of order: index ",
+                                                         d, " is ", v, " after ", document_indices_[d - 1]));
   }
   require(document_indices_.back() == sequences,
-          cat(where, ": ", file, ": the last document index is ", document_indices_.back(),
-              ", not the sequence count ", sequences, " (every sequence belongs to a document)"));
+          cat(where, ": ", file, ": the last document index is ", document_indices_.back(), ", not the sequence count ",
+              sequences, " (every sequence belongs to a document)"));
 }
 
 void IndexedDataset::scan_tokens(const std::string& where) {
@@ -183,8 +185,8 @@ int64_t IndexedDataset::token(int64_t sequence, int64_t position) const {
 
 void IndexedDataset::read(int64_t start, int64_t count, int64_t* out) const {
   if (start < 0 || count < 0 || start + count > tokens())
-    throw RuntimeError(cat("IndexedDataset ", prefix_, ": tokens [", start, ", ", start + count,
-                           ") outside the ", tokens(), " it holds"));
+    throw RuntimeError(cat("IndexedDataset ", prefix_, ": tokens [", start, ", ", start + count, ") outside the ",
+                           tokens(), " it holds"));
   // The sequence holding `start`: the last one that starts at or before it.
   int64_t seq = std::upper_bound(starts_.begin(), starts_.end(), start) - starts_.begin() - 1;
   for (int64_t i = 0; i < count; ++i) {

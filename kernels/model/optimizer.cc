@@ -42,10 +42,8 @@ void pack(const std::vector<Tensor>& blocks, Tensor& flat) {
 void unpack(const Tensor& flat, std::vector<Tensor> blocks) {
   int64_t at = 0;
   for (Tensor& t : blocks) {
-    if (flat.is_host())
-      std::copy_n(flat.data<float>() + at, t.numel(), t.data<float>());
-    else
-      t.copy_from(narrow(flat, 0, at, t.numel()).reshape(t.shape()));
+    if (flat.is_host()) std::copy_n(flat.data<float>() + at, t.numel(), t.data<float>());
+    else t.copy_from(narrow(flat, 0, at, t.numel()).reshape(t.shape()));
     at += t.numel();
   }
 }
@@ -155,8 +153,8 @@ void Optimizer::start_reduce(Bucket& b) {
     b.reduce = b.group->ireduce_scatter(b.grads.raw(), b.grad_slice.raw(), static_cast<size_t>(b.grad_slice.numel()),
                                         DType::f32, ReduceOp::sum);
   else
-    b.reduce = b.group->iall_reduce(b.grads.raw(), b.grads.raw(), static_cast<size_t>(b.padded), DType::f32,
-                                    ReduceOp::sum);
+    b.reduce =
+        b.group->iall_reduce(b.grads.raw(), b.grads.raw(), static_cast<size_t>(b.padded), DType::f32, ReduceOp::sum);
 }
 
 void Optimizer::finish_reduce(Bucket& b) {

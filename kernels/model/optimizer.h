@@ -105,11 +105,11 @@ class Optimizer : public UnitHooks {
     Communicator* group = nullptr;
     std::vector<Param*> params, tp_partial;  // tp_partial: summed over TP first (under SP)
     std::vector<int> units;
-    int64_t numel = 0, padded = 0;  // padded: a multiple of the group size
-    Tensor grads;                   // [padded] packed gradients, summed in place (plain)
-    Tensor gathered;                // distributed: [padded] packed parameters
+    int64_t numel = 0, padded = 0;                        // padded: a multiple of the group size
+    Tensor grads;                                         // [padded] packed gradients, summed in place (plain)
+    Tensor gathered;                                      // distributed: [padded] packed parameters
     Tensor grad_slice, param_slice, exp_avg, exp_avg_sq;  // distributed: [padded / n]
-    int units_pending = 0;  // this step: units whose gradients are not final yet
+    int units_pending = 0;                                // this step: units whose gradients are not final yet
     bool started = false;
     RequestPtr reduce, gather;
   };
@@ -126,7 +126,7 @@ class Optimizer : public UnitHooks {
   bool distributed_;
   Overlap overlap_;
   OptimizerFaults faults_;
-  std::vector<Bucket> buckets_;                  // in the order the backward finishes them
+  std::vector<Bucket> buckets_;                 // in the order the backward finishes them
   std::vector<std::vector<int>> unit_buckets_;  // per unit: its buckets
   int started_in_backward_ = 0;
   int64_t t_ = 0;

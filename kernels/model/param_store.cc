@@ -53,11 +53,9 @@ void ParamStore::refresh_compute() {
 void ParamStore::refresh_compute(const std::vector<Param*>& params) {
   if (compute_dtype_ == DType::f32) return;
   for (Param* p : params) {
-    if (device_ == Device::host)
-      p->compute.copy_from(p->value.to(compute_dtype_));
+    if (device_ == Device::host) p->compute.copy_from(p->value.to(compute_dtype_));
     else  // in place on the compute stream: no temporary device allocation per parameter
-      cuda_convert(p->compute.raw(), compute_dtype_, p->value.raw(), DType::f32,
-                   static_cast<size_t>(p->value.numel()));
+      cuda_convert(p->compute.raw(), compute_dtype_, p->value.raw(), DType::f32, static_cast<size_t>(p->value.numel()));
   }
 }
 

@@ -36,15 +36,34 @@ std::string Config::to_string() const {
 
 void to_json(nlohmann::json& j, const Estimate& e) {
   const Config& c = e.config;
-  j = {{"config", {{"tp", c.tp}, {"cp", c.cp}, {"pp", c.pp}, {"dp", c.dp}, {"ep", c.ep}, {"etp", c.etp},
-                   {"vpp", c.vpp}, {"sp", c.sp}, {"recompute", c.recompute == Recompute::full ? "full" : "none"},
-                   {"distributed_optimizer", c.distributed_optimizer}}},
+  j = {{"config",
+        {{"tp", c.tp},
+         {"cp", c.cp},
+         {"pp", c.pp},
+         {"dp", c.dp},
+         {"ep", c.ep},
+         {"etp", c.etp},
+         {"vpp", c.vpp},
+         {"sp", c.sp},
+         {"recompute", c.recompute == Recompute::full ? "full" : "none"},
+         {"distributed_optimizer", c.distributed_optimizer}}},
        {"microbatches", e.microbatches},
-       {"memory_bytes", {{"weights", e.weights}, {"gradients", e.gradients}, {"optimizer", e.optimizer},
-                         {"activations", e.activations}, {"total", e.memory}}},
+       {"memory_bytes",
+        {{"weights", e.weights},
+         {"gradients", e.gradients},
+         {"optimizer", e.optimizer},
+         {"activations", e.activations},
+         {"total", e.memory}}},
        {"fits", e.fits},
-       {"time_s", {{"compute", e.compute}, {"tp_comm", e.tp_comm}, {"cp_comm", e.cp_comm}, {"ep_comm", e.ep_comm},
-                   {"dp_comm", e.dp_comm}, {"pp_comm", e.pp_comm}, {"bubble", e.bubble}, {"step", e.step}}},
+       {"time_s",
+        {{"compute", e.compute},
+         {"tp_comm", e.tp_comm},
+         {"cp_comm", e.cp_comm},
+         {"ep_comm", e.ep_comm},
+         {"dp_comm", e.dp_comm},
+         {"pp_comm", e.pp_comm},
+         {"bubble", e.bubble},
+         {"step", e.step}}},
        {"model_flops", e.model_flops},
        {"mfu", e.mfu},
        {"tokens_per_s", e.tokens_per_s}};
@@ -56,7 +75,8 @@ void to_json(nlohmann::json& j, const Estimate& e) {
 double model_flops_per_step(const ModelSpec& m, int64_t sequences) {
   const double tokens = static_cast<double>(sequences) * m.seq;
   const double h = m.hidden, q = static_cast<double>(m.heads * m.dhead());
-  const double mlp = m.dense_layers() * m.mlp_params(m.ffn) + m.moe_layers * (m.topk + m.shared_experts) * m.mlp_params(m.moe_ffn);
+  const double mlp =
+      m.dense_layers() * m.mlp_params(m.ffn) + m.moe_layers * (m.topk + m.shared_experts) * m.mlp_params(m.moe_ffn);
   const double dense = 6.0 * tokens * (mlp + m.layers * m.attention_params() + h * m.vocab);
   const double scores = (m.causal ? 6.0 : 12.0) * q * m.layers * static_cast<double>(sequences) * m.seq * m.seq;
   return dense + scores;
@@ -88,15 +108,14 @@ Stage heaviest_stage(const ModelSpec& m, int pp) {
 
 void validate(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t, const Config& g) {
   const int64_t world = static_cast<int64_t>(g.tp) * g.cp * g.pp * g.dp;
-  require(world == c.gpus, cat("gpus ", c.gpus, " must equal tp*cp*pp*dp = ", g.tp, "*", g.cp, "*", g.pp, "*", g.dp,
-                               " = ", world));
+  require(world == c.gpus,
+          cat("gpus ", c.gpus, " must equal tp*cp*pp*dp = ", g.tp, "*", g.cp, "*", g.pp, "*", g.dp, " = ", world));
   require_divides("tp", g.tp, "heads", m.heads);
   require(m.kv() % g.tp == 0 || g.tp % m.kv() == 0,
           cat("tp ", g.tp, " and kv heads ", m.kv(), " must divide one another"));
   require_divides("tp", g.tp, "ffn", m.ffn > 0 ? m.ffn : g.tp);
   require_divides(g.cp > 1 && m.causal ? "2*cp" : "cp", g.cp > 1 && m.causal ? 2 * g.cp : g.cp, "seq", m.seq);
-  require(g.pp * g.vpp <= m.layers,
-          cat("pp*vpp = ", g.pp * g.vpp, " must not exceed the ", m.layers, " layers"));
+  require(g.pp * g.vpp <= m.layers, cat("pp*vpp = ", g.pp * g.vpp, " must not exceed the ", m.layers, " layers"));
   require(g.ep == 1 || m.experts > 0, cat("ep ", g.ep, " needs an MoE model (experts > 0)"));
   if (m.experts > 0) {
     require_divides("ep", g.ep, "experts", m.experts);
@@ -140,14 +159,18 @@ Estimate estimate(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t, 
   // Full recompute keeps only each layer's input (2 sbh, /t with SP).
   const double sbh = static_cast<double>(m.seq) / g.cp * t.micro_batch * m.hidden;
   const double base = g.sp ? 34.0 / g.tp : 10.0 + 24.0 / g.tp;
-  auto layer_bytes = [&](double mlp_width) { return sbh * base * (15.0 / 34 + 19.0 / 34 * mlp_width / (4.0 * m.hidden)); };
+  auto layer_bytes = [&](double mlp_width) {
+    return sbh * base * (15.0 / 34 + 19.0 / 34 * mlp_width / (4.0 * m.hidden));
+  };
   const double dense_width = m.ffn * (m.swiglu ? 1.5 : 1.0);
   const double moe_width = (m.topk + m.shared_experts) * m.moe_ffn * (m.swiglu ? 1.5 : 1.0);
   const double full_layers = st.dense * layer_bytes(dense_width) + st.moe * layer_bytes(moe_width);
-  const double per_microbatch = g.recompute == Recompute::full ? st.layers * 2.0 * sbh / (g.sp ? g.tp : 1) : full_layers;
+  const double per_microbatch =
+      g.recompute == Recompute::full ? st.layers * 2.0 * sbh / (g.sp ? g.tp : 1) : full_layers;
   // 1F1B keeps min(p, m) microbatches in flight on the first stage; the
   // interleaved schedule (1 + (p-1)/(p v)) times that (Narayanan et al. 2021).
-  const double in_flight = std::min<double>(g.pp, e.microbatches) * (g.vpp > 1 ? 1.0 + (g.pp - 1.0) / (g.pp * g.vpp) : 1.0);
+  const double in_flight =
+      std::min<double>(g.pp, e.microbatches) * (g.vpp > 1 ? 1.0 + (g.pp - 1.0) / (g.pp * g.vpp) : 1.0);
   const double recompute_working = g.recompute == Recompute::full ? full_layers / st.layers : 0;
   const double logits = static_cast<double>(m.seq) / g.cp * t.micro_batch * m.vocab * 4.0 / g.tp;
   e.activations = per_microbatch * in_flight + recompute_working + logits;
@@ -175,8 +198,8 @@ Estimate estimate(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t, 
   // overlapped with the attention compute of the layer.
   const double kv_bytes = 2.0 * sbh / m.hidden * m.kv() * m.dhead() * 2.0 / g.tp;
   const double cp_raw = st.layers * m_count * 3.0 * (g.cp - 1) * (kv_bytes / (bw(g.tp * g.cp) * 1e9) + alpha);
-  const double attention_flops = (m.causal ? 6.0 : 12.0) * m.heads * m.dhead() * m.layers *
-                                 static_cast<double>(t.global_batch) * m.seq * m.seq;
+  const double attention_flops =
+      (m.causal ? 6.0 : 12.0) * m.heads * m.dhead() * m.layers * static_cast<double>(t.global_batch) * m.seq * m.seq;
   e.cp_comm = std::max(0.0, cp_raw - attention_flops / c.gpus / flops_rate * imbalance);
   // EP: dispatch and combine all-to-alls, forward and backward, per MoE layer.
   const double token_bytes = sbh / (g.sp ? g.tp : 1) * 2.0 * m.topk;

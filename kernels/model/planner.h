@@ -27,22 +27,22 @@ struct ModelSpec {
   int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }
   int64_t dhead() const { return head_dim > 0 ? head_dim : hidden / heads; }
   int64_t dense_layers() const { return layers - moe_layers; }
-  double attention_params() const;     // per layer: h(q + 2kv) + qh
+  double attention_params() const;         // per layer: h(q + 2kv) + qh
   double mlp_params(int64_t width) const;  // (2 or 3) h width
-  double embedding_params() const;     // input embedding + LM head (untied)
+  double embedding_params() const;         // input embedding + LM head (untied)
   double total_params() const;
-  double active_params() const;        // per token
+  double active_params() const;  // per token
 };
 
 struct ClusterSpec {
   std::string device = "H100";
   int64_t gpus = 8, gpus_per_node = 8;
   double memory_gb = 80, peak_tflops = 989;  // dense bf16
-  double nvlink_GBps = 450;    // per GPU, one direction (H100 NVLink 4: 900 GB/s bidirectional)
-  double network_GBps = 50;    // per GPU (400 Gb/s InfiniBand NDR)
-  double latency_us = 10;      // alpha of every collective step
-  double gemm_efficiency = 0.75;  // achievable fraction of peak for the model's matmuls
-  double usable_memory = 0.9;     // leave room for the CUDA context and fragmentation
+  double nvlink_GBps = 450;                  // per GPU, one direction (H100 NVLink 4: 900 GB/s bidirectional)
+  double network_GBps = 50;                  // per GPU (400 Gb/s InfiniBand NDR)
+  double latency_us = 10;                    // alpha of every collective step
+  double gemm_efficiency = 0.75;             // achievable fraction of peak for the model's matmuls
+  double usable_memory = 0.9;                // leave room for the CUDA context and fragmentation
 };
 
 struct TrainSpec {

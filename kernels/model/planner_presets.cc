@@ -37,8 +37,8 @@ const std::map<std::string, ModelSpec>& models() {
     m.name = "deepseek-v3", m.layers = 61, m.hidden = 7168, m.heads = 128, m.head_dim = 128, m.ffn = 18432;
     m.vocab = 129280, m.seq = 4096, m.swiglu = true;
     m.moe_layers = 58, m.experts = 256, m.topk = 8, m.moe_ffn = 2048, m.shared_experts = 1;
-    m.attention_params_override = 7168.0 * 1536 + 1536.0 * 128 * 192 + 7168.0 * 576 + 512.0 * 128 * 256 +
-                                  128.0 * 128 * 7168;
+    m.attention_params_override =
+        7168.0 * 1536 + 1536.0 * 128 * 192 + 7168.0 * 576 + 512.0 * 128 * 256 + 128.0 * 128 * 7168;
     t[m.name] = m;
     // A video diffusion transformer of the usual 6D tutorial size: hidden
     // 3072, 48 layers, 16 frames of 256 patches (4096 tokens) per clip,
@@ -112,7 +112,9 @@ ClusterSpec cluster_preset(const std::string& device, int64_t gpus) {
   else if (device == "H200") c.memory_gb = 141, c.nvlink_GBps = 450, c.network_GBps = 50;
   else if (device == "A100") c.memory_gb = 80, c.nvlink_GBps = 300, c.network_GBps = 25;
   else if (device == "B200") c.memory_gb = 180, c.nvlink_GBps = 900, c.network_GBps = 50;
-  else throw UsageError(cat("--device '", device, "' must be one of H100, H800, H200, A100, B200 (or give --memory-gb and --peak-tflops)"));
+  else
+    throw UsageError(cat("--device '", device,
+                         "' must be one of H100, H800, H200, A100, B200 (or give --memory-gb and --peak-tflops)"));
   c.peak_tflops = gpu_peak_tflops(device);
   return c;
 }

@@ -105,9 +105,9 @@ TEST(Planner, MoreShardingMeansLessMemoryAndBubbleShrinksWithVpp) {
 TEST(Planner, InvalidConfigsNameTheRule) {
   ModelSpec m = model_preset("llama2-70b");
   ClusterSpec c = cluster_preset("A100", 64);
-  EXPECT_THROW(estimate(m, c, {1024, 1}, make(8, 1, 1, 4)), UsageError);   // 32 != 64 GPUs
-  EXPECT_THROW(estimate(m, c, {1024, 1}, make(3, 1, 1, 21)), UsageError);  // heads % 3
-  EXPECT_THROW(estimate(m, c, {1001, 1}, make(8, 1, 1, 8)), UsageError);   // batch % dp
+  EXPECT_THROW(estimate(m, c, {1024, 1}, make(8, 1, 1, 4)), UsageError);     // 32 != 64 GPUs
+  EXPECT_THROW(estimate(m, c, {1024, 1}, make(3, 1, 1, 21)), UsageError);    // heads % 3
+  EXPECT_THROW(estimate(m, c, {1001, 1}, make(8, 1, 1, 8)), UsageError);     // batch % dp
   EXPECT_THROW(estimate(m, c, {1024, 1}, make(8, 1, 1, 8, 2)), UsageError);  // ep on a dense model
   EXPECT_THROW(model_preset("nope"), UsageError);
 }

@@ -25,10 +25,8 @@ Tensor times_transposed(const Tensor& dy, const Tensor& w) {
 void add_weight_grad(const Tensor& x, const Tensor& dy, Tensor& dw) {
   if (dw.dtype() != DType::f32) throw RuntimeError("add_weight_grad: accumulators are f32");
   Tensor acc = dw.reshape({x.dim(-1), dy.dim(-1)});
-  if (x.dtype() == dy.dtype() && x.dtype() != DType::f64)
-    ops::gemm(x, true, dy, false, acc, 1.0f, 1.0f);
-  else
-    ops::gemm(x.to(DType::f32), true, dy.to(DType::f32), false, acc, 1.0f, 1.0f);
+  if (x.dtype() == dy.dtype() && x.dtype() != DType::f64) ops::gemm(x, true, dy, false, acc, 1.0f, 1.0f);
+  else ops::gemm(x.to(DType::f32), true, dy.to(DType::f32), false, acc, 1.0f, 1.0f);
 }
 
 void add_bias_grad(const Tensor& dy, Tensor& db) {

@@ -13,24 +13,33 @@
 namespace sextant::plan {
 
 void to_json(nlohmann::json& j, const CalibratedStep& s) {
-  j = {{"gemm_s", s.gemm},     {"attention_s", s.attention}, {"elementwise_s", s.elementwise},
-       {"optimizer_s", s.optimizer}, {"tp_s", s.tp},       {"cp_s", s.cp},
-       {"ep_s", s.ep},         {"dp_s", s.dp},               {"pp_s", s.pp},
-       {"sync_s", s.sync},     {"bubble_s", s.bubble}, {"step_s", s.step}, {"core_share", s.core_share}};
+  j = {{"gemm_s", s.gemm},
+       {"attention_s", s.attention},
+       {"elementwise_s", s.elementwise},
+       {"optimizer_s", s.optimizer},
+       {"tp_s", s.tp},
+       {"cp_s", s.cp},
+       {"ep_s", s.ep},
+       {"dp_s", s.dp},
+       {"pp_s", s.pp},
+       {"sync_s", s.sync},
+       {"bubble_s", s.bubble},
+       {"step_s", s.step},
+       {"core_share", s.core_share}};
 }
 
 namespace {
 
 // One rank's share of one microbatch: tokens and widths.
 struct Dims {
-  double mb = 0;     // sequences in the microbatch
-  double S = 0;      // sequence rows per rank (seq / cp)
-  double T = 0;      // tokens per rank in the projections: mb x S
-  double Tsp = 0;    // tokens in LayerNorm and residual: T / tp under SP
+  double mb = 0;                                   // sequences in the microbatch
+  double S = 0;                                    // sequence rows per rank (seq / cp)
+  double T = 0;                                    // tokens per rank in the projections: mb x S
+  double Tsp = 0;                                  // tokens in LayerNorm and residual: T / tp under SP
   double h = 0, q = 0, kvd = 0, d = 0, heads = 0;  // heads: per TP rank
-  double qkv = 0;    // QKV output width per TP rank
-  double f = 0, fw = 0;  // dense FFN width per TP rank (fw: first matrix, doubled by SwiGLU)
-  double Tm = 0;     // tokens the MoE layer routes on this rank
+  double qkv = 0;                                  // QKV output width per TP rank
+  double f = 0, fw = 0;                            // dense FFN width per TP rank (fw: first matrix, doubled by SwiGLU)
+  double Tm = 0;                                   // tokens the MoE layer routes on this rank
   double local_experts = 0, expert_tokens = 0, mf = 0, mfw = 0;
 };
 
@@ -107,7 +116,8 @@ class Costing {
   double elementwise(double elements, double calls) const {
     if (elements <= 0) return 0;
     if (queries_) queries_->elementwise.insert(std::llround(elements / std::max(1.0, calls)));
-    return calls * cal_.elementwise.overhead_s + elements * shape_.bytes_per_element / per_second(cal_.elementwise.per_s);
+    return calls * cal_.elementwise.overhead_s +
+           elements * shape_.bytes_per_element / per_second(cal_.elementwise.per_s);
   }
 
   // `calls` collectives moving `elements` in all: their link time, and
@@ -142,8 +152,8 @@ class Costing {
     const double flops_fwd = 4 * d_.mb * d_.heads * d_.d * d_.S * m_.seq * (m_.causal ? 0.5 : 1.0);
     const double calls = c_.cp;  // the ring calls the block kernel once per step
     if (queries_)
-      queries_->attention.insert({std::llround(d_.mb), std::llround(d_.S), std::llround(d_.heads), std::llround(d_.d),
-                                  m_.causal ? 1 : 0});
+      queries_->attention.insert(
+          {std::llround(d_.mb), std::llround(d_.S), std::llround(d_.heads), std::llround(d_.d), m_.causal ? 1 : 0});
     const double attention = cal_.attention.seconds(3.5 * flops_fwd) + (calls - 1) * cal_.attention.overhead_s;
     a.f.attention = attention / 3.5;
     a.i.attention = attention * 2.5 / 3.5;
@@ -163,8 +173,10 @@ class Costing {
     const bool inter = spans(c_.tp);
     const double full = d_.T * d_.h;
     if (c_.sp) {
-      a.f.tp += collective(a.f, "all_gather", c_.tp, inter, full) + collective(a.f, "reduce_scatter", c_.tp, inter, full);
-      a.i.tp += collective(a.i, "all_gather", c_.tp, inter, full) + collective(a.i, "reduce_scatter", c_.tp, inter, full);
+      a.f.tp +=
+          collective(a.f, "all_gather", c_.tp, inter, full) + collective(a.f, "reduce_scatter", c_.tp, inter, full);
+      a.i.tp +=
+          collective(a.i, "all_gather", c_.tp, inter, full) + collective(a.i, "reduce_scatter", c_.tp, inter, full);
       if (shape_.regather) a.w.tp += collective(a.w, "all_gather", c_.tp, inter, full);
     } else {
       a.f.tp += collective(a.f, "all_reduce", c_.tp, inter, full);
@@ -413,7 +425,8 @@ CalibratedStep calibrated_step(const ModelSpec& m, const Config& c, const TrainS
   // pipeline's busy ranks really have.
   CalibratedStep out;
   out.core_share = costing.core_share();
-  pp::Simulation sim = pp::simulate(schedule, stage_costs(stages, out.core_share, latency, c.recompute == Recompute::full, shape));
+  pp::Simulation sim =
+      pp::simulate(schedule, stage_costs(stages, out.core_share, latency, c.recompute == Recompute::full, shape));
   if (c.pp > 1 && sim.stats.makespan > 0) {
     double busy = 0;
     for (double b : sim.stats.busy) busy += b / sim.stats.makespan;

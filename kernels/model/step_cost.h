@@ -43,22 +43,22 @@ struct StepShape {
   std::string schedule = "1f1b";
   std::string cp_comm = "p2p";  // p2p, a2a, allgather, a2a+p2p
   int a2a_size = 2;
-  bool regather = true;         // SP: column inputs all-gathered again for dW
-  bool zero = false;            // ZeRO-1: reduce-scatter + all-gather instead of all-reduce
-  int ranks_per_node = 0;       // 0: every rank on one node
-  int cores_per_node = 0;       // 0: as calibrated
+  bool regather = true;    // SP: column inputs all-gathered again for dW
+  bool zero = false;       // ZeRO-1: reduce-scatter + all-gather instead of all-reduce
+  int ranks_per_node = 0;  // 0: every rank on one node
+  int cores_per_node = 0;  // 0: as calibrated
   int threads_per_rank = 1;
-  double compute_slowdown = 0;  // measured: compute time / uncontended compute time (0: from the cores)
-  double sync_s = 0;            // measured: extra seconds per blocking synchronisation ...
-  int sync_ranks = 2;           // ... of this many ranks ...
-  double sync_chunk_s = 0;      // ... after this much compute (uncontended seconds; 0: any)
+  double compute_slowdown = 0;   // measured: compute time / uncontended compute time (0: from the cores)
+  double sync_s = 0;             // measured: extra seconds per blocking synchronisation ...
+  int sync_ranks = 2;            // ... of this many ranks ...
+  double sync_chunk_s = 0;       // ... after this much compute (uncontended seconds; 0: any)
   double bytes_per_element = 4;  // activations and gradients (f32)
 };
 
 struct CalibratedStep {
   // Seconds per step on the most loaded rank.
-  double gemm = 0, attention = 0, elementwise = 0, optimizer = 0;   // compute
-  double tp = 0, cp = 0, ep = 0, dp = 0, pp = 0;                    // communication
+  double gemm = 0, attention = 0, elementwise = 0, optimizer = 0;  // compute
+  double tp = 0, cp = 0, ep = 0, dp = 0, pp = 0;                   // communication
   double sync = 0;  // waiting for partners at the collectives of the forward and backward (shared cores)
   double bubble = 0, step = 0;
   double core_share = 1;  // the compute scale for ranks sharing cores
@@ -73,8 +73,7 @@ struct CostQueries {
   std::set<int64_t> elementwise;
   std::set<int> group_sizes;
 };
-void collect_queries(const ModelSpec& m, const Config& c, const TrainSpec& t, const StepShape& shape,
-                     CostQueries& out);
+void collect_queries(const ModelSpec& m, const Config& c, const TrainSpec& t, const StepShape& shape, CostQueries& out);
 
 // Throws UsageError for configs validate() rejects (planner.h).
 CalibratedStep calibrated_step(const ModelSpec& m, const Config& c, const TrainSpec& t, const StepShape& shape,

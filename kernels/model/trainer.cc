@@ -84,15 +84,9 @@ LayerEnv GptTrainer::layer_env() {
   if (p.cp > 1) {
     switch (config_.cp_comm) {
       case CpComm::p2p:
-      case CpComm::allgather:
-        env.cp.kv = comms_.cp.get();
-        break;
-      case CpComm::a2a:
-        env.cp.a2a = comms_.cp.get();
-        break;
-      case CpComm::a2a_p2p:
-        env.cp = {comms_.cp_a2a.get(), comms_.cp_ring.get()};
-        break;
+      case CpComm::allgather: env.cp.kv = comms_.cp.get(); break;
+      case CpComm::a2a: env.cp.a2a = comms_.cp.get(); break;
+      case CpComm::a2a_p2p: env.cp = {comms_.cp_a2a.get(), comms_.cp_ring.get()}; break;
     }
   }
   // Dropless top-k routing, aux and z losses off (the moe suite covers them).

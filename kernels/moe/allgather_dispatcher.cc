@@ -31,8 +31,8 @@ class AllGatherDispatcher : public TokenDispatcher {
     slots_all_ = unpack(on_host(gather(to_device(pack(routing.slots)))), routing.slots.topk);
     perm_ = group_by_expert(slots_all_, ep_.rank() * local_, local_);
     const int64_t others = xs.dim(0) - tokens_;
-    stats_.dispatch_recv_bytes = others * static_cast<int64_t>(x.dim(1) * dtype_size(x.dtype()) +
-                                                               3 * slots_->topk * sizeof(float));
+    stats_.dispatch_recv_bytes =
+        others * static_cast<int64_t>(x.dim(1) * dtype_size(x.dtype()) + 3 * slots_->topk * sizeof(float));
     stats_.expert_rows = perm_.rows();
     return split(permute_rows(xs, slots_all_, perm_));
   }
@@ -40,11 +40,11 @@ class AllGatherDispatcher : public TokenDispatcher {
   Tensor combine(const std::vector<Tensor>& expert_out) override {
     Stopwatch watch(stats_.combine_s, device_);
     out_rows_ = join(expert_out);
-    const Tensor ys = unpermute_rows(out_rows_, slots_all_, perm_, !faults_.combine_without_probs,
-                                     faults_.unpermute_wrong_order);
+    const Tensor ys =
+        unpermute_rows(out_rows_, slots_all_, perm_, !faults_.combine_without_probs, faults_.unpermute_wrong_order);
     const int64_t p = ep_.size(), q = etp_.size();
-    stats_.combine_recv_bytes = ((q - 1) * p * tokens_ + (p - 1) * tokens_) *
-                                static_cast<int64_t>(ys.dim(1) * dtype_size(ys.dtype()));
+    stats_.combine_recv_bytes =
+        ((q - 1) * p * tokens_ + (p - 1) * tokens_) * static_cast<int64_t>(ys.dim(1) * dtype_size(ys.dtype()));
     return reduce(ys);
   }
 
@@ -159,10 +159,10 @@ class AllGatherDispatcher : public TokenDispatcher {
   DispatchFaults faults_;
   const SlotTable* slots_ = nullptr;  // this rank's tokens
   int64_t tokens_ = 0;
-  Device device_ = Device::host;      // of the batch in flight
-  SlotTable slots_all_;               // every token of the block
-  Permutation perm_;                  // rows of the local experts among them
-  Tensor out_rows_;                   // expert outputs in permuted order (for dprob)
+  Device device_ = Device::host;  // of the batch in flight
+  SlotTable slots_all_;           // every token of the block
+  Permutation perm_;              // rows of the local experts among them
+  Tensor out_rows_;               // expert outputs in permuted order (for dprob)
 };
 
 }  // namespace

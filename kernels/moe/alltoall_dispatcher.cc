@@ -165,8 +165,8 @@ class AllToAllDispatcher : public TokenDispatcher {
     Tensor ep_rows = ep_.size() > 1 ? all_to_all_v(ep_, permuted, send_rows_, recv_rows_, pass + ".ep") : permuted;
     Tensor etp_rows = ep_rows;
     if (etp_.size() > 1)  // all-gather-v: the whole EP layout to every ETP peer
-      etp_rows = all_to_all_v(etp_, ep_rows, std::vector<int64_t>(etp_.size(), own_ep_rows()), etp_rows_,
-                              pass + ".etp", true);
+      etp_rows =
+          all_to_all_v(etp_, ep_rows, std::vector<int64_t>(etp_.size(), own_ep_rows()), etp_rows_, pass + ".etp", true);
     std::vector<Tensor> experts;
     for (size_t l = 0; l < expert_rows_.size(); ++l)
       experts.push_back(
@@ -178,8 +178,8 @@ class AllToAllDispatcher : public TokenDispatcher {
   // per local expert -> ETP layout -> EP layout (summed over ETP) -> permuted rows.
   Tensor from_experts(const std::vector<Tensor>& experts, const std::string& pass) {
     if (experts.size() != expert_rows_.size())
-      throw RuntimeError(cat("moe dispatcher: ", experts.size(), " expert tensors for ", expert_rows_.size(),
-                             " local experts"));
+      throw RuntimeError(
+          cat("moe dispatcher: ", experts.size(), " expert tensors for ", expert_rows_.size(), " local experts"));
     if (etp_.size() == 1 && ep_.size() > 1) return rounds_from_experts(experts, pass);
     const DType dtype = experts.empty() ? DType::f32 : experts.front().dtype();
     Tensor etp_rows = cache_.get(pass + ".unsort", {sum(etp_rows_), h_}, dtype, device_);
@@ -246,13 +246,13 @@ class AllToAllDispatcher : public TokenDispatcher {
   const SlotTable* slots_ = nullptr;
   Permutation perm_;
   int64_t h_ = 0, row_bytes_ = 0;
-  Device device_ = Device::host;  // of the batch in flight
+  Device device_ = Device::host;                  // of the batch in flight
   std::vector<int64_t> send_count_, recv_count_;  // [E], [P * L]: rows to each expert, from (peer, local expert)
-  std::vector<int64_t> send_rows_, recv_rows_;  // [P] rows to / from each EP peer
-  std::vector<int64_t> etp_rows_;               // [Q] EP-layout rows of each ETP peer
-  std::vector<int64_t> expert_rows_;            // [L] rows of each local expert
-  std::vector<Chunk> chunks_;                   // the ETP layout, in order
-  Tensor out_rows_;                             // expert outputs in permuted order (for dprob)
+  std::vector<int64_t> send_rows_, recv_rows_;    // [P] rows to / from each EP peer
+  std::vector<int64_t> etp_rows_;                 // [Q] EP-layout rows of each ETP peer
+  std::vector<int64_t> expert_rows_;              // [L] rows of each local expert
+  std::vector<Chunk> chunks_;                     // the ETP layout, in order
+  Tensor out_rows_;                               // expert outputs in permuted order (for dprob)
   BufferCache cache_;
 };
 

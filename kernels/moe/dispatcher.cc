@@ -62,9 +62,8 @@ void small_all_to_all(Communicator& c, const double* send, double* recv, size_t 
   const size_t total = count_per_peer * static_cast<size_t>(c.size());
   std::vector<double> both(send, send + total);
   both.resize(2 * total);
-  staged(both.data(), both.size(), [&](void* d) {
-    c.all_to_all(d, static_cast<double*>(d) + total, count_per_peer, DType::f64);
-  });
+  staged(both.data(), both.size(),
+         [&](void* d) { c.all_to_all(d, static_cast<double*>(d) + total, count_per_peer, DType::f64); });
   std::copy_n(both.data() + total, total, recv);
 }
 

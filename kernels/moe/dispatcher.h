@@ -33,7 +33,7 @@
 namespace sextant::moe {
 
 enum class DispatcherKind { alltoall, allgather };
-std::string dispatcher_name(DispatcherKind kind);         // "alltoall", "allgather"
+std::string dispatcher_name(DispatcherKind kind);          // "alltoall", "allgather"
 DispatcherKind parse_dispatcher(const std::string& name);  // throws UsageError
 
 struct DispatchComms {
@@ -50,10 +50,10 @@ struct DispatchFaults {
 
 // What the last forward and backward did on this rank (wall seconds).
 struct DispatchStats {
-  double dispatch_s = 0;  // forward dispatch: count exchange, permute, collectives, sort
-  double combine_s = 0;   // forward combine: unsort, collectives, unpermute
-  double comm_s = 0;      // inside the token collectives, forward and backward
-  double dispatch_comm_s = 0;  // of which: the forward dispatch's row collectives (no count exchange)
+  double dispatch_s = 0;            // forward dispatch: count exchange, permute, collectives, sort
+  double combine_s = 0;             // forward combine: unsort, collectives, unpermute
+  double comm_s = 0;                // inside the token collectives, forward and backward
+  double dispatch_comm_s = 0;       // of which: the forward dispatch's row collectives (no count exchange)
   int64_t dispatch_recv_bytes = 0;  // token rows landing in this rank's buffers in the forward dispatch
   int64_t combine_recv_bytes = 0;   // the same for the forward combine
   int64_t expert_rows = 0;          // rows the local experts process (after the ETP gather)

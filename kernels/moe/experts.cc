@@ -32,7 +32,7 @@ ExpertGrads expert_backward(const Tensor& dout, const ExpertSaved& saved, const 
   Tensor dg = Tensor::empty({n, f}, dout.dtype(), device);
   ops::gemm(dout, false, w2, true, dg);  // dg: [n, f] = dout [n, h] W2^T
   Tensor da = Tensor::empty({n, f}, dout.dtype(), device);
-  ops::gelu_backward(dg, saved.a, da);   // da: [n, f]
+  ops::gelu_backward(dg, saved.a, da);    // da: [n, f]
   ops::gemm(da, false, w1, true, g.din);  // din: [n, h] = da [n, f] W1^T
   const Tensor dout32 = as_f32(dout), da32 = as_f32(da);
   ops::gemm(as_f32(saved.g), true, dout32, false, g.dw2);  // dW2: [f, h] = g^T dout

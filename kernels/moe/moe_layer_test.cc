@@ -40,8 +40,9 @@ void check_layer(const MoeOptions& o) {
   c.experts = e;
   c.topk = o.router.topk;
   c.pre_softmax = o.router.pre_softmax;
-  c.drop = o.router.drop == DropPolicy::none ? ref::MoeDrop::none
-           : o.router.drop == DropPolicy::probability ? ref::MoeDrop::probability : ref::MoeDrop::position;
+  c.drop = o.router.drop == DropPolicy::none          ? ref::MoeDrop::none
+           : o.router.drop == DropPolicy::probability ? ref::MoeDrop::probability
+                                                      : ref::MoeDrop::position;
   c.capacity_factor = o.router.capacity_factor;
   c.aux_coeff = o.router.aux_coeff;
   c.z_coeff = o.router.z_coeff;

@@ -102,8 +102,7 @@ void copy_rows(const Tensor& src, int64_t src_row, Tensor& dst, int64_t dst_row,
   if (src.dtype() != dst.dtype() || src.dim(1) != dst.dim(1) || src_row + n > src.dim(0) || dst_row + n > dst.dim(0))
     throw RuntimeError(cat("moe::copy_rows: ", n, " rows from ", shape_string(src.shape()), " at ", src_row, " to ",
                            shape_string(dst.shape()), " at ", dst_row));
-  if (src.device() != dst.device())
-    throw RuntimeError("moe::copy_rows: src and dst must be on the same device");
+  if (src.device() != dst.device()) throw RuntimeError("moe::copy_rows: src and dst must be on the same device");
   char* to = static_cast<char*>(dst.raw()) + dst_row * width;
   const char* from = static_cast<const char*>(src.raw()) + src_row * width;
   if (src.is_host()) std::memcpy(to, from, width * n);
@@ -152,8 +151,7 @@ Tensor permute_rows_weighted(const Tensor& x, const SlotTable& s, const Permutat
   return out;
 }
 
-Tensor unpermute_rows(const Tensor& rows, const SlotTable& s, const Permutation& p, bool use_probs,
-                      bool wrong_order) {
+Tensor unpermute_rows(const Tensor& rows, const SlotTable& s, const Permutation& p, bool use_probs, bool wrong_order) {
   require_rows("unpermute_rows", rows, p.rows());
   const int64_t h = rows.dim(1);
   const bool token_order = wrong_order || kernel_fault_planted(KernelFault::moe_unpermute_order);
@@ -195,7 +193,8 @@ void accumulate_row_dots(const Tensor& dy, const Tensor& rows, const SlotTable& 
     for (int64_t r = 0; r < p.rows(); ++r) {
       const T* gt = g + (p.slot[r] / s.topk) * h;
       float dot = 0;
-      for (int64_t i = 0; i < h; ++i) dot += static_cast<float>(to_float(gt[i])) * static_cast<float>(to_float(in[r * h + i]));
+      for (int64_t i = 0; i < h; ++i)
+        dot += static_cast<float>(to_float(gt[i])) * static_cast<float>(to_float(in[r * h + i]));
       dprob[p.slot[r]] += dot;
     }
   });

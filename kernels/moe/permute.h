@@ -16,10 +16,10 @@
 namespace sextant::moe {
 
 struct Permutation {
-  int64_t tokens = 0;             // tokens of the slot table it came from
-  std::vector<int64_t> slot;      // [rows]: slot t * k + j of each permuted row
-  std::vector<int64_t> count;     // [experts]: rows per expert
-  std::vector<int64_t> offset;    // [experts + 1]: first row of each expert
+  int64_t tokens = 0;           // tokens of the slot table it came from
+  std::vector<int64_t> slot;    // [rows]: slot t * k + j of each permuted row
+  std::vector<int64_t> count;   // [experts]: rows per expert
+  std::vector<int64_t> offset;  // [experts + 1]: first row of each expert
   int64_t rows() const { return static_cast<int64_t>(slot.size()); }
 };
 

@@ -30,7 +30,7 @@
 namespace sextant::moe {
 
 enum class DropPolicy { none, probability, position };
-std::string drop_policy_name(DropPolicy policy);       // "none", "probability", "position"
+std::string drop_policy_name(DropPolicy policy);        // "none", "probability", "position"
 DropPolicy parse_drop_policy(const std::string& name);  // throws UsageError
 
 struct RouterOptions {
@@ -70,7 +70,7 @@ struct Routing {
   std::vector<double> routed_fraction;  // f_i [E]
   std::vector<double> mean_score;       // P_i [E]
   double aux_loss = 0, z_loss = 0;
-  int64_t dropped = 0;                  // slots capacity dropped on this rank
+  int64_t dropped = 0;  // slots capacity dropped on this rank
 };
 
 // x: [T, h] (any float dtype); w: [h, E] (any float dtype). Collective over

@@ -25,8 +25,9 @@ ref::MoeConfig ref_config(const RouterOptions& o) {
   c.experts = o.experts;
   c.topk = o.topk;
   c.pre_softmax = o.pre_softmax;
-  c.drop = o.drop == DropPolicy::none ? ref::MoeDrop::none
-           : o.drop == DropPolicy::probability ? ref::MoeDrop::probability : ref::MoeDrop::position;
+  c.drop = o.drop == DropPolicy::none          ? ref::MoeDrop::none
+           : o.drop == DropPolicy::probability ? ref::MoeDrop::probability
+                                               : ref::MoeDrop::position;
   c.capacity_factor = o.capacity_factor;
   c.capacity_group = o.capacity_group;
   c.aux_coeff = o.aux_coeff;

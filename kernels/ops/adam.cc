@@ -3,8 +3,8 @@
 #include <cmath>
 
 #include "harness/error.h"
-#include "harness/strings.h"
 #include "harness/kernel_fault.h"
+#include "harness/strings.h"
 #include "kernels/ops/device_dispatch.h"
 #include "kernels/ops/host_common.h"
 #include "kernels/ops/simd.h"

@@ -76,8 +76,7 @@ Problem problem(int64_t block, int64_t d, bool causal) {
 void report(benchmark::State& state, double flops) {
   state.counters["FLOPs"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
   // (flops / time) / sgemm rate: the fraction of sgemm's speed.
-  state.counters["of_sgemm"] =
-      benchmark::Counter(flops / sgemm_rate(), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["of_sgemm"] = benchmark::Counter(flops / sgemm_rate(), benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void BM_AttentionForward(benchmark::State& state) {

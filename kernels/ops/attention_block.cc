@@ -68,7 +68,8 @@ int64_t packed_visible_pairs(const AttentionMask& mask) {
   for (size_t i = 0; i < mask.q_pos.size(); ++i) {
     const int64_t seq = mask.q_seq[i];
     if (seq == AttentionMask::kPaddingRow) continue;
-    auto first = std::lower_bound(keys.begin(), keys.end(), std::pair<int64_t, int64_t>{seq, std::numeric_limits<int64_t>::min()});
+    auto first = std::lower_bound(keys.begin(), keys.end(),
+                                  std::pair<int64_t, int64_t>{seq, std::numeric_limits<int64_t>::min()});
     auto last = std::upper_bound(keys.begin(), keys.end(), std::pair<int64_t, int64_t>{seq, mask.q_pos[i]});
     pairs += last - first;
   }
@@ -112,8 +113,8 @@ constexpr int64_t kTileK = 256;
 // Sizes of one call, checked once.
 struct Dims {
   int64_t b = 0, sq = 0, sk = 0, hq = 0, hk = 0, d = 0;
-  int64_t group = 1;  // query heads per kv head
-  float scale = 1;    // 1/sqrt(d)
+  int64_t group = 1;                      // query heads per kv head
+  float scale = 1;                        // 1/sqrt(d)
   int64_t ldq() const { return hq * d; }  // row stride of q, out, dout, dq
   int64_t ldk() const { return hk * d; }  // row stride of k, v, dk, dv
   // Row i of head h in batch bi of a [b, s, heads, d] tensor.
@@ -126,8 +127,8 @@ struct Dims {
 Dims check_dims(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
   require_one_device(op, {{"q", &q}, {"k", &k}, {"v", &v}});
   if (q.ndim() != 4 || k.ndim() != 4)
-    throw RuntimeError(cat(op, ": q ", shape_string(q.shape()), " and k ", shape_string(k.shape()),
-                           " must be [b, s, h, d]"));
+    throw RuntimeError(
+        cat(op, ": q ", shape_string(q.shape()), " and k ", shape_string(k.shape()), " must be [b, s, h, d]"));
   Dims g;
   g.b = q.dim(0), g.sq = q.dim(1), g.hq = q.dim(2), g.d = q.dim(3);
   g.sk = k.dim(1), g.hk = k.dim(2);
@@ -136,8 +137,8 @@ Dims check_dims(const char* op, const Tensor& q, const Tensor& k, const Tensor& 
   require_shape(op, "v", v, k.shape());
   if (g.hk <= 0 || g.hq % g.hk != 0)
     throw RuntimeError(cat(op, ": kv heads ", g.hk, " must divide query heads ", g.hq));
-  if (mask.causal && (static_cast<int64_t>(mask.q_pos.size()) != g.sq ||
-                      static_cast<int64_t>(mask.k_pos.size()) != g.sk))
+  if (mask.causal &&
+      (static_cast<int64_t>(mask.q_pos.size()) != g.sq || static_cast<int64_t>(mask.k_pos.size()) != g.sk))
     throw RuntimeError(cat(op, ": mask has ", mask.q_pos.size(), " query and ", mask.k_pos.size(),
                            " key positions for a block of ", g.sq, " x ", g.sk));
   if (mask.packed() && (!mask.causal || static_cast<int64_t>(mask.q_seq.size()) != g.sq ||
@@ -159,13 +160,11 @@ struct Tile {
 // positions (a zigzag shard's two chunks, a gathered sequence's blocks) or a
 // change of sequence, so that every tile is one contiguous stretch of one
 // sequence.
-std::vector<Tile> tiles_of(const std::vector<int64_t>& pos, const std::vector<int64_t>& seq, int64_t n,
-                           int64_t size) {
+std::vector<Tile> tiles_of(const std::vector<int64_t>& pos, const std::vector<int64_t>& seq, int64_t n, int64_t size) {
   std::vector<Tile> tiles;
   for (int64_t i = 0; i < n;) {
     int64_t j = i + 1;
-    while (j < n && j - i < size && (pos.empty() || pos[j] == pos[j - 1] + 1) && (seq.empty() || seq[j] == seq[i]))
-      ++j;
+    while (j < n && j - i < size && (pos.empty() || pos[j] == pos[j - 1] + 1) && (seq.empty() || seq[j] == seq[i])) ++j;
     tiles.push_back({i, j - i, pos.empty() ? i : pos[i], seq.empty() ? 0 : seq[i]});
     i = j;
   }
@@ -317,8 +316,7 @@ int64_t backward_head(const BackwardArgs& a, int64_t bi, int64_t h, std::vector<
       // dQ += scale dS K;  dK += scale dS^T Q
       gemm_f32(false, false, qt.rows, g.d, kt.rows, g.scale, dp.data(), kTileK, a.k + krow, g.ldk(), 1.0f, dqp,
                g.ldq());
-      gemm_f32(true, false, kt.rows, g.d, qt.rows, g.scale, dp.data(), kTileK, qp, g.ldq(), 1.0f, a.dk + krow,
-               g.ldk());
+      gemm_f32(true, false, kt.rows, g.d, qt.rows, g.scale, dp.data(), kTileK, qp, g.ldq(), 1.0f, a.dk + krow, g.ldk());
       scores += qt.rows * kt.rows;
     }
   }
@@ -362,8 +360,8 @@ AttentionOut attention_block_forward(const Tensor& q, const Tensor& k, const Ten
   HostOut<float> out32(result.out);
   const std::vector<Tile> q_tiles = tiles_of(mask.q_pos, mask.q_seq, g.sq, kTileQ);
   const std::vector<Tile> k_tiles = tiles_of(mask.k_pos, mask.k_seq, g.sk, kTileK);
-  ForwardArgs args{g, q32.get(), k32.get(), v32.get(), q_tiles, k_tiles, mask.causal, out32.get(),
-                   result.lse.data<float>()};
+  ForwardArgs args{
+      g, q32.get(), k32.get(), v32.get(), q_tiles, k_tiles, mask.causal, out32.get(), result.lse.data<float>()};
   std::vector<float> s(kTileQ * kTileK), acc(kTileQ * std::max<int64_t>(g.d, 1));
   for (int64_t bi = 0; bi < g.b; ++bi)
     for (int64_t h = 0; h < g.hq; ++h) result.scores += forward_head(args, bi, h, s, acc);
@@ -401,7 +399,8 @@ int64_t attention_block_backward_accumulate(const Tensor& q, const Tensor& k, co
   AttentionMask shifted;
   const AttentionMask& mask = applied_mask(caller_mask, shifted);
   const Dims g = check_dims(op, q, k, v, mask);
-  require_one_device(op, {{"q", &q}, {"dout", &dout}, {"lse", &lse}, {"delta", &delta}, {"dq", &dq}, {"dk", &dk}, {"dv", &dv}});
+  require_one_device(
+      op, {{"q", &q}, {"dout", &dout}, {"lse", &lse}, {"delta", &delta}, {"dq", &dq}, {"dk", &dk}, {"dv", &dv}});
   require_shape(op, "dout", dout, q.shape());
   require_f32(op, "lse", lse, {g.b, g.hq, g.sq});
   require_f32(op, "delta", delta, {g.b, g.hq, g.sq});
@@ -413,19 +412,9 @@ int64_t attention_block_backward_accumulate(const Tensor& q, const Tensor& k, co
   HostIn<float> q32(q), k32(k), v32(v), do32(dout);
   const std::vector<Tile> q_tiles = tiles_of(mask.q_pos, mask.q_seq, g.sq, kTileQ);
   const std::vector<Tile> k_tiles = tiles_of(mask.k_pos, mask.k_seq, g.sk, kTileK);
-  BackwardArgs args{g,
-                    q32.get(),
-                    k32.get(),
-                    v32.get(),
-                    do32.get(),
-                    lse.data<float>(),
-                    delta.data<float>(),
-                    q_tiles,
-                    k_tiles,
-                    mask.causal,
-                    dq.data<float>(),
-                    dk.data<float>(),
-                    dv.data<float>()};
+  BackwardArgs args{
+      g,       q32.get(), k32.get(),   v32.get(),        do32.get(),       lse.data<float>(), delta.data<float>(),
+      q_tiles, k_tiles,   mask.causal, dq.data<float>(), dk.data<float>(), dv.data<float>()};
   std::vector<float> p(kTileQ * kTileK), dp(kTileQ * kTileK);
   int64_t scores = 0;
   for (int64_t bi = 0; bi < g.b; ++bi)

@@ -59,8 +59,8 @@ struct AttentionMask {
   static AttentionMask causal_blocks(int64_t q_start, int64_t sq, int64_t k_start, int64_t sk);
   static AttentionMask causal_positions(std::vector<int64_t> q_pos, std::vector<int64_t> k_pos);
   // Causal within packed sequences.
-  static AttentionMask causal_packed(std::vector<int64_t> q_pos, std::vector<int64_t> q_seq,
-                                     std::vector<int64_t> k_pos, std::vector<int64_t> k_seq);
+  static AttentionMask causal_packed(std::vector<int64_t> q_pos, std::vector<int64_t> q_seq, std::vector<int64_t> k_pos,
+                                     std::vector<int64_t> k_seq);
 };
 
 // The CUDA kernels take a mask as at most this many runs of consecutive

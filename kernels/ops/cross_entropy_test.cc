@@ -39,8 +39,8 @@ TEST(CrossEntropy, LossAndGradientMatchTheReference) {
         cross_entropy_backward(logits, targets, fwd.stats, reduction, 0.7f, dlogits);
         const double ref_loss = ref::cross_entropy_forward(logits, targets, to_ref(reduction));
         EXPECT_LE(rel_error(fwd.loss, ref_loss), baseline_gate(d, OpClass::loss)) << dtype_name(d);
-        EXPECT_TRUE(
-            matches_reference(dlogits, ref::cross_entropy_backward(logits, targets, to_ref(reduction), 0.7), d, OpClass::softmax));
+        EXPECT_TRUE(matches_reference(dlogits, ref::cross_entropy_backward(logits, targets, to_ref(reduction), 0.7), d,
+                                      OpClass::softmax));
       }
   });
 }
@@ -49,8 +49,8 @@ TEST(CrossEntropy, RowLossesMatchTheReference) {
   Tensor logits = random_input({10, 40}, DType::bf16, "ce.logits", 4.0);
   const std::vector<int64_t> targets = targets_for(10, 40);
   CrossEntropyForward fwd = cross_entropy_forward(logits, targets, LossReduction::sum);
-  EXPECT_TRUE(
-      matches_reference(cross_entropy_row_loss(fwd.stats), ref::cross_entropy_row_loss(logits, targets), DType::f32, OpClass::loss));
+  EXPECT_TRUE(matches_reference(cross_entropy_row_loss(fwd.stats), ref::cross_entropy_row_loss(logits, targets),
+                                DType::f32, OpClass::loss));
 }
 
 // Vocab-parallel use: three slices of the vocabulary combined by hand the way
@@ -97,7 +97,8 @@ TEST(CrossEntropy, VocabSlicesCombineToTheWholeVocabulary) {
   const Sliced s = slice_vocab(logits, 3);
   const CrossEntropyStats stats = combine(s, targets, true);
   const double ref_loss = ref::cross_entropy_forward(logits, targets, ref::Reduction::mean);
-  EXPECT_LE(rel_error(cross_entropy_loss(stats, LossReduction::mean), ref_loss), baseline_gate(DType::f32, OpClass::loss));
+  EXPECT_LE(rel_error(cross_entropy_loss(stats, LossReduction::mean), ref_loss),
+            baseline_gate(DType::f32, OpClass::loss));
   std::vector<Tensor> grads;
   for (size_t p = 0; p < s.slices.size(); ++p) {
     grads.push_back(Tensor::empty(s.slices[p].shape(), DType::f32));
@@ -114,7 +115,8 @@ TEST(CrossEntropy, SlicesWithoutTheMaxAllReduceGiveAWrongLoss) {
   const std::vector<int64_t> targets = targets_for(rows, vocab);
   const CrossEntropyStats stats = combine(slice_vocab(logits, 3), targets, false);
   const double ref_loss = ref::cross_entropy_forward(logits, targets, ref::Reduction::mean);
-  EXPECT_GT(rel_error(cross_entropy_loss(stats, LossReduction::mean), ref_loss), baseline_gate(DType::f32, OpClass::loss));
+  EXPECT_GT(rel_error(cross_entropy_loss(stats, LossReduction::mean), ref_loss),
+            baseline_gate(DType::f32, OpClass::loss));
 }
 
 TEST(CrossEntropy, BadTargetsAreClearErrors) {

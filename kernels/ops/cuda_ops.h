@@ -20,8 +20,8 @@
 
 namespace sextant::ops::cuda {
 
-void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha, float beta,
-          int64_t m, int64_t n, int64_t k);
+void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha, float beta, int64_t m,
+          int64_t n, int64_t k);
 
 // Fills out (a device tensor) with the block of the global tensor at offset,
 // element for element what harness random_block gives (kernels/ops/random.h).

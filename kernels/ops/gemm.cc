@@ -3,8 +3,8 @@
 #include <cblas.h>
 
 #include "harness/error.h"
-#include "harness/strings.h"
 #include "harness/kernel_fault.h"
+#include "harness/strings.h"
 #include "kernels/ops/device_dispatch.h"
 
 namespace sextant::ops {
@@ -30,7 +30,8 @@ GemmShape gemm_shape(const Tensor& a, bool trans_a, const Tensor& b, bool trans_
   const bool mixed = c.dtype() == DType::f32 && (a.dtype() == DType::bf16 || a.dtype() == DType::f16);
   if (a.dtype() != b.dtype() || (a.dtype() != c.dtype() && !mixed))
     throw RuntimeError(cat("gemm: A ", dtype_name(a.dtype()), ", B ", dtype_name(b.dtype()), ", C ",
-                           dtype_name(c.dtype()), ": A and B share a dtype, and C has it too or is f32 under "
+                           dtype_name(c.dtype()),
+                           ": A and B share a dtype, and C has it too or is f32 under "
                            "16-bit A and B"));
   return s;
 }

@@ -17,8 +17,7 @@ Tensor matmul_reference(const Tensor& a, bool ta, const Tensor& b, bool tb) {
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
       double s = 0;
-      for (int64_t p = 0; p < k; ++p)
-        s += a64.at(ta ? p * m + i : i * k + p) * b64.at(tb ? j * k + p : p * n + j);
+      for (int64_t p = 0; p < k; ++p) s += a64.at(ta ? p * m + i : i * k + p) * b64.at(tb ? j * k + p : p * n + j);
       c.set(i * n + j, s);
     }
   return c;

@@ -74,13 +74,13 @@ void check_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, cons
                     const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta) {
   const char* op = "layernorm_backward";
   require_one_device(op, {{"dy", &dy},
-                    {"x", &x},
-                    {"gamma", &gamma},
-                    {"mean", &stats.mean},
-                    {"rstd", &stats.rstd},
-                    {"dx", &dx},
-                    {"dgamma", &dgamma},
-                    {"dbeta", &dbeta}});
+                          {"x", &x},
+                          {"gamma", &gamma},
+                          {"mean", &stats.mean},
+                          {"rstd", &stats.rstd},
+                          {"dx", &dx},
+                          {"dgamma", &dgamma},
+                          {"dbeta", &dbeta}});
   require_rows(op, "x", x);
   const Shape h{x.dim(-1)}, rows{rows_of(x)};
   require_shape(op, "dy", dy, x.shape());
@@ -117,7 +117,8 @@ LayerNormStats layernorm_forward(const Tensor& x, const Tensor& gamma, const Ten
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const LayerNormStats& stats, Tensor& dx,
                         Tensor& dgamma, Tensor& dbeta) {
   check_backward(dy, x, gamma, stats, dx, dgamma, dbeta);
-  if (!x.is_host()) return SEXTANT_CUDA_CALL(cuda::layernorm_backward(dy, x, gamma, stats.mean, stats.rstd, dx, dgamma, dbeta));
+  if (!x.is_host())
+    return SEXTANT_CUDA_CALL(cuda::layernorm_backward(dy, x, gamma, stats.mean, stats.rstd, dx, dgamma, dbeta));
   const int64_t rows = rows_of(x), h = x.dim(-1);
   with_compute_type(x.dtype(), [&](auto tag) {
     using F = decltype(tag);

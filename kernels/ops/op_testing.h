@@ -8,9 +8,9 @@
 #include <string>
 
 #include "harness/compare.h"
-#include "harness/tolerance.h"
 #include "harness/error.h"
 #include "harness/rng.h"
+#include "harness/tolerance.h"
 #include "kernels/ops/simd.h"
 
 namespace sextant::ops::testing {

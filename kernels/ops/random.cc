@@ -4,8 +4,8 @@
 
 namespace sextant::ops {
 
-Tensor random_block(const Shape& global, const Shape& offset, const Shape& local, DType dtype,
-                    const RandomSpec& spec, Device device) {
+Tensor random_block(const Shape& global, const Shape& offset, const Shape& local, DType dtype, const RandomSpec& spec,
+                    Device device) {
   if (device == Device::host) return sextant::random_block(global, offset, local, dtype, spec);
   Tensor out = Tensor::empty(local, dtype, device);
   SEXTANT_CUDA_CALL(cuda::random_fill(out, global, offset, spec));

@@ -12,8 +12,8 @@
 namespace sextant::ops {
 
 // As sextant::random_block, on `device`.
-Tensor random_block(const Shape& global, const Shape& offset, const Shape& local, DType dtype,
-                    const RandomSpec& spec, Device device);
+Tensor random_block(const Shape& global, const Shape& offset, const Shape& local, DType dtype, const RandomSpec& spec,
+                    Device device);
 // As sextant::random_tensor, on `device`.
 Tensor random_tensor(const Shape& shape, DType dtype, const RandomSpec& spec, Device device);
 

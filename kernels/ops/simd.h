@@ -94,12 +94,9 @@ template <class Kernel>
 void run_simd(const Kernel& kernel) {
 #if defined(SEXTANT_SIMD_X86)
   switch (simd_detail::host_lanes()) {
-    case 16:
-      return simd_detail::run_avx512(kernel);
-    case 8:
-      return simd_detail::run_avx2(kernel);
-    default:
-      break;
+    case 16: return simd_detail::run_avx512(kernel);
+    case 8: return simd_detail::run_avx2(kernel);
+    default: break;
   }
 #endif
   kernel(Lanes<4>{});

@@ -23,7 +23,8 @@ TEST(Softmax, ForwardAndBackwardMatchTheReference) {
         softmax_backward(dy, y, dx);
         EXPECT_TRUE(matches_reference(y, ref::softmax_forward(x), d, OpClass::softmax)) << "n " << n;
         // The reference backward from its own y: the op's y error enters dx too.
-        EXPECT_TRUE(matches_reference(dx, ref::softmax_backward(dy, ref::softmax_forward(x)), d, OpClass::softmax)) << "n " << n;
+        EXPECT_TRUE(matches_reference(dx, ref::softmax_backward(dy, ref::softmax_forward(x)), d, OpClass::softmax))
+            << "n " << n;
       }
   });
 }
@@ -44,7 +45,8 @@ TEST(Softmax, ABackwardWithoutTheRowDotFails) {
   softmax_forward(x, y);
   Tensor wrong = Tensor::empty(x.shape(), DType::f32);
   for (int64_t i = 0; i < x.numel(); ++i) wrong.set(i, y.at(i) * dy.at(i));
-  EXPECT_TRUE(testing::differs_from_reference(wrong, ref::softmax_backward(dy, ref::softmax_forward(x)), DType::f32, OpClass::softmax));
+  EXPECT_TRUE(testing::differs_from_reference(wrong, ref::softmax_backward(dy, ref::softmax_forward(x)), DType::f32,
+                                              OpClass::softmax));
 }
 
 TEST(Softmax, ShapeErrorsNameTheShapes) {

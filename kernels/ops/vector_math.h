@@ -57,7 +57,6 @@ SEXTANT_ALWAYS_INLINE f32v<16> vexp(f32v<16> x) { return exp_f32<f32v<16>, i32v<
 // f64 compute (f64 storage) keeps libm: that path is for checks, not speed.
 inline double vexp(double x) { return std::exp(x); }
 
-
 }  // namespace sextant::ops
 
 #pragma GCC diagnostic pop

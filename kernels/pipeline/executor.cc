@@ -29,8 +29,7 @@ using T = ActionType;
 constexpr int kMaxTag = 32767;
 }  // namespace
 
-PipelineExecutor::PipelineExecutor(Schedule schedule, Communicator& pp, StageCompute& compute,
-                                   ExecutorOptions options)
+PipelineExecutor::PipelineExecutor(Schedule schedule, Communicator& pp, StageCompute& compute, ExecutorOptions options)
     : schedule_(std::move(schedule)),
       pp_(pp),
       host_(options.host ? *options.host : pp),
@@ -62,8 +61,8 @@ int PipelineExecutor::tag(MessageKind kind, int boundary, int microbatch) const 
 std::string PipelineExecutor::describe_tag(int tag) const {
   const int S = schedule_.stages, m = schedule_.microbatches;
   const int kind = tag / (S * m), boundary = (tag / m) % S, mb = tag % m;
-  return cat(kind == 0 ? "the activation of stage " : "the gradient for stage ", boundary, " microbatch ", mb,
-             " (tag ", tag, ")");
+  return cat(kind == 0 ? "the activation of stage " : "the gradient for stage ", boundary, " microbatch ", mb, " (tag ",
+             tag, ")");
 }
 
 // This rank's part of the step's messages, in p2p_order(), and for each
@@ -86,8 +85,12 @@ void PipelineExecutor::plan_messages() {
   const std::vector<std::vector<P2pOp>> order = p2p_order(schedule_, messages);
   for (const P2pOp& p : order[rank_]) {
     const Message& m = messages[p.message];
-    Op op{p.send, p.send ? m.to : m.from, tag(m.kind, m.boundary, m.microbatch),
-          static_cast<size_t>(numel_of(compute_.boundary_shape(m.boundary))), p.before_step, 0};
+    Op op{p.send,
+          p.send ? m.to : m.from,
+          tag(m.kind, m.boundary, m.microbatch),
+          static_cast<size_t>(numel_of(compute_.boundary_shape(m.boundary))),
+          p.before_step,
+          0};
     if (p.send) {
       if (options_.fault == "wrong_peer" && m.kind == MessageKind::activation && !misdirected) {
         op.peer = (op.peer + 1) % schedule_.ranks;  // planted: the first activation goes astray
@@ -130,7 +133,8 @@ void PipelineExecutor::check_plans_agree() {
     return cat(describe_tag(tag), ", ", count, " elements, from rank ", from, " to rank ", to);
   };
   for (const Wire& w : sent)
-    if (!expected.count(w)) throw RuntimeError(cat("pipeline executor: nobody receives ", describe(w), " (wrong peer?)"));
+    if (!expected.count(w))
+      throw RuntimeError(cat("pipeline executor: nobody receives ", describe(w), " (wrong peer?)"));
   for (const Wire& w : expected)
     if (!sent.count(w)) throw RuntimeError(cat("pipeline executor: nobody sends ", describe(w), " (wrong peer?)"));
   check_stream_order(wire, [this](int tag) { return describe_tag(tag); });
@@ -144,7 +148,8 @@ void PipelineExecutor::issue_ops(int step, size_t& next, std::vector<RequestPtr>
     const Op& op = ops_[next];
     if (op.send) {
       const Tensor& t = outgoing[op.slot];
-      if (!t.defined()) throw RuntimeError(cat("pipeline executor: ", describe_tag(op.tag), " sent before it was made"));
+      if (!t.defined())
+        throw RuntimeError(cat("pipeline executor: ", describe_tag(op.tag), " sent before it was made"));
       sends.push_back(pp_.isend(t.raw(), op.count, t.dtype(), op.peer, op.tag));
     } else {
       receives[op.slot] = pp_.irecv(recv_buffers_[op.slot].raw(), op.count, compute_.dtype(), op.peer, op.tag);
@@ -157,7 +162,8 @@ Tensor PipelineExecutor::input_for(int step, std::vector<RequestPtr>& receives) 
   const StepPlan& p = plan_[step];
   const Action& a = schedule_.actions[rank_][step];
   if (p.recv >= 0) {
-    if (!receives[p.recv]) throw RuntimeError(cat("pipeline executor: the input of ", to_string(a), " was never received"));
+    if (!receives[p.recv])
+      throw RuntimeError(cat("pipeline executor: the input of ", to_string(a), " was never received"));
     receives[p.recv]->wait();
     return recv_buffers_[p.recv];
   }
@@ -192,8 +198,8 @@ void PipelineExecutor::hand_on(int step, const Tensor& output, std::vector<Tenso
 }
 
 Tensor PipelineExecutor::run_action(const Action& a, const Tensor& input) {
-  const bool skip_weight = kernel_fault_planted(KernelFault::pipeline_skip_weight_grad) &&
-                           a.microbatch == schedule_.microbatches - 1;
+  const bool skip_weight =
+      kernel_fault_planted(KernelFault::pipeline_skip_weight_grad) && a.microbatch == schedule_.microbatches - 1;
   switch (a.type) {
     case T::F: return compute_.forward(a.stage, a.microbatch, input);
     case T::B:

@@ -137,7 +137,7 @@ class PipelineExecutor {
   StageCompute& compute_;
   ExecutorOptions options_;
   int rank_ = 0;
-  std::vector<Op> ops_;               // this rank's sends and receives, in issue order
+  std::vector<Op> ops_;  // this rank's sends and receives, in issue order
   int send_slots_ = 0;
   std::vector<StepPlan> plan_;        // per step of this rank
   std::vector<Tensor> recv_buffers_;  // per receive slot, reused every step

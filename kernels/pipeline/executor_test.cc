@@ -10,9 +10,9 @@
 #include "harness/assemble.h"
 #include "harness/comm_nccl_rules.h"
 #include "harness/compare.h"
-#include "harness/tolerance.h"
 #include "harness/strings.h"
 #include "harness/testing/mpi_world.h"
+#include "harness/tolerance.h"
 #include "kernels/pipeline/generators.h"
 #include "kernels/pipeline/linear_stages.h"
 #include "kernels/pipeline/validate.h"
@@ -90,7 +90,8 @@ Result sequential(const LinearStagesConfig& c) {
   }
   Result r{model.loss(), Tensor::zeros({c.stages, c.hidden, c.hidden}, c.dtype)};
   for (int s = 0; s < c.stages; ++s)
-    for (int64_t i = 0; i < c.hidden * c.hidden; ++i) r.grads.set(s * c.hidden * c.hidden + i, model.weight_grad(s).at(i));
+    for (int64_t i = 0; i < c.hidden * c.hidden; ++i)
+      r.grads.set(s * c.hidden * c.hidden + i, model.weight_grad(s).at(i));
   return r;
 }
 
@@ -257,4 +258,3 @@ TEST(Executor, RejectsBadSchedulesAndSizes) {
 
 }  // namespace
 }  // namespace sextant::pp
-

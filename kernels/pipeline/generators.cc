@@ -82,10 +82,12 @@ Schedule interleaved_1f1b(int p, int m, int v) {
   const int total = m * v;
   for (int r = 0; r < p; ++r) {
     auto& list = s.actions[r];
-    auto forward = [&](int k) { list.push_back({interleaved_chunk(k, p, v, true) * p + r, T::F,
-                                                interleaved_microbatch(k, p, v)}); };
-    auto backward = [&](int k) { list.push_back({interleaved_chunk(k, p, v, false) * p + r, T::B,
-                                                 interleaved_microbatch(k, p, v)}); };
+    auto forward = [&](int k) {
+      list.push_back({interleaved_chunk(k, p, v, true) * p + r, T::F, interleaved_microbatch(k, p, v)});
+    };
+    auto backward = [&](int k) {
+      list.push_back({interleaved_chunk(k, p, v, false) * p + r, T::B, interleaved_microbatch(k, p, v)});
+    };
     const int warmup = std::min((p - r - 1) * 2 + (v - 1) * p, total);
     for (int k = 0; k < warmup; ++k) forward(k);
     for (int k = 0; k < total - warmup; ++k) {

@@ -53,8 +53,8 @@ TEST(Generators, OneFOneBWarmsUpWithPMinusRankMinusOne) {
   // backward follows one more forward (steady F, B pairs).
   for (int m : {2, 8}) {
     Schedule s = one_f_one_b(4, m);
-    for (int r = 0; r < 4; ++r) EXPECT_EQ(leading_forwards(s.actions[r]), std::min(4 - r - 1, m) + (m > 4 - r - 1))
-        << "m" << m << " rank " << r;
+    for (int r = 0; r < 4; ++r)
+      EXPECT_EQ(leading_forwards(s.actions[r]), std::min(4 - r - 1, m) + (m > 4 - r - 1)) << "m" << m << " rank " << r;
   }
   EXPECT_EQ(joined(one_f_one_b(2, 3).actions[0]), "0F0 0F1 0B0 0F2 0B1 0B2");
   EXPECT_EQ(joined(one_f_one_b(2, 3).actions[1]), "1F0 1B0 1F1 1B1 1F2 1B2");
@@ -125,8 +125,9 @@ TEST(Generators, BadSizesNameTheRule) {
             "groups of pp per chunk)");
   EXPECT_EQ(message([] { make_schedule("zb-v", 4, 8, 3); }),
             "--vpp 3 must be 2 for schedule zb-v (two chunks per rank in a V)");
-  EXPECT_EQ(message([] { dualpipe_v(4, 6); }),
-            "--microbatches 6 must be at least 2 * --pp = 8 for schedule dualpipe-v (DualPipe fills both arms of the V)");
+  EXPECT_EQ(
+      message([] { dualpipe_v(4, 6); }),
+      "--microbatches 6 must be at least 2 * --pp = 8 for schedule dualpipe-v (DualPipe fills both arms of the V)");
   EXPECT_EQ(message([] { make_schedule("1f1b", 4, 8, 2); }),
             "--vpp 2 must be 1 for schedule 1f1b (one stage per rank)");
   EXPECT_EQ(message([] { make_schedule("pipedream", 4, 8, 1); }),

@@ -60,9 +60,8 @@ std::vector<std::vector<P2pOp>> p2p_order(const Schedule& schedule, const std::v
   // 3. Each rank issues its part just before its first action starting at or after e_k.
   auto before_step = [&](int rank, double e) {
     const auto& row = timeline.ranks[rank];
-    return static_cast<int>(std::partition_point(row.begin(), row.end(),
-                                                 [e](const TimedAction& a) { return a.start < e; }) -
-                            row.begin());
+    return static_cast<int>(
+        std::partition_point(row.begin(), row.end(), [e](const TimedAction& a) { return a.start < e; }) - row.begin());
   };
   std::vector<std::vector<P2pOp>> plan(static_cast<size_t>(schedule.ranks));
   for (int k : order) {
@@ -109,8 +108,8 @@ std::vector<std::vector<OpRef>> match_in_order(const std::vector<std::vector<Wir
     for (size_t i = 0; i < std::max(s.size(), rv.size()); ++i) {
       if (i >= s.size() || i >= rv.size()) {
         const OpRef lone = i < s.size() ? s[i] : rv[i];
-        throw RuntimeError(cat("pipeline: message order: ", op_text(plans[lone.first][lone.second], lone.first, describe),
-                               " but has no partner"));
+        throw RuntimeError(cat("pipeline: message order: ",
+                               op_text(plans[lone.first][lone.second], lone.first, describe), " but has no partner"));
       }
       const WireOp &a = plans[s[i].first][s[i].second], &b = plans[rv[i].first][rv[i].second];
       if (a.tag != b.tag || a.count != b.count)
@@ -124,8 +123,8 @@ std::vector<std::vector<OpRef>> match_in_order(const std::vector<std::vector<Wir
   }
   for (const auto& [pair, rv] : recvs)
     if (!sends.count(pair) && !rv.empty())
-      throw RuntimeError(cat("pipeline: message order: ", op_text(plans[rv[0].first][rv[0].second], rv[0].first, describe),
-                             " but has no partner"));
+      throw RuntimeError(cat("pipeline: message order: ",
+                             op_text(plans[rv[0].first][rv[0].second], rv[0].first, describe), " but has no partner"));
   return partner;
 }
 
@@ -148,7 +147,8 @@ void check_stream_order(const std::vector<std::vector<WireOp>>& plans,
   };
   auto in_current_group = [&](OpRef op) {
     const int first = head[op.first];
-    return first < static_cast<int>(plans[op.first].size()) && op.second >= first && op.second < group_end(op.first, first);
+    return first < static_cast<int>(plans[op.first].size()) && op.second >= first &&
+           op.second < group_end(op.first, first);
   };
   for (bool progress = true; progress;) {
     progress = false;
@@ -169,14 +169,15 @@ void check_stream_order(const std::vector<std::vector<WireOp>>& plans,
   }
   std::string stuck;
   for (int r = 0; r < n; ++r)
-    for (int i = head[r]; i < static_cast<int>(plans[r].size()) && plans[r][i].before_step == plans[r][head[r]].before_step; ++i)
+    for (int i = head[r];
+         i < static_cast<int>(plans[r].size()) && plans[r][i].before_step == plans[r][head[r]].before_step; ++i)
       if (!done[r][i]) {
         stuck += cat("; ", op_text(plans[r][i], r, describe));
         break;  // the first waiting op of each stuck rank
       }
   if (!stuck.empty())
-    throw RuntimeError(cat("pipeline: message order deadlocks under NCCL's rules (in-order matching, one stream)",
-                           stuck));
+    throw RuntimeError(
+        cat("pipeline: message order deadlocks under NCCL's rules (in-order matching, one stream)", stuck));
 }
 
 }  // namespace sextant::pp

@@ -103,7 +103,8 @@ TEST(P2pOrder, PostingEveryReceiveFirstDeadlocks) {
     for (auto& ops : wire) {
       for (WireOp& op : ops)
         if (!op.send) op.before_step = 0;
-      std::stable_sort(ops.begin(), ops.end(), [](const WireOp& a, const WireOp& b) { return a.before_step < b.before_step; });
+      std::stable_sort(ops.begin(), ops.end(),
+                       [](const WireOp& a, const WireOp& b) { return a.before_step < b.before_step; });
     }
     const std::string error = grep_error(wire);
     EXPECT_NE(error.find("deadlocks under NCCL's rules"), std::string::npos) << s.name << ": " << error;
@@ -136,8 +137,9 @@ TEST(P2pOrder, SwappedOrderBetweenTwoRanksIsRefused) {
 }
 
 TEST(P2pOrder, LonePartnerAndBadPeerAreRefused) {
-  EXPECT_NE(grep_error({{{true, 1, 3, 4, 1}}, {}}).find("rank 0 sends tag 3 to rank 1 (issued before its step 1) but "
-                                                        "has no partner"),
+  EXPECT_NE(grep_error({{{true, 1, 3, 4, 1}}, {}})
+                .find("rank 0 sends tag 3 to rank 1 (issued before its step 1) but "
+                      "has no partner"),
             std::string::npos);
   EXPECT_NE(grep_error({{}, {{false, 0, 3, 4, 0}}}).find("rank 1 receives tag 3 from rank 0"), std::string::npos);
   EXPECT_NE(grep_error({{{true, 0, 3, 4, 1}}, {}}).find("no such peer"), std::string::npos);

@@ -18,9 +18,7 @@ char type_letter(ActionType type) {
   return '?';
 }
 
-std::string to_string(const Action& action) {
-  return cat(action.stage, type_letter(action.type), action.microbatch);
-}
+std::string to_string(const Action& action) { return cat(action.stage, type_letter(action.type), action.microbatch); }
 
 namespace {
 
@@ -42,8 +40,8 @@ std::string trim(const std::string& s) {
 }  // namespace
 
 Action parse_action(const std::string& text, const std::string& where) {
-  const std::string bad = cat("schedule ", where, ": unknown action '", text,
-                              "' (expected <stage><F|B|I|W><microbatch>, e.g. 1F3)");
+  const std::string bad =
+      cat("schedule ", where, ": unknown action '", text, "' (expected <stage><F|B|I|W><microbatch>, e.g. 1F3)");
   size_t pos = 0;
   Action a;
   a.stage = read_number(text, pos);
@@ -122,8 +120,7 @@ Schedule schedule_from_csv(const std::string& text, int microbatches, int stages
 std::string format_grid(const Schedule& schedule, const std::vector<GridMark>& marks) {
   const size_t steps = schedule.max_steps();
   auto marked = [&](int rank, int step) {
-    return std::any_of(marks.begin(), marks.end(),
-                       [&](const GridMark& m) { return m.rank == rank && m.step == step; });
+    return std::any_of(marks.begin(), marks.end(), [&](const GridMark& m) { return m.rank == rank && m.step == step; });
   };
   size_t width = 3;
   for (const auto& list : schedule.actions)

@@ -110,7 +110,8 @@ Simulation replay(const Schedule& schedule, const Timeline& measured, double lat
   bool same = measured.ranks.size() == schedule.actions.size();
   for (size_t r = 0; same && r < measured.ranks.size(); ++r) {
     same = measured.ranks[r].size() == schedule.actions[r].size();
-    for (size_t t = 0; same && t < measured.ranks[r].size(); ++t) same = measured.ranks[r][t].action == schedule.actions[r][t];
+    for (size_t t = 0; same && t < measured.ranks[r].size(); ++t)
+      same = measured.ranks[r][t].action == schedule.actions[r][t];
   }
   if (!same) throw RuntimeError(cat("replay: the timeline does not follow schedule ", schedule.name));
   return run_simulation(schedule, latency, [&](int r, size_t t, const Action&) {

@@ -56,7 +56,10 @@ nlohmann::json chrome_trace(const Timeline& timeline, const std::string& process
   nlohmann::json events = nlohmann::json::array();
   events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"args", {{"name", process_name}}}});
   for (int r = 0; r < static_cast<int>(timeline.ranks.size()); ++r) {
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", r},
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", 0},
+                      {"tid", r},
                       {"args", {{"name", "rank " + std::to_string(r)}}}});
     for (const TimedAction& a : timeline.ranks[r])
       events.push_back({{"name", to_string(a.action)},

@@ -15,9 +15,7 @@ std::string at(const Step& s) { return cat("rank ", s.rank, " step ", s.step); }
 }
 
 // Row end: where a missing action of `rank` would go.
-GridMark row_end(const Schedule& schedule, int rank) {
-  return {rank, static_cast<int>(schedule.actions[rank].size())};
-}
+GridMark row_end(const Schedule& schedule, int rank) { return {rank, static_cast<int>(schedule.actions[rank].size())}; }
 }  // namespace
 
 ScheduleIndex::ScheduleIndex(const Schedule& schedule)
@@ -53,9 +51,7 @@ std::vector<std::pair<Action, Step>> ScheduleIndex::dependencies(const Action& a
       deps.push_back({a.stage, T::F, a.microbatch});
       if (a.stage + 1 < schedule_.stages) deps.push_back(gradient_producer(a.stage, a.microbatch));
       break;
-    case T::W:
-      deps.push_back({a.stage, T::I, a.microbatch});
-      break;
+    case T::W: deps.push_back({a.stage, T::I, a.microbatch}); break;
   }
   std::vector<std::pair<Action, Step>> out;
   for (const Action& d : deps) out.emplace_back(d, find(d));
@@ -85,14 +81,17 @@ void check_placement(const Schedule& s) {
       const Action& a = s.actions[r][t];
       const std::string where = cat("rank ", r, " step ", t, " (", to_string(a), ")");
       if (a.stage >= s.stages)
-        fail(s, cat("placement: ", where, " names stage ", a.stage, " but the stages are 0..", s.stages - 1),
-             {{r, t}});
+        fail(s, cat("placement: ", where, " names stage ", a.stage, " but the stages are 0..", s.stages - 1), {{r, t}});
       if (a.microbatch >= s.microbatches)
-        fail(s, cat("coverage: ", where, " names microbatch ", a.microbatch, " but the microbatches are 0..",
-                    s.microbatches - 1), {{r, t}});
+        fail(s,
+             cat("coverage: ", where, " names microbatch ", a.microbatch, " but the microbatches are 0..",
+                 s.microbatches - 1),
+             {{r, t}});
       if (s.stage_rank[a.stage] != r)
-        fail(s, cat("placement: ", where, " runs stage ", a.stage, " which is placed on rank ",
-                    s.stage_rank[a.stage], " (each stage runs on one rank)"), {{r, t}});
+        fail(s,
+             cat("placement: ", where, " runs stage ", a.stage, " which is placed on rank ", s.stage_rank[a.stage],
+                 " (each stage runs on one rank)"),
+             {{r, t}});
     }
 }
 
@@ -118,12 +117,16 @@ void check_coverage(const Schedule& s, const ScheduleIndex& index) {
       if (!sf.found()) fail(s, cat("coverage: ", what, " has no forward ", to_string(f)), {row_end(s, r)});
       if (sb.found() && (si.found() || sw.found())) {
         Step split = si.found() ? si : sw;
-        fail(s, cat("coverage: ", what, " has both a full backward ", to_string(b), " (", at(sb), ") and a split one (",
-                    at(split), ")"), {{sb.rank, sb.step}, {split.rank, split.step}});
+        fail(s,
+             cat("coverage: ", what, " has both a full backward ", to_string(b), " (", at(sb), ") and a split one (",
+                 at(split), ")"),
+             {{sb.rank, sb.step}, {split.rank, split.step}});
       }
       if (!sb.found() && !si.found() && !sw.found())
-        fail(s, cat("coverage: ", what, " has no backward (", to_string(b), ", or ", to_string(i), " and ",
-                    to_string(w), ")"), {row_end(s, r)});
+        fail(s,
+             cat("coverage: ", what, " has no backward (", to_string(b), ", or ", to_string(i), " and ", to_string(w),
+                 ")"),
+             {row_end(s, r)});
       if (si.found() && !sw.found())
         fail(s, cat("coverage: ", what, " has ", to_string(i), " (", at(si), ") but no ", to_string(w)),
              {{si.rank, si.step}, row_end(s, r)});
@@ -139,8 +142,10 @@ void check_local_order(const Schedule& s, const ScheduleIndex& index) {
       const Action& a = s.actions[r][t];
       for (const auto& [dep, where] : index.dependencies(a))
         if (where.rank == r && where.step > t)
-          fail(s, cat("local order: rank ", r, " step ", t, " runs ", to_string(a), " before ", to_string(dep),
-                      " (step ", where.step, ") on the same rank"), {{r, t}, {r, where.step}});
+          fail(s,
+               cat("local order: rank ", r, " step ", t, " runs ", to_string(a), " before ", to_string(dep), " (step ",
+                   where.step, ") on the same rank"),
+               {{r, t}, {r, where.step}});
     }
 }
 
@@ -176,8 +181,7 @@ void check_deadlock(const Schedule& s, const ScheduleIndex& index) {
       }
     marks.push_back({r, static_cast<int>(next[r])});
   }
-  if (!waits.empty())
-    fail(s, cat("deadlock: with blocking receives ", join(waits, "; ")), marks);
+  if (!waits.empty()) fail(s, cat("deadlock: with blocking receives ", join(waits, "; ")), marks);
 }
 
 }  // namespace

@@ -25,7 +25,8 @@ ScheduleError rejection(const Schedule& s) {
 void expect_mentions(const ScheduleError& e, const std::vector<std::string>& words) {
   const std::string message = e.what();
   EXPECT_EQ(message.find('\n'), std::string::npos) << "not one line: " << message;
-  for (const std::string& w : words) EXPECT_NE(message.find(w), std::string::npos) << "'" << w << "' not in: " << message;
+  for (const std::string& w : words)
+    EXPECT_NE(message.find(w), std::string::npos) << "'" << w << "' not in: " << message;
 }
 
 void erase(Schedule& s, int rank, const Action& a) {

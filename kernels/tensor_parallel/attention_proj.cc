@@ -20,10 +20,8 @@ void copy_qkv(Tensor& packed, Tensor* parts[3], int64_t rows_heads, int64_t d, b
     for (int j = 0; j < 3; ++j) {
       char* part = static_cast<char*>(parts[j]->raw()) + i * row;
       char* pack = p + (i * 3 + j) * row;
-      if (to_parts)
-        std::memcpy(part, pack, row);
-      else
-        std::memcpy(pack, part, row);
+      if (to_parts) std::memcpy(part, pack, row);
+      else std::memcpy(pack, part, row);
     }
 }
 

@@ -50,10 +50,8 @@ void require_width(const char* op, const char* what, const Tensor& t, int64_t wi
 Tensor weight_grad(const Tensor& x, const Tensor& dy, DType param_dtype) {
   const DType g = grad_dtype(param_dtype);
   Tensor dw = Tensor::empty({x.dim(-1), dy.dim(-1)}, g, x.device());
-  if (x.dtype() == g && dy.dtype() == g)
-    ops::gemm(x, true, dy, false, dw);
-  else
-    ops::gemm(x.to(g), true, dy.to(g), false, dw);  // 16-bit activations: the f32 product, not rounded
+  if (x.dtype() == g && dy.dtype() == g) ops::gemm(x, true, dy, false, dw);
+  else ops::gemm(x.to(g), true, dy.to(g), false, dw);  // 16-bit activations: the f32 product, not rounded
   return dw;
 }
 

@@ -48,10 +48,8 @@ void accumulate_grads(MlpGrads& sum, MlpGrads& more) {
   std::vector<Tensor*> into = sum.all(), from = more.all();
   for (size_t i = 0; i < into.size(); ++i) {
     if (!from[i]->defined()) continue;
-    if (into[i]->defined())
-      add_into(*into[i], *from[i]);
-    else
-      *into[i] = from[i]->clone();
+    if (into[i]->defined()) add_into(*into[i], *from[i]);
+    else *into[i] = from[i]->clone();
   }
 }
 

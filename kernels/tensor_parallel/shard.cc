@@ -88,7 +88,8 @@ Tensor merge_front_into_dim(const Tensor& y, int dim) {
 void add_into(Tensor& y, const Tensor& x) {
   if (!x.defined() || !y.defined() || x.device() != y.device() || x.shape() != y.shape() || x.dtype() != y.dtype())
     throw RuntimeError(cat("add_into: x ", shape_string(x.shape()), " ", dtype_name(x.dtype()), " and y ",
-                           shape_string(y.shape()), " ", dtype_name(y.dtype()), " must be tensors alike on one device"));
+                           shape_string(y.shape()), " ", dtype_name(y.dtype()),
+                           " must be tensors alike on one device"));
   if (!y.is_host()) return SEXTANT_CUDA_CALL(ops::cuda::add_into(y, x));  // the same sum, rounded once
   with_compute_type(y.dtype(), [&](auto tag) {
     using F = decltype(tag);

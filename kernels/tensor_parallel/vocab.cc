@@ -43,8 +43,8 @@ void embedding_backward(const TpGroup& g, const VocabParallelEmbedding& emb, con
   const int64_t rows = emb.table.dim(0), h = emb.table.dim(1);
   if (!dy_full.is_host()) {  // sums in the compute type by atomic adds, rounded once
     Tensor sums = Tensor::zeros({rows, h}, dy_full.dtype() == DType::f64 ? DType::f64 : DType::f32, dy_full.device());
-    SEXTANT_CUDA_CALL(ops::cuda::scatter_add_rows(dy_full.reshape({dy_full.numel() / h, h}), saved.ids,
-                                                  emb.vocab_start, sums));
+    SEXTANT_CUDA_CALL(
+        ops::cuda::scatter_add_rows(dy_full.reshape({dy_full.numel() / h, h}), saved.ids, emb.vocab_start, sums));
     const DType gd = grad_dtype(emb.table.dtype());
     dtable = sums.dtype() == gd ? sums : sums.to(gd);
     return;
@@ -102,9 +102,9 @@ VocabWeights init_vocab_weights(int64_t vocab, int64_t hidden, int tp_rank, int 
   // Logits with a standard deviation ~2 as a trained LM's have (x uniform in
   // [-1, 1), W in [-a, a): var = h a^2 / 9), not the ~0.3 of a fresh init:
   // slices' maxima then differ by whole units, as they do in practice.
-  w.head.w = random_shard({hidden, vocab}, 1, tp_size, tp_rank, dtype,
-                          RandomSpec{seed, tensor_id(prefix + ".head"), 6 / std::sqrt(static_cast<double>(hidden))},
-                          device);
+  w.head.w =
+      random_shard({hidden, vocab}, 1, tp_size, tp_rank, dtype,
+                   RandomSpec{seed, tensor_id(prefix + ".head"), 6 / std::sqrt(static_cast<double>(hidden))}, device);
   return w;
 }
 

@@ -5,12 +5,13 @@
 namespace sextant::attention {
 namespace {
 
-const Variant kVariant{"allgather",
-                       "all-gather K/V, local attention, reduce-scatter dK/dV (Llama 3)",
-                       /*ulysses=*/false,
-                       /*kv_group=*/true,
-                       cp::KvExchange::allgather,
-                       {"mask_off_by_one", "zigzag_order", "thd_cross_boundary", "thd_zigzag_stream", "cu_seqlens_off_by_one"}};
+const Variant kVariant{
+    "allgather",
+    "all-gather K/V, local attention, reduce-scatter dK/dV (Llama 3)",
+    /*ulysses=*/false,
+    /*kv_group=*/true,
+    cp::KvExchange::allgather,
+    {"mask_off_by_one", "zigzag_order", "thd_cross_boundary", "thd_zigzag_stream", "cu_seqlens_off_by_one"}};
 
 }  // namespace
 

@@ -28,10 +28,10 @@ inline constexpr int kSuiteOrder = 40;
 
 // One CP variant as a case.
 struct Variant {
-  const char* name;     // case name and `variant` param
+  const char* name;  // case name and `variant` param
   const char* summary;
-  bool ulysses;         // has the a2a stage
-  bool kv_group;        // has a KV exchange group
+  bool ulysses;   // has the a2a stage
+  bool kv_group;  // has a KV exchange group
   cp::KvExchange kv_exchange;
   std::vector<std::string> faults;  // planted faults that can show in this variant
 };
@@ -98,8 +98,8 @@ struct State {
   Communicator* host = nullptr;  // checks and metrics
   Communicator* self = nullptr;  // the one-rank baseline
   Communicator* cp_comm = nullptr;
-  std::unique_ptr<Communicator> a2a_owned, kv_owned;     // a2a+p2p: the two sub-groups of CP
-  std::unique_ptr<Communicator> a2a_loop, kv_loop;       // compute_only: groups that move nothing
+  std::unique_ptr<Communicator> a2a_owned, kv_owned;  // a2a+p2p: the two sub-groups of CP
+  std::unique_ptr<Communicator> a2a_loop, kv_loop;    // compute_only: groups that move nothing
   cp::Comms comms, loop_comms;
   cp::Options options;  // with the planted fault, if any
   Inputs in;
@@ -122,6 +122,5 @@ Metrics metrics(State& s, const RegionTimes& times);
 double bytes_formula(const State& s, bool backward_too);
 
 CaseDef make_attention_case(const Variant& v);
-
 
 }  // namespace sextant::attention

@@ -152,7 +152,7 @@ TEST(Attention, EveryPlantedFaultIsCaught) {
   Registry r = suite_registry("attention");
   for (const std::string& fault : cp::Faults::names()) {
     RunOptions o = fault.rfind("thd_", 0) == 0 || fault == "cu_seqlens_off_by_one" ? packed_options(kVariants)
-                                                                                    : ci_options(kVariants);
+                                                                                   : ci_options(kVariants);
     o.rank_counts = {world().size()};
     o.fault = fault;
     std::vector<CaseRecord> records = run_suite("attention", o);
@@ -220,7 +220,7 @@ TEST(Attention, EveryPlantedFaultIsCaughtOnTheGpu) {
   if (world().size() < 2) GTEST_SKIP() << "faults need two ranks";
   for (const std::string& fault : cp::Faults::names()) {
     RunOptions o = fault.rfind("thd_", 0) == 0 || fault == "cu_seqlens_off_by_one" ? packed_options(kVariants)
-                                                                                    : ci_options(kVariants);
+                                                                                   : ci_options(kVariants);
     o.rank_counts = {world().size()};
     o.fault = fault;
     const std::vector<CaseRecord> records = run_suite_on_gpu("attention", o);
@@ -240,9 +240,10 @@ TEST(Attention, BadInputIsRejectedWithTheNumbers) {
     const CaseDef* def = r.select({"attention/" + name}).front();
     CaseConfig c;
     c.suite = "attention", c.name = name, c.parallel = parallel, c.ranks = parallel.world();
-    c.params = {{"variant", name}, {"layout", "contiguous"}, {"causal", true},    {"seq", 64},
-                {"batch", 1},      {"heads", 8},             {"kv_heads", 8},     {"head_dim", 8},
-                {"a2a_size", 1},   {"p2p_size", parallel.cp}, {"reference", "full"}};
+    c.params = {
+        {"variant", name},    {"layout", "contiguous"}, {"causal", true}, {"seq", 64},     {"batch", 1},
+        {"heads", 8},         {"kv_heads", 8},          {"head_dim", 8},  {"a2a_size", 1}, {"p2p_size", parallel.cp},
+        {"reference", "full"}};
     if (changes.is_object()) c.params.update(changes);
     try {
       def->validate(c);
@@ -272,9 +273,10 @@ TEST(Attention, BadInputIsRejectedWithTheNumbers) {
     const CaseDef* def = r.select({"attention/p2p"}).front();
     CaseConfig c;
     c.suite = "attention", c.name = "p2p", c.parallel = cp8, c.ranks = 8, c.device = Device::cuda;
-    c.params = {{"variant", "p2p"}, {"layout", "contiguous"}, {"causal", true},   {"seq", 64},
-                {"batch", 1},       {"heads", 8},             {"kv_heads", 8},    {"head_dim", head_dim},
-                {"a2a_size", 1},    {"p2p_size", 8},          {"reference", "full"}};
+    c.params = {
+        {"variant", "p2p"},   {"layout", "contiguous"}, {"causal", true},       {"seq", 64},     {"batch", 1},
+        {"heads", 8},         {"kv_heads", 8},          {"head_dim", head_dim}, {"a2a_size", 1}, {"p2p_size", 8},
+        {"reference", "full"}};
     try {
       def->validate(c);
     } catch (const UsageError& e) {

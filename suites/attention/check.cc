@@ -157,8 +157,8 @@ Results spot_baseline(const Inputs& host_inputs, const SpotRows& spot, DType dty
   ops::AttentionOut f = ops::attention_block_forward(q, in.k, in.v, spot.mask, dtype);
   Tensor dq = Tensor::zeros(q.shape(), DType::f32, device);
   Tensor dk = Tensor::zeros(in.k.shape(), DType::f32, device), dv = Tensor::zeros(in.k.shape(), DType::f32, device);
-  ops::attention_block_backward_accumulate(q, in.k, in.v, dout, f.lse, ops::attention_delta(f.out, dout), spot.mask,
-                                           dq, dk, dv);
+  ops::attention_block_backward_accumulate(q, in.k, in.v, dout, f.lse, ops::attention_delta(f.out, dout), spot.mask, dq,
+                                           dk, dv);
   return on_host({f.out, f.lse, dq.to(dtype), {}, {}});
 }
 
@@ -186,9 +186,8 @@ void check_spot(State& s, Checker& checker, const Results& dist, const Inputs& s
                   token_rows(p, stream.dout, 1)};
   for (auto [name, t] : {std::pair{"q", &in.q}, {"k", &in.k}, {"v", &in.v}, {"dout", &in.dout}})
     checker.input(name, *t);  // what the reference reads: every token row, padding dropped
-  const ref::AttentionRows ref =
-      p.packed() ? ref::packed_attention_rows(in.q, in.k, in.v, in.dout, p.seq_lens, tokens)
-                 : ref::attention_rows(in.q, in.k, in.v, in.dout, p.causal, tokens);
+  const ref::AttentionRows ref = p.packed() ? ref::packed_attention_rows(in.q, in.k, in.v, in.dout, p.seq_lens, tokens)
+                                            : ref::attention_rows(in.q, in.k, in.v, in.dout, p.causal, tokens);
   const Results base = spot_baseline(stream, spot_rows(p, tokens), s.config.dtype, s.device);
   checker.compare("out", OpClass::attention, select_rows(dist.out, 1, tokens), base.out, ref.out);
   checker.compare("lse", OpClass::row_stat, select_rows(dist.lse, 2, tokens), base.lse, ref.lse);

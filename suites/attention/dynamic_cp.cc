@@ -263,35 +263,37 @@ CaseDef dynamic_cp_case() {
       .name = "dynamic_cp",
       .summary = "packed microbatches on CP groups sized per bin (dynamic CP) vs the full static group",
       .options = {OptionSpec::size("seq", "tokens per static microbatch"),
-                 OptionSpec::integer("microbatches", 1, 4096, "packed microbatches of the global batch"),
-                 OptionSpec::size("heads", "attention heads"),
-                 OptionSpec::size("head_dim", "head dimension"),
-                 OptionSpec::text("seq_lens", "lengths per microbatch: a,b,c summing to --seq, or zipf:N"),
-                 OptionSpec::number("ring_step", 0, 1e12, "the scheduler's cost of one ring step, in causal pairs")},
+                  OptionSpec::integer("microbatches", 1, 4096, "packed microbatches of the global batch"),
+                  OptionSpec::size("heads", "attention heads"), OptionSpec::size("head_dim", "head dimension"),
+                  OptionSpec::text("seq_lens", "lengths per microbatch: a,b,c summing to --seq, or zipf:N"),
+                  OptionSpec::number("ring_step", 0, 1e12, "the scheduler's cost of one ring step, in causal pairs")},
       .faults = {"ring_skip_step", "thd_cross_boundary", "cu_seqlens_off_by_one"},
       .kernel_faults = {KernelFault::attention_forward_scale, KernelFault::attention_backward_softmax_grad,
-                       KernelFault::causal_mask_diagonal},
+                        KernelFault::causal_mask_diagonal},
       .table_metrics = {"speedup_vs_static", "busy_fraction_dynamic", "busy_fraction_static"},
       .configs = dynamic::sweep,
       .validate = dynamic::validate,
-      .memory = [](const CaseConfig& c) {
-      // Every microbatch's q, k, v, dout, out and gradients on its group, twice (static and dynamic), and the
-      // float64 reference of each sequence on rank 0.
-      const double tokens = static_cast<double>(c.i("seq")) * c.i("microbatches") * c.i("heads") * c.i("head_dim");
-      const double shard = 2.0 * 12 * 4 * tokens / c.ranks, reference = 10.0 * 8 * tokens;
-      return MemoryEstimate{c.device == Device::host ? shard + reference : reference,
-                            c.device == Device::host ? 0 : shard};
-    },
+      .memory =
+          [](const CaseConfig& c) {
+            // Every microbatch's q, k, v, dout, out and gradients on its group, twice (static and dynamic), and the
+            // float64 reference of each sequence on rank 0.
+            const double tokens =
+                static_cast<double>(c.i("seq")) * c.i("microbatches") * c.i("heads") * c.i("head_dim");
+            const double shard = 2.0 * 12 * 4 * tokens / c.ranks, reference = 10.0 * 8 * tokens;
+            return MemoryEstimate{c.device == Device::host ? shard + reference : reference,
+                                  c.device == Device::host ? 0 : shard};
+          },
       .setup = dynamic::setup,
       .timed = {{"dynamic",
-                [](State& s) {
-                  dynamic::run(s.dynamic_runs, &s.stats["dynamic"]);
-                  ++s.runs["dynamic"];
-                }},
-               {"static", [](State& s) {
-                  dynamic::run(s.fixed_runs, &s.stats["static"]);
-                  ++s.runs["static"];
-                }}},
+                 [](State& s) {
+                   dynamic::run(s.dynamic_runs, &s.stats["dynamic"]);
+                   ++s.runs["dynamic"];
+                 }},
+                {"static",
+                 [](State& s) {
+                   dynamic::run(s.fixed_runs, &s.stats["static"]);
+                   ++s.runs["static"];
+                 }}},
       .check = dynamic::check,
       .metrics = dynamic::metrics,
   });

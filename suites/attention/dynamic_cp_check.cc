@@ -14,32 +14,39 @@ namespace sextant::attention::dynamic {
 
 namespace {
 // Every metric this file records, defined once (harness/metrics.h).
-const MetricDef& kSpeedupVsStatic = define_metric({"attention", "speedup_vs_static", "x", Better::higher,
-    "static CP time / dynamic CP time for the same packed microbatches (measured)", "dynamic_cp"});
+const MetricDef& kSpeedupVsStatic =
+    define_metric({"attention", "speedup_vs_static", "x", Better::higher,
+                   "static CP time / dynamic CP time for the same packed microbatches (measured)", "dynamic_cp"});
 const MetricDef& kSpeedupVsStaticModel = define_metric({"attention", "speedup_vs_static_model", "x", Better::neither,
-    "the same from the scheduler's cost model", "dynamic_cp"});
-const MetricDef& kTimeStaticS = define_metric({"attention", "time_static_s", "s", Better::lower,
-    "all microbatches on the full static CP group", "dynamic_cp"});
-const MetricDef& kTimeDynamicS = define_metric({"attention", "time_dynamic_s", "s", Better::lower,
-    "all microbatches on CP groups sized per bin", "dynamic_cp"});
-const MetricDef& kTflopsPerRank = define_metric({"attention", "tflops_per_rank", "TFLOP/s", Better::higher,
-    "attention FLOP/s of the dynamic run per rank, real tokens only", "dynamic_cp"});
+                                                        "the same from the scheduler's cost model", "dynamic_cp"});
+const MetricDef& kTimeStaticS = define_metric(
+    {"attention", "time_static_s", "s", Better::lower, "all microbatches on the full static CP group", "dynamic_cp"});
+const MetricDef& kTimeDynamicS = define_metric(
+    {"attention", "time_dynamic_s", "s", Better::lower, "all microbatches on CP groups sized per bin", "dynamic_cp"});
+const MetricDef& kTflopsPerRank =
+    define_metric({"attention", "tflops_per_rank", "TFLOP/s", Better::higher,
+                   "attention FLOP/s of the dynamic run per rank, real tokens only", "dynamic_cp"});
 const MetricDef& kFlopsFormula = define_metric({"attention", "flops_formula", "json", Better::neither,
-    "the FLOP count the TFLOP/s figure uses, as text", "dynamic_cp"});
-const MetricDef& kLoadBalance = define_metric({"attention", "load_balance", "max/min", Better::lower,
-    "max / min over ranks of the attention compute time of the dynamic run", "dynamic_cp"});
-const MetricDef& kBusyFractionDynamicModel = define_metric({"attention", "busy_fraction_dynamic_model", "ratio", Better::neither,
-    "the scheduler's mean busy fraction of the dynamic grouping", "dynamic_cp"});
-const MetricDef& kBusyFractionStaticModel = define_metric({"attention", "busy_fraction_static_model", "ratio", Better::neither,
-    "the scheduler's mean busy fraction of the static grouping", "dynamic_cp"});
-const MetricDef& kPaddingRowsStatic = define_metric({"attention", "padding_rows_static", "rows", Better::neither,
-    "rows padded so every sequence splits into 2 cp chunks, static grouping", "dynamic_cp"});
-const MetricDef& kPaddingRowsDynamic = define_metric({"attention", "padding_rows_dynamic", "rows", Better::neither,
-    "the same, dynamic grouping", "dynamic_cp"});
-const MetricDef& kBinsPerGroupDynamic = define_metric({"attention", "bins_per_group_dynamic", "json", Better::neither,
-    "packed bins per CP group size in the dynamic grouping", "dynamic_cp"});
-const MetricDef& kLongestSequence = define_metric({"attention", "longest_sequence", "json", Better::neither,
-    "the longest packed sequence (tokens)", "dynamic_cp"});
+                                                "the FLOP count the TFLOP/s figure uses, as text", "dynamic_cp"});
+const MetricDef& kLoadBalance =
+    define_metric({"attention", "load_balance", "max/min", Better::lower,
+                   "max / min over ranks of the attention compute time of the dynamic run", "dynamic_cp"});
+const MetricDef& kBusyFractionDynamicModel =
+    define_metric({"attention", "busy_fraction_dynamic_model", "ratio", Better::neither,
+                   "the scheduler's mean busy fraction of the dynamic grouping", "dynamic_cp"});
+const MetricDef& kBusyFractionStaticModel =
+    define_metric({"attention", "busy_fraction_static_model", "ratio", Better::neither,
+                   "the scheduler's mean busy fraction of the static grouping", "dynamic_cp"});
+const MetricDef& kPaddingRowsStatic =
+    define_metric({"attention", "padding_rows_static", "rows", Better::neither,
+                   "rows padded so every sequence splits into 2 cp chunks, static grouping", "dynamic_cp"});
+const MetricDef& kPaddingRowsDynamic = define_metric(
+    {"attention", "padding_rows_dynamic", "rows", Better::neither, "the same, dynamic grouping", "dynamic_cp"});
+const MetricDef& kBinsPerGroupDynamic =
+    define_metric({"attention", "bins_per_group_dynamic", "json", Better::neither,
+                   "packed bins per CP group size in the dynamic grouping", "dynamic_cp"});
+const MetricDef& kLongestSequence = define_metric(
+    {"attention", "longest_sequence", "json", Better::neither, "the longest packed sequence (tokens)", "dynamic_cp"});
 // Busy fraction of one region: a rank's attention compute seconds per run over the region's time.
 struct BusyMetrics {
   const char* region;
@@ -84,8 +91,7 @@ std::vector<Piece> pieces_of(const BinRun& b) {
     if (!out.empty() && out.back().row + out.back().length == static_cast<int64_t>(i) &&
         out.back().token + out.back().length == t)
       ++out.back().length;
-    else
-      out.push_back({static_cast<int64_t>(i), t, 1});
+    else out.push_back({static_cast<int64_t>(i), t, 1});
   }
   return out;
 }

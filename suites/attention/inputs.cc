@@ -44,10 +44,8 @@ std::vector<Piece> pieces_of(const Problem& p, const cp::Chunk& c) {
     const int64_t t = cp::token_of_row(p.packing, row);
     const bool extends = !out.empty() && (t < 0 ? out.back().token < 0
                                                 : out.back().token >= 0 && t == out.back().token + out.back().length);
-    if (extends)
-      ++out.back().length;
-    else
-      out.push_back({t, 1});
+    if (extends) ++out.back().length;
+    else out.push_back({t, 1});
   }
   return out;
 }

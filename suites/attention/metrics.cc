@@ -12,38 +12,49 @@ namespace sextant::attention {
 
 namespace {
 // Every metric this file records, defined once (harness/metrics.h).
-const MetricDef& kTflopsPerRank = define_metric({"attention", "tflops_per_rank", "TFLOP/s", Better::higher,
-    "attention FLOP/s of fwd_bwd per rank: 3.5 x 4 b s^2 h d (x0.5 causal) / (time x ranks)"});
-const MetricDef& kTflopsPerRankFwd = define_metric({"attention", "tflops_per_rank_fwd", "TFLOP/s", Better::higher,
-    "attention FLOP/s of the forward per rank: 4 b s^2 h d (x0.5 causal) / (time x ranks)"});
-const MetricDef& kFlopsFormula = define_metric({"attention", "flops_formula", "json", Better::neither,
-    "the FLOP count the TFLOP/s figures use, as text"});
-const MetricDef& kLoadBalance = define_metric({"attention", "load_balance", "max/min", Better::lower,
-    "max / min over ranks of the attention compute time in fwd_bwd (1 = balanced)"});
-const MetricDef& kComputeTimeMaxS = define_metric({"attention", "compute_time_max_s", "s", Better::lower,
-    "attention compute time of fwd_bwd on the slowest rank"});
-const MetricDef& kComputeTimeMinS = define_metric({"attention", "compute_time_min_s", "s", Better::neither,
-    "attention compute time of fwd_bwd on the fastest rank"});
+const MetricDef& kTflopsPerRank =
+    define_metric({"attention", "tflops_per_rank", "TFLOP/s", Better::higher,
+                   "attention FLOP/s of fwd_bwd per rank: 3.5 x 4 b s^2 h d (x0.5 causal) / (time x ranks)"});
+const MetricDef& kTflopsPerRankFwd =
+    define_metric({"attention", "tflops_per_rank_fwd", "TFLOP/s", Better::higher,
+                   "attention FLOP/s of the forward per rank: 4 b s^2 h d (x0.5 causal) / (time x ranks)"});
+const MetricDef& kFlopsFormula = define_metric(
+    {"attention", "flops_formula", "json", Better::neither, "the FLOP count the TFLOP/s figures use, as text"});
+const MetricDef& kLoadBalance =
+    define_metric({"attention", "load_balance", "max/min", Better::lower,
+                   "max / min over ranks of the attention compute time in fwd_bwd (1 = balanced)"});
+const MetricDef& kComputeTimeMaxS = define_metric(
+    {"attention", "compute_time_max_s", "s", Better::lower, "attention compute time of fwd_bwd on the slowest rank"});
+const MetricDef& kComputeTimeMinS = define_metric(
+    {"attention", "compute_time_min_s", "s", Better::neither, "attention compute time of fwd_bwd on the fastest rank"});
 const MetricDef& kComputeTimePerRank = define_metric({"attention", "compute_time_per_rank", "json", Better::neither,
-    "{seconds: [attention compute time of fwd_bwd, one per rank]}"});
-const MetricDef& kWorkBalance = define_metric({"attention", "work_balance", "max/min", Better::neither,
-    "max / min over ranks of the visible (query, key) pairs: the balance the layout promises"});
-const MetricDef& kBytesSentFormula = define_metric({"attention", "bytes_sent_formula", "B", Better::neither,
-    "bytes per rank of the forward from the variant's traffic formula (beside the measured bytes_sent_per_rank)"});
-const MetricDef& kBytesSentFormulaFwdBwd = define_metric({"attention", "bytes_sent_formula_fwd_bwd", "B", Better::neither,
-    "bytes per rank of forward and backward from the variant's traffic formula"});
-const MetricDef& kPaddingRows = define_metric({"attention", "padding_rows", "rows", Better::neither,
-    "packed inputs: rows added so every sequence splits into 2 cp chunks (masked, excluded from checks and FLOPs)"});
-const MetricDef& kPaddingFraction = define_metric({"attention", "padding_fraction", "ratio", Better::neither,
-    "packed inputs: padding rows / all rows"});
-const MetricDef& kWorkBalanceZigzagPerSequence = define_metric({"attention", "work_balance_zigzag_per_sequence",
-    "max/min", Better::neither, "packed inputs: causal pairs max / min over ranks with each sequence zigzagged alone"});
-const MetricDef& kWorkBalanceContiguous = define_metric({"attention", "work_balance_contiguous", "max/min",
-    Better::neither, "packed inputs: the same with the packed rows cut contiguously"});
-const MetricDef& kWorkBalanceZigzagStream = define_metric({"attention", "work_balance_zigzag_stream", "max/min",
-    Better::neither, "packed inputs: the same with the whole pack zigzagged as one sequence"});
-const MetricDef& kOverlapEfficiency = define_metric({"attention", "overlap_efficiency", "ratio", Better::higher,
-    "compute_only time / fwd_bwd time: 1 when communication hides fully under compute"});
+                                                      "{seconds: [attention compute time of fwd_bwd, one per rank]}"});
+const MetricDef& kWorkBalance =
+    define_metric({"attention", "work_balance", "max/min", Better::neither,
+                   "max / min over ranks of the visible (query, key) pairs: the balance the layout promises"});
+const MetricDef& kBytesSentFormula = define_metric(
+    {"attention", "bytes_sent_formula", "B", Better::neither,
+     "bytes per rank of the forward from the variant's traffic formula (beside the measured bytes_sent_per_rank)"});
+const MetricDef& kBytesSentFormulaFwdBwd =
+    define_metric({"attention", "bytes_sent_formula_fwd_bwd", "B", Better::neither,
+                   "bytes per rank of forward and backward from the variant's traffic formula"});
+const MetricDef& kPaddingRows = define_metric(
+    {"attention", "padding_rows", "rows", Better::neither,
+     "packed inputs: rows added so every sequence splits into 2 cp chunks (masked, excluded from checks and FLOPs)"});
+const MetricDef& kPaddingFraction = define_metric(
+    {"attention", "padding_fraction", "ratio", Better::neither, "packed inputs: padding rows / all rows"});
+const MetricDef& kWorkBalanceZigzagPerSequence =
+    define_metric({"attention", "work_balance_zigzag_per_sequence", "max/min", Better::neither,
+                   "packed inputs: causal pairs max / min over ranks with each sequence zigzagged alone"});
+const MetricDef& kWorkBalanceContiguous =
+    define_metric({"attention", "work_balance_contiguous", "max/min", Better::neither,
+                   "packed inputs: the same with the packed rows cut contiguously"});
+const MetricDef& kWorkBalanceZigzagStream =
+    define_metric({"attention", "work_balance_zigzag_stream", "max/min", Better::neither,
+                   "packed inputs: the same with the whole pack zigzagged as one sequence"});
+const MetricDef& kOverlapEfficiency =
+    define_metric({"attention", "overlap_efficiency", "ratio", Better::higher,
+                   "compute_only time / fwd_bwd time: 1 when communication hides fully under compute"});
 }  // namespace
 
 namespace {
@@ -73,16 +84,13 @@ double pair_balance(const Problem& p, int cp, ChunksOf chunks_of) {
 void add_packed_metrics(const Problem& p, int cp, Metrics& m) {
   m.add(kPaddingRows, static_cast<double>(p.packing.padding()));
   m.add(kPaddingFraction, static_cast<double>(p.packing.padding()) / static_cast<double>(p.rows()));
-  m.add(kWorkBalanceZigzagPerSequence, pair_balance(p, cp, [&](int r) {
-          return cp::shard_chunks(cp::Layout::zigzag, p.packing, cp, r);
-        }));
-  m.add(kWorkBalanceContiguous, pair_balance(p, cp, [&](int r) {
-          return cp::shard_chunks(cp::Layout::contiguous, p.packing, cp, r);
-        }));
+  m.add(kWorkBalanceZigzagPerSequence,
+        pair_balance(p, cp, [&](int r) { return cp::shard_chunks(cp::Layout::zigzag, p.packing, cp, r); }));
+  m.add(kWorkBalanceContiguous,
+        pair_balance(p, cp, [&](int r) { return cp::shard_chunks(cp::Layout::contiguous, p.packing, cp, r); }));
   if (p.rows() % (2 * cp) == 0)
-    m.add(kWorkBalanceZigzagStream, pair_balance(p, cp, [&](int r) {
-            return cp::shard_chunks(cp::Layout::zigzag, p.rows(), cp, r);
-          }));
+    m.add(kWorkBalanceZigzagStream,
+          pair_balance(p, cp, [&](int r) { return cp::shard_chunks(cp::Layout::zigzag, p.rows(), cp, r); }));
 }
 
 }  // namespace
@@ -118,10 +126,11 @@ Metrics metrics(State& s, const RegionTimes& times) {
   Metrics m;
   m.add(kTflopsPerRank, tflops(fwd_bwd, "fwd_bwd"));
   m.add(kTflopsPerRankFwd, tflops(fwd, "fwd"));
-  m.add_json(kFlopsFormula, s.problem.packed()
-                                ? "forward sum over packed sequences of 4*b*L^2*h*d x0.5 (real tokens only), fwd_bwd "
-                                  "3.5x forward; per rank: / (time * ranks)"
-                                : "forward 4*b*s^2*h*d (x0.5 causal), fwd_bwd 3.5x forward; per rank: / (time * ranks)");
+  m.add_json(kFlopsFormula,
+             s.problem.packed()
+                 ? "forward sum over packed sequences of 4*b*L^2*h*d x0.5 (real tokens only), fwd_bwd "
+                   "3.5x forward; per rank: / (time * ranks)"
+                 : "forward 4*b*s^2*h*d (x0.5 causal), fwd_bwd 3.5x forward; per rank: / (time * ranks)");
 
   const RegionStats& r = s.regions.at("fwd_bwd");
   const std::vector<double> compute = per_rank(*s.host, r.kernel.compute_s / std::max(r.runs, 1));

@@ -116,8 +116,8 @@ std::vector<CaseConfig> sweep(const Variant& v, const SweepRequest& req) {
   const int64_t batch = req.get<int64_t>("batch", d.batch), seq = req.get<int64_t>("seq", d.seq);
   const int64_t heads = req.get<int64_t>("heads", d.heads), head_dim = req.get<int64_t>("head_dim", d.head_dim);
   // Faults are planted in f32, where the floor is tight enough to see them.
-  const std::vector<DType> dtypes = req.dtypes_or(req.fault.empty() ? std::vector<DType>{DType::f32, DType::bf16}
-                                                                    : std::vector<DType>{DType::f32});
+  const std::vector<DType> dtypes =
+      req.dtypes_or(req.fault.empty() ? std::vector<DType>{DType::f32, DType::bf16} : std::vector<DType>{DType::f32});
   // Packed sequences attend causally: a plain --set causal=false is refused by validate.
   const std::string seq_lens_spec = seq_lens_option(req);
   const std::vector<int64_t> seq_lens =
@@ -139,11 +139,16 @@ std::vector<CaseConfig> sweep(const Variant& v, const SweepRequest& req) {
           for (DType dtype : dtypes) {
             const double size = static_cast<double>(batch) * heads * seq * seq * head_dim;
             CaseConfig c;
-            c.params = {{"variant", v.name},   {"layout", cp::layout_name(layout)},
-                        {"causal", causal},    {"seq", seq},
-                        {"batch", batch},      {"heads", heads},
-                        {"kv_heads", kv},      {"head_dim", head_dim},
-                        {"a2a_size", a2a},     {"p2p_size", p2p},
+            c.params = {{"variant", v.name},
+                        {"layout", cp::layout_name(layout)},
+                        {"causal", causal},
+                        {"seq", seq},
+                        {"batch", batch},
+                        {"heads", heads},
+                        {"kv_heads", kv},
+                        {"head_dim", head_dim},
+                        {"a2a_size", a2a},
+                        {"p2p_size", p2p},
                         {"reference", req.get<std::string>("reference", size > kFullReferenceLimit ? "spot" : "full")}};
             if (!seq_lens.empty()) {
               const cp::Packing packing = packing_for(seq_lens, thd_padding, parallel.cp);
@@ -205,21 +210,20 @@ void validate(const Variant& v, const CaseConfig& c) {
   require_divides("--dp", par.dp, "--batch", p.batch);
   require(par.pp == 1, cat("attention runs without pipeline stages: --pp ", par.pp, " must be 1"));
   if (c.device == Device::cuda)
-    require(p.head_dim <= 256, cat("--head-dim ", p.head_dim, " must be at most 256 on --device cuda (the CUDA "
+    require(p.head_dim <= 256, cat("--head-dim ", p.head_dim,
+                                   " must be at most 256 on --device cuda (the CUDA "
                                    "attention kernels hold a row's columns in registers)"));
-  if (p.packed())
-    validate_packed(p, c);
+  if (p.packed()) validate_packed(p, c);
   else if (p.layout == cp::Layout::zigzag)
     require(p.seq % (2 * par.cp) == 0,
             cat("--seq ", p.seq, " must be divisible by 2*cp = ", 2 * par.cp, " for the zigzag layout"));
-  else
-    require(p.seq % par.cp == 0, cat("--seq ", p.seq, " must be divisible by cp ", par.cp));
+  else require(p.seq % par.cp == 0, cat("--seq ", p.seq, " must be divisible by cp ", par.cp));
   require(p.a2a_size >= 1 && par.cp % p.a2a_size == 0,
           cat("a2a_size ", p.a2a_size, " must divide cp ", par.cp, " (cp = a2a_size x p2p_size)"));
   require(p.a2a_size * p.p2p_size == par.cp, cat("a2a_size ", p.a2a_size, " x p2p_size ", p.p2p_size, " = ",
                                                  p.a2a_size * p.p2p_size, " must equal cp ", par.cp));
-  require(v.ulysses || p.a2a_size == 1, cat("variant ", v.name, " has no all-to-all: a2a_size ", p.a2a_size,
-                                            " must be 1"));
+  require(v.ulysses || p.a2a_size == 1,
+          cat("variant ", v.name, " has no all-to-all: a2a_size ", p.a2a_size, " must be 1"));
   if (v.ulysses) {
     const int64_t heads = p.heads / par.tp, kv = p.kv_heads / par.tp;
     require(heads % p.a2a_size == 0, cat("a2a size ", p.a2a_size, " must divide the ", heads,
@@ -227,8 +231,7 @@ void validate(const Variant& v, const CaseConfig& c) {
     require(kv % p.a2a_size == 0, cat("a2a size ", p.a2a_size, " must divide the ", kv,
                                       " KV heads per TP rank (--kv-heads ", p.kv_heads, " / --tp ", par.tp, ")"));
   }
-  require(p.reference == "full" || p.reference == "spot",
-          cat("reference '", p.reference, "' must be full or spot"));
+  require(p.reference == "full" || p.reference == "spot", cat("reference '", p.reference, "' must be full or spot"));
   if (!c.fault.empty()) cp::Faults::parse(c.fault);
 }
 

@@ -15,9 +15,7 @@ void prepare(CollectiveState& s) {
   s.send_ptr = static_cast<char*>(s.recv_ptr) + s.rank * per_rank(s) * dtype_size(s.dtype);
 }
 
-void run(CollectiveState& s) {
-  s.comm->all_gather(s.send_ptr, s.recv_ptr, static_cast<size_t>(per_rank(s)), s.dtype);
-}
+void run(CollectiveState& s) { s.comm->all_gather(s.send_ptr, s.recv_ptr, static_cast<size_t>(per_rank(s)), s.dtype); }
 
 double expected(const CollectiveState& s, int64_t i) {
   return pattern(static_cast<int>(i / per_rank(s)), i % per_rank(s));

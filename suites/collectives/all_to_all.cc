@@ -8,9 +8,7 @@ namespace {
 int64_t whole(const CollectiveState& s) { return s.elements; }
 int64_t per_peer(const CollectiveState& s) { return s.elements / s.n; }
 
-void run(CollectiveState& s) {
-  s.comm->all_to_all(s.send_ptr, s.recv_ptr, static_cast<size_t>(per_peer(s)), s.dtype);
-}
+void run(CollectiveState& s) { s.comm->all_to_all(s.send_ptr, s.recv_ptr, static_cast<size_t>(per_peer(s)), s.dtype); }
 
 // Output block p came from rank p, which sent its block `rank` to us.
 double expected(const CollectiveState& s, int64_t i) {

@@ -6,9 +6,7 @@
 namespace sextant::collectives {
 namespace {
 
-int64_t block(const CollectiveState& s, int from, int to) {
-  return s.elements / s.n * ((from + 2 * to + 1) % 3);
-}
+int64_t block(const CollectiveState& s, int from, int to) { return s.elements / s.n * ((from + 2 * to + 1) % 3); }
 int64_t displ(const CollectiveState& s, int from, int to) {  // offset of block `to` in `from`'s send buffer
   int64_t d = 0;
   for (int q = 0; q < to; ++q) d += block(s, from, q);

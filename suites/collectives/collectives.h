@@ -27,7 +27,7 @@ struct CollectiveState {
   bool in_place = false;
   DType dtype = DType::f32;
   Device device = Device::host;
-  Tensor send, recv;                    // recv undefined when in place
+  Tensor send, recv;                                                       // recv undefined when in place
   std::vector<size_t> send_counts, send_displs, recv_counts, recv_displs;  // all_to_all_v
   void* send_ptr = nullptr;
   void* recv_ptr = nullptr;
@@ -86,7 +86,8 @@ struct BandwidthMetrics {
 };
 BandwidthMetrics collective_bandwidth();  // of the collective the case is named after
 BandwidthMetrics all_reduce_bandwidth();  // sp_identity's all_reduce region
-Metrics bandwidth(double bytes, double factor, const TimeStats& t, const BandwidthMetrics& defs = collective_bandwidth());
+Metrics bandwidth(double bytes, double factor, const TimeStats& t,
+                  const BandwidthMetrics& defs = collective_bandwidth());
 // Nodes the case's group spans (collective over the instance's ranks), and
 // the metrics that say so: group_nodes, and group_spans_nodes (0 or 1).
 int group_nodes(CaseContext& ctx);

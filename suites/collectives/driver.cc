@@ -20,8 +20,7 @@ namespace {
 int group_size_of(const SweepRequest& req) {
   const std::string group = req.get<std::string>("group", "world");
   if (group == "world") return req.ranks;
-  require(req.parallel.has_value(),
-          cat("--group ", group, " needs a pinned parallel config, e.g. --tp 2 --cp 2"));
+  require(req.parallel.has_value(), cat("--group ", group, " needs a pinned parallel config, e.g. --tp 2 --cp 2"));
   RankGrid grid(*req.parallel, req.ranks);
   return static_cast<int>(grid.group(parse_dim(group), 0).size());
 }
@@ -78,8 +77,7 @@ void validate_sizes(const CaseConfig& c, const CollectiveOp& op) {
   const int64_t unit = static_cast<int64_t>(dtype_size(c.dtype)) * (op.splits_over_ranks ? n : 1);
   require(c.i("bytes") % unit == 0,
           cat("message size ", c.i("bytes"), " B must be a multiple of the element size ", dtype_size(c.dtype),
-              op.splits_over_ranks ? cat(" times the group size ", n, " = ", unit) : std::string(), " for ",
-              op.name));
+              op.splits_over_ranks ? cat(" times the group size ", n, " = ", unit) : std::string(), " for ", op.name));
 }
 
 Communicator& group_for(CaseContext& ctx, std::unique_ptr<Communicator>& faulty) {
@@ -113,10 +111,12 @@ BandwidthMetrics all_reduce_bandwidth() {
 }
 
 namespace {
-const MetricDef& kGroupNodes = define_metric({"collectives", "group_nodes", "1", Better::neither,
-    "nodes the group spans (MPI_COMM_TYPE_SHARED): 1 is an intra-node group, more an inter-node one"});
-const MetricDef& kGroupSpansNodes = define_metric({"collectives", "group_spans_nodes", "1", Better::neither,
-    "1 when the group spans nodes (inter-node), 0 when it lies inside one node (intra-node)"});
+const MetricDef& kGroupNodes =
+    define_metric({"collectives", "group_nodes", "1", Better::neither,
+                   "nodes the group spans (MPI_COMM_TYPE_SHARED): 1 is an intra-node group, more an inter-node one"});
+const MetricDef& kGroupSpansNodes =
+    define_metric({"collectives", "group_spans_nodes", "1", Better::neither,
+                   "1 when the group spans nodes (inter-node), 0 when it lies inside one node (intra-node)"});
 }  // namespace
 
 int group_nodes(CaseContext& ctx) {
@@ -204,11 +204,13 @@ CaseDef make_collective_case(const CollectiveOp& op) {
       .setup = [&op](CaseContext& ctx) { return setup(op, ctx); },
       .timed = {{"run", [&op](CollectiveState& s) { op.run(s); }}},
       .check = [&op](CollectiveState& s, Checker& c) { check(op, s, c); },
-      .metrics = [&op](CollectiveState& s, const RegionTimes& times) {
-        Metrics m = bandwidth(static_cast<double>(s.elements) * dtype_size(s.dtype), op.busbw_factor(s.n), times.at("run"));
-        add_group_kind(m, s.group_nodes);
-        return m;
-      },
+      .metrics =
+          [&op](CollectiveState& s, const RegionTimes& times) {
+            Metrics m =
+                bandwidth(static_cast<double>(s.elements) * dtype_size(s.dtype), op.busbw_factor(s.n), times.at("run"));
+            add_group_kind(m, s.group_nodes);
+            return m;
+          },
   });
 }
 

@@ -18,8 +18,7 @@
 #include "harness/runner.h"
 #include "harness/timing.h"
 
-namespace sextant {
-}
+namespace sextant {}
 
 using namespace sextant;
 
@@ -77,9 +76,10 @@ int main(int argc, char** argv) {
     auto world = MpiCommunicator::world();
     const Registry registry = all_suites();
     if (world->rank() == 0)
-      std::printf("# all_reduce f32 out of place, %d ranks, %d iterations, median of 3 interleaved rounds; busbw GB/s\n"
-                  "# %10s %10s %12s %12s %10s %12s\n",
-                  world->size(), iters, "bytes", "harness", "bare same", "bare nccl-t", "overhead", "vs nccl-t");
+      std::printf(
+          "# all_reduce f32 out of place, %d ranks, %d iterations, median of 3 interleaved rounds; busbw GB/s\n"
+          "# %10s %10s %12s %12s %10s %12s\n",
+          world->size(), iters, "bytes", "harness", "bare same", "bare nccl-t", "overhead", "vs nccl-t");
     for (size_t bytes = 1 << 20; bytes <= (16u << 20); bytes *= 4) {
       std::vector<double> h, same, nccl_tests;
       for (int round = 0; round < 3; ++round) {

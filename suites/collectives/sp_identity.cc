@@ -45,46 +45,52 @@ CaseDef sp_identity_case() {
       .configs = [](const SweepRequest& req) { return sweep_sizes(req, kSizes); },
       .validate = [](const CaseConfig& c) { validate_sizes(c, kSizes); },
       .memory = collective_memory,
-      .setup = [](CaseContext& ctx) {
-      IdentityState s;
-      s.comm = &group_for(ctx, s.faulty);
-      s.dtype = ctx.config.dtype;
-      s.elements = ctx.config.i("bytes") / static_cast<int64_t>(dtype_size(s.dtype));
-      s.x = Tensor::zeros({s.elements}, s.dtype, ctx.device);
-      s.shard = Tensor::zeros({s.elements / s.comm->size()}, s.dtype, ctx.device);
-      s.gathered = Tensor::zeros({s.elements}, s.dtype, ctx.device);
-      s.reduced = Tensor::zeros({s.elements}, s.dtype, ctx.device);
-      return s;
-    },
+      .setup =
+          [](CaseContext& ctx) {
+            IdentityState s;
+            s.comm = &group_for(ctx, s.faulty);
+            s.dtype = ctx.config.dtype;
+            s.elements = ctx.config.i("bytes") / static_cast<int64_t>(dtype_size(s.dtype));
+            s.x = Tensor::zeros({s.elements}, s.dtype, ctx.device);
+            s.shard = Tensor::zeros({s.elements / s.comm->size()}, s.dtype, ctx.device);
+            s.gathered = Tensor::zeros({s.elements}, s.dtype, ctx.device);
+            s.reduced = Tensor::zeros({s.elements}, s.dtype, ctx.device);
+            return s;
+          },
       .timed = {{"rs_ag", rs_ag}, {"all_reduce", ar}},
-      .check = [](IdentityState& s, Checker& checker) {
-      Tensor host = Tensor::empty({s.elements}, s.dtype);
-      const int rank = s.comm->rank(), n = s.comm->size();
-      for (int64_t i = 0; i < s.elements; ++i) host.set(i, pattern(rank, i));
-      s.x.copy_from(host);
-      rs_ag(s);
-      ar(s);
-      Tensor gathered = s.gathered.to(Device::host), reduced = s.reduced.to(Device::host);
-      checker.exact("rs_ag == all_reduce", count_wrong(gathered, [&](int64_t i) { return reduced.at(i); }), s.elements);
-      checker.exact("all_reduce == sum", count_wrong(reduced, [&](int64_t i) {
-                      double sum = 0;
-                      for (int r = 0; r < n; ++r) sum += pattern(r, i);
-                      return sum;
-                    }),
-                    s.elements);
-    },
-      .metrics = [](IdentityState& s, const RegionTimes& times) {
-      const double bytes = static_cast<double>(s.elements) * dtype_size(s.dtype);
-      const double factor = factor_all_reduce(s.comm->size());
-      Metrics m = bandwidth(bytes, factor, times.at("rs_ag"));
-      const BandwidthMetrics ar = all_reduce_bandwidth();
-      const TimeStats& t = times.at("all_reduce");
-      const double algbw = t.median > 0 ? bytes / t.median / 1e9 : 0;
-      m.add(ar.algbw, algbw);
-      m.add(ar.busbw, algbw * factor);
-      m.add(ar.factor, factor);
-      return m;
-    },
+      .check =
+          [](IdentityState& s, Checker& checker) {
+            Tensor host = Tensor::empty({s.elements}, s.dtype);
+            const int rank = s.comm->rank(), n = s.comm->size();
+            for (int64_t i = 0; i < s.elements; ++i) host.set(i, pattern(rank, i));
+            s.x.copy_from(host);
+            rs_ag(s);
+            ar(s);
+            Tensor gathered = s.gathered.to(Device::host), reduced = s.reduced.to(Device::host);
+            checker.exact("rs_ag == all_reduce", count_wrong(gathered, [&](int64_t i) { return reduced.at(i); }),
+                          s.elements);
+            checker.exact("all_reduce == sum",
+                          count_wrong(reduced,
+                                      [&](int64_t i) {
+                                        double sum = 0;
+                                        for (int r = 0; r < n; ++r) sum += pattern(r, i);
+                                        return sum;
+                                      }),
+                          s.elements);
+          },
+      .metrics =
+          [](IdentityState& s, const RegionTimes& times) {
+            const double bytes = static_cast<double>(s.elements) * dtype_size(s.dtype);
+            const double factor = factor_all_reduce(s.comm->size());
+            Metrics m = bandwidth(bytes, factor, times.at("rs_ag"));
+            const BandwidthMetrics ar = all_reduce_bandwidth();
+            const TimeStats& t = times.at("all_reduce");
+            const double algbw = t.median > 0 ? bytes / t.median / 1e9 : 0;
+            m.add(ar.algbw, algbw);
+            m.add(ar.busbw, algbw * factor);
+            m.add(ar.factor, factor);
+            return m;
+          },
   });
 }
 SEXTANT_REGISTER_CASE(kSuiteOrder, 80, sp_identity_case);

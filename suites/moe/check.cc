@@ -144,8 +144,8 @@ void check_routing(State& s, Checker& checker, const Tensor& table, const ref::M
   checker.note("expert_load", want.load);
   checker.note("dropped_slots", want.dropped);
   if (s.problem.drop != moe::DropPolicy::none)
-    checker.note("capacity", moe::expert_capacity(s.local_tokens, s.problem.topk, s.problem.experts,
-                                                  s.problem.capacity_factor));
+    checker.note("capacity",
+                 moe::expert_capacity(s.local_tokens, s.problem.topk, s.problem.experts, s.problem.capacity_factor));
 }
 
 }  // namespace
@@ -180,8 +180,8 @@ void check(State& s, Checker& checker) {
   }
   const ref::MoeParams params{s.router, concat(w1, 0), concat(w2, 0)};
   // Every input, so that the case can be recomputed from its dump.
-  for (auto [name, t] : {std::pair{"x", &x}, {"dy", &dy}, {"router", &params.router}, {"w1", &params.w1},
-                         {"w2", &params.w2}})
+  for (auto [name, t] :
+       {std::pair{"x", &x}, {"dy", &dy}, {"router", &params.router}, {"w1", &params.w1}, {"w2", &params.w2}})
     checker.input(name, *t);
   const ref::MoeConfig config = ref_config(p, s.local_tokens);
   const ref::MoeResult fwd = ref::moe_forward(x, params, config);
@@ -195,8 +195,10 @@ void check(State& s, Checker& checker) {
   checker.compare("d_router", OpClass::linear, dist.router, base.router, grads.drouter);
   checker.compare("d_w1", OpClass::linear, dist.w1, base.w1, grads.dw1);
   checker.compare("d_w2", OpClass::linear, dist.w2, base.w2, grads.dw2);
-  if (p.aux_coeff > 0) checker.compare("aux_loss", OpClass::loss, scalar(dist.aux_loss), scalar(base.aux_loss), scalar(fwd.aux_loss));
-  if (p.z_coeff > 0) checker.compare("z_loss", OpClass::loss, scalar(dist.z_loss), scalar(base.z_loss), scalar(fwd.z_loss));
+  if (p.aux_coeff > 0)
+    checker.compare("aux_loss", OpClass::loss, scalar(dist.aux_loss), scalar(base.aux_loss), scalar(fwd.aux_loss));
+  if (p.z_coeff > 0)
+    checker.compare("z_loss", OpClass::loss, scalar(dist.z_loss), scalar(base.z_loss), scalar(fwd.z_loss));
 }
 
 }  // namespace sextant::moe_suite

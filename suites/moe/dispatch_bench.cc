@@ -21,8 +21,7 @@
 #include "kernels/moe/dispatcher.h"
 #include "kernels/moe/router.h"
 
-namespace sextant {
-}
+namespace sextant {}
 
 using namespace sextant;
 
@@ -105,17 +104,19 @@ void dispatch_vs_bare(MpiCommunicator& world, Communicator& self, int64_t tokens
 
 void skew_effect(MpiCommunicator& world, const Registry& registry, int iters) {
   if (world.rank() == 0)
-    std::printf("\n# moe/layer fwd+bwd, alltoall, ep = %d, E = %d (hot: experts 0-1, router columns x3), top-%d,\n"
-                "# 512 tokens per rank, h 256, ffn 512, f32, %d iterations (medians)\n"
-                "# %-16s %10s %10s %8s %11s %12s %10s %10s %13s\n",
-                world.size(), kExperts, kTopk, iters, "routing", "imb_expert", "imb_rank", "dropped", "fwd_bwd_ms",
-                "dispatch_ms", "experts_ms", "a2a_share", "dispatch_GBps");
+    std::printf(
+        "\n# moe/layer fwd+bwd, alltoall, ep = %d, E = %d (hot: experts 0-1, router columns x3), top-%d,\n"
+        "# 512 tokens per rank, h 256, ffn 512, f32, %d iterations (medians)\n"
+        "# %-16s %10s %10s %8s %11s %12s %10s %10s %13s\n",
+        world.size(), kExperts, kTopk, iters, "routing", "imb_expert", "imb_rank", "dropped", "fwd_bwd_ms",
+        "dispatch_ms", "experts_ms", "a2a_share", "dispatch_GBps");
   struct Row {
     const char* label;
     const char* routing;
     double capacity_factor;  // 0: dropless
   };
-  for (const Row& row : {Row{"uniform", "uniform", 0}, Row{"skewed", "skewed", 0}, Row{"skewed, cf 1.0", "skewed", 1.0}}) {
+  for (const Row& row :
+       {Row{"uniform", "uniform", 0}, Row{"skewed", "skewed", 0}, Row{"skewed, cf 1.0", "skewed", 1.0}}) {
     RunOptions o;
     o.selection = {"moe/layer"};
     o.dtypes = {DType::f32};
@@ -123,8 +124,8 @@ void skew_effect(MpiCommunicator& world, const Registry& registry, int iters) {
     p.ep = world.size();
     p.etp = 1;
     o.parallel = p;
-    o.options = {{"dispatcher", "alltoall"}, {"experts", kExperts}, {"topk", kTopk}, {"routing", row.routing},
-                 {"tokens", 512 * world.size()}, {"hidden", 256}, {"ffn", 512}};
+    o.options = {{"dispatcher", "alltoall"},     {"experts", kExperts}, {"topk", kTopk}, {"routing", row.routing},
+                 {"tokens", 512 * world.size()}, {"hidden", 256},       {"ffn", 512}};
     if (row.capacity_factor > 0) o.options["capacity_factor"] = row.capacity_factor;
     else o.options["drop_policy"] = "none";
     o.timing = {2, iters};
@@ -137,10 +138,9 @@ void skew_effect(MpiCommunicator& world, const Registry& registry, int iters) {
     }
     auto v = [&](const char* m) { return r.metrics[m]["value"].get<double>(); };
     if (world.rank() == 0)
-      std::printf("  %-16s %10.2f %10.2f %8.0f %11.2f %12.2f %10.2f %10.3f %13.3f\n", row.label,
-                  v("imbalance_expert"), v("imbalance_rank"), v("dropped_tokens"), r.times["fwd_bwd"].median * 1e3,
-                  v("dispatch_time_s") * 1e3, r.metrics["time_split"]["experts"].get<double>() * 1e3,
-                  v("a2a_share"), v("dispatch_GBps"));
+      std::printf("  %-16s %10.2f %10.2f %8.0f %11.2f %12.2f %10.2f %10.3f %13.3f\n", row.label, v("imbalance_expert"),
+                  v("imbalance_rank"), v("dropped_tokens"), r.times["fwd_bwd"].median * 1e3, v("dispatch_time_s") * 1e3,
+                  r.metrics["time_split"]["experts"].get<double>() * 1e3, v("a2a_share"), v("dispatch_GBps"));
   }
 }
 
@@ -156,13 +156,14 @@ int main(int argc, char** argv) {
       if (world->rank() == 0) std::fprintf(stderr, "needs a rank count dividing %d\n", kExperts);
     } else {
       if (world->rank() == 0)
-        std::printf("# alltoall dispatch vs bare MPI_Alltoallv, %d ranks, E = %d, top-%d, f32, %d iterations, "
-                    "median of %d interleaved rounds\n"
-                    "# dispatch: count exchange + permute + all_to_all_v; a2a: its row all_to_all_v alone;\n"
-                    "# ms per call (max over ranks): counts = count exchange, rows = row all_to_all_v, local = the rest\n"
-                    "# %8s %7s %9s %13s %9s %10s %9s %9s %9s %9s %9s\n",
-                    world->size(), kExperts, kTopk, iters, kRounds, "tokens", "hidden", "MB_recv", "dispatch_GBps",
-                    "a2a_GBps", "bare_GBps", "disp/bare", "a2a/bare", "counts_ms", "rows_ms", "local_ms");
+        std::printf(
+            "# alltoall dispatch vs bare MPI_Alltoallv, %d ranks, E = %d, top-%d, f32, %d iterations, "
+            "median of %d interleaved rounds\n"
+            "# dispatch: count exchange + permute + all_to_all_v; a2a: its row all_to_all_v alone;\n"
+            "# ms per call (max over ranks): counts = count exchange, rows = row all_to_all_v, local = the rest\n"
+            "# %8s %7s %9s %13s %9s %10s %9s %9s %9s %9s %9s\n",
+            world->size(), kExperts, kTopk, iters, kRounds, "tokens", "hidden", "MB_recv", "dispatch_GBps", "a2a_GBps",
+            "bare_GBps", "disp/bare", "a2a/bare", "counts_ms", "rows_ms", "local_ms");
       for (int64_t hidden : {256, 1024, 4096}) dispatch_vs_bare(*world, *self, 2048, hidden, iters);
       const Registry registry = all_suites();
       skew_effect(*world, registry, iters);

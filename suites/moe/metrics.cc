@@ -26,32 +26,35 @@ namespace sextant::moe_suite {
 
 namespace {
 // Every metric this file records, defined once (harness/metrics.h).
-const MetricDef& kDispatchGBps = define_metric({"moe", "dispatch_GBps", "GB/s", Better::higher,
-    "bytes received from other ranks in the dispatch / its time, mean over ranks"});
-const MetricDef& kCombineGBps = define_metric({"moe", "combine_GBps", "GB/s", Better::higher,
-    "bytes received from other ranks in the combine / its time, mean over ranks"});
-const MetricDef& kDispatchGBpsAggregate = define_metric({"moe", "dispatch_GBps_aggregate", "GB/s", Better::higher,
-    "all ranks' dispatch bytes / the slowest rank's dispatch time"});
-const MetricDef& kImbalanceExpert = define_metric({"moe", "imbalance_expert", "1", Better::neither,
-    "max / mean kept tokens per expert"});
-const MetricDef& kImbalanceRank = define_metric({"moe", "imbalance_rank", "1", Better::neither,
-    "max / mean rows an expert-parallel rank computes"});
-const MetricDef& kDroppedTokens = define_metric({"moe", "dropped_tokens", "slots", Better::neither,
-    "routed slots over capacity and dropped"});
-const MetricDef& kTokensPerS = define_metric({"moe", "tokens_per_s", "tokens/s", Better::higher,
-    "tokens of the layer batch / median fwd_bwd time"});
-const MetricDef& kExpertTflops = define_metric({"moe", "expert_tflops", "TFLOP/s", Better::higher,
-    "expert matmul FLOP/s per rank"});
+const MetricDef& kDispatchGBps =
+    define_metric({"moe", "dispatch_GBps", "GB/s", Better::higher,
+                   "bytes received from other ranks in the dispatch / its time, mean over ranks"});
+const MetricDef& kCombineGBps =
+    define_metric({"moe", "combine_GBps", "GB/s", Better::higher,
+                   "bytes received from other ranks in the combine / its time, mean over ranks"});
+const MetricDef& kDispatchGBpsAggregate =
+    define_metric({"moe", "dispatch_GBps_aggregate", "GB/s", Better::higher,
+                   "all ranks' dispatch bytes / the slowest rank's dispatch time"});
+const MetricDef& kImbalanceExpert =
+    define_metric({"moe", "imbalance_expert", "1", Better::neither, "max / mean kept tokens per expert"});
+const MetricDef& kImbalanceRank =
+    define_metric({"moe", "imbalance_rank", "1", Better::neither, "max / mean rows an expert-parallel rank computes"});
+const MetricDef& kDroppedTokens =
+    define_metric({"moe", "dropped_tokens", "slots", Better::neither, "routed slots over capacity and dropped"});
+const MetricDef& kTokensPerS = define_metric(
+    {"moe", "tokens_per_s", "tokens/s", Better::higher, "tokens of the layer batch / median fwd_bwd time"});
+const MetricDef& kExpertTflops =
+    define_metric({"moe", "expert_tflops", "TFLOP/s", Better::higher, "expert matmul FLOP/s per rank"});
 const MetricDef& kA2aShare = define_metric({"moe", "a2a_share", "1", Better::neither,
-    "fraction of the layer time spent in token all-to-all, mean over ranks"});
-const MetricDef& kDispatchTimeS = define_metric({"moe", "dispatch_time_s", "s", Better::lower,
-    "dispatch time, max over ranks"});
-const MetricDef& kCombineTimeS = define_metric({"moe", "combine_time_s", "s", Better::lower,
-    "combine time, max over ranks"});
-const MetricDef& kExpertLoad = define_metric({"moe", "expert_load", "json", Better::neither,
-    "kept slots per expert"});
-const MetricDef& kTimeSplit = define_metric({"moe", "time_split", "json", Better::neither,
-    "rank 0's seconds in forward, backward, router, experts, token_comm, grad_reduce"});
+                                            "fraction of the layer time spent in token all-to-all, mean over ranks"});
+const MetricDef& kDispatchTimeS =
+    define_metric({"moe", "dispatch_time_s", "s", Better::lower, "dispatch time, max over ranks"});
+const MetricDef& kCombineTimeS =
+    define_metric({"moe", "combine_time_s", "s", Better::lower, "combine time, max over ranks"});
+const MetricDef& kExpertLoad = define_metric({"moe", "expert_load", "json", Better::neither, "kept slots per expert"});
+const MetricDef& kTimeSplit =
+    define_metric({"moe", "time_split", "json", Better::neither,
+                   "rank 0's seconds in forward, backward, router, experts, token_comm, grad_reduce"});
 }  // namespace
 
 namespace {
@@ -77,9 +80,8 @@ Metrics metrics(State& s, const RegionTimes& times) {
   const moe::MoeTimes& last = s.history.back();
   const double dispatch_s = median_of(s.history, t.iters, [](const moe::MoeTimes& m) { return m.dispatch.dispatch_s; });
   const double combine_s = median_of(s.history, t.iters, [](const moe::MoeTimes& m) { return m.dispatch.combine_s; });
-  const double share = median_of(s.history, t.iters, [](const moe::MoeTimes& m) {
-    return ratio(m.dispatch.comm_s, m.forward_s + m.backward_s);
-  });
+  const double share = median_of(
+      s.history, t.iters, [](const moe::MoeTimes& m) { return ratio(m.dispatch.comm_s, m.forward_s + m.backward_s); });
   const auto dispatch_bytes = static_cast<double>(last.dispatch.dispatch_recv_bytes);
   const auto combine_bytes = static_cast<double>(last.dispatch.combine_recv_bytes);
   const auto rows = static_cast<double>(last.dispatch.expert_rows);
@@ -119,13 +121,12 @@ Metrics metrics(State& s, const RegionTimes& times) {
   m.add_json(kExpertLoad, load);
   // Where rank 0's layer time goes (medians, seconds).
   auto part = [&](auto fn) { return median_of(s.history, t.iters, fn); };
-  m.add_json(kTimeSplit,
-             {{"forward", part([](const moe::MoeTimes& x) { return x.forward_s; })},
-              {"backward", part([](const moe::MoeTimes& x) { return x.backward_s; })},
-              {"router", part([](const moe::MoeTimes& x) { return x.router_s; })},
-              {"experts", part([](const moe::MoeTimes& x) { return x.experts_s; })},
-              {"token_comm", part([](const moe::MoeTimes& x) { return x.dispatch.comm_s; })},
-              {"grad_reduce", part([](const moe::MoeTimes& x) { return x.grad_reduce_s; })}});
+  m.add_json(kTimeSplit, {{"forward", part([](const moe::MoeTimes& x) { return x.forward_s; })},
+                          {"backward", part([](const moe::MoeTimes& x) { return x.backward_s; })},
+                          {"router", part([](const moe::MoeTimes& x) { return x.router_s; })},
+                          {"experts", part([](const moe::MoeTimes& x) { return x.experts_s; })},
+                          {"token_comm", part([](const moe::MoeTimes& x) { return x.dispatch.comm_s; })},
+                          {"grad_reduce", part([](const moe::MoeTimes& x) { return x.grad_reduce_s; })}});
   return m;
 }
 

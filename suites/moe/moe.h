@@ -28,7 +28,7 @@ struct Problem {
   int hot_experts = 1;              // skewed: experts 0..hot-1 (on EP rank 0) get `skew` x larger router columns
   double skew = 3.0;
   moe::DropPolicy drop = moe::DropPolicy::none;
-  double capacity_factor = 0;       // 0 when dropless
+  double capacity_factor = 0;  // 0 when dropless
   bool pre_softmax = false;
   int64_t tokens = 0, hidden = 0, ffn = 0;  // tokens: the whole batch
   double aux_coeff = 0, z_coeff = 0;
@@ -52,9 +52,9 @@ struct State {
   Tensor router;                         // [h, E], replicated
   Tensor x, dy;                          // [T / ranks, h] on `device`
   std::unique_ptr<moe::MoeLayer> layer;
-  Tensor y;                              // the last forward's output
-  moe::MoeGrads grads;                   // and backward's gradients
-  std::vector<moe::MoeTimes> history;    // one entry per forward + backward
+  Tensor y;                            // the last forward's output
+  moe::MoeGrads grads;                 // and backward's gradients
+  std::vector<moe::MoeTimes> history;  // one entry per forward + backward
 };
 
 // sweep.cc
@@ -85,6 +85,5 @@ void run_forward_backward(State& s);
 void check(State& s, Checker& checker);
 // metrics.cc
 Metrics metrics(State& s, const RegionTimes& times);
-
 
 }  // namespace sextant::moe_suite

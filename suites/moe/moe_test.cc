@@ -29,7 +29,7 @@ TEST(Moe, EveryInstancePassesWithTheReferencesRouting) {
     EXPECT_EQ(r.conformance.status, "pass") << id << " " << r.error << " " << nlohmann::json(r.conformance).dump();
     EXPECT_FALSE(r.conformance.notes.contains("routing_differs")) << id;
     EXPECT_GE(r.conformance.tensors.size(), 5u) << id;  // y, dx, d_router, d_w1, d_w2 (+ losses)
-    EXPECT_EQ(r.conformance.wrong, 0) << id;              // expert loads and dropped count exact
+    EXPECT_EQ(r.conformance.wrong, 0) << id;            // expert loads and dropped count exact
     for (const char* m : {"dispatch_GBps", "combine_GBps", "dispatch_GBps_aggregate", "imbalance_expert",
                           "imbalance_rank", "dropped_tokens", "tokens_per_s", "expert_tflops", "a2a_share"})
       EXPECT_TRUE(r.metrics.contains(m)) << id << " lacks " << m;
@@ -101,9 +101,9 @@ TEST(Moe, SweepsReachEveryDimension) {
                  "etp=" + std::to_string(p.config.parallel.expert_tp()),
                  "edp=" + std::to_string(p.config.parallel.edp()), "dtype=" + dtype_name(p.config.dtype)});
   }
-  for (const char* v : {"dispatcher=alltoall", "dispatcher=allgather", "routing=uniform", "routing=skewed",
-                        "drop=none", "drop=probability", "drop=position", "topk=1", "topk=2", "experts=8",
-                        "experts=16", "pre_softmax=true", "etp=2", "edp=2", "dtype=f32", "dtype=bf16"})
+  for (const char* v : {"dispatcher=alltoall", "dispatcher=allgather", "routing=uniform", "routing=skewed", "drop=none",
+                        "drop=probability", "drop=position", "topk=1", "topk=2", "experts=8", "experts=16",
+                        "pre_softmax=true", "etp=2", "edp=2", "dtype=f32", "dtype=bf16"})
     EXPECT_TRUE(seen.count(v)) << v;
   const size_t recipes = plan_run(r, o, world().size()).size();
   o.options["sweep"] = "full";
@@ -139,7 +139,8 @@ TEST(Moe, BadInputIsRefusedWithTheNumbers) {
   refused({{"tokens", 10}}, std::nullopt, "--set tokens=10 must be a multiple of the rank count 4");
   refused({{"dispatcher", "p2p"}}, std::nullopt, "--set dispatcher 'p2p' must be one of alltoall, allgather");
   refused({{"pre_softmax", "maybe"}}, std::nullopt, "--set pre_softmax 'maybe' must be true or false");
-  refused({{"drop_policy", "random"}}, std::nullopt, "--set drop_policy 'random' must be one of none, probability, position");
+  refused({{"drop_policy", "random"}}, std::nullopt,
+          "--set drop_policy 'random' must be one of none, probability, position");
   ParallelConfig too_big{1, 1, 1, 4};
   too_big.ep = 4;
   too_big.etp = 2;

@@ -32,13 +32,13 @@ struct Recipe {
 
 // Default list; the ci profile takes the entries marked below.
 const Recipe kRecipes[] = {
-    {"alltoall", Layout::ep, 2, 16, "uniform", 0, "none", false},              // ci
-    {"alltoall", Layout::ep, 2, 16, "skewed", 0, "none", false},               // the skew pair of the one above
-    {"alltoall", Layout::ep, 1, 8, "skewed", 1.0, "probability", false},       // ci
-    {"alltoall", Layout::ep_etp, 2, 8, "uniform", 0, "none", true},            // ci
-    {"alltoall", Layout::ep_edp, 2, 16, "skewed", 1.25, "position", false},    // ci
+    {"alltoall", Layout::ep, 2, 16, "uniform", 0, "none", false},            // ci
+    {"alltoall", Layout::ep, 2, 16, "skewed", 0, "none", false},             // the skew pair of the one above
+    {"alltoall", Layout::ep, 1, 8, "skewed", 1.0, "probability", false},     // ci
+    {"alltoall", Layout::ep_etp, 2, 8, "uniform", 0, "none", true},          // ci
+    {"alltoall", Layout::ep_edp, 2, 16, "skewed", 1.25, "position", false},  // ci
     {"allgather", Layout::ep, 2, 8, "uniform", 0, "none", false},
-    {"allgather", Layout::ep_etp, 1, 16, "skewed", 1.0, "probability", false}, // ci
+    {"allgather", Layout::ep_etp, 1, 16, "skewed", 1.0, "probability", false},  // ci
     {"allgather", Layout::ep_edp, 2, 8, "uniform", 0, "none", true},
 };
 const std::set<int> kCiRecipes = {0, 2, 3, 4, 6};
@@ -73,9 +73,9 @@ std::vector<std::pair<Recipe, ParallelConfig>> full_product(int g) {
           for (int e : {8, 16})
             for (const char* routing : {"uniform", "skewed"})
               for (bool capacity : {false, true})
-                out.push_back({{d, Layout::ep, k, e, routing, capacity ? 1.0 : 0.0, capacity ? "probability" : "none",
-                                false},
-                               p});
+                out.push_back(
+                    {{d, Layout::ep, k, e, routing, capacity ? 1.0 : 0.0, capacity ? "probability" : "none", false},
+                     p});
       }
   return out;
 }
@@ -209,16 +209,15 @@ void validate(const CaseConfig& c) {
   require(par.pp == 1, cat("--pp ", par.pp, " must be 1 for moe (one layer, no pipeline)"));
   require_positive("--ep", par.ep);
   require_positive("--etp", etp);
-  require(c.ranks % (par.ep * etp) == 0, cat("--ep ", par.ep, " x --etp ", etp, " = ", par.ep * etp,
-                                             " must divide the rank count ", c.ranks));
+  require(c.ranks % (par.ep * etp) == 0,
+          cat("--ep ", par.ep, " x --etp ", etp, " = ", par.ep * etp, " must divide the rank count ", c.ranks));
   require_divides("--ep", par.ep, "--experts", p.experts);
   require_divides("--etp", etp, "--ffn", p.ffn);
   require_positive("--topk", p.topk);
   require(p.topk <= p.experts, cat("--topk ", p.topk, " must be at most --experts ", p.experts));
   require_positive("--hidden", p.hidden);
   require_positive("--set tokens", p.tokens);
-  require(p.tokens % c.ranks == 0,
-          cat("--set tokens=", p.tokens, " must be a multiple of the rank count ", c.ranks));
+  require(p.tokens % c.ranks == 0, cat("--set tokens=", p.tokens, " must be a multiple of the rank count ", c.ranks));
   if (p.drop != moe::DropPolicy::none)
     require(p.capacity_factor > 0, cat("--set capacity_factor=", p.capacity_factor,
                                        " must be positive (leave it unset, or drop_policy=none, for dropless)"));

@@ -13,7 +13,7 @@ struct State {
   std::vector<Tensor> grads;  // host, one per step: [n] in the test dtype
   Tensor param0;              // host f32: [n]
   std::vector<Tensor> grads_d;
-  Tensor param, m, v;         // on the device, f32
+  Tensor param, m, v;  // on the device, f32
   ops::AdamConfig config{1e-2, 0.9, 0.999, 1e-8, 0.01};
 };
 
@@ -47,7 +47,8 @@ void check(State& s, Checker& checker) {
   run_steps(s);
   checker.input("param0", s.param0);
   for (int step = 0; step < kSteps; ++step) checker.input("grad" + std::to_string(step), s.grads[step]);
-  Tensor p = s.param0.to(DType::f64), m = Tensor::zeros(p.shape(), DType::f64), v = Tensor::zeros(p.shape(), DType::f64);
+  Tensor p = s.param0.to(DType::f64), m = Tensor::zeros(p.shape(), DType::f64),
+         v = Tensor::zeros(p.shape(), DType::f64);
   const ref::AdamConfig rc{s.config.lr, s.config.beta1, s.config.beta2, s.config.eps, s.config.weight_decay};
   for (int step = 0; step < kSteps; ++step) ref::adam_step(p, s.grads[step], m, v, step + 1, rc);
   const Tensor param = on_host(s.param), exp_avg = on_host(s.m), exp_avg_sq = on_host(s.v);
@@ -63,16 +64,20 @@ CaseDef adam_case() {
       .summary = "AdamW, three steps: f32 master weights and moments, gradients in the test dtype",
       .kernel_faults = {KernelFault::adam_bias_correction},
       .table_metrics = {"GBps"},
-      .configs = [](const SweepRequest& req) { return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16}); },
+      .configs =
+          [](const SweepRequest& req) {
+            return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16});
+          },
       .memory = [](const CaseConfig& c) { return op_memory(c, (4.0 + kSteps) * c.i("n")); },
       .setup = setup,
       .timed = {{"step", [](State& s) { ops::adam_step(s.param, s.grads_d[0], s.m, s.v, 1, s.config); }}},
       .check = check,
-      .metrics = [](State& s, const RegionTimes& times) {
-      // reads param, m, v, grad; writes param, m, v
-      return rates(0, 4.0 * 6 * s.param0.numel() + dtype_size(s.grads[0].dtype()) * s.param0.numel(),
-                   times.at("step"));
-    },
+      .metrics =
+          [](State& s, const RegionTimes& times) {
+            // reads param, m, v, grad; writes param, m, v
+            return rates(0, 4.0 * 6 * s.param0.numel() + dtype_size(s.grads[0].dtype()) * s.param0.numel(),
+                         times.at("step"));
+          },
   });
 }
 SEXTANT_REGISTER_CASE(kSuiteOrder, 90, adam_case);

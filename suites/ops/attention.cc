@@ -115,19 +115,24 @@ CaseDef attention_case() {
       .name = "attention",
       .summary = "attention block forward (out, LSE) and backward (dq, dk, dv): GQA, causal offsets, odd shapes",
       .kernel_faults = {KernelFault::attention_forward_scale, KernelFault::attention_backward_softmax_grad,
-                       KernelFault::causal_mask_diagonal},
+                        KernelFault::causal_mask_diagonal},
       .table_metrics = {"gflops"},
-      .configs = [](const SweepRequest& req) { return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16}); },
-      .memory = [](const CaseConfig& c) {
-      const Shape4 p = shape_of(c);
-      return op_memory(c, 8.0 * p.b * p.sk * p.hq * p.d);
-    },
+      .configs =
+          [](const SweepRequest& req) {
+            return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16});
+          },
+      .memory =
+          [](const CaseConfig& c) {
+            const Shape4 p = shape_of(c);
+            return op_memory(c, 8.0 * p.b * p.sk * p.hq * p.d);
+          },
       .setup = setup,
       .timed = {{"fwd_bwd", run}},
       .check = check,
-      .metrics = [](State& s, const RegionTimes& times) {
-      return rates(3.5 * forward_flops(s), 0, times.at("fwd_bwd"));  // backward 2.5x forward
-    },
+      .metrics =
+          [](State& s, const RegionTimes& times) {
+            return rates(3.5 * forward_flops(s), 0, times.at("fwd_bwd"));  // backward 2.5x forward
+          },
   });
 }
 SEXTANT_REGISTER_CASE(kSuiteOrder, 70, attention_case);

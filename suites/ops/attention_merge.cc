@@ -12,17 +12,18 @@ namespace {
 struct State {
   int64_t split = 0;
   bool causal = false;
-  Tensor q, k, v;            // host inputs: [b, s, h, d]
+  Tensor q, k, v;             // host inputs: [b, s, h, d]
   Tensor qd, k1, v1, k2, v2;  // on the device: the two key blocks
   ops::AttentionMask mask1, mask2;
-  Tensor out, lse;           // merged, f32
+  Tensor out, lse;  // merged, f32
 };
 
 std::vector<nlohmann::json> shapes(const std::string& profile) {
   std::vector<nlohmann::json> out = {{{"batch", 1}, {"seq", 2}, {"heads", 1}, {"head_dim", 4}, {"split", 1}},
                                      {{"batch", 2}, {"seq", 37}, {"heads", 3}, {"head_dim", 16}, {"split", 11}},
                                      {{"batch", 1}, {"seq", 130}, {"heads", 2}, {"head_dim", 32}, {"split", 64}}};
-  if (profile == "qualify") out.push_back({{"batch", 1}, {"seq", 2048}, {"heads", 8}, {"head_dim", 64}, {"split", 1000}});
+  if (profile == "qualify")
+    out.push_back({{"batch", 1}, {"seq", 2048}, {"heads", 8}, {"head_dim", 64}, {"split", 1000}});
   std::vector<nlohmann::json> both;
   for (nlohmann::json s : out)
     for (bool causal : {false, true}) {
@@ -42,7 +43,8 @@ State setup(CaseContext& ctx) {
   st.k = input({b, s, h, d}, c.dtype, "merge.k", ctx.seed, 1.5);
   st.v = input({b, s, h, d}, c.dtype, "merge.v", ctx.seed);
   st.qd = on_device(st.q, ctx.device);
-  st.k1 = on_device(narrow(st.k, 1, 0, st.split), ctx.device), st.v1 = on_device(narrow(st.v, 1, 0, st.split), ctx.device);
+  st.k1 = on_device(narrow(st.k, 1, 0, st.split), ctx.device),
+  st.v1 = on_device(narrow(st.v, 1, 0, st.split), ctx.device);
   st.k2 = on_device(narrow(st.k, 1, st.split, s - st.split), ctx.device);
   st.v2 = on_device(narrow(st.v, 1, st.split, s - st.split), ctx.device);
   if (st.causal) {
@@ -75,16 +77,21 @@ CaseDef attention_merge_case() {
       .summary = "LSE merge of two key blocks' partial results against the whole-sequence attention",
       .kernel_faults = {KernelFault::attention_merge_lse},
       .table_metrics = {"GBps"},
-      .configs = [](const SweepRequest& req) { return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16}); },
-      .memory = [](const CaseConfig& c) {
-      return op_memory(c, 8.0 * c.i("batch") * c.i("seq") * c.i("heads") * c.i("head_dim"));
-    },
+      .configs =
+          [](const SweepRequest& req) {
+            return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16});
+          },
+      .memory =
+          [](const CaseConfig& c) {
+            return op_memory(c, 8.0 * c.i("batch") * c.i("seq") * c.i("heads") * c.i("head_dim"));
+          },
       .setup = setup,
       .timed = {{"merge", [](State& s) { run(s); }}},
       .check = check,
-      .metrics = [](State& s, const RegionTimes& times) {
-      return rates(0, 4.0 * 4 * s.q.numel(), times.at("merge"));  // two blocks' f32 out read, merged written
-    },
+      .metrics =
+          [](State& s, const RegionTimes& times) {
+            return rates(0, 4.0 * 4 * s.q.numel(), times.at("merge"));  // two blocks' f32 out read, merged written
+          },
   });
 }
 SEXTANT_REGISTER_CASE(kSuiteOrder, 80, attention_merge_case);

@@ -6,13 +6,13 @@ namespace sextant::ops_suite {
 namespace {
 
 struct State {
-  Tensor x, bias, dy;           // host inputs: [rows, n], [n], [rows, n]
+  Tensor x, bias, dy;            // host inputs: [rows, n], [n], [rows, n]
   Tensor xd, biasd, dyd, y, db;  // on the device
 };
 
 std::vector<nlohmann::json> shapes(const std::string& profile) {
-  std::vector<nlohmann::json> out = {{{"rows", 1}, {"n", 1}}, {{"rows", 7}, {"n", 13}}, {{"rows", 129}, {"n", 67}},
-                                     {{"rows", 33}, {"n", 1000}}};
+  std::vector<nlohmann::json> out = {
+      {{"rows", 1}, {"n", 1}}, {{"rows", 7}, {"n", 13}}, {{"rows", 129}, {"n", 67}}, {{"rows", 33}, {"n", 1000}}};
   if (profile == "qualify") out.push_back({{"rows", 8192}, {"n", 4096}});
   return out;
 }
@@ -58,16 +58,18 @@ CaseDef bias_case() {
       .name = "bias",
       .summary = "bias add over the last dimension and its gradient (column sums)",
       .table_metrics = {"GBps"},
-      .configs = [](const SweepRequest& req) {
-      return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16, DType::f16});
-    },
+      .configs =
+          [](const SweepRequest& req) {
+            return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16, DType::f16});
+          },
       .memory = [](const CaseConfig& c) { return op_memory(c, 4.0 * c.i("rows") * c.i("n")); },
       .setup = setup,
       .timed = {{"fwd_bwd", run}},
       .check = check,
-      .metrics = [](State& s, const RegionTimes& times) {
-      return rates(0, 3.0 * s.x.numel() * dtype_size(s.x.dtype()), times.at("fwd_bwd"));
-    },
+      .metrics =
+          [](State& s, const RegionTimes& times) {
+            return rates(0, 3.0 * s.x.numel() * dtype_size(s.x.dtype()), times.at("fwd_bwd"));
+          },
   });
 }
 SEXTANT_REGISTER_CASE(kSuiteOrder, 20, bias_case);

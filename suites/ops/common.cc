@@ -5,8 +5,8 @@
 namespace sextant::ops_suite {
 
 namespace {
-const MetricDef& kGflops = define_metric(
-    {"ops", "gflops", "GFLOP/s", Better::higher, "the op's floating-point operations / median time (forward and backward)"});
+const MetricDef& kGflops = define_metric({"ops", "gflops", "GFLOP/s", Better::higher,
+                                          "the op's floating-point operations / median time (forward and backward)"});
 const MetricDef& kGBps = define_metric(
     {"ops", "GBps", "GB/s", Better::higher, "bytes the op reads and writes / median time (forward and backward)"});
 }  // namespace

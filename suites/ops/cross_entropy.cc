@@ -16,8 +16,8 @@ struct State {
 };
 
 std::vector<nlohmann::json> shapes(const std::string& profile) {
-  std::vector<nlohmann::json> out = {{{"rows", 1}, {"vocab", 2}}, {{"rows", 6}, {"vocab", 83}},
-                                     {{"rows", 33}, {"vocab", 1001}}};
+  std::vector<nlohmann::json> out = {
+      {{"rows", 1}, {"vocab", 2}}, {{"rows", 6}, {"vocab", 83}}, {{"rows", 33}, {"vocab", 1001}}};
   if (profile == "qualify") out.push_back({{"rows", 2048}, {"vocab", 32768}});
   return out;
 }
@@ -45,9 +45,9 @@ void check(State& s, Checker& checker) {
   checker.input("targets", Tensor::from_values({static_cast<int64_t>(targets.size())}, targets, DType::f64));
   const Tensor loss = Tensor::from_values({1}, {s.fwd.loss}, DType::f64);
   const Tensor row_loss = on_host(ops::cross_entropy_row_loss(s.fwd.stats)), dlogits = on_host(s.dlogits);
-  checker.compare("loss", OpClass::loss, loss, loss,
-                  Tensor::from_values({1}, {ref::cross_entropy_forward(s.logits, s.targets, ref::Reduction::mean)},
-                                      DType::f64));
+  checker.compare(
+      "loss", OpClass::loss, loss, loss,
+      Tensor::from_values({1}, {ref::cross_entropy_forward(s.logits, s.targets, ref::Reduction::mean)}, DType::f64));
   checker.compare("row_loss", OpClass::loss, row_loss, row_loss, ref::cross_entropy_row_loss(s.logits, s.targets));
   checker.compare("dlogits", OpClass::softmax, dlogits, dlogits,
                   ref::cross_entropy_backward(s.logits, s.targets, ref::Reduction::mean));
@@ -60,17 +60,19 @@ CaseDef cross_entropy_case() {
       .summary = "cross-entropy loss (per row and mean) and its gradient over the vocabulary",
       .kernel_faults = {KernelFault::cross_entropy_gradient},
       .table_metrics = {"GBps"},
-      .configs = [](const SweepRequest& req) {
-      return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16, DType::f16});
-    },
+      .configs =
+          [](const SweepRequest& req) {
+            return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16, DType::f16});
+          },
       .memory = [](const CaseConfig& c) { return op_memory(c, 3.0 * c.i("rows") * c.i("vocab")); },
       .setup = setup,
       .timed = {{"fwd_bwd", run}},
       .check = check,
-      .metrics = [](State& s, const RegionTimes& times) {
-      // forward reads the logits twice (max, sum), backward once and writes them.
-      return rates(0, 4.0 * s.logits.numel() * dtype_size(s.logits.dtype()), times.at("fwd_bwd"));
-    },
+      .metrics =
+          [](State& s, const RegionTimes& times) {
+            // forward reads the logits twice (max, sum), backward once and writes them.
+            return rates(0, 4.0 * s.logits.numel() * dtype_size(s.logits.dtype()), times.at("fwd_bwd"));
+          },
   });
 }
 SEXTANT_REGISTER_CASE(kSuiteOrder, 60, cross_entropy_case);

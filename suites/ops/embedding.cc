@@ -1,9 +1,9 @@
 // The embedding lookup and its gradient (kernels/tensor_parallel/vocab.h) on
 // a tensor-parallel group of one, against reference/embedding.h. The token
 // ids repeat (a small vocabulary), so gradient rows must add up.
+#include "reference/embedding.h"
 #include "harness/rng.h"
 #include "kernels/tensor_parallel/vocab.h"
-#include "reference/embedding.h"
 #include "suites/ops/ops.h"
 
 namespace sextant::ops_suite {
@@ -66,17 +66,22 @@ CaseDef embedding_case() {
       .summary = "embedding lookup and its gradient (repeated tokens add their rows)",
       .kernel_faults = {KernelFault::embedding_backward_duplicates},
       .table_metrics = {"GBps"},
-      .configs = [](const SweepRequest& req) { return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16}); },
-      .memory = [](const CaseConfig& c) {
-      return op_memory(c, 2.0 * c.i("vocab") * c.i("hidden") + 2.0 * c.i("batch") * c.i("seq") * c.i("hidden"));
-    },
+      .configs =
+          [](const SweepRequest& req) {
+            return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16});
+          },
+      .memory =
+          [](const CaseConfig& c) {
+            return op_memory(c, 2.0 * c.i("vocab") * c.i("hidden") + 2.0 * c.i("batch") * c.i("seq") * c.i("hidden"));
+          },
       .setup = setup,
       .timed = {{"fwd_bwd", run}},
       .check = check,
-      .metrics = [](State& s, const RegionTimes& times) {
-      const double rows = static_cast<double>(s.batch * s.seq) * s.hidden * dtype_size(s.table.dtype());
-      return rates(0, 4.0 * rows, times.at("fwd_bwd"));
-    },
+      .metrics =
+          [](State& s, const RegionTimes& times) {
+            const double rows = static_cast<double>(s.batch * s.seq) * s.hidden * dtype_size(s.table.dtype());
+            return rates(0, 4.0 * rows, times.at("fwd_bwd"));
+          },
   });
 }
 SEXTANT_REGISTER_CASE(kSuiteOrder, 100, embedding_case);

@@ -7,7 +7,7 @@ namespace sextant::ops_suite {
 namespace {
 
 struct State {
-  Tensor x, dy;          // host inputs, rounded to the dtype: [n]
+  Tensor x, dy;           // host inputs, rounded to the dtype: [n]
   Tensor xd, dyd, y, dx;  // on the device the case runs on
 };
 
@@ -53,16 +53,18 @@ CaseDef gelu_case() {
       .summary = "GELU forward and backward, element-wise",
       .kernel_faults = {KernelFault::gelu_backward_coefficient},
       .table_metrics = {"GBps"},
-      .configs = [](const SweepRequest& req) {
-      return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16, DType::f16});
-    },
+      .configs =
+          [](const SweepRequest& req) {
+            return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16, DType::f16});
+          },
       .memory = [](const CaseConfig& c) { return op_memory(c, 5.0 * c.i("n")); },
       .setup = setup,
       .timed = {{"fwd_bwd", run}},
       .check = check,
-      .metrics = [](State& s, const RegionTimes& times) {
-      return rates(0, 5.0 * s.x.numel() * dtype_size(s.x.dtype()), times.at("fwd_bwd"));
-    },
+      .metrics =
+          [](State& s, const RegionTimes& times) {
+            return rates(0, 5.0 * s.x.numel() * dtype_size(s.x.dtype()), times.at("fwd_bwd"));
+          },
   });
 }
 SEXTANT_REGISTER_CASE(kSuiteOrder, 30, gelu_case);

@@ -14,8 +14,8 @@ namespace {
 struct State {
   bool ta = false, tb = false;
   float beta = 0;
-  Tensor a, b, c0;     // host inputs: A [m, k] or [k, m], B [k, n] or [n, k], C0 [m, n]
-  Tensor ad, bd, c;    // on the device; c starts as C0
+  Tensor a, b, c0;   // host inputs: A [m, k] or [k, m], B [k, n] or [n, k], C0 [m, n]
+  Tensor ad, bd, c;  // on the device; c starts as C0
   int64_t m = 0, n = 0, k = 0;
 };
 
@@ -63,7 +63,8 @@ Tensor reference(const State& s) {
   for (int64_t i = 0; i < s.m; ++i)
     for (int64_t j = 0; j < s.n; ++j) {
       double sum = 0;
-      for (int64_t p = 0; p < s.k; ++p) sum += pa[s.ta ? p * s.m + i : i * s.k + p] * pb[s.tb ? j * s.k + p : p * s.n + j];
+      for (int64_t p = 0; p < s.k; ++p)
+        sum += pa[s.ta ? p * s.m + i : i * s.k + p] * pb[s.tb ? j * s.k + p : p * s.n + j];
       o[i * s.n + j] = sum + s.beta * pc[i * s.n + j];
     }
   return out;
@@ -86,19 +87,22 @@ CaseDef gemm_case() {
       .summary = "gemm wrapper: every transpose, overwrite (beta 0) and accumulate (beta 1)",
       .kernel_faults = {KernelFault::gemm_ignores_beta},
       .table_metrics = {"gflops"},
-      .configs = [](const SweepRequest& req) {
-      return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16, DType::f16});
-    },
-      .memory = [](const CaseConfig& c) {
-      return op_memory(c, 1.0 * c.i("m") * c.i("k") + 1.0 * c.i("k") * c.i("n") + 2.0 * c.i("m") * c.i("n"));
-    },
+      .configs =
+          [](const SweepRequest& req) {
+            return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16, DType::f16});
+          },
+      .memory =
+          [](const CaseConfig& c) {
+            return op_memory(c, 1.0 * c.i("m") * c.i("k") + 1.0 * c.i("k") * c.i("n") + 2.0 * c.i("m") * c.i("n"));
+          },
       .setup = setup,
       .timed = {{"gemm", run}},
       .check = check,
-      .metrics = [](State& s, const RegionTimes& times) {
-      const double es = static_cast<double>(dtype_size(s.a.dtype()));
-      return rates(2.0 * s.m * s.n * s.k, es * (s.m * s.k + s.k * s.n + 2.0 * s.m * s.n), times.at("gemm"));
-    },
+      .metrics =
+          [](State& s, const RegionTimes& times) {
+            const double es = static_cast<double>(dtype_size(s.a.dtype()));
+            return rates(2.0 * s.m * s.n * s.k, es * (s.m * s.k + s.k * s.n + 2.0 * s.m * s.n), times.at("gemm"));
+          },
   });
 }
 SEXTANT_REGISTER_CASE(kSuiteOrder, 10, gemm_case);

@@ -17,8 +17,8 @@ struct State {
 // zero up to eps and its relative error meaningless), widths off the lane
 // vectors, a transformer-sized row.
 std::vector<nlohmann::json> shapes(const std::string& profile) {
-  std::vector<nlohmann::json> out = {{{"rows", 1}, {"h", 3}}, {{"rows", 5}, {"h", 17}}, {{"rows", 33}, {"h", 64}},
-                                     {{"rows", 7}, {"h", 1000}}};
+  std::vector<nlohmann::json> out = {
+      {{"rows", 1}, {"h", 3}}, {{"rows", 5}, {"h", 17}}, {{"rows", 33}, {"h", 64}}, {{"rows", 7}, {"h", 1000}}};
   if (profile == "qualify") out.push_back({{"rows", 8192}, {"h", 4096}});
   return out;
 }
@@ -68,17 +68,19 @@ CaseDef layernorm_case() {
       .summary = "LayerNorm forward (y, mean, rstd) and backward (dx, dgamma, dbeta)",
       .kernel_faults = {KernelFault::layernorm_forward_variance, KernelFault::layernorm_backward_mean_term},
       .table_metrics = {"GBps"},
-      .configs = [](const SweepRequest& req) {
-      return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16, DType::f16});
-    },
+      .configs =
+          [](const SweepRequest& req) {
+            return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16, DType::f16});
+          },
       .memory = [](const CaseConfig& c) { return op_memory(c, 6.0 * c.i("rows") * c.i("h")); },
       .setup = setup,
       .timed = {{"fwd_bwd", run}},
       .check = check,
-      .metrics = [](State& s, const RegionTimes& times) {
-      // forward reads x, writes y; backward reads dy and x, writes dx.
-      return rates(0, 5.0 * s.x.numel() * dtype_size(s.x.dtype()), times.at("fwd_bwd"));
-    },
+      .metrics =
+          [](State& s, const RegionTimes& times) {
+            // forward reads x, writes y; backward reads dy and x, writes dx.
+            return rates(0, 5.0 * s.x.numel() * dtype_size(s.x.dtype()), times.at("fwd_bwd"));
+          },
   });
 }
 SEXTANT_REGISTER_CASE(kSuiteOrder, 50, layernorm_case);

@@ -17,8 +17,8 @@ TEST(OpsSuite, EveryOpPassesAtEveryShape) {
   if (world().rank() != 0) return;
   ASSERT_FALSE(records.empty());
   for (const CaseRecord& r : records) {
-    EXPECT_EQ(r.conformance.status, "pass") << r.config.id() << " " << r.error << " "
-                                            << (r.conformance.failures.empty() ? "" : r.conformance.failures[0]);
+    EXPECT_EQ(r.conformance.status, "pass")
+        << r.config.id() << " " << r.error << " " << (r.conformance.failures.empty() ? "" : r.conformance.failures[0]);
     for (const TensorCheck& t : r.conformance.tensors) EXPECT_TRUE(t.base_pass) << r.config.id() << " " << t.name;
   }
 }

@@ -14,8 +14,8 @@ struct State {
 // One row of one column, rows narrower and wider than a lane vector, a width
 // off every power of two, a vocabulary-sized row.
 std::vector<nlohmann::json> shapes(const std::string& profile) {
-  std::vector<nlohmann::json> out = {{{"rows", 1}, {"n", 1}}, {{"rows", 3}, {"n", 5}}, {{"rows", 17}, {"n", 129}},
-                                     {{"rows", 4}, {"n", 5003}}};
+  std::vector<nlohmann::json> out = {
+      {{"rows", 1}, {"n", 1}}, {{"rows", 3}, {"n", 5}}, {{"rows", 17}, {"n", 129}}, {{"rows", 4}, {"n", 5003}}};
   if (profile == "qualify") out.push_back({{"rows", 4096}, {"n", 4096}});
   return out;
 }
@@ -53,16 +53,18 @@ CaseDef softmax_case() {
       .summary = "row softmax forward and backward",
       .kernel_faults = {KernelFault::softmax_backward},
       .table_metrics = {"GBps"},
-      .configs = [](const SweepRequest& req) {
-      return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16, DType::f16});
-    },
+      .configs =
+          [](const SweepRequest& req) {
+            return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16, DType::f16});
+          },
       .memory = [](const CaseConfig& c) { return op_memory(c, 5.0 * c.i("rows") * c.i("n")); },
       .setup = setup,
       .timed = {{"fwd_bwd", run}},
       .check = check,
-      .metrics = [](State& s, const RegionTimes& times) {
-      return rates(0, 5.0 * s.x.numel() * dtype_size(s.x.dtype()), times.at("fwd_bwd"));
-    },
+      .metrics =
+          [](State& s, const RegionTimes& times) {
+            return rates(0, 5.0 * s.x.numel() * dtype_size(s.x.dtype()), times.at("fwd_bwd"));
+          },
   });
 }
 SEXTANT_REGISTER_CASE(kSuiteOrder, 40, softmax_case);

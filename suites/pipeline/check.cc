@@ -145,8 +145,12 @@ void dump_inputs(MlpStagesConfig c, Checker& checker) {
   c.device = Device::host;
   for (int64_t l = 0; l < c.layers; ++l) {
     const tp::MlpWeights w = layer_weights(c, l, 0, 1);
-    for (auto [name, t] : {std::pair{"ln_gamma", &w.ln_gamma}, {"ln_beta", &w.ln_beta}, {"w1", &w.fc1.w},
-                           {"b1", &w.fc1.b}, {"w2", &w.fc2.w}, {"b2", &w.fc2.b}})
+    for (auto [name, t] : {std::pair{"ln_gamma", &w.ln_gamma},
+                           {"ln_beta", &w.ln_beta},
+                           {"w1", &w.fc1.w},
+                           {"b1", &w.fc1.b},
+                           {"w2", &w.fc2.w},
+                           {"b2", &w.fc2.b}})
       checker.input(cat("layer", l, ".", name), *t);
   }
   for (int g = 0; g < c.total_microbatches; ++g) {

@@ -109,7 +109,7 @@ CaseDef make_pipeline_case(const ScheduleKind& kind) {
       .options = pipeline_options(),
       .faults = faults(),
       .kernel_faults = {KernelFault::pipeline_skip_weight_grad, KernelFault::layernorm_backward_mean_term,
-                       KernelFault::gelu_backward_coefficient},
+                        KernelFault::gelu_backward_coefficient},
       .table_metrics = {"bubble_measured_mean", "bubble_simulated", "bubble_closed_form", "microbatches_per_s"},
       .configs = [&kind](const SweepRequest& req) { return sweep(req, kind); },
       .validate = [&kind](const CaseConfig& c) { validate_problem(c, kind); },

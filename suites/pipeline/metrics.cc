@@ -18,38 +18,49 @@ namespace sextant::pipeline {
 
 namespace {
 // Every metric this file records, defined once (harness/metrics.h).
-const MetricDef& kBubbleMeasuredMean = define_metric({"pipeline", "bubble_measured_mean", "1", Better::lower,
-    "idle fraction of the step, mean over the pipeline ranks (timed step with the median makespan)"});
+const MetricDef& kBubbleMeasuredMean =
+    define_metric({"pipeline", "bubble_measured_mean", "1", Better::lower,
+                   "idle fraction of the step, mean over the pipeline ranks (timed step with the median makespan)"});
 const MetricDef& kBubbleMeasuredMax = define_metric({"pipeline", "bubble_measured_max", "1", Better::lower,
-    "idle fraction of the step on the most idle pipeline rank"});
-const MetricDef& kBubbleSimulated = define_metric({"pipeline", "bubble_simulated", "1", Better::neither,
-    "the simulator's bubble fed with the step's mean cost per action type and stage and the p2p latency"});
-const MetricDef& kBubbleClosedForm = define_metric({"pipeline", "bubble_closed_form", "1", Better::neither,
-    "the schedule's closed form, e.g. (p-1)/(m+p-1) for 1F1B; null where none applies"});
-const MetricDef& kBubbleReplayed = define_metric({"pipeline", "bubble_replayed", "1", Better::neither,
-    "the simulator fed with every action's own duration: the bubble the dependencies force"});
-const MetricDef& kMakespanS = define_metric({"pipeline", "makespan_s", "s", Better::lower,
-    "step time of the timed step with the median makespan"});
+                                                     "idle fraction of the step on the most idle pipeline rank"});
+const MetricDef& kBubbleSimulated = define_metric(
+    {"pipeline", "bubble_simulated", "1", Better::neither,
+     "the simulator's bubble fed with the step's mean cost per action type and stage and the p2p latency"});
+const MetricDef& kBubbleClosedForm =
+    define_metric({"pipeline", "bubble_closed_form", "1", Better::neither,
+                   "the schedule's closed form, e.g. (p-1)/(m+p-1) for 1F1B; null where none applies"});
+const MetricDef& kBubbleReplayed =
+    define_metric({"pipeline", "bubble_replayed", "1", Better::neither,
+                   "the simulator fed with every action's own duration: the bubble the dependencies force"});
+const MetricDef& kMakespanS = define_metric(
+    {"pipeline", "makespan_s", "s", Better::lower, "step time of the timed step with the median makespan"});
 const MetricDef& kMicrobatchesPerS = define_metric({"pipeline", "microbatches_per_s", "microbatches/s", Better::higher,
-    "global microbatches per second (dp x m / median step time)"});
-const MetricDef& kPeakActivations = define_metric({"pipeline", "peak_activations", "microbatches", Better::neither,
-    "most microbatches whose activations a rank held at once (max over ranks)"});
-const MetricDef& kPeakActivationsPerRank = define_metric({"pipeline", "peak_activations_per_rank", "json", Better::neither,
-    "peak held microbatches, one per pipeline rank"});
-const MetricDef& kBubblePerRank = define_metric({"pipeline", "bubble_per_rank", "json", Better::neither,
-    "idle fraction of the step, one per pipeline rank"});
-const MetricDef& kP2pLatencyS = define_metric({"pipeline", "p2p_latency_s", "s", Better::lower,
-    "one boundary message between pipeline neighbours (the simulator's communication cost)"});
-const MetricDef& kCpuPerWall = define_metric({"pipeline", "cpu_per_wall", "1", Better::neither,
-    "process CPU seconds / wall seconds inside actions (below 1 when ranks share cores)"});
-const MetricDef& kTimedSteps = define_metric({"pipeline", "timed_steps", "steps", Better::neither,
-    "steps timed for the measured bubble"});
-const MetricDef& kActionCosts = define_metric({"pipeline", "action_costs", "json", Better::neither,
-    "{F, B, I, W}: mean seconds per action type and stage, fed to the simulator"});
-const MetricDef& kTimeline = define_metric({"pipeline", "timeline", "json", Better::neither,
-    "per pipeline rank, its actions [stage, type, microbatch, start_s, end_s]"});
-const MetricDef& kTraceFile = define_metric({"pipeline", "trace_file", "json", Better::neither,
-    "absolute path of the Chrome trace of the timeline (in --traces); absent without a trace folder"});
+                                                    "global microbatches per second (dp x m / median step time)"});
+const MetricDef& kPeakActivations =
+    define_metric({"pipeline", "peak_activations", "microbatches", Better::neither,
+                   "most microbatches whose activations a rank held at once (max over ranks)"});
+const MetricDef& kPeakActivationsPerRank =
+    define_metric({"pipeline", "peak_activations_per_rank", "json", Better::neither,
+                   "peak held microbatches, one per pipeline rank"});
+const MetricDef& kBubblePerRank = define_metric(
+    {"pipeline", "bubble_per_rank", "json", Better::neither, "idle fraction of the step, one per pipeline rank"});
+const MetricDef& kP2pLatencyS =
+    define_metric({"pipeline", "p2p_latency_s", "s", Better::lower,
+                   "one boundary message between pipeline neighbours (the simulator's communication cost)"});
+const MetricDef& kCpuPerWall =
+    define_metric({"pipeline", "cpu_per_wall", "1", Better::neither,
+                   "process CPU seconds / wall seconds inside actions (below 1 when ranks share cores)"});
+const MetricDef& kTimedSteps =
+    define_metric({"pipeline", "timed_steps", "steps", Better::neither, "steps timed for the measured bubble"});
+const MetricDef& kActionCosts =
+    define_metric({"pipeline", "action_costs", "json", Better::neither,
+                   "{F, B, I, W}: mean seconds per action type and stage, fed to the simulator"});
+const MetricDef& kTimeline =
+    define_metric({"pipeline", "timeline", "json", Better::neither,
+                   "per pipeline rank, its actions [stage, type, microbatch, start_s, end_s]"});
+const MetricDef& kTraceFile =
+    define_metric({"pipeline", "trace_file", "json", Better::neither,
+                   "absolute path of the Chrome trace of the timeline (in --traces); absent without a trace folder"});
 }  // namespace
 
 namespace {

@@ -35,11 +35,11 @@ inline constexpr int kSuiteOrder = 60;
 struct ScheduleKind {
   const char* name = "";  // gpipe, 1f1b, interleaved, zb-h1, zb-v, dualpipe-v, csv
   const char* summary = "";
-  std::vector<int> chunks{};              // v values the sweep runs (a pinned --vpp > 1 overrides)
-  const char* chunk_rule = nullptr;       // why --vpp must be chunks[0]; nullptr: any v dividing the layers
-  bool needs_full_pipeline = false;       // m >= pp: the schedule's steady state (and closed form) needs it
-  int min_microbatches_per_stage = 1;     // the sweep runs m >= this * pp (DualPipeV's main phase: 2)
-  bool from_file = false;                 // csv: the schedule is the user's --set schedule_file
+  std::vector<int> chunks{};           // v values the sweep runs (a pinned --vpp > 1 overrides)
+  const char* chunk_rule = nullptr;    // why --vpp must be chunks[0]; nullptr: any v dividing the layers
+  bool needs_full_pipeline = false;    // m >= pp: the schedule's steady state (and closed form) needs it
+  int min_microbatches_per_stage = 1;  // the sweep runs m >= this * pp (DualPipeV's main phase: 2)
+  bool from_file = false;              // csv: the schedule is the user's --set schedule_file
 };
 
 // The problem of one instance, from its params and parallel config.
@@ -86,8 +86,8 @@ struct PipelineState {
   std::unique_ptr<pp::PipelineExecutor> executor;
   Communicator* pp_comm = nullptr;
   Communicator* dp_comm = nullptr;
-  Communicator* host = nullptr;  // the instance's ranks (checks, metrics)
-  Communicator* self = nullptr;  // this rank alone: the one-rank baseline
+  Communicator* host = nullptr;          // the instance's ranks (checks, metrics)
+  Communicator* self = nullptr;          // this rank alone: the one-rank baseline
   std::unique_ptr<GridComms> host_grid;  // over MPI, where the kernel communicators are on the device
   int tp_rank = 0, dp_rank = 0, pp_rank = 0;
   uint64_t seed = 0;
@@ -108,6 +108,5 @@ void check(PipelineState& s, Checker& checker);                        // check.
 Metrics pipeline_metrics(PipelineState& s, const RegionTimes& times);  // metrics.cc
 
 CaseDef make_pipeline_case(const ScheduleKind& kind);
-
 
 }  // namespace sextant::pipeline

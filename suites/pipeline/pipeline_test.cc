@@ -17,11 +17,11 @@
 #include <tuple>
 
 #include "harness/compare.h"
-#include "harness/tolerance.h"
 #include "harness/error.h"
 #include "harness/runner.h"
 #include "harness/testing/gpu.h"
 #include "harness/testing/suite_run.h"
+#include "harness/tolerance.h"
 #include "kernels/pipeline/generators.h"
 #include "kernels/pipeline/validate.h"
 
@@ -35,8 +35,7 @@ RunOptions small() {
   RunOptions o = ci_options({"pipeline"});
   if (world().size() == 1)
     o.parallel = ParallelConfig{};  // pp 1: each schedule's stages all on one rank (local hand-offs)
-  else
-    o.rank_counts = {world().size()};
+  else o.rank_counts = {world().size()};
   return o;
 }
 

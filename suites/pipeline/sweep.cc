@@ -231,10 +231,8 @@ void validate_problem(const CaseConfig& c, const ScheduleKind& kind) {
                                     {"--seq", p.seq},
                                     {"--microbatches", p.microbatches}})
     require_positive(name, value);
-  if (kind.from_file)
-    validate_csv(p);
-  else
-    validate_generated(p, kind);
+  if (kind.from_file) validate_csv(p);
+  else validate_generated(p, kind);
   require_divides("--tp", p.tp, "--ffn", p.ffn);
   if (p.sp && p.seq % p.tp != 0)
     throw UsageError(cat("--tp ", p.tp, " must divide --seq ", p.seq, " under --sp (each rank holds seq/tp tokens)"));
@@ -302,7 +300,7 @@ pp::Schedule build_schedule(const Problem& p, const std::string& fault) {
 
 const std::vector<std::string>& faults() {
   static const std::vector<std::string> names{"missing_backward", "deadlock", "wrong_peer", "eager_receives",
-                                               "accumulate_twice"};
+                                              "accumulate_twice"};
   return names;
 }
 

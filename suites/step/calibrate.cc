@@ -192,8 +192,8 @@ void measure_links(Communicator& comm, int n, plan::Calibration& cal) {
     for (size_t bytes : {size_t{1} << 10, size_t{1} << 15, size_t{1} << 19}) {
       const size_t elements = bytes / 4 / n * n;
       std::vector<float> send(elements, 1.0f), recv(elements, 0.0f);
-      const double seconds =
-          timed(comm, [&] { run_collective(*group, op, send, recv, elements); }, 2e-4, Clock::wall);
+      const double seconds = timed(
+          comm, [&] { run_collective(*group, op, send, recv, elements); }, 2e-4, Clock::wall);
       samples.push_back({elements * 4.0 * plan::bus_factor(op, n), seconds});
     }
     const plan::RateModel r = plan::fit_rate(samples);
@@ -216,7 +216,8 @@ SchedTimes sched_times() {
 }
 
 ContentionProbe::ContentionProbe(Communicator& comm) : a_(kN * kN, 0.5f), b_(kN * kN, 0.25f), c_(kN * kN, 0.0f) {
-  uncontended_s_ = timed(comm, [&] { gemm(); }, 2e-4);
+  uncontended_s_ = timed(
+      comm, [&] { gemm(); }, 2e-4);
   calls_ = std::max(5, static_cast<int>(5e-3 / uncontended_s_));
 }
 

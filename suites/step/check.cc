@@ -9,8 +9,8 @@
 #include <algorithm>
 
 #include "harness/assemble.h"
-#include "harness/memo.h"
 #include "harness/grid_comms.h"
+#include "harness/memo.h"
 #include "harness/strings.h"
 #include "kernels/model/data.h"
 #include "reference/gpt.h"
@@ -246,9 +246,7 @@ std::vector<int64_t> expert_load(const Tensor& table, int experts) {
 // from them) drift from the reference by about lr per step. The row's
 // numbers hold for the default 3 steps at lr 1e-3; k steps at lr scale them
 // by k lr / (3 x 1e-3), never below 1.
-double training_growth(const model::GptConfig& c, int step) {
-  return std::max(1.0, step * c.adam.lr / (3 * 1e-3));
-}
+double training_growth(const model::GptConfig& c, int step) { return std::max(1.0, step * c.adam.lr / (3 * 1e-3)); }
 
 // Every input of the reference run: the initial parameters and each step's
 // token ids and targets.

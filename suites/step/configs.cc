@@ -14,15 +14,17 @@ namespace {
 // defaults. ci: tiny, for two shared cores; default: a small MoE model
 // (h 64, 4 heads, 4 layers of which 2 MoE with 8 experts top-2, vocab 512,
 // seq 64); qualify: larger, still within reach of the f64 reference.
-const std::vector<std::string> kModelKeys = {"vocab", "hidden", "heads", "head_dim", "ffn", "layers", "seq",
-                                             "moe_every", "moe_pattern", "experts", "topk", "moe_ffn", "dispatcher",
-                                             "batch", "data", "cp_layout", "regather", "lr", "adam_eps", "steps"};
+const std::vector<std::string> kModelKeys = {"vocab",     "hidden",   "heads",      "head_dim",    "ffn",
+                                             "layers",    "seq",      "moe_every",  "moe_pattern", "experts",
+                                             "topk",      "moe_ffn",  "dispatcher", "batch",       "data",
+                                             "cp_layout", "regather", "lr",         "adam_eps",    "steps"};
 
 }  // namespace
 
 const std::vector<std::string>& step_keys() {
-  static const std::vector<std::string> keys = {"microbatches", "schedule",  "cp_comm", "a2a_size", "zero",
-                                                "bucket_mb",    "overlap_grad_reduce", "overlap_param_gather"};
+  static const std::vector<std::string> keys = {
+      "microbatches",        "schedule", "cp_comm", "a2a_size", "zero", "bucket_mb", "overlap_grad_reduce",
+      "overlap_param_gather"};
   return keys;
 }
 
@@ -84,9 +86,7 @@ std::vector<Recipe> recipes(int ranks, const std::string& profile) {
   };
   std::vector<Recipe> all;
   switch (ranks) {
-    case 1:
-      all = {recipe(par(1, 1, 1, 1), {{"microbatches", 2}})};
-      break;
+    case 1: all = {recipe(par(1, 1, 1, 1), {{"microbatches", 2}})}; break;
     case 2:
       all = {recipe(par(2, 1, 1, 1, 1, sp)), recipe(par(1, 2, 1, 1)), recipe(par(1, 1, 2, 1), {{"microbatches", 2}}),
              recipe(par(1, 1, 1, 2, 2), zero_overlap)};
@@ -104,14 +104,13 @@ std::vector<Recipe> recipes(int ranks, const std::string& profile) {
              recipe(par(2, 1, 2, 2, 4, sp, 2, 1), with({{"microbatches", 2}, {"schedule", "zb-v"}}, zero_overlap))};
       break;
     case 16:
-      all = {recipe(par(2, 2, 2, 2, 2, sp), {{"microbatches", 2}}),
-             recipe(par(2, 2, 2, 2, 4, sp, 2, 1),
-                    {{"microbatches", 2}, {"schedule", "zb-v"}, {"zero", true}, {"cp_comm", "allgather"}}),
-             recipe(par(1, 2, 2, 4, 8, false, 2),
-                    {{"microbatches", 2}, {"schedule", "interleaved"}, {"cp_comm", "a2a"}})};
+      all = {
+          recipe(par(2, 2, 2, 2, 2, sp), {{"microbatches", 2}}),
+          recipe(par(2, 2, 2, 2, 4, sp, 2, 1),
+                 {{"microbatches", 2}, {"schedule", "zb-v"}, {"zero", true}, {"cp_comm", "allgather"}}),
+          recipe(par(1, 2, 2, 4, 8, false, 2), {{"microbatches", 2}, {"schedule", "interleaved"}, {"cp_comm", "a2a"}})};
       break;
-    default:
-      all = {recipe(par(1, 1, 1, ranks))};
+    default: all = {recipe(par(1, 1, 1, ranks))};
   }
   if (profile == "ci" && ranks >= 8) all.resize(ranks == 8 ? 2 : 1);  // two shared cores
   return all;
@@ -186,20 +185,13 @@ ParallelConfig parse_recipe(const std::string& text, int ranks) {
       value = -1;
     }
     require(value > 0, cat("--set configs: '", part, "' in '", text, "' must look like tp2, cp4, ..., or sp"));
-    if (dim == "tp")
-      p.tp = value;
-    else if (dim == "cp")
-      p.cp = value;
-    else if (dim == "pp")
-      p.pp = value;
-    else if (dim == "dp")
-      p.dp = value;
-    else if (dim == "ep")
-      p.ep = value;
-    else if (dim == "etp")
-      p.etp = value;
-    else if (dim == "vpp")
-      p.vpp = value;
+    if (dim == "tp") p.tp = value;
+    else if (dim == "cp") p.cp = value;
+    else if (dim == "pp") p.pp = value;
+    else if (dim == "dp") p.dp = value;
+    else if (dim == "ep") p.ep = value;
+    else if (dim == "etp") p.etp = value;
+    else if (dim == "vpp") p.vpp = value;
     else
       throw UsageError(
           cat("--set configs: '", part, "' in '", text, "' names no dimension (tp, cp, pp, dp, ep, etp, vpp)"));
@@ -230,37 +222,38 @@ void validate_dtype(DType dtype, const model::GptConfig& model) {
 }
 
 std::vector<OptionSpec> model_options(std::vector<OptionSpec> case_options) {
-  std::vector<OptionSpec> options{OptionSpec::size("vocab", "vocabulary size"),
-          OptionSpec::size("hidden", "hidden size"),
-          OptionSpec::size("heads", "attention heads"),
-          OptionSpec::size("head_dim", "head dimension (default hidden / heads)"),
-          OptionSpec::size("ffn", "dense FFN size"),
-          OptionSpec::size("layers", "transformer layers"),
-          OptionSpec::size("seq", "sequence length"),
-          OptionSpec::text("seq_lens", "packed rows (THD): sequence lengths a,b,c summing to --seq, or zipf:N"),
-          OptionSpec::integer("moe_every", 0, kMaxDimension, "layer i is MoE when i % moe_every == 0 (0: dense)"),
-          OptionSpec::text("moe_pattern", "one digit per layer: 1 MoE, 0 dense (wins over moe_every)"),
-          OptionSpec::integer("experts", 1, 65536, "experts per MoE layer"),
-          OptionSpec::integer("topk", 1, 65536, "experts per token"),
-          OptionSpec::size("moe_ffn", "expert FFN size"),
-          OptionSpec::choice("dispatcher", {"alltoall", "allgather"}, "MoE token dispatcher"),
-          OptionSpec::size("batch", "global batch (sequences per step)"),
-          OptionSpec::choice("cp_layout", {"contiguous", "zigzag"}, "how CP cuts the sequence"),
-          OptionSpec::boolean("regather", "SP: save input shards and all-gather them again in backward"),
-          OptionSpec::number("lr", 1e-12, 10, "Adam learning rate"),
-          OptionSpec::number("adam_eps", 1e-30, 1, "Adam epsilon"),
-          OptionSpec::integer("steps", 1, 1000, "training steps checked against the reference"),
-          OptionSpec::integer("microbatches", 1, 1 << 20, "pipeline microbatches per DP replica and step"),
-          OptionSpec::choice("schedule", {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipe-v"},
-                             "pipeline schedule"),
-          OptionSpec::choice("cp_comm", {"p2p", "a2a", "allgather", "a2a+p2p"}, "context-parallel attention variant"),
-          OptionSpec::integer("a2a_size", 1, 65536, "a2a+p2p: Ulysses group size"),
-          OptionSpec::boolean("zero", "ZeRO-1: optimizer state sharded over the gradient groups"),
-          OptionSpec::number("bucket_mb", 0, 1e6, "gradient bucket size in MB of f32 gradients (0: one layer per bucket)"),
-          OptionSpec::boolean("overlap_grad_reduce", "reduce each gradient bucket as soon as its gradients are final"),
-          OptionSpec::boolean("overlap_param_gather", "ZeRO: gather each bucket's parameters during the next forward"),
-          OptionSpec::text("data", "a Megatron indexed dataset prefix (PREFIX.idx, PREFIX.bin); default: random tokens"),
-          peak_tflops_option()};
+  std::vector<OptionSpec> options{
+      OptionSpec::size("vocab", "vocabulary size"),
+      OptionSpec::size("hidden", "hidden size"),
+      OptionSpec::size("heads", "attention heads"),
+      OptionSpec::size("head_dim", "head dimension (default hidden / heads)"),
+      OptionSpec::size("ffn", "dense FFN size"),
+      OptionSpec::size("layers", "transformer layers"),
+      OptionSpec::size("seq", "sequence length"),
+      OptionSpec::text("seq_lens", "packed rows (THD): sequence lengths a,b,c summing to --seq, or zipf:N"),
+      OptionSpec::integer("moe_every", 0, kMaxDimension, "layer i is MoE when i % moe_every == 0 (0: dense)"),
+      OptionSpec::text("moe_pattern", "one digit per layer: 1 MoE, 0 dense (wins over moe_every)"),
+      OptionSpec::integer("experts", 1, 65536, "experts per MoE layer"),
+      OptionSpec::integer("topk", 1, 65536, "experts per token"),
+      OptionSpec::size("moe_ffn", "expert FFN size"),
+      OptionSpec::choice("dispatcher", {"alltoall", "allgather"}, "MoE token dispatcher"),
+      OptionSpec::size("batch", "global batch (sequences per step)"),
+      OptionSpec::choice("cp_layout", {"contiguous", "zigzag"}, "how CP cuts the sequence"),
+      OptionSpec::boolean("regather", "SP: save input shards and all-gather them again in backward"),
+      OptionSpec::number("lr", 1e-12, 10, "Adam learning rate"),
+      OptionSpec::number("adam_eps", 1e-30, 1, "Adam epsilon"),
+      OptionSpec::integer("steps", 1, 1000, "training steps checked against the reference"),
+      OptionSpec::integer("microbatches", 1, 1 << 20, "pipeline microbatches per DP replica and step"),
+      OptionSpec::choice("schedule", {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipe-v"},
+                         "pipeline schedule"),
+      OptionSpec::choice("cp_comm", {"p2p", "a2a", "allgather", "a2a+p2p"}, "context-parallel attention variant"),
+      OptionSpec::integer("a2a_size", 1, 65536, "a2a+p2p: Ulysses group size"),
+      OptionSpec::boolean("zero", "ZeRO-1: optimizer state sharded over the gradient groups"),
+      OptionSpec::number("bucket_mb", 0, 1e6, "gradient bucket size in MB of f32 gradients (0: one layer per bucket)"),
+      OptionSpec::boolean("overlap_grad_reduce", "reduce each gradient bucket as soon as its gradients are final"),
+      OptionSpec::boolean("overlap_param_gather", "ZeRO: gather each bucket's parameters during the next forward"),
+      OptionSpec::text("data", "a Megatron indexed dataset prefix (PREFIX.idx, PREFIX.bin); default: random tokens"),
+      peak_tflops_option()};
   options.insert(options.end(), case_options.begin(), case_options.end());
   return options;
 }

@@ -14,56 +14,70 @@ namespace sextant::step {
 
 namespace {
 // Every metric this file records, defined once (harness/metrics.h).
-const MetricDef& kTokensPerS = define_metric({"step", "tokens_per_s", "tokens/s", Better::higher,
-    "tokens of the global batch / step time", "train"});
-const MetricDef& kFlopsPerStep = define_metric({"step", "flops_per_step", "FLOP", Better::neither,
-    "model FLOPs of one step (flops_formula)", "train"});
-const MetricDef& kFlopsFormula = define_metric({"step", "flops_formula", "json", Better::neither,
-    "the FLOP count, Megatron's num_floating_point_operations, as text", "train"});
-const MetricDef& kTflopsPerRank = define_metric({"step", "tflops_per_rank", "TFLOP/s", Better::higher,
-    "model FLOPs per step / (step time x ranks)", "train"});
-const MetricDef& kPeakTflops = define_metric({"step", "peak_tflops", "TFLOP/s", Better::neither,
-    "the peak MFU divides by (device table, --peak-tflops, or the measured host rate)", "train"});
-const MetricDef& kPeakSource = define_metric({"step", "peak_source", "json", Better::neither,
-    "where peak_tflops comes from", "train"});
-const MetricDef& kMfu = define_metric({"step", "mfu", "1", Better::higher,
-    "model FLOPs utilisation: tflops_per_rank / peak_tflops", "train"});
-const MetricDef& kSgemmTflopsPerRank = define_metric({"step", "sgemm_tflops_per_rank", "TFLOP/s", Better::higher,
-    "measured f32 gemm rate per rank while every rank runs one", "train"});
-const MetricDef& kMfuVsSgemm = define_metric({"step", "mfu_vs_sgemm", "1", Better::neither,
-    "tflops_per_rank / sgemm_tflops_per_rank: MFU against what this machine's gemm reaches", "train"});
-const MetricDef& kBubbleFraction = define_metric({"step", "bubble_fraction", "1", Better::lower,
-    "pipeline idle fraction, mean over pipeline ranks (last timed step)", "train"});
-const MetricDef& kBubbleFractionMax = define_metric({"step", "bubble_fraction_max", "1", Better::neither,
-    "pipeline idle fraction of the most idle rank", "train"});
-const MetricDef& kBubbleClosedForm = define_metric({"step", "bubble_closed_form", "1", Better::neither,
-    "the schedule's closed-form bubble", "train"});
-const MetricDef& kTimeSplit = define_metric({"step", "time_split", "json", Better::neither,
-    "seconds per step in compute, exposed tp/cp/ep/dp/pp communication and bubble; fractions; definition", "train"});
-const MetricDef& kLosses = define_metric({"step", "losses", "json", Better::neither,
-    "loss per step (the conformance run's K steps, else the timed steps)", "train"});
-const MetricDef& kSchedule = define_metric({"step", "schedule", "json", Better::neither,
-    "the pipeline schedule that ran", "train"});
-const MetricDef& kDataset = define_metric({"step", "dataset", "json", Better::neither,
-    "where the tokens came from: random, or a Megatron indexed dataset (paths, sha256, tokens, documents)", "train"});
-const MetricDef& kCommByDim = define_metric({"step", "comm_by_dim", "json", Better::neither,
-    "per dimension and in all: communication, exposed and hidden seconds per step, exposed fraction", "train"});
-const MetricDef& kCommExposedFraction = define_metric({"step", "comm_exposed_fraction", "1", Better::lower,
-    "exposed / total communication time of the step, all dimensions", "train"});
-const MetricDef& kDpCommExposedFraction = define_metric({"step", "dp_comm_exposed_fraction", "1", Better::lower,
-    "exposed / total data-parallel communication time (gradient reduce, parameter gather)", "train"});
-const MetricDef& kDpOverlap = define_metric({"step", "dp_overlap", "json", Better::neither,
-    "overlap_grad_reduce, overlap_param_gather, bucket_mb, buckets, buckets started during the backward", "train"});
-const MetricDef& kCommByDimWithoutOverlap = define_metric({"step", "comm_by_dim_without_overlap", "json",
-    Better::neither, "comm_by_dim of the same trainer with overlap off, measured in the same run", "train"});
-const MetricDef& kTimeSplitWithoutOverlap = define_metric({"step", "time_split_without_overlap", "json",
-    Better::neither, "time_split of the same trainer with overlap off, measured in the same run", "train"});
-const MetricDef& kCommExposedFractionWithoutOverlap = define_metric({"step",
-    "comm_exposed_fraction_without_overlap", "1", Better::neither,
-    "comm_exposed_fraction with overlap off, in the same run", "train"});
-const MetricDef& kDpCommExposedFractionWithoutOverlap = define_metric({"step",
-    "dp_comm_exposed_fraction_without_overlap", "1", Better::neither,
-    "dp_comm_exposed_fraction with overlap off, in the same run", "train"});
+const MetricDef& kTokensPerS = define_metric(
+    {"step", "tokens_per_s", "tokens/s", Better::higher, "tokens of the global batch / step time", "train"});
+const MetricDef& kFlopsPerStep = define_metric(
+    {"step", "flops_per_step", "FLOP", Better::neither, "model FLOPs of one step (flops_formula)", "train"});
+const MetricDef& kFlopsFormula =
+    define_metric({"step", "flops_formula", "json", Better::neither,
+                   "the FLOP count, Megatron's num_floating_point_operations, as text", "train"});
+const MetricDef& kTflopsPerRank = define_metric(
+    {"step", "tflops_per_rank", "TFLOP/s", Better::higher, "model FLOPs per step / (step time x ranks)", "train"});
+const MetricDef& kPeakTflops =
+    define_metric({"step", "peak_tflops", "TFLOP/s", Better::neither,
+                   "the peak MFU divides by (device table, --peak-tflops, or the measured host rate)", "train"});
+const MetricDef& kPeakSource =
+    define_metric({"step", "peak_source", "json", Better::neither, "where peak_tflops comes from", "train"});
+const MetricDef& kMfu = define_metric(
+    {"step", "mfu", "1", Better::higher, "model FLOPs utilisation: tflops_per_rank / peak_tflops", "train"});
+const MetricDef& kSgemmTflopsPerRank =
+    define_metric({"step", "sgemm_tflops_per_rank", "TFLOP/s", Better::higher,
+                   "measured f32 gemm rate per rank while every rank runs one", "train"});
+const MetricDef& kMfuVsSgemm =
+    define_metric({"step", "mfu_vs_sgemm", "1", Better::neither,
+                   "tflops_per_rank / sgemm_tflops_per_rank: MFU against what this machine's gemm reaches", "train"});
+const MetricDef& kBubbleFraction =
+    define_metric({"step", "bubble_fraction", "1", Better::lower,
+                   "pipeline idle fraction, mean over pipeline ranks (last timed step)", "train"});
+const MetricDef& kBubbleFractionMax = define_metric(
+    {"step", "bubble_fraction_max", "1", Better::neither, "pipeline idle fraction of the most idle rank", "train"});
+const MetricDef& kBubbleClosedForm =
+    define_metric({"step", "bubble_closed_form", "1", Better::neither, "the schedule's closed-form bubble", "train"});
+const MetricDef& kTimeSplit = define_metric(
+    {"step", "time_split", "json", Better::neither,
+     "seconds per step in compute, exposed tp/cp/ep/dp/pp communication and bubble; fractions; definition", "train"});
+const MetricDef& kLosses =
+    define_metric({"step", "losses", "json", Better::neither,
+                   "loss per step (the conformance run's K steps, else the timed steps)", "train"});
+const MetricDef& kSchedule =
+    define_metric({"step", "schedule", "json", Better::neither, "the pipeline schedule that ran", "train"});
+const MetricDef& kDataset = define_metric(
+    {"step", "dataset", "json", Better::neither,
+     "where the tokens came from: random, or a Megatron indexed dataset (paths, sha256, tokens, documents)", "train"});
+const MetricDef& kCommByDim = define_metric(
+    {"step", "comm_by_dim", "json", Better::neither,
+     "per dimension and in all: communication, exposed and hidden seconds per step, exposed fraction", "train"});
+const MetricDef& kCommExposedFraction =
+    define_metric({"step", "comm_exposed_fraction", "1", Better::lower,
+                   "exposed / total communication time of the step, all dimensions", "train"});
+const MetricDef& kDpCommExposedFraction =
+    define_metric({"step", "dp_comm_exposed_fraction", "1", Better::lower,
+                   "exposed / total data-parallel communication time (gradient reduce, parameter gather)", "train"});
+const MetricDef& kDpOverlap = define_metric(
+    {"step", "dp_overlap", "json", Better::neither,
+     "overlap_grad_reduce, overlap_param_gather, bucket_mb, buckets, buckets started during the backward", "train"});
+const MetricDef& kCommByDimWithoutOverlap =
+    define_metric({"step", "comm_by_dim_without_overlap", "json", Better::neither,
+                   "comm_by_dim of the same trainer with overlap off, measured in the same run", "train"});
+const MetricDef& kTimeSplitWithoutOverlap =
+    define_metric({"step", "time_split_without_overlap", "json", Better::neither,
+                   "time_split of the same trainer with overlap off, measured in the same run", "train"});
+const MetricDef& kCommExposedFractionWithoutOverlap =
+    define_metric({"step", "comm_exposed_fraction_without_overlap", "1", Better::neither,
+                   "comm_exposed_fraction with overlap off, in the same run", "train"});
+const MetricDef& kDpCommExposedFractionWithoutOverlap =
+    define_metric({"step", "dp_comm_exposed_fraction_without_overlap", "1", Better::neither,
+                   "dp_comm_exposed_fraction with overlap off, in the same run", "train"});
 }  // namespace
 
 namespace {
@@ -134,11 +148,11 @@ nlohmann::json comm_by_dim(State& s, const std::vector<model::StepReport>& steps
   nlohmann::json out = nlohmann::json::object();
   double comm_all = 0, exposed_all = 0;
   auto entry = [](double comm, double exposed) {
-    return nlohmann::json{{"comm_s", comm},
-                          {"exposed_s", exposed},
-                          {"hidden_s", std::max(0.0, comm - exposed)},
-                          {"exposed_fraction",
-                           comm > 0 ? nlohmann::json(std::min(1.0, exposed / comm)) : nlohmann::json(nullptr)}};
+    return nlohmann::json{
+        {"comm_s", comm},
+        {"exposed_s", exposed},
+        {"hidden_s", std::max(0.0, comm - exposed)},
+        {"exposed_fraction", comm > 0 ? nlohmann::json(std::min(1.0, exposed / comm)) : nlohmann::json(nullptr)}};
   };
   for (const char* d : kDims) {
     const double comm = mean.at(std::string(d) + ".comm_s"), exposed = mean.at(std::string(d) + ".exposed_s");
@@ -172,10 +186,10 @@ void add_comm_metrics(Metrics& m, State& s, int iters) {
   m.add(kDpCommExposedFraction, exposed_fraction(comm, "dp"));
   const model::Overlap overlap = s.trainer->overlap();
   m.add_json(kDpOverlap, {{"overlap_grad_reduce", overlap.grad_reduce},
-                            {"overlap_param_gather", overlap.param_gather},
-                            {"bucket_mb", s.model.bucket_mb},
-                            {"buckets", s.trainer->bucket_count()},
-                            {"buckets_started_in_backward", s.trainer->buckets_started_in_backward()}});
+                          {"overlap_param_gather", overlap.param_gather},
+                          {"bucket_mb", s.model.bucket_mb},
+                          {"buckets", s.trainer->bucket_count()},
+                          {"buckets_started_in_backward", s.trainer->buckets_started_in_backward()}});
   if (!overlap.grad_reduce && !overlap.param_gather) return;
   const std::vector<model::StepReport> plain = steps_without_overlap(s, iters);
   const nlohmann::json without = comm_by_dim(s, plain, iters);

@@ -150,5 +150,4 @@ Metrics train_metrics(State& s, const RegionTimes& times);
 // The per-rank host peak (estimate) or the user's --peak-tflops, and its label.
 std::pair<double, std::string> peak_per_rank(const nlohmann::json& options, int ranks, Device device);
 
-
 }  // namespace sextant::step

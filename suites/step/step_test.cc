@@ -114,7 +114,8 @@ TEST(Step, PackedRowsMatchTheReference) {
   ASSERT_EQ(one.size(), 1u);
   ASSERT_EQ(plain.size(), 1u);
   for (size_t k = 0; k < 3; ++k) EXPECT_NEAR(loss_at(one[0], k), loss_at(plain[0], k), 1e-6 * loss_at(plain[0], k));
-  for (const CaseRecord& r : packed) EXPECT_EQ(r.config.params.at("seq_lens"), nlohmann::json({20, 12})) << r.config.id();
+  for (const CaseRecord& r : packed)
+    EXPECT_EQ(r.config.params.at("seq_lens"), nlohmann::json({20, 12})) << r.config.id();
 }
 
 // The configs with a pipeline (pp > 1) under NCCL's point-to-point rules
@@ -164,8 +165,8 @@ TEST(Step, OverlapGivesTheSameBits) {
   req.profile = "ci", req.ranks = n;
   nlohmann::json sizes = step::default_params(req);
   sizes["batch"] = 2 * n;  // whole sequences for every replica and microbatch
-  std::vector<std::pair<ParallelConfig, nlohmann::json>> configs = {
-      {ParallelConfig{1, 1, 1, n, 2}, {{"zero", true}}}, {ParallelConfig{1, 1, 1, n, 2}, {{"zero", false}}}};
+  std::vector<std::pair<ParallelConfig, nlohmann::json>> configs = {{ParallelConfig{1, 1, 1, n, 2}, {{"zero", true}}},
+                                                                    {ParallelConfig{1, 1, 1, n, 2}, {{"zero", false}}}};
   if (n % 4 == 0)
     configs.push_back({ParallelConfig{1, 1, 2, n / 2}, {{"zero", true}, {"microbatches", 2}, {"schedule", "zb-h1"}}});
   std::unique_ptr<Communicator> self = world().split(world().rank(), 0);
@@ -190,9 +191,8 @@ TEST(Step, OverlapGivesTheSameBits) {
     const std::string id = to_string(parallel) + (zero ? " zero" : "");
     for (size_t k = 0; k < runs[0].size(); ++k) {
       EXPECT_EQ(runs[0][k].loss, runs[1][k].loss) << id << " step " << k + 1;
-      for (const auto& [kind, plain, overlapped] :
-           {std::tuple{"grad", &runs[0][k].grads, &runs[1][k].grads},
-            std::tuple{"param", &runs[0][k].params, &runs[1][k].params}})
+      for (const auto& [kind, plain, overlapped] : {std::tuple{"grad", &runs[0][k].grads, &runs[1][k].grads},
+                                                    std::tuple{"param", &runs[0][k].params, &runs[1][k].params}})
         for (const auto& [name, want] : *plain) {
           const Tensor& got = overlapped->at(name);
           ASSERT_EQ(got.numel(), want.numel());

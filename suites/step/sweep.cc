@@ -27,39 +27,47 @@ namespace sextant::step {
 
 namespace {
 // Every metric this file records, defined once (harness/metrics.h).
-const MetricDef& kAllreduceBusbwGBps = define_metric({"step", "allreduce_busbw_GBps", "GB/s", Better::higher,
-    "measured all-reduce bus bandwidth, fed to the planner", "sweep"});
-const MetricDef& kRanking = define_metric({"step", "ranking", "json", Better::neither,
-    "every config, best first: config, microbatches, step_s, tokens_per_s, mfu, predicted_step_s (calibrated planner), "
-    "prediction_error_pct, predicted (its split), roofline_step_s, roofline_error_pct", "sweep"});
-const MetricDef& kBestConfig = define_metric({"step", "best_config", "json", Better::neither,
-    "the config with the highest tokens_per_s", "sweep"});
-const MetricDef& kTokensPerS = define_metric({"step", "tokens_per_s", "tokens/s", Better::higher,
-    "tokens per second of the best config", "sweep"});
-const MetricDef& kMfu = define_metric({"step", "mfu", "1", Better::higher,
-    "MFU of the best config", "sweep"});
-const MetricDef& kConfigs = define_metric({"step", "configs", "1", Better::neither,
-    "configs measured", "sweep"});
-const MetricDef& kPlannerAbsErrorMedianPct = define_metric({"step", "planner_abs_error_median_pct", "%", Better::neither,
-    "calibrated planner: median |predicted - measured| / measured step time over the configs", "sweep"});
-const MetricDef& kRooflineAbsErrorMedianPct = define_metric({"step", "roofline_abs_error_median_pct", "%",
-    Better::neither, "the roofline planner (one sgemm rate, all-reduce busbw): the same median error", "sweep"});
-const MetricDef& kComputeSlowdown = define_metric({"step", "compute_slowdown", "1", Better::neither,
-    "contention probe: how much slower a sgemm ran between the configs than alone on a core (median); "
-    "the calibrated planner scales compute by it", "sweep"});
-const MetricDef& kSyncS = define_metric({"step", "sync_s", "s", Better::neither,
-    "contention probe: how long ranks that were computing waited for each other at a collective (median), "
-    "added per blocking collective by the calibrated planner", "sweep"});
-const MetricDef& kCalibration = define_metric({"step", "calibration", "json", Better::neither,
-    "the calibration behind predicted_step_s: gemm, attention and elementwise models, links, source", "sweep"});
+const MetricDef& kAllreduceBusbwGBps =
+    define_metric({"step", "allreduce_busbw_GBps", "GB/s", Better::higher,
+                   "measured all-reduce bus bandwidth, fed to the planner", "sweep"});
+const MetricDef& kRanking =
+    define_metric({"step", "ranking", "json", Better::neither,
+                   "every config, best first: config, microbatches, step_s, tokens_per_s, mfu, predicted_step_s "
+                   "(calibrated planner), "
+                   "prediction_error_pct, predicted (its split), roofline_step_s, roofline_error_pct",
+                   "sweep"});
+const MetricDef& kBestConfig = define_metric(
+    {"step", "best_config", "json", Better::neither, "the config with the highest tokens_per_s", "sweep"});
+const MetricDef& kTokensPerS = define_metric(
+    {"step", "tokens_per_s", "tokens/s", Better::higher, "tokens per second of the best config", "sweep"});
+const MetricDef& kMfu = define_metric({"step", "mfu", "1", Better::higher, "MFU of the best config", "sweep"});
+const MetricDef& kConfigs = define_metric({"step", "configs", "1", Better::neither, "configs measured", "sweep"});
+const MetricDef& kPlannerAbsErrorMedianPct =
+    define_metric({"step", "planner_abs_error_median_pct", "%", Better::neither,
+                   "calibrated planner: median |predicted - measured| / measured step time over the configs", "sweep"});
+const MetricDef& kRooflineAbsErrorMedianPct =
+    define_metric({"step", "roofline_abs_error_median_pct", "%", Better::neither,
+                   "the roofline planner (one sgemm rate, all-reduce busbw): the same median error", "sweep"});
+const MetricDef& kComputeSlowdown =
+    define_metric({"step", "compute_slowdown", "1", Better::neither,
+                   "contention probe: how much slower a sgemm ran between the configs than alone on a core (median); "
+                   "the calibrated planner scales compute by it",
+                   "sweep"});
+const MetricDef& kSyncS = define_metric(
+    {"step", "sync_s", "s", Better::neither,
+     "contention probe: how long ranks that were computing waited for each other at a collective (median), "
+     "added per blocking collective by the calibrated planner",
+     "sweep"});
+const MetricDef& kCalibration = define_metric(
+    {"step", "calibration", "json", Better::neither,
+     "the calibration behind predicted_step_s: gemm, attention and elementwise models, links, source", "sweep"});
 const MetricDef& kSgemmTflopsPerRank = define_metric({"step", "sgemm_tflops_per_rank", "TFLOP/s", Better::higher,
-    "measured f32 gemm rate per rank, fed to the planner", "sweep"});
-const MetricDef& kPeakSource = define_metric({"step", "peak_source", "json", Better::neither,
-    "where the peak behind mfu comes from", "sweep"});
+                                                      "measured f32 gemm rate per rank, fed to the planner", "sweep"});
+const MetricDef& kPeakSource =
+    define_metric({"step", "peak_source", "json", Better::neither, "where the peak behind mfu comes from", "sweep"});
 }  // namespace
 
 namespace {
-
 
 struct Entry {
   std::string name;
@@ -80,8 +88,8 @@ struct SweepState {
   Device device = Device::host;
   HostRates rates;
   std::optional<plan::Calibration> calibration;  // host runs
-  std::unique_ptr<ContentionProbe> probe;         // host runs
-  std::vector<Contention> contention;             // one per iteration
+  std::unique_ptr<ContentionProbe> probe;        // host runs
+  std::vector<Contention> contention;            // one per iteration
   int ranks_per_node = 1;
   std::vector<Entry> entries;
 };
@@ -361,19 +369,20 @@ Metrics sweep_metrics(SweepState& s, const RegionTimes& times) {
   m.add_json(kPeakSource, source);
   if (s.host->rank() == 0) {  // the table a user reads to pick a config
     std::cout << "step/sweep: " << ranks << " ranks, ranked by measured throughput; calibrated planner ("
-              << (s.calibration ? s.calibration->source : std::string("none on a device"))
-              << ", compute slowdown " << slowdown << ", sync " << contention.sync_s * 1e6 << " us) median error " << (errors.empty() ? NAN : median(errors))
-              << "%, roofline (sgemm "
-              << s.rates.sgemm_tflops_per_rank * 1e3 << " GFLOP/s per rank, all-reduce " << s.rates.allreduce_busbw_GBps
-              << " GB/s) " << (roofline_errors.empty() ? NAN : median(roofline_errors)) << "%\n";
+              << (s.calibration ? s.calibration->source : std::string("none on a device")) << ", compute slowdown "
+              << slowdown << ", sync " << contention.sync_s * 1e6 << " us) median error "
+              << (errors.empty() ? NAN : median(errors)) << "%, roofline (sgemm " << s.rates.sgemm_tflops_per_rank * 1e3
+              << " GFLOP/s per rank, all-reduce " << s.rates.allreduce_busbw_GBps << " GB/s) "
+              << (roofline_errors.empty() ? NAN : median(roofline_errors)) << "%\n";
     auto get = [](const nlohmann::json& v) { return v.is_null() ? NAN : v.get<double>(); };
     for (const nlohmann::json& r : rows) {
       char line[240];
-      std::snprintf(line, sizeof line,
-                    "  %-28s m=%-2d %9.4f s  %10.0f tokens/s  calibrated %9.4f s (%+.0f%%)  roofline %9.4f s (%+.0f%%)\n",
-                    r["config"].get<std::string>().c_str(), r["microbatches"].get<int>(), r["step_s"].get<double>(),
-                    r["tokens_per_s"].get<double>(), get(r["predicted_step_s"]), get(r["prediction_error_pct"]),
-                    get(r["roofline_step_s"]), get(r["roofline_error_pct"]));
+      std::snprintf(
+          line, sizeof line,
+          "  %-28s m=%-2d %9.4f s  %10.0f tokens/s  calibrated %9.4f s (%+.0f%%)  roofline %9.4f s (%+.0f%%)\n",
+          r["config"].get<std::string>().c_str(), r["microbatches"].get<int>(), r["step_s"].get<double>(),
+          r["tokens_per_s"].get<double>(), get(r["predicted_step_s"]), get(r["prediction_error_pct"]),
+          get(r["roofline_step_s"]), get(r["roofline_error_pct"]));
       std::cout << line;
     }
     std::cout.flush();

@@ -67,8 +67,7 @@ AttnState setup(CaseContext& ctx) {
   s.env = make_env(ctx);
   const Problem& p = s.env.p;
   const Placement& at = s.env.at;
-  s.w = tp::init_attention_proj_weights(dims_of(p), at.tp_rank, p.tp, s.env.dtype, s.env.seed, kPrefix,
-                                        s.env.device);
+  s.w = tp::init_attention_proj_weights(dims_of(p), at.tp_rank, p.tp, s.env.dtype, s.env.seed, kPrefix, s.env.device);
   const Shape local{at.batch, at.seq, p.hidden};
   s.x = ops::random_block(activation_shape(p), at.offset(), local, s.env.dtype, spec(s.env, ".x"), s.env.device);
   s.dy = ops::random_block(activation_shape(p), at.offset(), local, s.env.dtype, spec(s.env, ".dy"), s.env.device);
@@ -139,8 +138,12 @@ void check(AttnState& s, Checker& checker) {
     const auto full = tp::init_attention_proj_weights(dims_of(p), 0, 1, s.env.dtype, s.env.seed, kPrefix);
     checker.input("x", x);
     checker.input("dy", dy);
-    for (auto [name, t] : {std::pair{"ln_gamma", &full.ln_gamma}, {"ln_beta", &full.ln_beta}, {"w_qkv", &full.qkv.w},
-                           {"b_qkv", &full.qkv.b}, {"w_out", &full.out.w}, {"b_out", &full.out.b}})
+    for (auto [name, t] : {std::pair{"ln_gamma", &full.ln_gamma},
+                           {"ln_beta", &full.ln_beta},
+                           {"w_qkv", &full.qkv.w},
+                           {"b_qkv", &full.qkv.b},
+                           {"w_out", &full.out.w},
+                           {"b_out", &full.out.b}})
       checker.input(name, *t);
     r = reference(x, dy, full, p.heads);
     // The baseline: the same kernels on this rank's device, then to host memory.
@@ -157,16 +160,18 @@ void check(AttnState& s, Checker& checker) {
   const int64_t qkv_offset = 3 * width / p.tp * at.tp_rank, out_offset = width / p.tp * at.tp_rank;
   check_gathered(checker, "y", OpClass::linear, {{s.y, at.offset()}}, act, base.y, r.y);
   check_gathered(checker, "dx", OpClass::norm, {{s.dx, at.offset()}}, act, base.dx, r.dx);
-  check_gathered(checker, "dln_gamma", OpClass::norm, {block_along(s.grads.ln_gamma, 0, 0)}, {p.hidden}, base.grads.ln_gamma,
-                 r.dln_gamma);
-  check_gathered(checker, "dln_beta", OpClass::norm, {block_along(s.grads.ln_beta, 0, 0)}, {p.hidden}, base.grads.ln_beta, r.dln_beta);
-  check_gathered(checker, "dw_qkv", OpClass::linear, {block_along(s.grads.qkv.dw, 1, qkv_offset)}, {p.hidden, 3 * width},
-                 base.grads.qkv.dw, r.dwqkv);
-  check_gathered(checker, "db_qkv", OpClass::linear, {block_along(s.grads.qkv.db, 0, qkv_offset)}, {3 * width}, base.grads.qkv.db,
-                 r.dbqkv);
-  check_gathered(checker, "dw_out", OpClass::linear, {block_along(s.grads.out.dw, 0, out_offset)}, {width, p.hidden}, base.grads.out.dw,
-                 r.dwo);
-  check_gathered(checker, "db_out", OpClass::linear, {block_along(s.grads.out.db, 0, 0)}, {p.hidden}, base.grads.out.db, r.dbo);
+  check_gathered(checker, "dln_gamma", OpClass::norm, {block_along(s.grads.ln_gamma, 0, 0)}, {p.hidden},
+                 base.grads.ln_gamma, r.dln_gamma);
+  check_gathered(checker, "dln_beta", OpClass::norm, {block_along(s.grads.ln_beta, 0, 0)}, {p.hidden},
+                 base.grads.ln_beta, r.dln_beta);
+  check_gathered(checker, "dw_qkv", OpClass::linear, {block_along(s.grads.qkv.dw, 1, qkv_offset)},
+                 {p.hidden, 3 * width}, base.grads.qkv.dw, r.dwqkv);
+  check_gathered(checker, "db_qkv", OpClass::linear, {block_along(s.grads.qkv.db, 0, qkv_offset)}, {3 * width},
+                 base.grads.qkv.db, r.dbqkv);
+  check_gathered(checker, "dw_out", OpClass::linear, {block_along(s.grads.out.dw, 0, out_offset)}, {width, p.hidden},
+                 base.grads.out.dw, r.dwo);
+  check_gathered(checker, "db_out", OpClass::linear, {block_along(s.grads.out.db, 0, 0)}, {p.hidden}, base.grads.out.db,
+                 r.dbo);
 }
 
 Metrics metrics(AttnState& s, const RegionTimes& times) {

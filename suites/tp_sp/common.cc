@@ -12,15 +12,18 @@ namespace sextant::tp_sp {
 namespace {
 // Every metric this file records, defined once (harness/metrics.h).
 const MetricDef& kTflopsPerRank = define_metric({"tp_sp", "tflops_per_rank", "TFLOP/s", Better::higher,
-    "matmul FLOP/s of the block's forward and backward per rank"});
+                                                 "matmul FLOP/s of the block's forward and backward per rank"});
 const MetricDef& kActivationBytesPerRank = define_metric({"tp_sp", "activation_bytes_per_rank", "B", Better::neither,
-    "activations a rank holds between forward and backward"});
-const MetricDef& kLayernormActivationBytesPerRank = define_metric({"tp_sp", "layernorm_activation_bytes_per_rank", "B", Better::neither,
-    "the LayerNorm's share of activation_bytes_per_rank (mlp, attn_proj)"});
-const MetricDef& kSpGradAllreduceBytesPerRank = define_metric({"tp_sp", "sp_grad_allreduce_bytes_per_rank", "B", Better::neither,
-    "SP: bytes of the TP all-reduce of replicated parameters' gradients"});
-const MetricDef& kRegatherBytesPerRank = define_metric({"tp_sp", "regather_bytes_per_rank", "B", Better::neither,
-    "SP with regather: bytes of the backward re-all-gather of saved input shards"});
+                                                          "activations a rank holds between forward and backward"});
+const MetricDef& kLayernormActivationBytesPerRank =
+    define_metric({"tp_sp", "layernorm_activation_bytes_per_rank", "B", Better::neither,
+                   "the LayerNorm's share of activation_bytes_per_rank (mlp, attn_proj)"});
+const MetricDef& kSpGradAllreduceBytesPerRank =
+    define_metric({"tp_sp", "sp_grad_allreduce_bytes_per_rank", "B", Better::neither,
+                   "SP: bytes of the TP all-reduce of replicated parameters' gradients"});
+const MetricDef& kRegatherBytesPerRank =
+    define_metric({"tp_sp", "regather_bytes_per_rank", "B", Better::neither,
+                   "SP with regather: bytes of the backward re-all-gather of saved input shards"});
 }  // namespace
 
 namespace {
@@ -182,8 +185,7 @@ Env make_env(CaseContext& ctx) {
 tp::TpGroup baseline_group(const Env& env) { return tp::TpGroup{*env.self}; }
 
 void check_gathered(Checker& checker, const std::string& name, OpClass op, const std::vector<Block>& blocks,
-                    const Shape& global,
-                    const Tensor& base, const Tensor& ref) {
+                    const Shape& global, const Tensor& base, const Tensor& ref) {
   if (blocks.empty()) throw RuntimeError(cat("check_gathered ", name, ": this rank holds no block"));
   Assembled a = assemble(checker.comm(), blocks, global, blocks.front().data.dtype());
   if (!checker.is_root()) return;

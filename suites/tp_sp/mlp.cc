@@ -65,8 +65,13 @@ void check(MlpState& s, Checker& checker) {
     const Tensor dy = random_tensor(activation_shape(p), s.env.dtype, spec(s.env, ".dy"));
     const tp::MlpWeights full = tp::init_mlp_weights(dims_of(p), 0, 1, s.env.dtype, s.env.seed, kPrefix);
     const ref::MlpParams params{full.ln_gamma, full.ln_beta, full.fc1.w, full.fc1.b, full.fc2.w, full.fc2.b};
-    for (auto [name, t] : {std::pair{"x", &x}, {"dy", &dy}, {"ln_gamma", &params.ln_gamma},
-                           {"ln_beta", &params.ln_beta}, {"w1", &params.w1}, {"b1", &params.b1}, {"w2", &params.w2},
+    for (auto [name, t] : {std::pair{"x", &x},
+                           {"dy", &dy},
+                           {"ln_gamma", &params.ln_gamma},
+                           {"ln_beta", &params.ln_beta},
+                           {"w1", &params.w1},
+                           {"b1", &params.b1},
+                           {"w2", &params.w2},
                            {"b2", &params.b2}})
       checker.input(name, *t);
     ref_fwd = ref::mlp_forward_activations(x, params);
@@ -75,7 +80,8 @@ void check(MlpState& s, Checker& checker) {
     const tp::TpGroup one = baseline_group(s.env);
     const Device device = s.env.device;
     const tp::MlpWeights weights =
-        device == Device::host ? full : tp::init_mlp_weights(dims_of(p), 0, 1, s.env.dtype, s.env.seed, kPrefix, device);
+        device == Device::host ? full
+                               : tp::init_mlp_weights(dims_of(p), 0, 1, s.env.dtype, s.env.seed, kPrefix, device);
     tp::MlpSaved saved;
     base_y = on_host(tp::mlp_forward(one, weights, on_device(x, device), saved));
     base_dx = on_host(tp::mlp_backward(one, weights, saved, on_device(dy, device), base));
@@ -87,13 +93,16 @@ void check(MlpState& s, Checker& checker) {
   check_gathered(checker, "dx", OpClass::norm, {{s.dx, at.offset()}}, act, base_dx, ref_bwd.dx);
   check_gathered(checker, "dln_gamma", OpClass::norm, {block_along(s.grads.ln_gamma, 0, 0)}, {p.hidden}, base.ln_gamma,
                  ref_bwd.dln_gamma);
-  check_gathered(checker, "dln_beta", OpClass::norm, {block_along(s.grads.ln_beta, 0, 0)}, {p.hidden}, base.ln_beta, ref_bwd.dln_beta);
-  check_gathered(checker, "dw1", OpClass::linear, {block_along(s.grads.fc1.dw, 1, ffn_offset)}, {p.hidden, p.ffn}, base.fc1.dw,
-                 ref_bwd.dw1);
-  check_gathered(checker, "db1", OpClass::linear, {block_along(s.grads.fc1.db, 0, ffn_offset)}, {p.ffn}, base.fc1.db, ref_bwd.db1);
-  check_gathered(checker, "dw2", OpClass::linear, {block_along(s.grads.fc2.dw, 0, ffn_offset)}, {p.ffn, p.hidden}, base.fc2.dw,
-                 ref_bwd.dw2);
-  check_gathered(checker, "db2", OpClass::linear, {block_along(s.grads.fc2.db, 0, 0)}, {p.hidden}, base.fc2.db, ref_bwd.db2);
+  check_gathered(checker, "dln_beta", OpClass::norm, {block_along(s.grads.ln_beta, 0, 0)}, {p.hidden}, base.ln_beta,
+                 ref_bwd.dln_beta);
+  check_gathered(checker, "dw1", OpClass::linear, {block_along(s.grads.fc1.dw, 1, ffn_offset)}, {p.hidden, p.ffn},
+                 base.fc1.dw, ref_bwd.dw1);
+  check_gathered(checker, "db1", OpClass::linear, {block_along(s.grads.fc1.db, 0, ffn_offset)}, {p.ffn}, base.fc1.db,
+                 ref_bwd.db1);
+  check_gathered(checker, "dw2", OpClass::linear, {block_along(s.grads.fc2.dw, 0, ffn_offset)}, {p.ffn, p.hidden},
+                 base.fc2.dw, ref_bwd.dw2);
+  check_gathered(checker, "db2", OpClass::linear, {block_along(s.grads.fc2.db, 0, 0)}, {p.hidden}, base.fc2.db,
+                 ref_bwd.db2);
 }
 
 Metrics metrics(MlpState& s, const RegionTimes& times) {
@@ -112,7 +121,7 @@ CaseDef mlp_case() {
       .summary = "pre-LN MLP block (LN, column linear, GELU, row linear, residual) under TP / SP",
       .faults = {"skip_input_grad_reduce", "reduce_scatter_wrong_dim", "layernorm_wrong_axis"},
       .kernel_faults = {KernelFault::layernorm_forward_variance, KernelFault::layernorm_backward_mean_term,
-                       KernelFault::gelu_backward_coefficient},
+                        KernelFault::gelu_backward_coefficient},
       .table_metrics = {"tflops_per_rank", "activation_bytes_per_rank", "layernorm_activation_bytes_per_rank"},
       .setup = setup,
       .fwd_bwd = fwd_bwd,

@@ -68,8 +68,7 @@ void validate_problem(const CaseConfig& c);
 // compares the result with base (one rank, test dtype) and ref (f64) there;
 // replicas that disagree bit for bit fail the case.
 void check_gathered(Checker& checker, const std::string& name, OpClass op, const std::vector<Block>& blocks,
-                    const Shape& global,
-                    const Tensor& base, const Tensor& ref);
+                    const Shape& global, const Tensor& base, const Tensor& ref);
 
 // The metrics of METRICS.md's tp_sp row. flops: matrix-product FLOPs of the
 // global forward + backward; replicated_grad_bytes: bytes of the gradients

@@ -115,14 +115,14 @@ void check(VocabState& s, Checker& checker) {
     move_to_host({&base.logits, &base.row_loss, &base.dembedding, &base.head.dw, &base.head.db});
   }
   const int64_t vocab_offset = s.w.embedding.vocab_start;
-  check_gathered(checker, "logits", OpClass::linear, {{s.out.logits, {at.batch_offset, 0, vocab_offset}}}, {p.batch, p.seq, p.vocab},
-                 base.logits, r.logits);
-  check_gathered(checker, "row_loss", OpClass::loss, {{s.out.row_loss, {at.batch_offset, 0}}}, {p.batch, p.seq}, base.row_loss,
-                 r.row_loss);
-  check_gathered(checker, "dembedding", OpClass::linear, {block_along(s.out.dembedding, 0, vocab_offset)}, {p.vocab, p.hidden},
-                 base.dembedding, r.dembedding);
-  check_gathered(checker, "dhead", OpClass::linear, {block_along(s.out.head.dw, 1, vocab_offset)}, {p.hidden, p.vocab}, base.head.dw,
-                 r.dhead);
+  check_gathered(checker, "logits", OpClass::linear, {{s.out.logits, {at.batch_offset, 0, vocab_offset}}},
+                 {p.batch, p.seq, p.vocab}, base.logits, r.logits);
+  check_gathered(checker, "row_loss", OpClass::loss, {{s.out.row_loss, {at.batch_offset, 0}}}, {p.batch, p.seq},
+                 base.row_loss, r.row_loss);
+  check_gathered(checker, "dembedding", OpClass::linear, {block_along(s.out.dembedding, 0, vocab_offset)},
+                 {p.vocab, p.hidden}, base.dembedding, r.dembedding);
+  check_gathered(checker, "dhead", OpClass::linear, {block_along(s.out.head.dw, 1, vocab_offset)}, {p.hidden, p.vocab},
+                 base.head.dw, r.dhead);
 }
 
 Metrics metrics(VocabState& s, const RegionTimes& times) {

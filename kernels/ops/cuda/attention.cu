@@ -34,8 +34,8 @@ PositionRuns runs_of(const std::vector<int64_t>& pos, const std::vector<int64_t>
                              " is out of range"));
     if (i > 0 && pos[i] == pos[i - 1] + 1 && (seq.empty() || seq[i] == seq[i - 1])) continue;
     if (runs.count == kMaxRuns)
-      throw RuntimeError(cat("attention on CUDA: the ", which, " positions form more than ", kMaxRuns,
-                             " runs of consecutive rows"));
+      throw RuntimeError(
+          cat("attention on CUDA: the ", which, " positions form more than ", kMaxRuns, " runs of consecutive rows"));
     runs.start[runs.count] = static_cast<int>(i);
     runs.pos[runs.count] = static_cast<int>(pos[i]);
     runs.seq[runs.count] = name == AttentionMask::kPaddingRow ? attention::kPaddingRun : static_cast<int>(name);
@@ -93,11 +93,13 @@ int64_t tile_scores(const AttentionMask& mask, int64_t sq, int64_t sk, int64_t t
     Range window;  // lowest window start, highest position of the real queries
     for (int64_t i = q0; i < q1; ++i)
       if (!padding(mask.q_seq, i))
-        window.lo = std::min(window.lo, packed ? mask.q_seq[i] : -kNone), window.hi = std::max(window.hi, mask.q_pos[i]);
+        window.lo = std::min(window.lo, packed ? mask.q_seq[i] : -kNone),
+        window.hi = std::max(window.hi, mask.q_pos[i]);
     for (size_t t = 0; t < keys.size(); ++t) {
-      const bool hidden = window.lo > window.hi || keys[t].lo > keys[t].hi || keys[t].lo > window.hi ||
-                          keys[t].hi < window.lo;
-      if (!hidden) scores += (q1 - q0) * (std::min(sk, static_cast<int64_t>(t + 1) * tk) - static_cast<int64_t>(t) * tk);
+      const bool hidden =
+          window.lo > window.hi || keys[t].lo > keys[t].hi || keys[t].lo > window.hi || keys[t].hi < window.lo;
+      if (!hidden)
+        scores += (q1 - q0) * (std::min(sk, static_cast<int64_t>(t + 1) * tk) - static_cast<int64_t>(t) * tk);
     }
   }
   return scores;
@@ -137,7 +139,7 @@ __global__ void merge_kernel(float* out, float* lse, const float* out_b, const f
   const int64_t i = stat % s, hh = (stat / s) % h, bi = stat / (s * h);
   const int64_t row = ((bi * s + i) * h + hh) * d;
   const float la = lse[stat], lb = lse_b[stat];
-  __syncwarp();  // every lane has read the old lse before lane 0 writes the new one
+  __syncwarp();                 // every lane has read the old lse before lane 0 writes the new one
   if (lb == -INFINITY) return;  // b saw nothing: keep a (also when both are empty)
   if (la == -INFINITY) {        // a saw nothing: take b
     for (int64_t x = lane; x < d; x += 32) out[row + x] = out_b[row + x];
@@ -176,9 +178,9 @@ int64_t attention_backward_accumulate(const Tensor& q, const Tensor& k, const Te
   require_qkv("attention_block_backward", q, k, v);
   require_dtype("attention_block_backward", "dout", dout, q.dtype());
   const Sizes s = sizes_of(q, k);
-  const attention::BackwardArgs args{q.raw(),         k.raw(),         v.raw(),        dout.raw(),
-                                     ptr<float>(lse), ptr<float>(delta), ptr<float>(dq), ptr<float>(dk),
-                                     ptr<float>(dv),  s,               mask_runs(mask)};
+  const attention::BackwardArgs args{q.raw(),           k.raw(),        v.raw(),        dout.raw(),     ptr<float>(lse),
+                                     ptr<float>(delta), ptr<float>(dq), ptr<float>(dk), ptr<float>(dv), s,
+                                     mask_runs(mask)};
   const bool tensor_cores = uses_tensor_cores(q.dtype(), s.d);
   if (tensor_cores) attention::backward_mma(q.dtype(), args);
   else attention::backward_simt(q.dtype(), args);

@@ -8,10 +8,9 @@
 // counts them: forward 4 b s^2 h d (half when causal), backward 2.5x
 // forward. attention_bf16/<pass>/packed/<seq>: every row packs eight causal
 // sequences of s/2, s/4, ..., s/128, s/128 tokens (THD), FLOPs
-// counted on those sequences alone (sum of 4 b L^2 h d / 2), not on s^2. The kernels measured are the tensor-core ones of
-// attention_mma.cu (bf16, d = 128); fwd_bwd is the forward, the delta and the
-// backward with its f32 dQ/dK/dV accumulators zeroed, as a training step
-// calls them. A case that fails reports its error instead of a number.
+// counted on those sequences alone (sum of 4 b L^2 h d / 2), not on s^2. The kernels measured are the tensor-core ones
+// of attention_mma.cu (bf16, d = 128); fwd_bwd is the forward, the delta and the backward with its f32 dQ/dK/dV
+// accumulators zeroed, as a training step calls them. A case that fails reports its error instead of a number.
 #include <benchmark/benchmark.h>
 #include <cuda_runtime.h>
 

@@ -25,7 +25,7 @@
 namespace sextant::ops::cuda::attention {
 
 constexpr int kMaxRuns = kCudaMaskRuns;  // attention_block.h; 3 KiB of kernel parameters for both masks
-constexpr int kPaddingRun = -1;  // a run of padding rows: they see nothing and are seen by nothing
+constexpr int kPaddingRun = -1;          // a run of padding rows: they see nothing and are seen by nothing
 
 // Rows [start[r], start[r + 1]) (the last run: to the end) hold positions
 // pos[r], pos[r] + 1, ... of the sequence that starts at position seq[r].

@@ -179,8 +179,7 @@ TEST(CudaAttention, BlocksWithGlobalPositionsConform) {
     expect_conforms({2, 2 * c, 2 * c, 2, 2, 32}, dt, AttentionMask::causal_positions(zigzag, rank1),
                     "zigzag ring step: rows that see nothing");
     // A ring step whose keys lie after every query except the last: one row sees one key.
-    expect_conforms({1, 100, 100, 2, 1, 16}, dt, AttentionMask::causal_blocks(0, 100, 99, 100),
-                    "one visible pair");
+    expect_conforms({1, 100, 100, 2, 1, 16}, dt, AttentionMask::causal_blocks(0, 100, 99, 100), "one visible pair");
   }
 }
 
@@ -223,8 +222,8 @@ TEST(CudaAttention, FullyMaskedBlocksGiveEmptyRows) {
     const Inputs in = make_inputs(p, dt);
     const AttentionMask mask = AttentionMask::causal_blocks(0, 70, 70, 70);  // every key after every query
     const AttentionOut f = attention_block_forward(gpu(in.q), gpu(in.k), gpu(in.v), mask);
-    Tensor dq = Tensor::zeros(in.q.shape(), DType::f32, Device::cuda), dk = Tensor::zeros(in.k.shape(), DType::f32,
-                                                                                            Device::cuda),
+    Tensor dq = Tensor::zeros(in.q.shape(), DType::f32, Device::cuda),
+           dk = Tensor::zeros(in.k.shape(), DType::f32, Device::cuda),
            dv = Tensor::zeros(in.k.shape(), DType::f32, Device::cuda);
     attention_block_backward_accumulate(gpu(in.q), gpu(in.k), gpu(in.v), gpu(in.dout), f.lse,
                                         attention_delta(f.out, gpu(in.dout)), mask, dq, dk, dv);

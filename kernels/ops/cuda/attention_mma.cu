@@ -154,9 +154,9 @@ __global__ void __launch_bounds__(kThreads)
     forward_kernel(const T* q, const T* k, const T* v, float* out, float* lse, Sizes s, MaskRuns mask) {
   constexpr int kLd = row_ld<D>(), kDTiles = D / 8, kKTiles = kTile / 8;
   extern __shared__ __align__(16) unsigned char smem[];
-  T* ks = reinterpret_cast<T*>(smem);                         // [kTile][kLd]; first the Q tile
-  T* vt = ks + kTile * kLd;                                   // [D][kLdT]: V transposed
-  int* key_pos = reinterpret_cast<int*>(vt + D * kLdT);       // [kTile]
+  T* ks = reinterpret_cast<T*>(smem);                    // [kTile][kLd]; first the Q tile
+  T* vt = ks + kTile * kLd;                              // [D][kLdT]: V transposed
+  int* key_pos = reinterpret_cast<int*>(vt + D * kLdT);  // [kTile]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int q0 = blockIdx.x * kTile, h = blockIdx.y, bi = blockIdx.z, kvh = h / s.group;
   const int q_rows = min(kTile, s.sq - q0);
@@ -291,7 +291,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int q0 = 0; q0 < s.sq; q0 += kTile) {
       const int q_rows = min(kTile, s.sq - q0);
       if (tile_hidden(mask, q0, q0 + q_rows, k0, k0 + k_rows)) continue;  // uniform over the block
-      __syncthreads();  // the previous tile's readers are done
+      __syncthreads();                                                    // the previous tile's readers are done
       const int64_t q_at = ((static_cast<int64_t>(bi) * s.sq + q0) * s.hq + h) * s.d;
       load_tile<T, D>(q + q_at, ldq, q_rows, s.d, qs, qt);
       load_tile<T, D>(dout + q_at, ldq, q_rows, s.d, dos, dot);
@@ -397,7 +397,8 @@ void with_half_type(DType dtype, Fn&& fn) {
 
 template <class Kernel>
 void allow_smem(Kernel kernel, size_t bytes) {
-  SEXTANT_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  SEXTANT_CHECK_CUDA(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
 void require_grid(const char* what, int64_t x, int64_t y, int64_t z) {
@@ -430,8 +431,7 @@ void forward_mma(DType dtype, const ForwardArgs& a) {
       auto kernel = forward_kernel<T, D>;
       allow_smem(kernel, forward_smem<T, D>());
       kernel<<<dim3(static_cast<unsigned>(tiles), s.hq, s.b), kThreads, forward_smem<T, D>(), compute_stream()>>>(
-          static_cast<const T*>(a.q), static_cast<const T*>(a.k), static_cast<const T*>(a.v), a.out, a.lse, s,
-          a.mask);
+          static_cast<const T*>(a.q), static_cast<const T*>(a.k), static_cast<const T*>(a.v), a.out, a.lse, s, a.mask);
     });
   });
   SEXTANT_CHECK_LAUNCH("attention forward (tensor cores)");

@@ -112,7 +112,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       for (int x = 0; x < kCols; ++x) {
         const int c = lane + 32 * x;
         if (c >= s.d) continue;
-        dq_acc[x] += dsj * f32(k[kv_at + c]);           // dQ += scale dS K
+        dq_acc[x] += dsj * f32(k[kv_at + c]);              // dQ += scale dS K
         atomicAdd(dk + kv_at + c, s.scale * dsj * qs[c]);  // dK += scale dS^T Q
         atomicAdd(dv + kv_at + c, pj * dos[c]);            // dV += P^T dO
       }
@@ -130,8 +130,7 @@ unsigned blocks_for(const Sizes& s) {
 }
 
 void require_head_dim(int d) {
-  if (d > kSimtMaxHeadDim)
-    throw RuntimeError(cat("attention on CUDA: head_dim ", d, " exceeds ", kSimtMaxHeadDim));
+  if (d > kSimtMaxHeadDim) throw RuntimeError(cat("attention on CUDA: head_dim ", d, " exceeds ", kSimtMaxHeadDim));
 }
 
 }  // namespace

@@ -10,10 +10,10 @@
 #include <string>
 
 #include "harness/compare.h"
-#include "harness/tolerance.h"
 #include "harness/rng.h"
 #include "harness/tensor.h"
 #include "harness/testing/gpu.h"
+#include "harness/tolerance.h"
 
 namespace sextant::ops::testing {
 
@@ -31,9 +31,9 @@ inline ::testing::AssertionResult cuda_conforms(const Tensor& cuda, const Tensor
   const ErrorStats e_cuda = compare(host(cuda), ref), e_host = compare(host_op, ref);
   const double bound = std::min(distributed_bound(dtype, cls, e_host.rel_l2), baseline_gate(dtype, cls));
   if (e_cuda.nonfinite == 0 && e_cuda.rel_l2 <= bound) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << dtype_name(dtype) << ": CUDA error " << e_cuda.rel_l2 << " > bound "
-                                       << bound << " (host error " << e_host.rel_l2 << ", max abs "
-                                       << e_cuda.max_abs << ", nonfinite " << e_cuda.nonfinite << ")";
+  return ::testing::AssertionFailure() << dtype_name(dtype) << ": CUDA error " << e_cuda.rel_l2 << " > bound " << bound
+                                       << " (host error " << e_host.rel_l2 << ", max abs " << e_cuda.max_abs
+                                       << ", nonfinite " << e_cuda.nonfinite << ")";
 }
 
 // Elements whose bits differ (same dtype and shape).

@@ -10,10 +10,7 @@ void require_dtype(const char* op, const char* name, const Tensor& t, DType d) {
 
 Tensor as_dtype(const Tensor& t, DType d) { return t.dtype() == d ? t : t.to(d); }
 
-
-Scratch::Scratch(size_t bytes) {
-  SEXTANT_CHECK_CUDA(cudaMallocAsync(&ptr_, bytes > 0 ? bytes : 1, compute_stream()));
-}
+Scratch::Scratch(size_t bytes) { SEXTANT_CHECK_CUDA(cudaMallocAsync(&ptr_, bytes > 0 ? bytes : 1, compute_stream())); }
 
 Scratch::~Scratch() {
   if (ptr_) cudaFreeAsync(ptr_, compute_stream());
@@ -21,7 +18,8 @@ Scratch::~Scratch() {
 
 DeviceIds::DeviceIds(std::span<const int64_t> ids) : scratch_(ids.size_bytes()) {
   if (!ids.empty())
-    SEXTANT_CHECK_CUDA(cudaMemcpyAsync(scratch_.get(), ids.data(), ids.size_bytes(), cudaMemcpyHostToDevice, compute_stream()));
+    SEXTANT_CHECK_CUDA(
+        cudaMemcpyAsync(scratch_.get(), ids.data(), ids.size_bytes(), cudaMemcpyHostToDevice, compute_stream()));
 }
 
 }  // namespace sextant::ops::cuda

@@ -118,8 +118,8 @@ void with_element_size(size_t bytes, Fn&& fn) {
 
 // out row t of [tokens, h] = table row ids[t] - first, for ids in the table.
 template <class E>
-__global__ void gather_rows_kernel(const E* table, int64_t rows, int64_t h, const int64_t* ids, int64_t first,
-                                   E* out, int64_t tokens) {
+__global__ void gather_rows_kernel(const E* table, int64_t rows, int64_t h, const int64_t* ids, int64_t first, E* out,
+                                   int64_t tokens) {
   for (int64_t i = global_thread(); i < tokens * h; i += grid_threads()) {
     const int64_t t = i / h, local = ids[t] - first;
     if (local >= 0 && local < rows) out[i] = table[local * h + i % h];
@@ -226,8 +226,8 @@ void scatter_add_rows(const Tensor& grad, std::span<const int64_t> ids, int64_t 
     using T = decltype(tag);
     auto run = [&](auto sum_tag) {
       using S = decltype(sum_tag);
-      launch("scatter_add_rows", tokens * h, scatter_add_rows_kernel<T, S>, ptr<T>(grad), tokens, h,
-             device_ids.get(), first, ptr<S>(sums), sums.dim(0));
+      launch("scatter_add_rows", tokens * h, scatter_add_rows_kernel<T, S>, ptr<T>(grad), tokens, h, device_ids.get(),
+             first, ptr<S>(sums), sums.dim(0));
     };
     if (sums.dtype() == DType::f64) run(double{});
     else run(float{});

@@ -24,8 +24,8 @@ cudaDataType_t cublas_type(DType d) {
 }
 }  // namespace
 
-void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha, float beta,
-          int64_t m, int64_t n, int64_t k) {
+void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha, float beta, int64_t m,
+          int64_t n, int64_t k) {
   if (m == 0 || n == 0) return;
   cublasHandle_t handle = cublas_handle();
   const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;

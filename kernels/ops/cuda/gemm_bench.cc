@@ -81,9 +81,15 @@ void run_gemm(benchmark::State& state, const std::function<void(Operands&, int64
 const bool registered = [] {
   for (int64_t s : {1024, 2048, 4096, 8192}) {
     benchmark::RegisterBenchmark("gemm_bf16/wrapper", [](benchmark::State& st) { run_gemm(st, wrapper); })
-        ->Arg(s)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.3);
+        ->Arg(s)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond)
+        ->MinTime(0.3);
     benchmark::RegisterBenchmark("gemm_bf16/cublas_direct", [](benchmark::State& st) { run_gemm(st, cublas_direct); })
-        ->Arg(s)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.3);
+        ->Arg(s)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond)
+        ->MinTime(0.3);
   }
   return true;
 }();

@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "harness/compare.h"
-#include "harness/tolerance.h"
 #include "harness/testing/gpu.h"
+#include "harness/tolerance.h"
 #include "kernels/ops/gemm.h"
 #include "kernels/ops/random.h"
 
@@ -38,8 +38,7 @@ TEST(CudaGemm, MatchesTheHostOpAndTheReference) {
           ErrorStats e_host = compare(host, ref), e_gpu = compare(gpu.to(Device::host), ref);
           EXPECT_EQ(e_gpu.nonfinite, 0);
           EXPECT_LE(e_gpu.rel_l2, distributed_bound(d, OpClass::linear, e_host.rel_l2))
-              << dtype_name(d) << " ta=" << ta << " tb=" << tb << " beta=" << beta << " host error "
-              << e_host.rel_l2;
+              << dtype_name(d) << " ta=" << ta << " tb=" << tb << " beta=" << beta << " host error " << e_host.rel_l2;
         }
 }
 
@@ -78,10 +77,11 @@ TEST(CudaGemm, LargeBf16ProductOnDeviceInputs) {
   Tensor host = Tensor::empty({s, s}, DType::bf16);
   gemm(sextant::random_tensor({s, s}, DType::bf16, sa), false, sextant::random_tensor({s, s}, DType::bf16, sb), true,
        host);
-  Tensor ref = reference(a.to(Device::host), false, b.to(Device::host), true, Tensor::zeros({s, s}, DType::bf16),
-                         1.0f, 0.0f);
+  Tensor ref =
+      reference(a.to(Device::host), false, b.to(Device::host), true, Tensor::zeros({s, s}, DType::bf16), 1.0f, 0.0f);
   ErrorStats e_host = compare(host, ref), e_gpu = compare(c.to(Device::host), ref);
-  EXPECT_LE(e_gpu.rel_l2, distributed_bound(DType::bf16, OpClass::linear, e_host.rel_l2)) << "host error " << e_host.rel_l2;
+  EXPECT_LE(e_gpu.rel_l2, distributed_bound(DType::bf16, OpClass::linear, e_host.rel_l2))
+      << "host error " << e_host.rel_l2;
 }
 
 }  // namespace

@@ -37,7 +37,8 @@ double activation_bytes(const MemoryOperands& o) { return static_cast<double>(o.
 // Copy: read x, write y.
 double copy_bytes(const MemoryOperands& o) { return 2 * activation_bytes(o); }
 void copy(MemoryOperands& o) {
-  SEXTANT_CHECK_CUDA(cudaMemcpyAsync(o.y.raw(), o.x.raw(), o.x.nbytes(), cudaMemcpyDeviceToDevice, cuda::compute_stream()));
+  SEXTANT_CHECK_CUDA(
+      cudaMemcpyAsync(o.y.raw(), o.x.raw(), o.x.nbytes(), cudaMemcpyDeviceToDevice, cuda::compute_stream()));
 }
 
 // LayerNorm forward: read x, gamma, beta; write y and the f32 mean / rstd per row.

@@ -33,8 +33,8 @@ TEST(CudaRng, UniformBlocksAreBitIdenticalToTheHost) {
       RandomSpec spec{11, tensor_id("cuda.rng"), 0.75};
       Tensor host = sextant::random_block(global, offset, local, d, spec);
       Tensor gpu = random_block(global, offset, local, d, spec, Device::cuda).to(Device::host);
-      EXPECT_EQ(differing_bits(gpu, host), 0) << dtype_name(d) << " block " << shape_string(local) << " at "
-                                              << shape_string(offset);
+      EXPECT_EQ(differing_bits(gpu, host), 0)
+          << dtype_name(d) << " block " << shape_string(local) << " at " << shape_string(offset);
     }
 }
 

@@ -57,14 +57,15 @@ __global__ void layernorm_forward_kernel(const T* x, const compute_t<T>* gamma, 
   F squares = 0;
   for (int64_t j = threadIdx.x; j < h; j += blockDim.x) squares += (row[j] - m) * (row[j] - m);
   const F rs = F(1) / sqrt(block_sum(squares, scratch) / F(h) + eps);
-  for (int64_t j = threadIdx.x; j < h; j += blockDim.x) y[r * h + j] = narrow_to<T>((row[j] - m) * rs * gamma[j] + beta[j]);
+  for (int64_t j = threadIdx.x; j < h; j += blockDim.x)
+    y[r * h + j] = narrow_to<T>((row[j] - m) * rs * gamma[j] + beta[j]);
   if (threadIdx.x == 0) mean[r] = m, rstd[r] = rs;
 }
 
 // dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy gamma (layernorm.cc).
 template <class T>
-__global__ void layernorm_backward_kernel(const T* dy, const T* x, const compute_t<T>* gamma,
-                                          const compute_t<T>* mean, const compute_t<T>* rstd, T* dx, int64_t h) {
+__global__ void layernorm_backward_kernel(const T* dy, const T* x, const compute_t<T>* gamma, const compute_t<T>* mean,
+                                          const compute_t<T>* rstd, T* dx, int64_t h) {
   using F = compute_t<T>;
   __shared__ F scratch[32];
   const int64_t r = blockIdx.x;
@@ -324,8 +325,8 @@ void cross_entropy_row_max(const Tensor& logits, Tensor& out) {
   if (rows == 0) return;
   with_storage(logits.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    row_max_kernel<T><<<rows_grid(rows), row_threads(n), 0, compute_stream()>>>(ptr<T>(logits),
-                                                                                ptr<compute_t<T>>(out), n);
+    row_max_kernel<T>
+        <<<rows_grid(rows), row_threads(n), 0, compute_stream()>>>(ptr<T>(logits), ptr<compute_t<T>>(out), n);
     SEXTANT_CHECK_LAUNCH("cross_entropy_row_max");
   });
 }
@@ -337,8 +338,8 @@ void cross_entropy_sum_exp(const Tensor& logits, const Tensor& row_max, Tensor& 
     using T = decltype(tag);
     using F = compute_t<T>;
     const Tensor m = as_dtype(row_max, dtype_of<F>());
-    sum_exp_kernel<T><<<rows_grid(rows), row_threads(n), 0, compute_stream()>>>(ptr<T>(logits), ptr<F>(m),
-                                                                                ptr<F>(out), n);
+    sum_exp_kernel<T>
+        <<<rows_grid(rows), row_threads(n), 0, compute_stream()>>>(ptr<T>(logits), ptr<F>(m), ptr<F>(out), n);
     SEXTANT_CHECK_LAUNCH("cross_entropy_sum_exp");
   });
 }
@@ -364,8 +365,8 @@ void cross_entropy_row_loss(const Tensor& max, const Tensor& sum_exp, const Tens
     const Tensor m = as_dtype(max, out.dtype()), s = as_dtype(sum_exp, out.dtype()),
                  t = as_dtype(target_logit, out.dtype());
     if constexpr (std::is_same_v<F, float> || std::is_same_v<F, double>) {
-      row_loss_kernel<F><<<grid_for(rows, 256), 256, 0, compute_stream()>>>(ptr<F>(m), ptr<F>(s), ptr<F>(t),
-                                                                            ptr<F>(out), rows);
+      row_loss_kernel<F>
+          <<<grid_for(rows, 256), 256, 0, compute_stream()>>>(ptr<F>(m), ptr<F>(s), ptr<F>(t), ptr<F>(out), rows);
       SEXTANT_CHECK_LAUNCH("cross_entropy_row_loss");
     } else {
       throw RuntimeError("cross_entropy_row_loss: the row losses are f32 or f64");

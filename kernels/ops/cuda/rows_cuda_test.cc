@@ -116,8 +116,9 @@ TEST(CudaCrossEntropy, WholeVocabularyConforms) {
       Tensor dlogits = Tensor::empty(logits.shape(), d), gdlogits = gpu(dlogits);
       cross_entropy_backward(logits, targets, f.stats, LossReduction::mean, 1.5f, dlogits);
       cross_entropy_backward(gpu(logits), targets, gf.stats, LossReduction::mean, 1.5f, gdlogits);
-      EXPECT_TRUE(cuda_conforms(
-          gdlogits, dlogits, ref::cross_entropy_backward(logits, targets, ref::Reduction::mean, 1.5), d, OpClass::softmax));
+      EXPECT_TRUE(cuda_conforms(gdlogits, dlogits,
+                                ref::cross_entropy_backward(logits, targets, ref::Reduction::mean, 1.5), d,
+                                OpClass::softmax));
     }
 }
 
@@ -156,8 +157,8 @@ TEST(CudaCrossEntropy, VocabSlicesCombineToTheWhole) {
     Tensor host_whole = Tensor::empty(logits.shape(), d);
     cross_entropy_backward(logits, targets, cross_entropy_forward(logits, targets, LossReduction::sum).stats,
                            LossReduction::sum, 1.0f, host_whole);
-    EXPECT_TRUE(cuda_conforms(whole, host_whole, ref::cross_entropy_backward(logits, targets, ref::Reduction::sum),
-                              d, OpClass::softmax));
+    EXPECT_TRUE(cuda_conforms(whole, host_whole, ref::cross_entropy_backward(logits, targets, ref::Reduction::sum), d,
+                              OpClass::softmax));
   }
 }
 
@@ -203,7 +204,8 @@ TEST(CudaAdam, StepsConform) {
     }
     EXPECT_TRUE(cuda_conforms(gp, p, rp, DType::f32, OpClass::optimizer)) << "param, grad " << dtype_name(grad_dtype);
     EXPECT_TRUE(cuda_conforms(gm, m, rm, DType::f32, OpClass::optimizer)) << "exp_avg, grad " << dtype_name(grad_dtype);
-    EXPECT_TRUE(cuda_conforms(gv, v, rv, DType::f32, OpClass::optimizer)) << "exp_avg_sq, grad " << dtype_name(grad_dtype);
+    EXPECT_TRUE(cuda_conforms(gv, v, rv, DType::f32, OpClass::optimizer))
+        << "exp_avg_sq, grad " << dtype_name(grad_dtype);
   }
 }
 
@@ -215,8 +217,7 @@ TEST(CudaOps, MixedDevicesAreAClearError) {
     gelu_forward(x, y);
     ADD_FAILURE() << "no error for a host input with a device output";
   } catch (const RuntimeError& e) {
-    EXPECT_NE(std::string(e.what()).find("gelu_forward: y is on cuda but x is on host"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("gelu_forward: y is on cuda but x is on host"), std::string::npos) << e.what();
   }
 }
 

@@ -54,8 +54,7 @@ TEST(CudaTensor, ConversionsRoundAsTheHost) {
   for (DType from : kAll)
     for (DType to : kAll) {
       const Tensor src = x64.to(from);
-      EXPECT_EQ(differing_elements(gpu(src).to(to), src.to(to)), 0)
-          << dtype_name(from) << " -> " << dtype_name(to);
+      EXPECT_EQ(differing_elements(gpu(src).to(to), src.to(to)), 0) << dtype_name(from) << " -> " << dtype_name(to);
     }
 }
 
