@@ -6,6 +6,8 @@ Times the best attention PyTorch offers on this machine
 backends: flash, cuDNN, memory-efficient) for bf16, head_dim 128,
 s = 4096..16384, causal and not, forward and forward+backward, and puts our
 attention block's numbers beside it when the GPU benchmark JSON has them.
+Also times torch.matmul in bf16 on square sizes (the anchor for our gemm
+wrapper: PyTorch's matmul is what a training stack reaches on this GPU).
 
 Our side comes from ops_cuda_bench (Google Benchmark JSON, --ours): entries
 named attention_bf16/<fwd|fwd_bwd>/<causal|full>/<seq>[/...] with a
@@ -65,6 +67,24 @@ def time_ms(fn, warmup, reps, torch):
     return statistics.median(times)
 
 
+def matmul_flops(size):
+    return 2.0 * size ** 3
+
+
+def matmul_rows(args):
+    """torch.matmul, bf16, [s, s] x [s, s], per size: median ms and TFLOP/s."""
+    import torch
+
+    rows = []
+    gen = torch.Generator(device="cuda").manual_seed(4321)
+    for size in args.matmul_sizes:
+        a, b = (torch.randn((size, size), device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(2))
+        ms = time_ms(lambda: torch.matmul(a, b), args.warmup, args.reps, torch)
+        rows.append({"size": size, "torch_ms": ms, "torch_tflops": matmul_flops(size) / (ms * 1e-3) / 1e12})
+        print(f"  matmul bf16 {size}^3: torch {rows[-1]['torch_tflops']:7.1f} TFLOP/s", flush=True)
+    return rows
+
+
 def torch_rows(args):
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -119,13 +139,15 @@ def main():
     p.add_argument("--head-dim", type=int, default=128)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--reps", type=int, default=10)
+    p.add_argument("--matmul-sizes", default="1024,2048,4096,8192")
     args = p.parse_args()
     args.seqs = [int(s) for s in args.seqs.split(",")]
+    args.matmul_sizes = [int(s) for s in args.matmul_sizes.split(",") if s]
 
     doc = {"shape": {"batch": args.batch, "heads": args.heads, "head_dim": args.head_dim, "dtype": "bf16",
                      "layout": "torch [b, h, s, d]"},
            "flops_formula": "fwd 4*b*s^2*h*d (x0.5 causal); fwd_bwd 3.5x fwd",
-           "rows": [], "torch": None, "device": None}
+           "rows": [], "matmul": [], "torch": None, "device": None}
     ours, ours_reason = read_ours(args.ours)
     doc["ours_status"] = ours_reason or "measured"
     try:
@@ -136,6 +158,7 @@ def main():
                    device=torch.cuda.get_device_name())
         print(f"attention: torch {torch.__version__} on {doc['device']}", flush=True)
         doc["rows"] = torch_rows(args)
+        doc["matmul"] = matmul_rows(args)
     except (ImportError, RuntimeError) as e:
         doc["torch_status"] = f"not measured: {e}"
         print(f"attention: PyTorch baseline not measured: {e}", flush=True)

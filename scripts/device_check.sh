@@ -76,6 +76,20 @@ step() {
   step_names+=("$name"); step_status+=("$status")
 }
 
+# A suite step that wrote no results file, or one with no case, ran nothing:
+# that is a failure, whatever the exit status said.
+suite_step() {
+  local name=$1 before after
+  before=$(find "$results" -name '*.json' | sort)
+  step "$@"
+  [[ ${step_status[-1]} == pass ]] || return 0
+  after=$(comm -13 <(echo "$before") <(find "$results" -name '*.json' | sort))
+  if [ -z "$after" ] || [ "$(python3 "$here/gpu_summary.py" --count-cases $after)" = 0 ]; then
+    step_status[-1]="fail (ran no case)"
+    say "FAIL $name: ran no case"
+  fi
+}
+
 summary() {
   echo
   say "summary"
@@ -177,12 +191,12 @@ step "bench_attention.py (PyTorch SDPA)" 150 python3 "$here/bench_attention.py" 
 suites=$("$bin/sextant" list 2>/dev/null | grep -v '^ ' || true)
 [ -n "$suites" ] || say "sextant list printed no suites"
 for suite in $suites; do
-  step "$suite, nccl, world 1" 150 "${mpirun_n[@]}" 1 "$bin/sextant" run "$suite" --device cuda --comm nccl \
+  suite_step "$suite, nccl, world 1" 150 "${mpirun_n[@]}" 1 "$bin/sextant" run "$suite" --device cuda --comm nccl \
     --profile ci --timeout 120 -o "$results"
   tar -C "$(dirname "$results")" -czf "$out/results.tar.gz" results
 done
 for suite in $suites; do
-  step "$suite, staged, 4 ranks" 150 "${mpirun_n[@]}" 4 "$bin/sextant" run "$suite" --device cuda --comm staged \
+  suite_step "$suite, staged, 4 ranks" 150 "${mpirun_n[@]}" 4 "$bin/sextant" run "$suite" --device cuda --comm staged \
     --ranks 4 --profile ci --timeout 120 -o "$results"
   tar -C "$(dirname "$results")" -czf "$out/results.tar.gz" results
 done
@@ -197,10 +211,10 @@ done
 step_1b=(run step/train --device cuda --comm nccl --dtype bf16 --no-check --set moe_every=0 --vocab 32768
   --hidden 2048 --heads 16 --ffn 8192 --layers 16 --seq 2048 --batch 8 --warmup 1 --iters 3 --timeout 140)
 step "ops_cuda_test, async allocation" 120 env SEXTANT_CUDA_ALLOC=async "$bin/ops_cuda_test"
-step "step MFU, 1B dense bf16, async alloc" 150 env SEXTANT_CUDA_ALLOC=async "${mpirun_n[@]}" 1 \
+suite_step "step MFU, 1B dense bf16, async alloc" 150 env SEXTANT_CUDA_ALLOC=async "${mpirun_n[@]}" 1 \
   -x SEXTANT_CUDA_ALLOC "$bin/sextant" "${step_1b[@]}" -o "$results"
 tar -C "$(dirname "$results")" -czf "$out/results.tar.gz" results
-step "step MFU, 1B dense bf16, cudaMalloc" 150 "${mpirun_n[@]}" 1 "$bin/sextant" "${step_1b[@]}" -o "$results"
+suite_step "step MFU, 1B dense bf16, cudaMalloc" 150 "${mpirun_n[@]}" 1 "$bin/sextant" "${step_1b[@]}" -o "$results"
 tar -C "$(dirname "$results")" -czf "$out/results.tar.gz" results
 
 # --- 6. Summary (always, whatever the budget) --------------------------------

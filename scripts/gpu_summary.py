@@ -2,17 +2,23 @@
 """Summary of a device check (scripts/device_check.sh): the GPU benchmark
 numbers beside their goals, and the conformance verdicts of the suite runs.
 
-  gemm bf16 8192^3: our wrapper's TFLOP/s over cuBLAS called directly (goal >= 0.95)
-  memory: layernorm forward GB/s beside a device-to-device copy of the same bytes
-  attention: our TFLOP/s over PyTorch's best SDPA backend (goal >= 0.5)
-  suites: cases passed / failed / errored per results file, with backend
-  step: the training step's throughput and MFU per step/train case (dtype, model size)
+  gemm bf16: our wrapper's TFLOP/s over torch.matmul and over cuBLAS called
+    directly, per size
+  memory: each memory-bound op's GB/s over a device-to-device copy of the
+    same shape
+  attention: our TFLOP/s over PyTorch's best SDPA backend (cuDNN on Hopper)
+  suites: cases passed / failed / errored per results file, with backend; a
+    file with no case is a failure
+  step: the training step's throughput and MFU per step/train case
 
-Prints a table and writes --out (JSON). Reads only; exits 0 unless an
-input cannot be read.
+Then one verdict per goal (GOALS): PASS, FAIL or NOT MEASURED, with the
+measured figure. Prints the tables and writes --out (JSON). Exits 1 when a
+verdict is FAIL, 0 otherwise (NOT MEASURED is listed, not a failure), 2
+when an input cannot be read.
 
   python3 scripts/gpu_summary.py --bench bench_ops.json --attention bench_attention.json \
       --results results/ --out summary.json
+  python3 scripts/gpu_summary.py --count-cases FILE...   # prints the number of cases in sextant results files
 """
 import argparse
 import glob
@@ -29,8 +35,22 @@ def load(path):
         return json.load(f)
 
 
-def gemm_rows(bench):
-    """Per size: wrapper and direct TFLOP/s and their ratio."""
+# The goals a GPU build is held to: what each ratio must reach, and on which rows.
+GOALS = {
+    "attention_over_sdpa": {"at_least": 0.9, "what": "our attention TFLOP/s over SDPA's best backend, bf16, d 128, "
+                                                     "seq 8k-16k, causal and not, fwd and fwd+bwd", "min_seq": 8192},
+    "layernorm_over_copy": {"at_least": 0.7, "what": "LayerNorm forward GB/s over a device copy of the same shape"},
+    "gemm_over_torch_matmul": {"at_least": 0.95, "what": "gemm wrapper TFLOP/s over torch.matmul, bf16, 4096^3 "
+                                                         "and 8192^3", "sizes": (4096, 8192)},
+    "gemm_over_cublas": {"at_least": 0.95, "what": "gemm wrapper TFLOP/s over cuBLAS called directly, bf16, 8192^3",
+                         "sizes": (8192,)},
+    "step_mfu_measured": {"what": "MFU of the 1B dense bf16 training step, measured and reported"},
+    "suites_conform": {"what": "every suite run passes conformance and ran at least one case"},
+}
+
+
+def gemm_rows(bench, matmul=()):
+    """Per size: wrapper, direct cuBLAS and torch.matmul TFLOP/s, and the wrapper's ratio to each."""
     by_size = {}
     for b in (bench or {}).get("benchmarks", []):
         m = re.match(r"^gemm_bf16/(wrapper|cublas_direct)/(\d+)", b.get("name", ""))
@@ -40,11 +60,14 @@ def gemm_rows(bench):
         entry[m.group(1)] = None if b.get("error_occurred") else b.get("TFLOP/s")
         if b.get("error_occurred"):
             entry["error"] = b.get("error_message")
+    for m in matmul or ():
+        by_size.setdefault(m["size"], {"size": m["size"]})["torch"] = m.get("torch_tflops")
     rows = []
     for size in sorted(by_size):
         e = by_size[size]
-        w, d = e.get("wrapper"), e.get("cublas_direct")
+        w, d, t = e.get("wrapper"), e.get("cublas_direct"), e.get("torch")
         e["ratio"] = w / d if w and d else None
+        e["ratio_torch"] = w / t if w and t else None
         rows.append(e)
     return rows
 
@@ -60,6 +83,17 @@ def memory_rows(bench):
     return rows
 
 
+def count_cases(paths):
+    """The number of cases in sextant results files (a file that cannot be read counts none)."""
+    total = 0
+    for path in paths:
+        try:
+            total += len(load(path).get("cases", []))
+        except (OSError, ValueError, AttributeError):
+            pass
+    return total
+
+
 def suite_rows(results_dir):
     rows = []
     for path in sorted(glob.glob(os.path.join(results_dir or "", "*.json"))):
@@ -67,6 +101,8 @@ def suite_rows(results_dir):
         cases = doc.get("cases", [])
         backends = sorted({c.get("backend", "?") for c in cases})
         failed = [c["id"] for c in cases if c.get("conformance", {}).get("status") == "fail" or c.get("error")]
+        if not cases:
+            failed = ["(ran no case)"]
         system = doc.get("system", {})
         rows.append({"file": os.path.basename(path), "world_size": system.get("world_size"), "backends": backends,
                      "summary": doc.get("run", {}).get("summary"), "failed": failed,
@@ -94,6 +130,63 @@ def step_rows(results_dir):
     return rows
 
 
+def verdict(name, measured, target=None, detail=""):
+    if measured is None:
+        status = "NOT MEASURED"
+    elif target is None:
+        status = "PASS"
+    else:
+        status = "PASS" if measured >= target else "FAIL"
+    return {"goal": name, "what": GOALS[name]["what"], "target": target, "measured": measured, "status": status,
+            "detail": detail}
+
+
+def lowest(rows, key):
+    """The row with the smallest value of key among those that have one, or None."""
+    have = [r for r in rows if r.get(key) is not None]
+    return min(have, key=lambda r: r[key]) if have else None
+
+
+def verdicts(summary):
+    """One verdict per goal; the measured figure is the worst row the goal covers."""
+    out = []
+    goal = GOALS["attention_over_sdpa"]
+    rows = [r for r in summary["attention"] if r.get("seq", 0) >= goal["min_seq"]]
+    worst = lowest(rows, "ours_over_torch")
+    missing = [r for r in rows if r.get("ours_over_torch") is None]
+    detail = (f"worst s={worst['seq']} {'causal' if worst['causal'] else 'full'} {worst['pass']}" if worst else "")
+    out.append(verdict("attention_over_sdpa", None if missing or not rows else worst["ours_over_torch"],
+                       goal["at_least"], detail + (f"; {len(missing)} row(s) unmeasured" if missing else "")))
+
+    copy = {(r["rows"], r["h"]): r["GBps"] for r in summary["memory"] if r["op"] == "copy_d2d" and r["GBps"]}
+    ratios = [{"shape": f"{r['rows']}x{r['h']}", "ratio": r["GBps"] / copy[(r["rows"], r["h"])]}
+              for r in summary["memory"]
+              if r["op"] == "layernorm_fwd" and r["GBps"] and (r["rows"], r["h"]) in copy]
+    worst = lowest(ratios, "ratio")
+    out.append(verdict("layernorm_over_copy", worst["ratio"] if worst else None,
+                       GOALS["layernorm_over_copy"]["at_least"], f"worst {worst['shape']}" if worst else ""))
+
+    for name, key in (("gemm_over_torch_matmul", "ratio_torch"), ("gemm_over_cublas", "ratio")):
+        goal = GOALS[name]
+        rows = [r for r in summary["gemm"] if r["size"] in goal["sizes"]]
+        worst = lowest(rows, key)
+        complete = len(rows) == len(goal["sizes"]) and all(r.get(key) is not None for r in rows)
+        out.append(verdict(name, worst[key] if complete else None, goal["at_least"],
+                           f"worst {worst['size']}^3" if worst else ""))
+
+    mfu = [r for r in summary["step"] if r.get("mfu") is not None and r.get("dtype") == "bf16"
+           and (r["model"].get("hidden") or 0) >= 2048]  # the 1B model, not the suites' small checked cases
+    best = max(mfu, key=lambda r: r["mfu"]) if mfu else None
+    out.append(verdict("step_mfu_measured", best["mfu"] if best else None, None,
+                       f"alloc {best['allocation'] or '-'}, {best['tokens_per_s']} tokens/s" if best else ""))
+
+    runs = summary["suites"]
+    bad = [r["file"] for r in runs if r["failed"]]
+    out.append(verdict("suites_conform", (0.0 if bad else 1.0) if runs else None, 1.0 if runs else None,
+                       f"{len(bad)} of {len(runs)} runs failed: {', '.join(bad[:6])}" if bad else f"{len(runs)} runs"))
+    return out
+
+
 def fmt(x, spec="7.1f"):
     return format(x, spec) if isinstance(x, (int, float)) else "   -   "
 
@@ -104,18 +197,27 @@ def main():
     p.add_argument("--attention", default="")
     p.add_argument("--results", default="")
     p.add_argument("--out", default="")
+    p.add_argument("--count-cases", nargs="+", metavar="FILE")
     args = p.parse_args()
-    bench, attention = load(args.bench), load(args.attention)
-    summary = {"gemm": gemm_rows(bench), "memory": memory_rows(bench),
+    if args.count_cases:
+        print(count_cases(args.count_cases))
+        return 0
+    try:
+        bench, attention = load(args.bench), load(args.attention)
+    except (OSError, ValueError) as e:
+        print(f"gpu_summary.py: cannot read an input: {e}", file=sys.stderr)
+        return 2
+    summary = {"gemm": gemm_rows(bench, (attention or {}).get("matmul", [])), "memory": memory_rows(bench),
                "attention": (attention or {}).get("rows", []),
                "attention_ours_status": (attention or {}).get("ours_status"),
-               "suites": suite_rows(args.results), "step": step_rows(args.results),
-               "goals": {"gemm_wrapper_over_cublas_8192": 0.95, "attention_ours_over_torch": 0.5}}
+               "suites": suite_rows(args.results), "step": step_rows(args.results)}
+    summary["verdicts"] = verdicts(summary)
 
-    print("gemm bf16 (TFLOP/s)      size   wrapper   cuBLAS  ratio")
+    print("gemm bf16 (TFLOP/s)      size   wrapper   cuBLAS    torch  /cuBLAS /torch")
     for r in summary["gemm"]:
         print(f"                        {r['size']:5d}   {fmt(r.get('wrapper'))}  {fmt(r.get('cublas_direct'))}  "
-              f"{fmt(r.get('ratio'), '5.3f')} {r.get('error') or ''}")
+              f"{fmt(r.get('torch'))}  {fmt(r.get('ratio'), '5.3f')}  {fmt(r.get('ratio_torch'), '5.3f')} "
+              f"{r.get('error') or ''}")
     print("memory-bound (GB/s, read+write)")
     for r in summary["memory"]:
         print(f"  {r['op']:16s} {r['rows']}x{r['h']:<6d} {fmt(r['GBps'], '8.0f')} {r['error'] or ''}")
@@ -133,10 +235,14 @@ def main():
         print(f"  {r['dtype']:5s} {r['ranks']} rank(s) L{m['layers']} h{m['hidden']} s{m['seq']} {r['status']:5s} "
               f"{fmt(r['tokens_per_s'], '10.0f')} tokens/s {fmt(r['tflops_per_rank'])} TFLOP/s/rank "
               f"MFU {fmt(r['mfu'], '5.3f')} alloc {r['allocation'] or '-'} {r['error'] or ''}")
+    print("verdicts")
+    for v in summary["verdicts"]:
+        target = f">= {v['target']}" if v["target"] is not None and v["goal"] != "suites_conform" else ""
+        print(f"  {v['status']:12s} {v['goal']:24s} {fmt(v['measured'], '6.3f')} {target:8s} {v['detail']}")
     if args.out:
         with open(args.out, "w") as f:
             json.dump(summary, f, indent=1)
-    return 0
+    return 1 if any(v["status"] == "FAIL" for v in summary["verdicts"]) else 0
 
 
 if __name__ == "__main__":
