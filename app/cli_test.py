@@ -292,6 +292,31 @@ class BadInput(unittest.TestCase):
         self.assertEqual(p.returncode, 2)
         self.assertIn("tp 16 must divide heads 40", p.stderr)
 
+    def test_qualify_and_plan_refuse_bad_input_before_printing_anything(self):
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        rows = [
+            (["qualify", "--profile", "bogus"], "--profile 'bogus' must be default, ci or qualify"),
+            (["qualify", "--expectations", "/nonexistent.toml"], "--expectations '/nonexistent.toml' is not"),
+            (["qualify", "--ranks", "1,x"], "--ranks '1,x' must be a comma-separated list of integers"),
+            (["qualify", "-o", "/proc/sextant-out"], "--out '/proc/sextant-out' is not a directory"),
+            (["plan", "--model", "llama2-70b", "--gpus", "-1", "--global-batch", "8"], "--gpus -1 must be at least 1"),
+            (["plan", "--model", "llama2-70b", "--gpus", "8", "--global-batch", "-8"],
+             "--global-batch -8 must be at least 1"),
+            (["plan", "--model", "llama2-70b", "--global-batch", "8"], "--gpus is required"),
+            (["plan", "--model", "nope", "--gpus", "8", "--global-batch", "8"], "--model 'nope' is not a preset"),
+        ]
+        for args, expected in rows:
+            with self.subTest(args=" ".join(args)), tempfile.TemporaryDirectory() as out:
+                extra = [] if "-o" in args or args[0] == "plan" else ["-o", out]
+                p = subprocess.run([MPIEXEC, "-np", "1", SEXTANT, *args, *extra], capture_output=True, text=True,
+                                   env=env, timeout=120)
+                self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+                lines = [l for l in p.stderr.splitlines() if l.startswith("sextant:")]
+                self.assertEqual(len(lines), 1, lines)
+                self.assertIn(expected, lines[0])
+                self.assertEqual(p.stdout.strip(), "", "nothing printed before the refusal")
+                self.assertEqual(os.listdir(out), [])
+
     def test_a_planted_fault_fails_the_run(self):
         with tempfile.TemporaryDirectory() as out:
             p = run(2, ["collectives/all_reduce", "--profile", "ci", "--fault", "drop_rank"], out)

@@ -175,8 +175,10 @@ int run_plan_command() {
     if (rank == 0) print_reference_table(cal ? &*cal : nullptr);
     return 0;
   }
-  require(flags.gpus > 0, "--gpus is required (the GPUs in the cluster), unless --reference");
-  require(flags.global_batch > 0, "--global-batch is required (sequences per step), unless --reference");
+  require(flags.gpus != 0, "--gpus is required (the GPUs in the cluster), unless --reference");
+  require(flags.gpus > 0, cat("--gpus ", flags.gpus, " must be at least 1"));
+  require(flags.global_batch != 0, "--global-batch is required (sequences per step), unless --reference");
+  require(flags.global_batch > 0, cat("--global-batch ", flags.global_batch, " must be at least 1"));
   plan::ModelSpec m = plan::model_preset(flags.model);
   set_if(m.layers, flags.layers);
   set_if(m.hidden, flags.hidden);

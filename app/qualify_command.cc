@@ -135,9 +135,8 @@ int run_qualify_command(RunFlags flags, const QualifyFlags& q, const std::string
   if (flags.profile.empty()) flags.profile = device == Device::cuda ? "qualify" : "default";
   if (!flags.ranks) flags.ranks = default_rank_counts(detect_nodes(*world));
   const qualify::Expectations expectations = agreed_expectations(*world, q, device);
-  if (world->rank() == 0 && !flags.quiet)
-    std::cout << "# qualify: profile " << flags.profile << ", ranks " << *flags.ranks << ", expectations "
-              << expectations.path << "\n";
+  const std::string header =
+      cat("# qualify: profile ", flags.profile, ", ranks ", *flags.ranks, ", expectations ", expectations.path);
   auto judge = [&expectations](nlohmann::json& doc, const std::string& base) {
     const qualify::Verdict verdict = qualify::judge(doc, expectations);
     doc["qualification"] = qualify::to_json(verdict, expectations);
@@ -151,7 +150,7 @@ int run_qualify_command(RunFlags flags, const QualifyFlags& q, const std::string
     std::cout << std::flush;
     return verdict.pass ? 0 : 1;
   };
-  return run_command(flags, "", command_line, judge);
+  return run_command(flags, "", command_line, judge, header);
 }
 
 }  // namespace sextant

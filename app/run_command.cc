@@ -202,8 +202,8 @@ void add_interruption_options(CLI::App& run, std::string& resume) {
   run.footer(kFooter);
 }
 
-int run_command(const RunFlags& flags, const std::string& resume, const std::string& cmdline,
-                const ResultsJudge& judge) {
+int run_command(const RunFlags& flags, const std::string& resume, const std::string& cmdline, const ResultsJudge& judge,
+                const std::string& header) {
   auto world = MpiCommunicator::world();
   const bool root = world->rank() == 0;
   const std::string start = iso_time_now();
@@ -246,6 +246,7 @@ int run_command(const RunFlags& flags, const std::string& resume, const std::str
 
   if (root && !blas_core_warning().empty()) std::cerr << "sextant: warning: " << blas_core_warning() << "\n";
   if (root && !flags.quiet) {
+    if (!header.empty()) std::cout << header << "\n";
     std::cout << "# sextant " << kVersionString << " (" << build_git_sha() << (build_git_dirty() ? " dirty" : "")
               << "): " << plan.size() << " case instances at ranks " << join(plan_rank_counts(plan), ",") << " of "
               << world->size() << " (" << device_name(options.device) << ", blas threads " << threads << ")\n";

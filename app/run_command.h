@@ -23,8 +23,10 @@ void add_interruption_options(CLI::App& run, std::string& resume);
 using ResultsJudge = std::function<int(nlohmann::json& doc, const std::string& results_base)>;
 
 // Runs it (collective over the world); returns the exit code: by the cases,
-// or what `judge` says (sextant qualify).
+// or what `judge` says (sextant qualify). `header` is printed on world rank 0
+// (unless --quiet) once every flag and output path is validated, so a
+// refused run prints its one error line alone.
 int run_command(const RunFlags& flags, const std::string& resume, const std::string& command_line,
-                const ResultsJudge& judge = {});
+                const ResultsJudge& judge = {}, const std::string& header = "");
 
 }  // namespace sextant
