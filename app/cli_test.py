@@ -286,6 +286,11 @@ class BadInput(unittest.TestCase):
             p = subprocess.run([SEXTANT, "plan"] + args, capture_output=True, text=True, env=env, timeout=120)
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
             self.assertIn("valid and fits in memory", p.stdout)
+        p = subprocess.run([SEXTANT, "plan", "--model", "llama2-70b", "--gpus", "8", "--global-batch", "8", "--device",
+                            "Z100", "--memory-gb", "96", "--peak-tflops", "1200"],
+                           capture_output=True, text=True, env=env, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)  # another GPU, described by its memory and peak
+        self.assertIn("8 x Z100 (96 GiB, 1200 TFLOP/s", p.stdout)
         p = subprocess.run([SEXTANT, "plan", "--model", "llama2-70b", "--heads", "40", "--gpus", "64",
                             "--global-batch", "1024", "--check", "tp=16,dp=4"],
                            capture_output=True, text=True, env=env, timeout=60)
@@ -304,7 +309,22 @@ class BadInput(unittest.TestCase):
              "--global-batch -8 must be at least 1"),
             (["plan", "--model", "llama2-70b", "--global-batch", "8"], "--gpus is required"),
             (["plan", "--model", "nope", "--gpus", "8", "--global-batch", "8"], "--model 'nope' is not a preset"),
+            (["plan", "--gpus", "99999999999999", "--global-batch", "8"], "--gpus 99999999999999 must be at most"),
         ]
+        plan = ["plan", "--model", "llama2-70b", "--gpus", "8", "--global-batch", "8"]
+        rows += [(plan + extra, expected) for extra, expected in [
+            (["--gpus-per-node", "0"], "--gpus-per-node 0 must be at least 1"),
+            (["--memory-gb", "nan"], "--memory-gb nan must be a finite number above 0"),
+            (["--peak-tflops", "-5"], "--peak-tflops -5 must be a finite number above 0"),
+            (["--layers", "0"], "--layers 0 must be at least 1"),
+            (["--experts", "-1"], "--experts -1 must be at least 0"),
+            (["--gemm-efficiency", "1.5"], "--gemm-efficiency 1.5 must be a finite number above 0 and at most 1"),
+            (["--micro-batch", "9"], "--micro-batch 9 must be at most 8"),
+            (["--check", "tp=x"], "--check tp=x must be a whole number from 1 to 1048576"),
+            (["--json", "/proc/sextant.json"], "--json '/proc/sextant.json' cannot be written"),
+            (["--device", "Z100"], "--device 'Z100' must be one of H100"),
+        ]]
+        rows += [(["qualify", "--baseline-tolerance", "0.2"], "--baseline-tolerance requires --baseline")]
         for args, expected in rows:
             with self.subTest(args=" ".join(args)), tempfile.TemporaryDirectory() as out:
                 extra = [] if "-o" in args or args[0] == "plan" else ["-o", out]

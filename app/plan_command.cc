@@ -2,6 +2,8 @@
 
 #include <mpi.h>
 
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -10,6 +12,7 @@
 
 #include "app/plan_reference.h"
 #include "harness/error.h"
+#include "harness/results.h"
 #include "harness/strings.h"
 #include "kernels/model/calibration.h"
 #include "kernels/model/planner.h"
@@ -19,22 +22,38 @@ namespace sextant {
 
 namespace {
 
+// Overrides are optional: a given value replaces the preset's, after its rule.
 struct PlanFlags {
   std::string model = "llama3-405b", device = "H100", check, json, calibrate, calibrate_dtype;
   bool reference = false;
   int64_t gpus = 0, gpus_per_node = 8, global_batch = 0, micro_batch = 1;
-  int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0, seq = 0;
-  int64_t experts = -1, topk = 0, moe_ffn = 0, moe_layers = -1;
-  double memory_gb = 0, peak_tflops = 0, nvlink = 0, network = 0, efficiency = 0;
-  int top = 10;
+  std::optional<int64_t> layers, hidden, heads, kv_heads, ffn, vocab, seq, experts, topk, moe_ffn, moe_layers;
+  std::optional<double> memory_gb, peak_tflops, nvlink, network, efficiency;
+  int64_t top = 10;
 };
 PlanFlags flags;
 
-void set_if(int64_t& field, int64_t value) {
-  if (value > 0) field = value;
+// The search enumerates every factorisation of the GPU count and every
+// microbatch count: bounded so that a typing slip cannot run for hours.
+constexpr int64_t kMaxGpus = int64_t{1} << 20, kMaxGlobalBatch = int64_t{1} << 24;
+
+void require_in(const char* name, int64_t value, int64_t least, int64_t most) {
+  require(value >= least, cat(name, " ", value, " must be at least ", least));
+  require(value <= most, cat(name, " ", value, " must be at most ", most));
 }
-void set_if(double& field, double value) {
-  if (value > 0) field = value;
+
+void set_if(int64_t& field, const std::optional<int64_t>& value, const char* name, int64_t least = 1) {
+  if (!value) return;
+  require_in(name, *value, least, int64_t{1} << 40);
+  field = *value;
+}
+
+void set_if(double& field, const std::optional<double>& value, const char* name, double most = INFINITY) {
+  if (!value) return;
+  require(
+      std::isfinite(*value) && *value > 0 && *value <= most,
+      cat(name, " ", *value, " must be a finite number above 0", std::isinf(most) ? "" : cat(" and at most ", most)));
+  field = *value;
 }
 
 plan::Config parse_config(const std::string& text) {
@@ -48,7 +67,10 @@ plan::Config parse_config(const std::string& text) {
       c.recompute = value == "full" ? plan::Recompute::full : plan::Recompute::none;
       continue;
     }
-    int v = std::atoi(value.c_str());
+    int v = 0;
+    const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), v);
+    require(error == std::errc() && end == value.data() + value.size() && v >= 1 && v <= kMaxGpus,
+            cat("--check ", key, "=", value, " must be a whole number from 1 to ", kMaxGpus));
     if (key == "tp") c.tp = v;
     else if (key == "cp") c.cp = v;
     else if (key == "pp") c.pp = v;
@@ -176,34 +198,42 @@ int run_plan_command() {
     return 0;
   }
   require(flags.gpus != 0, "--gpus is required (the GPUs in the cluster), unless --reference");
-  require(flags.gpus > 0, cat("--gpus ", flags.gpus, " must be at least 1"));
+  require_in("--gpus", flags.gpus, 1, kMaxGpus);
+  require_in("--gpus-per-node", flags.gpus_per_node, 1, kMaxGpus);
   require(flags.global_batch != 0, "--global-batch is required (sequences per step), unless --reference");
-  require(flags.global_batch > 0, cat("--global-batch ", flags.global_batch, " must be at least 1"));
+  require_in("--global-batch", flags.global_batch, 1, kMaxGlobalBatch);
+  require_in("--micro-batch", flags.micro_batch, 1, flags.global_batch);
+  require_in("--top", flags.top, 1, int64_t{1} << 30);
+  if (!flags.json.empty()) require_writable_file(flags.json, "--json");
   plan::ModelSpec m = plan::model_preset(flags.model);
-  set_if(m.layers, flags.layers);
-  set_if(m.hidden, flags.hidden);
-  set_if(m.heads, flags.heads);
-  set_if(m.kv_heads, flags.kv_heads);
-  set_if(m.ffn, flags.ffn);
-  set_if(m.vocab, flags.vocab);
-  set_if(m.seq, flags.seq);
-  if (flags.experts >= 0) m.experts = flags.experts;
-  if (flags.moe_layers >= 0) m.moe_layers = flags.moe_layers;
-  set_if(m.topk, flags.topk);
-  set_if(m.moe_ffn, flags.moe_ffn);
+  set_if(m.layers, flags.layers, "--layers");
+  set_if(m.hidden, flags.hidden, "--hidden");
+  set_if(m.heads, flags.heads, "--heads");
+  set_if(m.kv_heads, flags.kv_heads, "--kv-heads");
+  set_if(m.ffn, flags.ffn, "--ffn");
+  set_if(m.vocab, flags.vocab, "--vocab");
+  set_if(m.seq, flags.seq, "--seq");
+  set_if(m.experts, flags.experts, "--experts", 0);
+  set_if(m.moe_layers, flags.moe_layers, "--moe-layers", 0);
+  set_if(m.topk, flags.topk, "--topk");
+  set_if(m.moe_ffn, flags.moe_ffn, "--moe-ffn");
   require(m.experts == 0 || (m.topk > 0 && m.topk <= m.experts),
           cat("--topk ", m.topk, " must be between 1 and --experts ", m.experts));
   require(m.moe_layers <= m.layers, cat("--moe-layers ", m.moe_layers, " must not exceed --layers ", m.layers));
-  plan::ClusterSpec c = plan::cluster_preset(flags.device, flags.gpus);
-  require_positive("--gpus", flags.gpus);
+  plan::ClusterSpec c;
+  try {
+    c = plan::cluster_preset(flags.device, flags.gpus);
+  } catch (const UsageError&) {
+    if (!flags.memory_gb || !flags.peak_tflops) throw;
+    c.device = flags.device, c.gpus = flags.gpus;  // another GPU, described by the overrides below
+  }
   c.gpus_per_node = flags.gpus_per_node;
-  set_if(c.memory_gb, flags.memory_gb);
-  set_if(c.peak_tflops, flags.peak_tflops);
-  set_if(c.nvlink_GBps, flags.nvlink);
-  set_if(c.network_GBps, flags.network);
-  set_if(c.gemm_efficiency, flags.efficiency);
+  set_if(c.memory_gb, flags.memory_gb, "--memory-gb");
+  set_if(c.peak_tflops, flags.peak_tflops, "--peak-tflops");
+  set_if(c.nvlink_GBps, flags.nvlink, "--nvlink-GBps");
+  set_if(c.network_GBps, flags.network, "--network-GBps");
+  set_if(c.gemm_efficiency, flags.efficiency, "--gemm-efficiency", 1.0);
   plan::TrainSpec t{flags.global_batch, flags.micro_batch};
-  require_positive("--global-batch", t.global_batch);
 
   std::vector<plan::Estimate> all = plan::search(m, c, t);
   std::optional<plan::Estimate> checked;
@@ -230,8 +260,8 @@ int run_plan_command() {
     std::printf("# calibrated from %s: the 100 best fitting configs of the roofline, re-estimated and re-ranked\n",
                 cal->source.c_str());
   std::printf("# memory in GiB per GPU (heaviest stage); times in seconds per step (exposed)\n%s\n", kHeader);
-  for (int i = 0; i < flags.top && i < static_cast<int>(all.size()); ++i)
-    std::printf("%s\n", row(i + 1, all[i]).c_str());
+  for (int64_t i = 0; i < flags.top && i < static_cast<int64_t>(all.size()); ++i)
+    std::printf("%s\n", row(static_cast<int>(i + 1), all[i]).c_str());
   if (checked) {
     std::printf("# --check %s\n%s\n", flags.check.c_str(), row(0, *checked).c_str());
     std::printf("# %s\n", checked->fits ? "valid and fits in memory" : "valid but does NOT fit in memory");

@@ -76,8 +76,8 @@ qualify::Expectations resolve_expectations(const QualifyFlags& q, Device device)
       if (q.baseline.empty()) throw;  // a golden run alone is enough
     }
   }
-  if (q.baseline.empty()) return file;
   require(q.tolerance >= 0 && q.tolerance < 1, cat("--baseline-tolerance ", q.tolerance, " must be in [0, 1)"));
+  if (q.baseline.empty()) return file;
   if (file.path.empty()) file.dtypes = device == Device::host ? qualify::Dtypes{"f32", "f32"} : qualify::Dtypes{};
   return qualify::baseline_expectations(read_golden(q.baseline), q.baseline, q.tolerance, file);
 }
@@ -118,12 +118,14 @@ CLI::App* add_qualify_command(CLI::App& app, RunFlags& flags, QualifyFlags& q) {
                   "Thresholds (TOML; default: the file in results/expectations matching the device)")
       ->type_name("FILE")
       ->group("Qualification");
-  sub->add_option("--baseline", q.baseline,
-                  "A golden results file of the same cluster: each criterion it measured, less the tolerance, "
-                  "is the threshold")
-      ->type_name("FILE")
-      ->group("Qualification");
+  CLI::Option* baseline =
+      sub->add_option("--baseline", q.baseline,
+                      "A golden results file of the same cluster: each criterion it measured, less the tolerance, "
+                      "is the threshold")
+          ->type_name("FILE")
+          ->group("Qualification");
   sub->add_option("--baseline-tolerance", q.tolerance, "Fraction a figure may fall below its golden value (0.10)")
+      ->needs(baseline)
       ->group("Qualification");
   sub->footer(kFooter);
   return sub;

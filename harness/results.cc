@@ -182,13 +182,18 @@ void require_writable_dir(const std::string& dir, const std::string& option) {
   if (!why.empty()) throw UsageError(cat(option, " '", dir, "' is not writable: ", why));
 }
 
+void require_writable_file(const std::string& path, const std::string& option) {
+  if (path.empty() || names_folder(path)) throw UsageError(cat(option, " '", path, "' must name a file"));
+  std::string parent = fs::path(path).parent_path().string();
+  if (parent.empty()) parent = ".";
+  const std::string why = probe_dir(parent);
+  if (!why.empty()) throw UsageError(cat(option, " '", path, "' cannot be written: folder '", parent, "': ", why));
+}
+
 void require_writable_junit(const std::string& target) {
   if (target.empty()) throw UsageError("--junit '' must name a file or a folder");
   if (names_folder(target)) return require_writable_dir(target, "--junit");
-  std::string parent = fs::path(target).parent_path().string();
-  if (parent.empty()) parent = ".";
-  const std::string why = probe_dir(parent);
-  if (!why.empty()) throw UsageError(cat("--junit '", target, "' cannot be written: folder '", parent, "': ", why));
+  require_writable_file(target, "--junit");
 }
 
 std::string results_base(const std::string& dir, const std::string& run_id) {

@@ -38,6 +38,9 @@ nlohmann::json results_document(nlohmann::json run, nlohmann::json system, nlohm
 // created in it (a probe file is created and removed: permissions alone do
 // not tell, e.g. /proc or a read-only mount as root).
 void require_writable_dir(const std::string& dir, const std::string& option);
+// The same for a file to be written: path names a file whose folder exists
+// (or can be created) and takes a new file.
+void require_writable_file(const std::string& path, const std::string& option);
 // The same for --junit's target (a folder, or a file name in a folder).
 void require_writable_junit(const std::string& target);
 
