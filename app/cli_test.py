@@ -24,6 +24,8 @@ BAD_INPUT = [
     (4, ["collectives/all_gather", "--min-bytes", "8", "--max-bytes", "8"],
      "must be a multiple of the element size 4 times the group size 4 = 16"),
     (2, ["--config", "/nonexistent.toml"], "--config '/nonexistent.toml' is not a readable file"),
+    (1, ["--iters", "1000000000000"], "--iters 1000000000000 must be at most 1000000"),
+    (1, ["--warmup", "4294967296"], "--warmup 4294967296 must be at most 1000000"),
     (1, ["--timeout", "nan"], "--timeout 'nan' must be a positive number of seconds"),
     (1, ["--timeout", "0"], "--timeout '0' must be a positive number of seconds"),
     (1, ["--timeout", "-3"], "--timeout '-3' must be a positive number of seconds"),
@@ -336,6 +338,16 @@ class BadInput(unittest.TestCase):
                 self.assertIn(expected, lines[0])
                 self.assertEqual(p.stdout.strip(), "", "nothing printed before the refusal")
                 self.assertEqual(os.listdir(out), [])
+
+    def test_list_refuses_what_it_would_ignore(self):
+        for args, expected in [(["--metrics", "nosuch"], "list --metrics lists everything and takes no selection"),
+                               (["--tolerances", "ops"], "list --tolerances lists everything and takes no selection"),
+                               (["--metrics", "--tolerances"], "list takes one of --options, --metrics, --tolerances")]:
+            with self.subTest(args=" ".join(args)):
+                p = subprocess.run([SEXTANT, "list", *args], capture_output=True, text=True, timeout=60)
+                self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+                self.assertEqual(p.stdout, "")
+                self.assertIn(expected, p.stderr)
 
     def test_a_planted_fault_fails_the_run(self):
         with tempfile.TemporaryDirectory() as out:

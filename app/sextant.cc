@@ -58,6 +58,10 @@ nlohmann::json tolerances_json() {
 }
 
 int do_list(const std::vector<std::string>& selection, bool options, bool metrics, bool tolerances) {
+  require(int{options} + int{metrics} + int{tolerances} <= 1, "list takes one of --options, --metrics, --tolerances");
+  require(!(metrics || tolerances) || selection.empty(),
+          cat("list ", metrics ? "--metrics" : "--tolerances", " lists everything and takes no selection (got '",
+              join(selection, " "), "')"));
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank != 0) return 0;

@@ -9,6 +9,10 @@ namespace sextant {
 
 namespace {
 
+// Timed and warm-up iterations per case: far beyond any useful run, and
+// well inside an int.
+constexpr int64_t kMaxIterations = 1000000;
+
 struct ProblemFlag {
   const char* flag;  // --seq
   const char* key;   // seq: the case option it sets
@@ -65,6 +69,7 @@ void add_run_flags(CLI::App& run, RunFlags& f) {
          "--iters",
          [&f](const int64_t& v) {
            require(v >= 0, cat("--iters ", v, " must be at least 0 (0: check only)"));
+           require(v <= kMaxIterations, cat("--iters ", v, " must be at most ", kMaxIterations));
            f.iters = v;
          },
          "Timed iterations per case (0: check only)")
@@ -73,6 +78,7 @@ void add_run_flags(CLI::App& run, RunFlags& f) {
          "--warmup",
          [&f](const int64_t& v) {
            require(v >= 0, cat("--warmup ", v, " must be at least 0"));
+           require(v <= kMaxIterations, cat("--warmup ", v, " must be at most ", kMaxIterations));
            f.warmup = v;
          },
          "Untimed iterations before timing")
