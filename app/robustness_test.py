@@ -19,8 +19,11 @@ import unittest
 SEXTANT = MPIEXEC = VALIDATE = None
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMPI_MCA_rmaps_base_oversubscribe="1", OPENBLAS_NUM_THREADS="1")
-# Enough small cases that a disturbance after the first few lands mid-run.
-WORKLOAD = ["collectives", "--profile", "ci", "--iters", "30", "--warmup", "0"]  # seconds long: a signal lands mid-run
+# 132 small cases, each timed long enough (tens of ms on 2 cores; the whole
+# run several seconds) that a signal sent after the first few lands mid-run
+# even on a fast machine: with few iterations the run ends in under a second
+# and a signal can arrive after the results are written.
+WORKLOAD = ["collectives", "--profile", "ci", "--iters", "10000", "--warmup", "0"]
 
 
 def mpirun(np, args, **kw):
