@@ -298,19 +298,6 @@ std::string verdict_table(const nlohmann::json& q) {
 namespace sextant::qualify {
 
 namespace {
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 std::string json_text(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 }  // namespace
 
@@ -327,13 +314,13 @@ std::string verdict_html(const nlohmann::json& doc) {
       "td.num{text-align:right}</style></head><body>";
   out += cat("<h1>Cluster qualification: <span class=", pass ? "PASS" : "FAIL", ">", json_text(q["verdict"]),
              "</span></h1>");
-  out += cat("<p>Run ", escape(json_text(doc["run"]["id"])), ": ", sys["world_size"].get<int>(), " ranks on ",
+  out += cat("<p>Run ", xml_escape(json_text(doc["run"]["id"])), ": ", sys["world_size"].get<int>(), " ranks on ",
              sys.value("node_count", 1), " node(s), ", sys["ranks_per_node"].get<int>(), " ranks per node; ",
-             escape(json_text(summary.value("accelerator", nlohmann::json("host")))), ", GPU interconnect ",
-             escape(json_text(summary.value("gpu_interconnect", nlohmann::json("-")))),
-             ". Expectations: ", escape(json_text(q["expectations"]["path"])), " (",
-             escape(json_text(q["expectations"]["name"])), ", version ",
-             escape(json_text(q["expectations"]["version"])), ").</p>");
+             xml_escape(json_text(summary.value("accelerator", nlohmann::json("host")))), ", GPU interconnect ",
+             xml_escape(json_text(summary.value("gpu_interconnect", nlohmann::json("-")))),
+             ". Expectations: ", xml_escape(json_text(q["expectations"]["path"])), " (",
+             xml_escape(json_text(q["expectations"]["name"])), ", version ",
+             xml_escape(json_text(q["expectations"]["version"])), ").</p>");
   out +=
       "<table><tr><th>criterion</th><th>status</th><th>measured</th><th>threshold</th><th>margin</th>"
       "<th>unit</th><th>from / threshold source</th></tr>";
@@ -341,13 +328,15 @@ std::string verdict_html(const nlohmann::json& doc) {
     const std::string status = r["status"].get<std::string>();
     const std::string cls = status == "PASS" || status == "FAIL" ? status : "other";
     const std::string bound = r["bound"] == "at least" ? "&ge; " : "&le; ";
-    out += cat("<tr><td title='", escape(r["what"].get<std::string>()), "'>", escape(r["criterion"].get<std::string>()),
-               "</td><td class=", cls, ">", escape(status), "</td><td class=num>", number(r["measured"]),
-               "</td><td class=num>", r["threshold"].is_number() ? bound + number(r["threshold"]) : "-",
-               "</td><td class=num>", r["margin_pct"].is_number() ? number(r["margin_pct"]) + "%" : "-", "</td><td>",
-               escape(r["unit"].get<std::string>()), "</td><td>", escape(r["from"].get<std::string>()),
-               r["note"].get<std::string>().empty() ? "" : "<br><i>" + escape(r["note"].get<std::string>()) + "</i>",
-               "<br><small>", escape(r["threshold_source"].get<std::string>()), "</small></td></tr>");
+    out +=
+        cat("<tr><td title='", xml_escape(r["what"].get<std::string>()), "'>",
+            xml_escape(r["criterion"].get<std::string>()), "</td><td class=", cls, ">", xml_escape(status),
+            "</td><td class=num>", number(r["measured"]), "</td><td class=num>",
+            r["threshold"].is_number() ? bound + number(r["threshold"]) : "-", "</td><td class=num>",
+            r["margin_pct"].is_number() ? number(r["margin_pct"]) + "%" : "-", "</td><td>",
+            xml_escape(r["unit"].get<std::string>()), "</td><td>", xml_escape(r["from"].get<std::string>()),
+            r["note"].get<std::string>().empty() ? "" : "<br><i>" + xml_escape(r["note"].get<std::string>()) + "</i>",
+            "<br><small>", xml_escape(r["threshold_source"].get<std::string>()), "</small></td></tr>");
   }
   out +=
       "</table><p><small>Written by sextant qualify (app/qualify_criteria.cc); the full report: "

@@ -241,22 +241,6 @@ std::string write_results(const nlohmann::json& doc, const std::string& dir) {
 }
 
 namespace {
-std::string xml_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-}  // namespace
-
-namespace {
 // sextant qualify's verdict: one test case per criterion (a criterion that
 // could not be measured is skipped, with the reason).
 std::string junit_qualification(const nlohmann::json& q) {

@@ -45,4 +45,18 @@ int64_t parse_bytes(const std::string& text, const std::string& what) {
   return static_cast<int64_t>(value * scale);
 }
 
+std::string xml_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace sextant

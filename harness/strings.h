@@ -32,4 +32,7 @@ std::string format_bytes(double bytes);
 // Parses "64", "4K", "1M", "2G" (powers of 1024). Throws UsageError naming `what`.
 int64_t parse_bytes(const std::string& text, const std::string& what);
 
+// Text safe inside XML and HTML elements and double-quoted attributes.
+std::string xml_escape(const std::string& s);
+
 }  // namespace sextant
