@@ -43,6 +43,23 @@ if(SEXTANT_HAVE_CUDA)
   # libnccl.so.2 alone: NCCL from pip wheels (nvidia-nccl-cu13) has no libnccl.so link.
   find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
   find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} REQUIRED)
+  # cudnn-frontend (header-only, fetched by scripts/install_deps.sh): cuDNN's
+  # graph API for the fused attention; cuDNN itself is loaded at run time
+  # (kernels/ops/cuda/cudnn_sdpa.h), so only its headers are needed here.
+  set(cache_home "$ENV{XDG_CACHE_HOME}")
+  if(NOT cache_home)
+    set(cache_home "$ENV{HOME}/.cache")
+  endif()
+  find_path(CUDNN_FRONTEND_INCLUDE_DIR cudnn_frontend.h HINTS ${cache_home}/sextant/cudnn-frontend-1.32.0/include)
+  if(NOT CUDNN_FRONTEND_INCLUDE_DIR)
+    message(FATAL_ERROR "cudnn-frontend headers not found: run scripts/install_deps.sh (or set "
+                        "CUDNN_FRONTEND_INCLUDE_DIR), or configure with -DSEXTANT_CUDA=OFF")
+  endif()
+  find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} REQUIRED)
+  add_library(sextant_cudnn_frontend INTERFACE)
+  target_include_directories(sextant_cudnn_frontend SYSTEM INTERFACE ${CUDNN_FRONTEND_INCLUDE_DIR} ${CUDNN_INCLUDE_DIR})
+  target_compile_definitions(sextant_cudnn_frontend INTERFACE NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING)
+  target_link_libraries(sextant_cudnn_frontend INTERFACE ${CMAKE_DL_LIBS})
   add_library(sextant_nccl INTERFACE)
   target_link_libraries(sextant_nccl INTERFACE ${NCCL_LIBRARY})
   target_include_directories(sextant_nccl INTERFACE ${NCCL_INCLUDE_DIR})

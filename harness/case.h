@@ -60,7 +60,8 @@ struct SweepRequest {
   KernelFault kernel_fault = KernelFault::none;       // shared-kernel fault
   std::string profile = "default";                    // default, ci, qualify
   const std::vector<OptionSpec>* declared = nullptr;  // the case's options (get() reads only those)
-  uint64_t seed = 1234;  // --seed: options drawn at random (e.g. sequence lengths) draw from it
+  uint64_t seed = 1234;          // --seed: options drawn at random (e.g. sequence lengths) draw from it
+  Device device = Device::host;  // where the cases will run (a default may depend on it)
 
   // Option value, or fallback when the user did not set it. Reading an
   // option the case did not declare is a programming error (RuntimeError).

@@ -168,7 +168,8 @@ std::vector<PlannedCase> plan_run(const Registry& registry, const RunOptions& o,
                        kernel.value_or(KernelFault::none),
                        o.profile,
                        &def->options,
-                       o.seed};
+                       o.seed,
+                       o.device};
       for (CaseConfig c : def->configs(req)) {
         c.suite = def->suite;
         c.name = def->name;

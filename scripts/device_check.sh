@@ -127,6 +127,16 @@ for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
   say "$lib: $found"
 done
 
+# cuDNN, loaded at run time by the fused attention (attention_impl=cudnn, the
+# default on a GPU): the toolkit's, or PyTorch's wheel (nvidia/cudnn/lib).
+for d in "${cuda_dirs[@]}" $py_nvidia; do
+  if [ -e "$d/libcudnn.so.9" ]; then
+    export SEXTANT_CUDNN_LIBRARY=$d/libcudnn.so.9 LD_LIBRARY_PATH=$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    break
+  fi
+done
+say "libcudnn.so.9: ${SEXTANT_CUDNN_LIBRARY:-not found (attention_impl=cudnn runs fail; own still runs)}"
+
 if [ -n "$build_dir" ]; then
   say "building in $build_dir"
   nccl_args=()
@@ -198,6 +208,13 @@ done
 for suite in $suites; do
   suite_step "$suite, staged, 4 ranks" 150 "${mpirun_n[@]}" 4 "$bin/sextant" run "$suite" --device cuda --comm staged \
     --ranks 4 --profile ci --timeout 120 -o "$results"
+  tar -C "$(dirname "$results")" -czf "$out/results.tar.gz" results
+done
+
+# Our own attention kernels, which cuDNN's replace by default, conform too.
+for suite in attention ops/attention; do
+  suite_step "$suite (own kernels), nccl, world 1" 150 "${mpirun_n[@]}" 1 "$bin/sextant" run "$suite" --device cuda \
+    --comm nccl --profile ci --set attention_impl=own --timeout 120 -o "$results"
   tar -C "$(dirname "$results")" -czf "$out/results.tar.gz" results
 done
 

@@ -35,13 +35,13 @@ ops::AttentionOut allgather_forward(Communicator& group, const Tensor& q, const 
   const Tensor k_all = gather_rows(group, k), v_all = gather_rows(group, v);  // [b, s, hk, d]
   const ops::AttentionMask mask = plan.mask_all(group.rank());
   ComputeTimer timer(plan.stats, q.device());
-  ops::AttentionOut out = ops::attention_block_forward(q, k_all, v_all, mask, DType::f32);
+  ops::AttentionOut out = ops::attention_block_forward(q, k_all, v_all, mask, DType::f32, plan.impl);
   count_work(plan.stats, out.scores, mask, q, k_all);
   return out;
 }
 
 ops::AttentionGrads allgather_backward(Communicator& group, const Tensor& q, const Tensor& k, const Tensor& v,
-                                       const Tensor& dout, const Tensor& lse, const Tensor& delta,
+                                       const Tensor& out, const Tensor& dout, const Tensor& lse, const Tensor& delta,
                                        const BlockPlan& plan) {
   const Tensor k_all = gather_rows(group, k), v_all = gather_rows(group, v);  // [b, s, hk, d]
   ops::AttentionGrads all{Tensor::zeros(q.shape(), DType::f32, q.device()),
@@ -50,8 +50,8 @@ ops::AttentionGrads allgather_backward(Communicator& group, const Tensor& q, con
   {
     const ops::AttentionMask mask = plan.mask_all(group.rank());
     ComputeTimer timer(plan.stats, q.device());
-    const int64_t scores =
-        ops::attention_block_backward_accumulate(q, k_all, v_all, dout, lse, delta, mask, all.dq, all.dk, all.dv);
+    const int64_t scores = ops::attention_block_backward_accumulate(q, k_all, v_all, out, dout, lse, delta, mask,
+                                                                    all.dq, all.dk, all.dv, plan.impl);
     count_work(plan.stats, scores, mask, q, k_all);
   }
   return {all.dq, reduce_scatter_rows(group, all.dk), reduce_scatter_rows(group, all.dv)};

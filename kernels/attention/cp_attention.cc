@@ -74,7 +74,7 @@ Packing mask_packing(const Options& o) {
 // Ulysses stage a member holds the rows of its whole a2a group (A
 // consecutive CP ranks), in group order.
 BlockPlan plan_for(const Options& o, const Geometry& g, Stats* stats) {
-  BlockPlan plan{o.causal, MemberPositions(g.kv_size), {}, o.faults, stats};
+  BlockPlan plan{o.causal, MemberPositions(g.kv_size), {}, o.faults, stats, o.attention_impl};
   const bool packed = o.causal && o.packing.packed() && !o.faults.attends_across_sequences;
   if (packed) plan.sequences.resize(g.kv_size);
   for (int m = 0; m < g.kv_size; ++m)
@@ -138,9 +138,11 @@ Grads cp_attention_backward(const Comms& comms, const Options& o, const Tensor& 
   const Tensor dout2 = scatter(comms, o, dout);
   const Tensor lse2 = comms.a2a ? scatter_heads_stat(*comms.a2a, lse) : lse;
   const Tensor delta2 = comms.a2a ? scatter_heads_stat(*comms.a2a, delta) : delta;
+  // cuDNN's blocks read the final out (and compute delta from it themselves).
+  const Tensor out2 = o.attention_impl == ops::AttentionImpl::cudnn && !q.is_host() ? scatter(comms, o, out) : Tensor{};
   ops::AttentionGrads grads = comms.kv && o.kv_exchange == KvExchange::allgather
-                                  ? allgather_backward(*comms.kv, q2, k2, v2, dout2, lse2, delta2, plan)
-                                  : ring_backward(comms.kv, q2, k2, v2, dout2, lse2, delta2, plan);
+                                  ? allgather_backward(*comms.kv, q2, k2, v2, out2, dout2, lse2, delta2, plan)
+                                  : ring_backward(comms.kv, q2, k2, v2, out2, dout2, lse2, delta2, plan);
   Grads result{grads.dq.to(q.dtype()), grads.dk.to(k.dtype()), grads.dv.to(v.dtype())};
   if (!comms.a2a) return result;
   return {gather_heads(*comms.a2a, result.dq), gather_heads(*comms.a2a, result.dk),

@@ -35,6 +35,7 @@
 #include "harness/comm.h"
 #include "harness/tensor.h"
 #include "kernels/attention/layout.h"
+#include "kernels/ops/attention_block.h"
 
 namespace sextant::cp {
 
@@ -74,6 +75,7 @@ struct Options {
   Packing packing;  // packed sequences (causal only); empty: one sequence
   KvExchange kv_exchange = KvExchange::ring;
   Faults faults;
+  ops::AttentionImpl attention_impl = ops::AttentionImpl::own;  // on a GPU: our kernels or cuDNN's
 };
 
 // The groups a rank runs in (null: stage absent). With a2a size A and kv size

@@ -2,6 +2,8 @@
 // a rank holds. Inputs and outputs of one member:
 //   q, dout: [b, n, hq, d];  k, v: [b, n, hk, d]   (storage dtype)
 //   out: [b, n, hq, d] f32;  lse, delta: [b, hq, n] f32;  dq, dk, dv f32.
+// The backward's out is the final output in the storage dtype, read by
+// cuDNN's blocks only (an empty tensor when plan.impl is own).
 // A null group means a group of one: the rank attends to its own rows.
 #pragma once
 
@@ -25,6 +27,7 @@ struct BlockPlan {
   MemberPositions sequences;  // packed: the sequence of every row (attention_block.h); empty otherwise
   Faults faults;
   Stats* stats = nullptr;
+  ops::AttentionImpl impl = ops::AttentionImpl::own;
 
   // Mask of member q_member's queries against member k_member's keys.
   ops::AttentionMask mask(int q_member, int k_member) const;
@@ -56,12 +59,13 @@ class ComputeTimer {
 ops::AttentionOut ring_forward(Communicator* ring, const Tensor& q, const Tensor& k, const Tensor& v,
                                const BlockPlan& plan);
 ops::AttentionGrads ring_backward(Communicator* ring, const Tensor& q, const Tensor& k, const Tensor& v,
-                                  const Tensor& dout, const Tensor& lse, const Tensor& delta, const BlockPlan& plan);
+                                  const Tensor& out, const Tensor& dout, const Tensor& lse, const Tensor& delta,
+                                  const BlockPlan& plan);
 
 ops::AttentionOut allgather_forward(Communicator& group, const Tensor& q, const Tensor& k, const Tensor& v,
                                     const BlockPlan& plan);
 ops::AttentionGrads allgather_backward(Communicator& group, const Tensor& q, const Tensor& k, const Tensor& v,
-                                       const Tensor& dout, const Tensor& lse, const Tensor& delta,
+                                       const Tensor& out, const Tensor& dout, const Tensor& lse, const Tensor& delta,
                                        const BlockPlan& plan);
 
 }  // namespace sextant::cp

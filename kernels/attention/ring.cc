@@ -90,7 +90,7 @@ ops::AttentionOut ring_forward(Communicator* ring, const Tensor& q, const Tensor
     const ops::AttentionMask mask = plan.mask(me, src);
     if (ops::visibility(mask) != ops::Visibility::none) {
       ComputeTimer timer(plan.stats, q.device());
-      ops::AttentionOut part = ops::attention_block_forward(q, k_cur, v_cur, mask, DType::f32);
+      ops::AttentionOut part = ops::attention_block_forward(q, k_cur, v_cur, mask, DType::f32, plan.impl);
       count_work(plan.stats, part.scores, mask, q, k_cur);
       if (plan.faults.lse_added) merge_adding_lse(acc.out, acc.lse, part.out, part.lse);
       else ops::attention_merge(acc.out, acc.lse, part.out, part.lse);
@@ -102,7 +102,8 @@ ops::AttentionOut ring_forward(Communicator* ring, const Tensor& q, const Tensor
 }
 
 ops::AttentionGrads ring_backward(Communicator* ring, const Tensor& q, const Tensor& k, const Tensor& v,
-                                  const Tensor& dout, const Tensor& lse, const Tensor& delta, const BlockPlan& plan) {
+                                  const Tensor& out, const Tensor& dout, const Tensor& lse, const Tensor& delta,
+                                  const BlockPlan& plan) {
   const int members = ring ? ring->size() : 1, me = ring ? ring->rank() : 0;
   const Device device = q.device();
   ops::AttentionGrads grads{Tensor::zeros(q.shape(), DType::f32, device), {}, {}};
@@ -123,8 +124,8 @@ ops::AttentionGrads ring_backward(Communicator* ring, const Tensor& q, const Ten
     const ops::AttentionMask mask = plan.mask(me, src);
     if (ops::visibility(mask) != ops::Visibility::none) {
       ComputeTimer timer(plan.stats, device);
-      const int64_t scores =
-          ops::attention_block_backward_accumulate(q, k_cur, v_cur, dout, lse, delta, mask, grads.dq, dk_step, dv_step);
+      const int64_t scores = ops::attention_block_backward_accumulate(q, k_cur, v_cur, out, dout, lse, delta, mask,
+                                                                      grads.dq, dk_step, dv_step, plan.impl);
       count_work(plan.stats, scores, mask, q, k_cur);
     }
     wait_all(inflight);

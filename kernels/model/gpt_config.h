@@ -13,6 +13,7 @@
 #include "kernels/attention/layout.h"
 #include "kernels/moe/dispatcher.h"
 #include "kernels/ops/adam.h"
+#include "kernels/ops/attention_impl.h"
 
 namespace sextant::model {
 
@@ -41,6 +42,7 @@ struct GptConfig {
   CpComm cp_comm = CpComm::p2p;
   int a2a_size = 2;  // a2a+p2p: Ulysses group size (cp = a2a_size x ring size)
   cp::Layout cp_layout = cp::Layout::zigzag;
+  ops::AttentionImpl attention_impl = ops::AttentionImpl::own;  // attention blocks on a GPU
   bool regather = true;                // SP: column-parallel inputs saved as shards, all-gathered again for dW
   bool distributed_optimizer = false;  // ZeRO-1: optimizer state sharded over the gradient groups
   // Data-parallel communication (kernels/model/optimizer.h): gradient
@@ -70,7 +72,7 @@ std::vector<bool> moe_layer_pattern(int64_t layers, int64_t every, const std::st
 // From a step case's params (keys: vocab, hidden, heads, head_dim, ffn,
 // layers, seq, seq_lens (list), moe_every, moe_pattern, experts, topk,
 // moe_ffn, dispatcher, batch, data, microbatches, schedule, cp_comm,
-// a2a_size, cp_layout, regather, zero, overlap_grad_reduce,
+// a2a_size, cp_layout, attention_impl, regather, zero, overlap_grad_reduce,
 // overlap_param_gather, bucket_mb, lr, adam_eps). Missing keys keep the
 // defaults above.
 GptConfig gpt_config_from_json(const nlohmann::json& params);

@@ -81,6 +81,7 @@ LayerEnv GptTrainer::layer_env() {
   env.cp_options.seq = config_.seq;
   env.cp_options.packing = row_packing(config_);
   env.cp_options.kv_exchange = config_.cp_comm == CpComm::allgather ? cp::KvExchange::allgather : cp::KvExchange::ring;
+  env.cp_options.attention_impl = config_.attention_impl;
   if (p.cp > 1) {
     switch (config_.cp_comm) {
       case CpComm::p2p:

@@ -341,7 +341,7 @@ void require_f32(const char* op, const char* name, const Tensor& t, const Shape&
 }  // namespace
 
 AttentionOut attention_block_forward(const Tensor& q, const Tensor& k, const Tensor& v,
-                                     const AttentionMask& caller_mask, DType out_dtype) {
+                                     const AttentionMask& caller_mask, DType out_dtype, AttentionImpl impl) {
   AttentionMask shifted;
   const AttentionMask& mask = applied_mask(caller_mask, shifted);
   Dims g = check_dims("attention_block_forward", q, k, v, mask);
@@ -350,7 +350,9 @@ AttentionOut attention_block_forward(const Tensor& q, const Tensor& k, const Ten
   if (!q.is_host()) {  // f32 out, rounded once to out_dtype as HostOut does below
     Tensor out32 = Tensor::empty(q.shape(), DType::f32, q.device());
     result.lse = Tensor::empty({g.b, g.hq, g.sq}, DType::f32, q.device());
-    result.scores = SEXTANT_CUDA_CALL(cuda::attention_forward(q, k, v, mask, out32, result.lse));
+    if (impl == AttentionImpl::cudnn && fused_attention_supports(q.dtype(), g.d))
+      result.scores = SEXTANT_CUDA_CALL(cuda::attention_forward_cudnn(q, k, v, mask, out32, result.lse));
+    else result.scores = SEXTANT_CUDA_CALL(cuda::attention_forward(q, k, v, mask, out32, result.lse));
     result.out = out_dtype == DType::f32 ? out32 : out32.to(out_dtype);
     return result;
   }
@@ -392,9 +394,10 @@ Tensor attention_delta(const Tensor& out, const Tensor& dout) {
   return delta;
 }
 
-int64_t attention_block_backward_accumulate(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
-                                            const Tensor& lse, const Tensor& delta, const AttentionMask& caller_mask,
-                                            Tensor& dq, Tensor& dk, Tensor& dv) {
+int64_t attention_block_backward_accumulate(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                            const Tensor& dout, const Tensor& lse, const Tensor& delta,
+                                            const AttentionMask& caller_mask, Tensor& dq, Tensor& dk, Tensor& dv,
+                                            AttentionImpl impl) {
   const char* op = "attention_block_backward";
   AttentionMask shifted;
   const AttentionMask& mask = applied_mask(caller_mask, shifted);
@@ -407,6 +410,11 @@ int64_t attention_block_backward_accumulate(const Tensor& q, const Tensor& k, co
   require_f32(op, "dq", dq, q.shape());
   require_f32(op, "dk", dk, k.shape());
   require_f32(op, "dv", dv, k.shape());
+  if (!q.is_host() && impl == AttentionImpl::cudnn && fused_attention_supports(q.dtype(), g.d)) {
+    require_one_device(op, {{"q", &q}, {"out", &out}});
+    require_shape(op, "out", out, q.shape());
+    return SEXTANT_CUDA_CALL(cuda::attention_backward_accumulate_cudnn(q, k, v, out, dout, lse, mask, dq, dk, dv));
+  }
   if (!q.is_host())
     return SEXTANT_CUDA_CALL(cuda::attention_backward_accumulate(q, k, v, dout, lse, delta, mask, dq, dk, dv));
   HostIn<float> q32(q), k32(k), v32(v), do32(dout);
@@ -423,37 +431,51 @@ int64_t attention_block_backward_accumulate(const Tensor& q, const Tensor& k, co
 }
 
 AttentionGrads attention_block_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                                        const Tensor& lse, const Tensor& dout, const AttentionMask& mask) {
+                                        const Tensor& lse, const Tensor& dout, const AttentionMask& mask,
+                                        AttentionImpl impl) {
   AttentionGrads grads{Tensor::zeros(q.shape(), DType::f32, q.device()),
                        Tensor::zeros(k.shape(), DType::f32, q.device()),
                        Tensor::zeros(k.shape(), DType::f32, q.device())};
-  attention_block_backward_accumulate(q, k, v, dout, lse, attention_delta(out, dout), mask, grads.dq, grads.dk,
-                                      grads.dv);
+  attention_block_backward_accumulate(q, k, v, out, dout, lse, attention_delta(out, dout), mask, grads.dq, grads.dk,
+                                      grads.dv, impl);
   return grads;
 }
 
 void attention_merge(Tensor& out, Tensor& lse, const Tensor& out_b, const Tensor& lse_b) {
   const char* op = "attention_merge";
-  require_one_device(op, {{"out", &out}, {"lse", &lse}, {"out_b", &out_b}, {"lse_b", &lse_b}});
   if (out.ndim() != 4) throw RuntimeError(cat(op, ": out ", shape_string(out.shape()), " must be [b, s, h, d]"));
-  const int64_t b = out.dim(0), s = out.dim(1), h = out.dim(2), d = out.dim(3);
-  require_f32(op, "out", out, out.shape());
   require_f32(op, "out_b", out_b, out.shape());
+  attention_merge_rows(out, lse, 0, out_b, lse_b);
+}
+
+void attention_merge_rows(Tensor& out, Tensor& lse, int64_t row0, const Tensor& out_b, const Tensor& lse_b) {
+  const char* op = "attention_merge";
+  require_one_device(op, {{"out", &out}, {"lse", &lse}, {"out_b", &out_b}, {"lse_b", &lse_b}});
+  if (out.ndim() != 4 || out_b.ndim() != 4)
+    throw RuntimeError(cat(op, ": out ", shape_string(out.shape()), " and out_b ", shape_string(out_b.shape()),
+                           " must be [b, s, h, d]"));
+  const int64_t b = out.dim(0), s = out.dim(1), h = out.dim(2), d = out.dim(3), s_b = out_b.dim(1);
+  require_f32(op, "out", out, out.shape());
+  require_shape(op, "out_b", out_b, {b, s_b, h, d});
+  if (row0 < 0 || row0 + s_b > s)
+    throw RuntimeError(cat(op, ": rows [", row0, ", ", row0 + s_b, ") are not rows of out's ", s));
   require_f32(op, "lse", lse, {b, h, s});
-  require_f32(op, "lse_b", lse_b, {b, h, s});
-  if (!out.is_host()) return SEXTANT_CUDA_CALL(cuda::attention_merge(out, lse, out_b, lse_b));
+  require_f32(op, "lse_b", lse_b, {b, h, s_b});
+  if (!out.is_host()) return SEXTANT_CUDA_CALL(cuda::attention_merge_rows(out, lse, row0, out_b, lse_b));
+  HostIn<float> ob32(out_b);
   float* o = out.data<float>();
   float* l = lse.data<float>();
-  const float* ob = out_b.data<float>();
+  const float* ob = ob32.get();
   const float* lb = lse_b.data<float>();
   for (int64_t bi = 0; bi < b; ++bi)
     for (int64_t hh = 0; hh < h; ++hh)
-      for (int64_t i = 0; i < s; ++i) {
-        const int64_t stat = (bi * h + hh) * s + i, row = ((bi * s + i) * h + hh) * d;
-        const float la = l[stat], lbv = lb[stat];
+      for (int64_t i = 0; i < s_b; ++i) {
+        const int64_t stat = (bi * h + hh) * s + row0 + i, row = ((bi * s + row0 + i) * h + hh) * d;
+        const int64_t stat_b = (bi * h + hh) * s_b + i, row_b = ((bi * s_b + i) * h + hh) * d;
+        const float la = l[stat], lbv = lb[stat_b];
         if (lbv == kNegInf) continue;  // b saw nothing: keep a (also when both are empty)
         if (la == kNegInf) {           // a saw nothing: take b
-          std::copy(ob + row, ob + row + d, o + row);
+          std::copy(ob + row_b, ob + row_b + d, o + row);
           l[stat] = lbv;
           continue;
         }
@@ -462,7 +484,7 @@ void attention_merge(Tensor& out, Tensor& lse, const Tensor& out_b, const Tensor
         // digits when |lse| is large.
         const float diff = lbv - la;
         const float wb = diff >= 0 ? 1.0f / (1.0f + std::exp(-diff)) : std::exp(diff) / (1.0f + std::exp(diff));
-        for (int64_t x = 0; x < d; ++x) o[row + x] += wb * (ob[row + x] - o[row + x]);
+        for (int64_t x = 0; x < d; ++x) o[row + x] += wb * (ob[row_b + x] - o[row + x]);
         const float hi = std::max(la, lbv), lo = std::min(la, lbv);
         l[stat] = kernel_fault_planted(KernelFault::attention_merge_lse) ? hi : hi + std::log1p(std::exp(lo - hi));
       }

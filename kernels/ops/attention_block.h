@@ -25,9 +25,11 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "harness/tensor.h"
+#include "kernels/ops/attention_impl.h"
 
 namespace sextant::ops {
 
@@ -86,25 +88,28 @@ struct AttentionOut {
 
 // q: [b, sq, hq, d]; k, v: [b, sk, hk, d]. out in out_dtype (f32 to merge).
 AttentionOut attention_block_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
-                                     DType out_dtype = DType::f32);
+                                     DType out_dtype = DType::f32, AttentionImpl impl = AttentionImpl::own);
 
 // D = rowsum(dout * out). out, dout: [b, sq, hq, d] -> [b, hq, sq] f32.
 Tensor attention_delta(const Tensor& out, const Tensor& dout);
 
 // Adds this block's gradients into f32 accumulators:
 //   dq: [b, sq, hq, d], dk and dv: [b, sk, hk, d] (all f32).
-// lse and delta: [b, hq, sq] f32, the final values over all key blocks.
+// out: [b, sq, hq, d], lse and delta: [b, hq, sq] f32, the final values over
+// all key blocks (our kernels read delta, cuDNN's recompute it from out).
 // Returns the score entries computed (as AttentionOut::scores).
-int64_t attention_block_backward_accumulate(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
-                                            const Tensor& lse, const Tensor& delta, const AttentionMask& mask,
-                                            Tensor& dq, Tensor& dk, Tensor& dv);
+int64_t attention_block_backward_accumulate(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                            const Tensor& dout, const Tensor& lse, const Tensor& delta,
+                                            const AttentionMask& mask, Tensor& dq, Tensor& dk, Tensor& dv,
+                                            AttentionImpl impl = AttentionImpl::own);
 
 struct AttentionGrads {
   Tensor dq, dk, dv;  // f32: [b, sq, hq, d], [b, sk, hk, d], [b, sk, hk, d]
 };
 // Whole-block backward: gradients of one block given its own out and lse.
 AttentionGrads attention_block_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                                        const Tensor& lse, const Tensor& dout, const AttentionMask& mask);
+                                        const Tensor& lse, const Tensor& dout, const AttentionMask& mask,
+                                        AttentionImpl impl = AttentionImpl::own);
 
 // Merges a partial result (out_b, lse_b) into (out, lse), in place, stably:
 //   lse' = max + log1p(exp(min - max)),  out' = out - sigmoid(lse_b - lse) (out - out_b)
@@ -112,5 +117,8 @@ AttentionGrads attention_block_backward(const Tensor& q, const Tensor& k, const 
 // A row with lse_b = -inf leaves (out, lse) alone; both -inf stays -inf with out 0.
 // out, out_b: [b, sq, h, d] f32; lse, lse_b: [b, h, sq] f32.
 void attention_merge(Tensor& out, Tensor& lse, const Tensor& out_b, const Tensor& lse_b);
+// The same merge of a partial result over rows [row0, row0 + s_b) of out:
+// out_b: [b, s_b, h, d] in any dtype, lse_b: [b, h, s_b] f32.
+void attention_merge_rows(Tensor& out, Tensor& lse, int64_t row0, const Tensor& out_b, const Tensor& lse_b);
 
 }  // namespace sextant::ops

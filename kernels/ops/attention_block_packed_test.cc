@@ -114,7 +114,7 @@ TEST(AttentionBlockPacked, ShardOfEverySequenceMasksLikeTheWhole) {
   const AttentionOut f = attention_block_forward(q, x.k, x.v, mask);
   Tensor dq = Tensor::zeros(q.shape(), DType::f32), dk = Tensor::zeros(x.k.shape(), DType::f32),
          dv = Tensor::zeros(x.k.shape(), DType::f32);
-  attention_block_backward_accumulate(q, x.k, x.v, dout, f.lse, attention_delta(f.out, dout), mask, dq, dk, dv);
+  attention_block_backward_accumulate(q, x.k, x.v, f.out, dout, f.lse, attention_delta(f.out, dout), mask, dq, dk, dv);
   const ref::AttentionRows r = ref::packed_attention_rows(x.q, x.k, x.v, x.dout, p.lengths, rows);
   EXPECT_LT(err(f.out, r.out), 2e-6);
   EXPECT_LT(err(f.lse, r.lse), 2e-6);

@@ -91,8 +91,8 @@ TEST(AttentionBlock, BlocksMergeToTheWhole) {
     Tensor dq = Tensor::zeros(x.q.shape(), DType::f32);
     Tensor dk0 = Tensor::zeros(k0.shape(), DType::f32), dv0 = Tensor::zeros(k0.shape(), DType::f32);
     Tensor dk1 = Tensor::zeros(k1.shape(), DType::f32), dv1 = Tensor::zeros(k1.shape(), DType::f32);
-    attention_block_backward_accumulate(x.q, k0, v0, x.dout, whole.lse, delta, mask(0), dq, dk0, dv0);
-    attention_block_backward_accumulate(x.q, k1, v1, x.dout, whole.lse, delta, mask(half), dq, dk1, dv1);
+    attention_block_backward_accumulate(x.q, k0, v0, whole.out, x.dout, whole.lse, delta, mask(0), dq, dk0, dv0);
+    attention_block_backward_accumulate(x.q, k1, v1, whole.out, x.dout, whole.lse, delta, mask(half), dq, dk1, dv1);
     EXPECT_LT(err(dq, g.dq), 1e-6);
     EXPECT_LT(err(concat({dk0, dk1}, 1), g.dk), 1e-6);
     EXPECT_LT(err(concat({dv0, dv1}, 1), g.dv), 1e-6);

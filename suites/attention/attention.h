@@ -47,7 +47,8 @@ struct Problem {
   // Packed sequences: tokens of each, summing to seq; empty: one sequence.
   std::vector<int64_t> seq_lens;
   bool thd_padding = true;  // pad each sequence to a multiple of 2 cp rows (else they must split)
-  cp::Packing packing;      // seq_lens as the packed stream holds them at this config's cp
+  ops::AttentionImpl attention_impl = ops::AttentionImpl::own;  // the block kernels on a GPU
+  cp::Packing packing;  // seq_lens as the packed stream holds them at this config's cp
 
   static Problem of(const CaseConfig& config);
   bool packed() const { return packing.packed(); }

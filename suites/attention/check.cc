@@ -151,14 +151,15 @@ SpotRows spot_rows(const Problem& p, const std::vector<int64_t>& tokens) {
 }
 
 // The block kernel at cp = 1 on the sampled query rows against every key of the stream.
-Results spot_baseline(const Inputs& host_inputs, const SpotRows& spot, DType dtype, Device device) {
+Results spot_baseline(const Inputs& host_inputs, const SpotRows& spot, DType dtype, Device device,
+                      ops::AttentionImpl impl) {
   const Inputs in = to_device(host_inputs, device);
   const Tensor q = select_rows(in.q, 1, spot.rows), dout = select_rows(in.dout, 1, spot.rows);
-  ops::AttentionOut f = ops::attention_block_forward(q, in.k, in.v, spot.mask, dtype);
+  ops::AttentionOut f = ops::attention_block_forward(q, in.k, in.v, spot.mask, dtype, impl);
   Tensor dq = Tensor::zeros(q.shape(), DType::f32, device);
   Tensor dk = Tensor::zeros(in.k.shape(), DType::f32, device), dv = Tensor::zeros(in.k.shape(), DType::f32, device);
-  ops::attention_block_backward_accumulate(q, in.k, in.v, dout, f.lse, ops::attention_delta(f.out, dout), spot.mask, dq,
-                                           dk, dv);
+  ops::attention_block_backward_accumulate(q, in.k, in.v, f.out, dout, f.lse, ops::attention_delta(f.out, dout),
+                                           spot.mask, dq, dk, dv, impl);
   return on_host({f.out, f.lse, dq.to(dtype), {}, {}});
 }
 
@@ -188,7 +189,7 @@ void check_spot(State& s, Checker& checker, const Results& dist, const Inputs& s
     checker.input(name, *t);  // what the reference reads: every token row, padding dropped
   const ref::AttentionRows ref = p.packed() ? ref::packed_attention_rows(in.q, in.k, in.v, in.dout, p.seq_lens, tokens)
                                             : ref::attention_rows(in.q, in.k, in.v, in.dout, p.causal, tokens);
-  const Results base = spot_baseline(stream, spot_rows(p, tokens), s.config.dtype, s.device);
+  const Results base = spot_baseline(stream, spot_rows(p, tokens), s.config.dtype, s.device, p.attention_impl);
   checker.compare("out", OpClass::attention, select_rows(dist.out, 1, tokens), base.out, ref.out);
   checker.compare("lse", OpClass::row_stat, select_rows(dist.lse, 2, tokens), base.lse, ref.lse);
   checker.compare("dq", OpClass::attention, select_rows(dist.dq, 1, tokens), base.dq, ref.dq);

@@ -57,6 +57,7 @@ State setup(const Variant& v, CaseContext& ctx) {
   s.options.packing = s.problem.packing;
   s.options.kv_exchange = v.kv_exchange;
   s.options.faults = cp::Faults::parse(ctx.config.fault);
+  s.options.attention_impl = s.problem.attention_impl;
   return s;
 }
 

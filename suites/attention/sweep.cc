@@ -150,6 +150,10 @@ std::vector<CaseConfig> sweep(const Variant& v, const SweepRequest& req) {
                         {"a2a_size", a2a},
                         {"p2p_size", p2p},
                         {"reference", req.get<std::string>("reference", size > kFullReferenceLimit ? "spot" : "full")}};
+            // Recorded where it matters (host runs always use the host kernel).
+            if (req.device == Device::cuda || req.has("attention_impl"))
+              c.params["attention_impl"] =
+                  req.get<std::string>("attention_impl", ops::attention_impl_name(ops::AttentionImpl::cudnn));
             if (!seq_lens.empty()) {
               const cp::Packing packing = packing_for(seq_lens, thd_padding, parallel.cp);
               c.params["seq_lens"] = seq_lens;
@@ -182,7 +186,8 @@ std::vector<OptionSpec> attention_options() {
           OptionSpec::choice("reference", {"full", "spot"},
                              "float64 reference on every query row, or on sampled rows (default by size)"),
           OptionSpec::text("seq_lens", "packed sequences (THD): lengths a,b,c summing to --seq, or zipf:N"),
-          OptionSpec::boolean("thd_padding", "pad each packed sequence to a multiple of 2 cp (default true)")};
+          OptionSpec::boolean("thd_padding", "pad each packed sequence to a multiple of 2 cp (default true)"),
+          ops::attention_impl_option()};
 }
 
 // Per rank: q, k, v, dout, out, dq, dk, dv of its shard in f32, a few more
@@ -232,6 +237,7 @@ void validate(const Variant& v, const CaseConfig& c) {
                                       " KV heads per TP rank (--kv-heads ", p.kv_heads, " / --tp ", par.tp, ")"));
   }
   require(p.reference == "full" || p.reference == "spot", cat("reference '", p.reference, "' must be full or spot"));
+  ops::require_attention_impl_runs(p.attention_impl, c.device);
   if (!c.fault.empty()) cp::Faults::parse(c.fault);
 }
 
@@ -244,6 +250,7 @@ Problem Problem::of(const CaseConfig& c) {
   p.head_dim = c.i("head_dim");
   p.a2a_size = static_cast<int>(c.i("a2a_size")), p.p2p_size = static_cast<int>(c.i("p2p_size"));
   p.reference = c.s("reference");
+  p.attention_impl = ops::parse_attention_impl(c.params.value("attention_impl", "own"));
   if (c.params.contains("seq_lens")) {
     p.seq_lens = c.params.at("seq_lens").get<std::vector<int64_t>>();
     p.thd_padding = c.params.value("thd_padding", true);

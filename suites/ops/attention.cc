@@ -3,7 +3,9 @@
 // head counts and dimensions, GQA ratios, tiles that the causal diagonal
 // crosses, and query blocks at an offset in the sequence (a CP shard: the
 // queries see every earlier key). Offset blocks are checked row by row
-// (out, lse, dq); whole blocks also dk and dv.
+// (out, lse, dq); whole blocks also dk and dv. On a GPU with
+// attention_impl=cudnn, our own kernels' result is the baseline that cuDNN's
+// is bounded by, besides the absolute gate against float64.
 #include <numeric>
 
 #include "kernels/ops/attention_block.h"
@@ -24,6 +26,7 @@ struct State {
   Tensor q, dout;                // the query block: rows [q_start, q_start + sq)
   Tensor qd, kd, vd, doutd;      // on the device
   ops::AttentionMask mask;
+  ops::AttentionImpl impl = ops::AttentionImpl::own;
   ops::AttentionOut fwd;
   ops::AttentionGrads grads;
 };
@@ -66,40 +69,57 @@ State setup(CaseContext& ctx) {
   s.qd = on_device(s.q, ctx.device), s.kd = on_device(s.k, ctx.device), s.vd = on_device(s.v, ctx.device);
   s.doutd = on_device(s.dout, ctx.device);
   s.mask = p.causal ? ops::AttentionMask::causal_blocks(p.q_start, p.sq, 0, p.sk) : ops::AttentionMask::none();
+  s.impl = ops::parse_attention_impl(ctx.config.params.value("attention_impl", "own"));
   return s;
 }
 
-void run(State& s) {
-  s.fwd = ops::attention_block_forward(s.qd, s.kd, s.vd, s.mask, s.qd.dtype());
-  s.grads = ops::attention_block_backward(s.qd, s.kd, s.vd, s.fwd.out, s.fwd.lse, s.doutd, s.mask);
+// out, lse, dq, dk, dv on the host, in the storage dtype (lse f32).
+struct Results {
+  Tensor out, lse, dq, dk, dv;
+};
+
+void compute(const State& s, ops::AttentionImpl impl, ops::AttentionOut& fwd, ops::AttentionGrads& grads) {
+  fwd = ops::attention_block_forward(s.qd, s.kd, s.vd, s.mask, s.qd.dtype(), impl);
+  grads = ops::attention_block_backward(s.qd, s.kd, s.vd, fwd.out, fwd.lse, s.doutd, s.mask, impl);
+}
+
+void run(State& s) { compute(s, s.impl, s.fwd, s.grads); }
+
+Results computed(const State& s, ops::AttentionImpl impl) {
+  ops::AttentionOut fwd;
+  ops::AttentionGrads grads;
+  compute(s, impl, fwd, grads);
+  return {on_host(fwd.out), on_host(fwd.lse), on_host(grads.dq).to(s.q.dtype()), on_host(grads.dk).to(s.k.dtype()),
+          on_host(grads.dv).to(s.k.dtype())};
 }
 
 void check(State& s, Checker& checker) {
-  run(s);
+  const Results r = computed(s, s.impl);
+  // The baseline: our own kernels where cuDNN's ran, else the result itself.
+  const Results base = s.impl == ops::AttentionImpl::own ? r : computed(s, ops::AttentionImpl::own);
   const Shape4& p = s.p;
   for (auto [name, t] : {std::pair{"q", &s.q}, {"k", &s.k}, {"v", &s.v}, {"dout", &s.dout}}) checker.input(name, *t);
-  const Tensor out = on_host(s.fwd.out), lse = on_host(s.fwd.lse), dq = on_host(s.grads.dq).to(s.q.dtype());
+  const Tensor &out = r.out, &lse = r.lse, &dq = r.dq;
   if (p.sq == p.sk) {
     const ref::AttentionResult f = ref::attention_forward(s.q, s.k, s.v, p.causal);
     const ref::AttentionGradients g = ref::attention_backward(s.q, s.k, s.v, s.dout, p.causal);
-    const Tensor dk = on_host(s.grads.dk).to(s.k.dtype()), dv = on_host(s.grads.dv).to(s.k.dtype());
-    checker.compare("out", OpClass::attention, out, out, f.out);
-    checker.compare("lse", OpClass::row_stat, lse, lse, f.lse);
-    checker.compare("dq", OpClass::attention, dq, dq, g.dq);
-    checker.compare("dk", OpClass::attention, dk, dk, g.dk);
-    checker.compare("dv", OpClass::attention, dv, dv, g.dv);
+    checker.compare("out", OpClass::attention, out, base.out, f.out);
+    checker.compare("lse", OpClass::row_stat, lse, base.lse, f.lse);
+    checker.compare("dq", OpClass::attention, dq, base.dq, g.dq);
+    checker.compare("dk", OpClass::attention, r.dk, base.dk, g.dk);
+    checker.compare("dv", OpClass::attention, r.dv, base.dv, g.dv);
     return;
   }
   // An offset block: its rows of the whole-sequence reference (q and dout
   // are rows [sk - sq, sk) of these).
   checker.input("q_all", s.q_all);
   checker.input("dout_all", s.dout_all);
-  std::vector<int64_t> rows(static_cast<size_t>(p.sq));
-  std::iota(rows.begin(), rows.end(), p.q_start);
-  const ref::AttentionRows r = ref::attention_rows(s.q_all, s.k, s.v, s.dout_all, p.causal, rows);
-  checker.compare("out", OpClass::attention, out, out, r.out);
-  checker.compare("lse", OpClass::row_stat, lse, lse, r.lse);
-  checker.compare("dq", OpClass::attention, dq, dq, r.dq);
+  std::vector<int64_t> row_ids(static_cast<size_t>(p.sq));
+  std::iota(row_ids.begin(), row_ids.end(), p.q_start);
+  const ref::AttentionRows rows = ref::attention_rows(s.q_all, s.k, s.v, s.dout_all, p.causal, row_ids);
+  checker.compare("out", OpClass::attention, out, base.out, rows.out);
+  checker.compare("lse", OpClass::row_stat, lse, base.lse, rows.lse);
+  checker.compare("dq", OpClass::attention, dq, base.dq, rows.dq);
   checker.note("reference", "rows of the whole sequence: dk and dv need every query row and are not checked");
 }
 
@@ -114,12 +134,23 @@ CaseDef attention_case() {
       .suite = "ops",
       .name = "attention",
       .summary = "attention block forward (out, LSE) and backward (dq, dk, dv): GQA, causal offsets, odd shapes",
+      .options = {ops::attention_impl_option()},
       .kernel_faults = {KernelFault::attention_forward_scale, KernelFault::attention_backward_softmax_grad,
                         KernelFault::causal_mask_diagonal},
       .table_metrics = {"gflops"},
       .configs =
           [](const SweepRequest& req) {
-            return op_configs(req, shapes(req.profile), {DType::f32, DType::bf16});
+            std::vector<CaseConfig> configs = op_configs(req, shapes(req.profile), {DType::f32, DType::bf16});
+            // Recorded where it matters (host runs always use the host kernel).
+            if (req.device == Device::cuda || req.has("attention_impl"))
+              for (CaseConfig& c : configs)
+                c.params["attention_impl"] = req.get<std::string>("attention_impl", "cudnn");
+            return configs;
+          },
+      .validate =
+          [](const CaseConfig& c) {
+            ops::require_attention_impl_runs(ops::parse_attention_impl(c.params.value("attention_impl", "own")),
+                                             c.device);
           },
       .memory =
           [](const CaseConfig& c) {

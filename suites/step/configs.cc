@@ -14,10 +14,10 @@ namespace {
 // defaults. ci: tiny, for two shared cores; default: a small MoE model
 // (h 64, 4 heads, 4 layers of which 2 MoE with 8 experts top-2, vocab 512,
 // seq 64); qualify: larger, still within reach of the f64 reference.
-const std::vector<std::string> kModelKeys = {"vocab",     "hidden",   "heads",      "head_dim",    "ffn",
-                                             "layers",    "seq",      "moe_every",  "moe_pattern", "experts",
-                                             "topk",      "moe_ffn",  "dispatcher", "batch",       "data",
-                                             "cp_layout", "regather", "lr",         "adam_eps",    "steps"};
+const std::vector<std::string> kModelKeys = {
+    "vocab",     "hidden",      "heads",    "head_dim", "ffn",      "layers",     "seq",
+    "moe_every", "moe_pattern", "experts",  "topk",     "moe_ffn",  "dispatcher", "batch",
+    "data",      "cp_layout",   "regather", "lr",       "adam_eps", "steps",      "attention_impl"};
 
 }  // namespace
 
@@ -59,6 +59,8 @@ Recipe recipe(ParallelConfig p, nlohmann::json options = nlohmann::json::object(
 nlohmann::json default_params(const SweepRequest& req) {
   nlohmann::json params = profile_sizes(req.profile);
   params["adam_eps"] = 1e-5;
+  // Recorded where it matters (host runs always use the host kernel).
+  if (req.device == Device::cuda) params["attention_impl"] = ops::attention_impl_name(ops::AttentionImpl::cudnn);
   for (const std::string& key : kModelKeys)
     if (req.options.contains(key)) params[key] = req.options.at(key);
   // Packed rows: "a,b,c" or "zipf:N" (drawn from --seed), recorded as the lengths.
@@ -247,6 +249,7 @@ std::vector<OptionSpec> model_options(std::vector<OptionSpec> case_options) {
       OptionSpec::choice("schedule", {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipe-v"},
                          "pipeline schedule"),
       OptionSpec::choice("cp_comm", {"p2p", "a2a", "allgather", "a2a+p2p"}, "context-parallel attention variant"),
+      ops::attention_impl_option(),
       OptionSpec::integer("a2a_size", 1, 65536, "a2a+p2p: Ulysses group size"),
       OptionSpec::boolean("zero", "ZeRO-1: optimizer state sharded over the gradient groups"),
       OptionSpec::number("bucket_mb", 0, 1e6, "gradient bucket size in MB of f32 gradients (0: one layer per bucket)"),
@@ -278,6 +281,7 @@ void validate_config(const CaseConfig& c) {
   const int64_t steps = c.params.value("steps", int64_t{3});
   require(steps >= 1, cat("--set steps=", steps, " must be at least 1"));
   model::validate(model, c.parallel);
+  ops::require_attention_impl_runs(model.attention_impl, c.device);
   model::token_source(model, 0);  // the dataset's format and its fit to the model (--vocab, --seq)
 }
 

@@ -1,10 +1,12 @@
-// The attention block's CUDA entry points (cuda_ops.h): the mask as position
-// runs, the choice of kernel, the work count, and the two small kernels of
-// the block's bookkeeping (attention delta, LSE merge).
+// Our attention block's CUDA entry points (cuda_ops.h): the mask as position
+// runs, the choice of kernel, the work count, and the small kernels of the
+// block's bookkeeping (attention delta, LSE merge at a row offset, adding a
+// piece's gradients into rows of the accumulators), which cuDNN's path
+// (attention_cudnn.cc) uses too.
 //
 // Kernel choice: bf16 / f16 storage with head_dim <= 128 on a GPU of compute
 // capability 8.0+ takes the tensor-core kernels (attention_mma.cu, which says
-// why they are ours and not cuDNN's); f32 (true f32 math, as the f32
+// what they are for beside cuDNN's); f32 (true f32 math, as the f32
 // tolerance assumes), f64 (read as f32, as the host op reads it) and wider
 // heads take the CUDA-core kernels (attention_simt.cu).
 #include <algorithm>
@@ -130,27 +132,47 @@ __global__ void delta_kernel(const O* out, const G* dout, float* delta, int64_t 
   if (lane == 0) delta[(bi * h + hh) * s + i] = sum;
 }
 
-// attention_block.cc's merge, one warp per (b, h, i) row.
-__global__ void merge_kernel(float* out, float* lse, const float* out_b, const float* lse_b, int64_t b, int64_t s,
-                             int64_t h, int64_t d) {
-  const int64_t stat = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) >> 5;  // over [b, h, s]
+// attention_block.cc's merge, one warp per (b, h, i) row of the partial
+// result, which holds rows [row0, row0 + s_b) of the accumulator's s_out.
+//   out: [b, s_out, h, d] f32, lse: [b, h, s_out];  out_b: [b, s_b, h, d] (B), lse_b: [b, h, s_b]
+template <class B>
+__global__ void merge_kernel(float* out, float* lse, int64_t s_out, int64_t row0, const B* out_b, const float* lse_b,
+                             int64_t b, int64_t s_b, int64_t h, int64_t d) {
+  const int64_t stat = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) >> 5;  // over [b, h, s_b]
   const int lane = threadIdx.x & 31;
-  if (stat >= b * h * s) return;
-  const int64_t i = stat % s, hh = (stat / s) % h, bi = stat / (s * h);
-  const int64_t row = ((bi * s + i) * h + hh) * d;
-  const float la = lse[stat], lb = lse_b[stat];
+  if (stat >= b * h * s_b) return;
+  const int64_t i = stat % s_b, hh = (stat / s_b) % h, bi = stat / (s_b * h);
+  const int64_t row = ((bi * s_out + row0 + i) * h + hh) * d, row_b = ((bi * s_b + i) * h + hh) * d;
+  const int64_t at = (bi * h + hh) * s_out + row0 + i;
+  const float la = lse[at], lb = lse_b[stat];
   __syncwarp();                 // every lane has read the old lse before lane 0 writes the new one
   if (lb == -INFINITY) return;  // b saw nothing: keep a (also when both are empty)
   if (la == -INFINITY) {        // a saw nothing: take b
-    for (int64_t x = lane; x < d; x += 32) out[row + x] = out_b[row + x];
-    if (lane == 0) lse[stat] = lb;
+    for (int64_t x = lane; x < d; x += 32) out[row + x] = widen(out_b[row_b + x]);
+    if (lane == 0) lse[at] = lb;
     return;
   }
   const float diff = lb - la;
   const float wb = diff >= 0 ? 1.0f / (1.0f + expf(-diff)) : expf(diff) / (1.0f + expf(diff));
-  for (int64_t x = lane; x < d; x += 32) out[row + x] += wb * (out_b[row + x] - out[row + x]);
+  for (int64_t x = lane; x < d; x += 32) out[row + x] += wb * (widen(out_b[row_b + x]) - out[row + x]);
   const float hi = fmaxf(la, lb), lo = fminf(la, lb);
-  if (lane == 0) lse[stat] = hi + log1pf(expf(lo - hi));
+  if (lane == 0) lse[at] = hi + log1pf(expf(lo - hi));
+}
+
+// acc[bi, row0 + i, ...] += x[bi, i, ...]: acc [b, s_acc, inner] f32, x [b, s_x, inner].
+template <class X>
+__global__ void add_rows_kernel(float* acc, int64_t s_acc, int64_t row0, const X* x, int64_t b, int64_t s_x,
+                                int64_t inner) {
+  const int64_t n = b * s_x * inner;
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t rest = e % (s_x * inner), bi = e / (s_x * inner);
+    acc[bi * s_acc * inner + row0 * inner + rest] += widen(x[e]);
+  }
+}
+
+unsigned grid_blocks(int64_t n, int threads) {
+  return static_cast<unsigned>(std::min<int64_t>((n + threads - 1) / threads, 65536));
 }
 
 unsigned warp_blocks(int64_t rows, int threads) {
@@ -202,13 +224,28 @@ void attention_delta(const Tensor& out, const Tensor& dout, Tensor& delta) {
   SEXTANT_CHECK_LAUNCH("attention_delta");
 }
 
-void attention_merge(Tensor& out, Tensor& lse, const Tensor& out_b, const Tensor& lse_b) {
-  const int64_t b = out.dim(0), s = out.dim(1), h = out.dim(2), d = out.dim(3);
-  if (b * s * h == 0) return;
+void attention_merge_rows(Tensor& out, Tensor& lse, int64_t row0, const Tensor& out_b, const Tensor& lse_b) {
+  const int64_t b = out_b.dim(0), s_b = out_b.dim(1), h = out_b.dim(2), d = out_b.dim(3);
+  if (b * s_b * h == 0) return;
   const int threads = 256;
-  merge_kernel<<<warp_blocks(b * s * h, threads), threads, 0, compute_stream()>>>(
-      ptr<float>(out), ptr<float>(lse), ptr<float>(out_b), ptr<float>(lse_b), b, s, h, d);
+  with_storage(out_b.dtype(), [&](auto o) {
+    using B = decltype(o);
+    merge_kernel<B><<<warp_blocks(b * s_b * h, threads), threads, 0, compute_stream()>>>(
+        ptr<float>(out), ptr<float>(lse), out.dim(1), row0, ptr<B>(out_b), ptr<float>(lse_b), b, s_b, h, d);
+  });
   SEXTANT_CHECK_LAUNCH("attention_merge");
+}
+
+void add_rows(Tensor& acc, int64_t row0, const Tensor& x) {
+  const int64_t b = x.dim(0), s_x = x.dim(1), inner = x.dim(1) > 0 ? x.numel() / (b * s_x) : 0;
+  if (x.numel() == 0) return;
+  const int threads = 256;
+  with_storage(x.dtype(), [&](auto t) {
+    using X = decltype(t);
+    add_rows_kernel<X><<<grid_blocks(x.numel(), threads), threads, 0, compute_stream()>>>(
+        ptr<float>(acc), acc.dim(1), row0, ptr<X>(x), b, s_x, inner);
+  });
+  SEXTANT_CHECK_LAUNCH("add_rows");
 }
 
 }  // namespace sextant::ops::cuda

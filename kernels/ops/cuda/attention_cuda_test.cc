@@ -118,18 +118,20 @@ struct Result {
   Tensor out, lse, dq, dk, dv;
 };
 
-Result run(const Inputs& in, const AttentionMask& mask, DType out_dtype) {
-  const AttentionOut f = attention_block_forward(in.q, in.k, in.v, mask, out_dtype);
-  const AttentionGrads g = attention_block_backward(in.q, in.k, in.v, f.out, f.lse, in.dout, mask);
+Result run(const Inputs& in, const AttentionMask& mask, DType out_dtype, AttentionImpl impl = AttentionImpl::own) {
+  const AttentionOut f = attention_block_forward(in.q, in.k, in.v, mask, out_dtype, impl);
+  const AttentionGrads g = attention_block_backward(in.q, in.k, in.v, f.out, f.lse, in.dout, mask, impl);
   return {host(f.out), host(f.lse), host(g.dq), host(g.dk), host(g.dv)};
 }
 
 // Runs the block on the host and the GPU and checks both against the reference.
-void expect_conforms(const Problem& p, DType dt, const AttentionMask& mask, const std::string& what) {
-  SCOPED_TRACE(what + " " + dtype_name(dt) + " d=" + std::to_string(p.d));
+// impl: the GPU side's kernels (the host op is the baseline of both).
+void expect_conforms(const Problem& p, DType dt, const AttentionMask& mask, const std::string& what,
+                     AttentionImpl impl = AttentionImpl::own) {
+  SCOPED_TRACE(what + " " + dtype_name(dt) + " d=" + std::to_string(p.d) + " " + attention_impl_name(impl));
   const Inputs in = make_inputs(p, dt);
   const Inputs din{gpu(in.q), gpu(in.k), gpu(in.v), gpu(in.dout)};
-  const Result h = run(in, mask, dt), c = run(din, mask, dt);
+  const Result h = run(in, mask, dt), c = run(din, mask, dt, impl);
   const Reference r = reference(in, mask);
   Tensor ref_lse_finite = r.lse.clone();
   for (int64_t i = 0; i < ref_lse_finite.numel(); ++i)
@@ -183,6 +185,43 @@ TEST(CudaAttention, BlocksWithGlobalPositionsConform) {
   }
 }
 
+// cuDNN's fused attention (attention_impl=cudnn) on the masks the CP
+// variants hand it: whole sequences, zigzag shards and ring steps (one piece
+// each), blocks at an offset (several pieces merged by LSE), packed
+// sequences with padding; MHA and GQA; every head_dim it takes up to 128.
+TEST(CudaAttention, CudnnBlocksConform) {
+  SEXTANT_REQUIRE_GPU();
+  const int64_t c = 64;
+  std::vector<int64_t> zigzag = iota(0, c), late = iota(3 * c, c);
+  zigzag.insert(zigzag.end(), late.begin(), late.end());
+  const std::vector<int64_t> rank1 = iota(c, 2 * c);
+  constexpr int64_t kPad = AttentionMask::kPaddingRow;
+  std::vector<int64_t> packed_pos = iota(0, 96), packed_seq;
+  for (int64_t j = 0; j < 96; ++j) packed_seq.push_back(j < 40 ? 0 : j < 48 ? kPad : 48);
+  for (DType dt : {DType::bf16, DType::f16})
+    for (int64_t d : {64, 128}) {
+      for (bool causal : {false, true})
+        expect_conforms({2, 256, 256, 4, 2, d}, dt,
+                        causal ? AttentionMask::causal_blocks(0, 256, 0, 256) : AttentionMask::none(),
+                        causal ? "causal" : "full", AttentionImpl::cudnn);
+      expect_conforms({1, 2 * c, 2 * c, 4, 4, d}, dt, AttentionMask::causal_positions(zigzag, zigzag),
+                      "zigzag diagonal step", AttentionImpl::cudnn);
+      expect_conforms({1, 2 * c, 2 * c, 4, 2, d}, dt, AttentionMask::causal_positions(zigzag, rank1),
+                      "zigzag step, later keys", AttentionImpl::cudnn);
+      expect_conforms({1, 2 * c, 2 * c, 4, 2, d}, dt, AttentionMask::causal_positions(rank1, zigzag),
+                      "zigzag step, earlier keys", AttentionImpl::cudnn);
+      expect_conforms({1, 100, 120, 2, 1, d}, dt, AttentionMask::causal_blocks(30, 100, 0, 120), "offset block",
+                      AttentionImpl::cudnn);
+      expect_conforms({1, 96, 96, 2, 2, d}, dt,
+                      AttentionMask::causal_packed(packed_pos, packed_seq, packed_pos, packed_seq),
+                      "packed with padding", AttentionImpl::cudnn);
+    }
+  // f32 and head_dim 200 are not cuDNN's: the same request runs our kernels.
+  expect_conforms({1, 70, 70, 2, 1, 200}, DType::bf16, AttentionMask::causal_blocks(0, 70, 0, 70), "head_dim 200",
+                  AttentionImpl::cudnn);
+  expect_conforms({1, 70, 70, 2, 1, 64}, DType::f32, AttentionMask::none(), "f32", AttentionImpl::cudnn);
+}
+
 // A pack of sequences each followed by padding (sequence names per row): the
 // whole pack, a per-sequence zigzag shard against it, and the score count
 // (tiles of other sequences skipped).
@@ -225,7 +264,7 @@ TEST(CudaAttention, FullyMaskedBlocksGiveEmptyRows) {
     Tensor dq = Tensor::zeros(in.q.shape(), DType::f32, Device::cuda),
            dk = Tensor::zeros(in.k.shape(), DType::f32, Device::cuda),
            dv = Tensor::zeros(in.k.shape(), DType::f32, Device::cuda);
-    attention_block_backward_accumulate(gpu(in.q), gpu(in.k), gpu(in.v), gpu(in.dout), f.lse,
+    attention_block_backward_accumulate(gpu(in.q), gpu(in.k), gpu(in.v), f.out, gpu(in.dout), f.lse,
                                         attention_delta(f.out, gpu(in.dout)), mask, dq, dk, dv);
     const Tensor out = host(f.out), lse = host(f.lse);
     for (int64_t i = 0; i < out.numel(); ++i) ASSERT_EQ(out.at(i), 0.0) << dtype_name(dt);
@@ -267,8 +306,8 @@ TEST(CudaAttention, BlocksMergeToTheWhole) {
       Tensor dq = Tensor::zeros(in.q.shape(), DType::f32, Device::cuda);
       Tensor dk0 = Tensor::zeros(k0.shape(), DType::f32, Device::cuda), dv0 = dk0.clone(), dk1 = dk0.clone(),
              dv1 = dk0.clone();
-      attention_block_backward_accumulate(q, k0, v0, dout, whole.lse, delta, mask(0), dq, dk0, dv0);
-      attention_block_backward_accumulate(q, k1, v1, dout, whole.lse, delta, mask(half), dq, dk1, dv1);
+      attention_block_backward_accumulate(q, k0, v0, out, dout, whole.lse, delta, mask(0), dq, dk0, dv0);
+      attention_block_backward_accumulate(q, k1, v1, out, dout, whole.lse, delta, mask(half), dq, dk1, dv1);
       const AttentionGrads g = attention_block_backward(
           q, k, v, out, whole.lse, dout, causal ? AttentionMask::causal_blocks(0, s, 0, s) : AttentionMask::none());
       // The same P and dS in both (they depend on the final LSE and D only): f32 summation order alone.

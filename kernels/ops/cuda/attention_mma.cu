@@ -3,17 +3,13 @@
 // mma.sync.m16n8k16, whose register fragments the PTX ISA documents, so the
 // online softmax runs on the accumulators in registers.
 //
-// Why our own kernel and not cuDNN's fused attention: CP needs, per block of
-// a sharded sequence, the LSE of the forward, a mask given by global
-// positions (a zigzag shard's two chunks against a ring neighbour's), and a
-// backward from a given O and LSE that accumulates into running dQ/dK/dV.
-// cuDNN's SDPA graph exposes the LSE ("stats") and causal masks with a
-// diagonal offset, but a mask from arbitrary position runs, accumulation and
-// GQA from one call would mean per-chunk calls and extra buffers; the
-// toolkit here (CUDA 13) also ships without cuDNN, and the bare GPU machine
-// (README.md, "GPUs") may not have it. One self-contained kernel serves every
-// variant the same way, and its tiles skip whole causal blocks as the host
-// op does.
+// On a GPU, cuDNN's fused attention runs by default (attention_cudnn.cc,
+// which cuts a block's mask into pieces cuDNN takes, one call each); this
+// kernel is attention_impl=own, the cross-check of cuDNN's in ops/attention,
+// and what runs where cuDNN is not used. It takes any mask given by global
+// positions (a zigzag shard's two chunks against a ring neighbour's, packed
+// sequences) in one call, accumulates dQ/dK/dV in f32, and its tiles skip
+// whole causal blocks as the host op does.
 //
 // Fragments (PTX ISA, mma.m16n8k16 .bf16/.f16), lane = 4 g + t:
 //   A 16x16 row-major: a0 (g, 2t..2t+1), a1 (g+8, 2t..), a2 (g, 2t+8..), a3 (g+8, 2t+8..)

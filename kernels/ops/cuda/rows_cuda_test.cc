@@ -29,8 +29,11 @@ using testing::host;
 using testing::input;
 
 constexpr DType kDtypes[] = {DType::f32, DType::bf16, DType::f16};
-// Odd, long, and past the 40 KiB row cache (12000 f32 values).
-constexpr int64_t kRowLengths[] = {37, 1000, 12000};
+// Odd, long, and past the 40 KiB row cache (12000 f32 values). LayerNorm's
+// forward takes its vector kernel at whole 16-byte vectors (8, 1000, 4096,
+// 12000: one vector, several per thread, a model width, 768 threads) and its
+// row kernel at 37.
+constexpr int64_t kRowLengths[] = {8, 37, 1000, 4096, 12000};
 
 TEST(CudaLayerNorm, ForwardAndBackwardConform) {
   SEXTANT_REQUIRE_GPU();

@@ -1,0 +1,31 @@
+#include "kernels/ops/attention_impl.h"
+
+#include "harness/error.h"
+#include "harness/strings.h"
+
+namespace sextant::ops {
+
+std::string attention_impl_name(AttentionImpl impl) { return impl == AttentionImpl::cudnn ? "cudnn" : "own"; }
+
+AttentionImpl parse_attention_impl(const std::string& name) {
+  if (name == "own") return AttentionImpl::own;
+  if (name == "cudnn") return AttentionImpl::cudnn;
+  throw UsageError(cat("attention_impl must be own or cudnn, not '", name, "'"));
+}
+
+bool fused_attention_supports(DType dtype, int64_t head_dim) {
+  return (dtype == DType::bf16 || dtype == DType::f16) && head_dim > 0 && head_dim % 8 == 0 && head_dim <= 128;
+}
+
+OptionSpec attention_impl_option() {
+  return OptionSpec::choice("attention_impl", {"own", "cudnn"},
+                            "attention kernels on a GPU: cudnn (cuDNN's fused SDPA for bf16/f16 with head_dim a "
+                            "multiple of 8 up to 128, our kernels otherwise; default on cuda) or own");
+}
+
+void require_attention_impl_runs(AttentionImpl impl, Device device) {
+  require(impl == AttentionImpl::own || device == Device::cuda,
+          "--set attention_impl=cudnn needs --device cuda (on the host every block runs the host kernel)");
+}
+
+}  // namespace sextant::ops

@@ -1,0 +1,57 @@
+// A block of attention cut into rectangles that a fused attention library
+// computes with no mask or with the plain causal diagonal, which is all that
+// cuDNN's fused SDPA needs to support. The pieces of one query row merge by
+// their LSE (attention_merge), as ring steps do.
+//
+// A ring over zigzag shards (TransformerEngine's context_parallel.py) gives
+// exactly the shapes TE runs: the diagonal step is one causal piece, a step
+// with an earlier block one no-mask piece over the lower half of the keys,
+// a step with a later block one no-mask piece over the upper half of the
+// queries. Any other mask (contiguous shards at an offset, packed sequences)
+// is cut along its runs of consecutive positions.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "kernels/ops/attention_block.h"
+
+namespace sextant::ops {
+
+// Query rows [q0, q0 + sq) against key rows [k0, k0 + sk). causal: sq == sk
+// and key k0 + j is visible to query q0 + i iff j <= i (top-left diagonal);
+// otherwise every key of the piece is visible to every query of it.
+struct AttentionPiece {
+  int64_t q0 = 0, sq = 0, k0 = 0, sk = 0;
+  bool causal = false;
+  bool operator==(const AttentionPiece&) const = default;
+};
+
+// Pieces that together cover exactly the visible (query, key) pairs of a
+// block of sq queries and sk keys, each pair once. Padding rows are in none.
+std::vector<AttentionPiece> attention_pieces(const AttentionMask& mask, int64_t sq, int64_t sk);
+
+// What a fused attention library computes for one piece, on the block's
+// tensors it holds (q, k, v; out and dout for the backward):
+struct PieceKernels {
+  // o: [b, p.sq, hq, d] in q's dtype and stats: [b, hq, p.sq] f32 (the LSE), written.
+  std::function<void(const AttentionPiece& p, Tensor& o, Tensor& stats)> forward;
+  // From the block's final out and the piece's rows of the final LSE
+  // (lse: [b, hq, p.sq] f32): dq [b, p.sq, hq, d], dk and dv [b, p.sk, hk, d]
+  // in q's dtype, written.
+  std::function<void(const AttentionPiece& p, const Tensor& lse, Tensor& dq, Tensor& dk, Tensor& dv)> backward;
+};
+
+// A block forward from its pieces, merged by LSE into out [b, sq, hq, d] and
+// lse [b, hq, sq] (f32, replaced; a row no piece covers has out 0, lse -inf).
+// q: [b, sq, hq, d], k: [b, sk, hk, d]. Returns the score entries computed
+// (b hq per piece: sq sk, or the visible half of a causal one).
+int64_t forward_by_pieces(const Tensor& q, const Tensor& k, const AttentionMask& mask, const PieceKernels& kernels,
+                          Tensor& out, Tensor& lse);
+// A block backward from its pieces, added into the f32 accumulators dq
+// [b, sq, hq, d], dk and dv [b, sk, hk, d]; lse: the block's final [b, hq, sq].
+int64_t backward_by_pieces(const Tensor& q, const Tensor& k, const Tensor& lse, const AttentionMask& mask,
+                           const PieceKernels& kernels, Tensor& dq, Tensor& dk, Tensor& dv);
+
+}  // namespace sextant::ops
