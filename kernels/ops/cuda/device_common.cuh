@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <span>
 #include <type_traits>
 
@@ -86,6 +87,42 @@ template <class F>
 __device__ __forceinline__ F log_of(F x) {
   if constexpr (std::is_same_v<F, double>) return log(x);
   else return logf(x);
+}
+
+// 16 bytes of storage moved by one load or store, widened to the compute
+// type: memory-bound kernels move a vector of kWidth consecutive elements per
+// thread (a bf16 element alone uses an eighth of what a load can carry).
+// Index i: elements [i kWidth, (i + 1) kWidth) of a 16-byte aligned array.
+template <class T>
+struct Vec16 {
+  static constexpr int kWidth = 16 / sizeof(T);
+  compute_t<T> v[kWidth];
+
+  __device__ __forceinline__ static Vec16 load(const T* p, int64_t i) {
+    const uint4 raw = reinterpret_cast<const uint4*>(p)[i];
+    const T* e = reinterpret_cast<const T*>(&raw);
+    Vec16 out;
+#pragma unroll
+    for (int j = 0; j < kWidth; ++j) out.v[j] = widen(e[j]);
+    return out;
+  }
+  __device__ __forceinline__ void store(T* p, int64_t i) const {
+    uint4 raw;
+    T* e = reinterpret_cast<T*>(&raw);
+#pragma unroll
+    for (int j = 0; j < kWidth; ++j) e[j] = narrow_to<T>(v[j]);
+    reinterpret_cast<uint4*>(p)[i] = raw;
+  }
+};
+
+// Whole 16-byte vectors in n elements of T when every pointer is 16-byte
+// aligned (tensor allocations are), else 0: the kernel then goes element by
+// element. Kernels take the tail past the vectors element by element.
+template <class T>
+int64_t vectors_of(int64_t n, std::initializer_list<const void*> pointers) {
+  for (const void* p : pointers)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return 0;
+  return n / Vec16<T>::kWidth;
 }
 
 __device__ __forceinline__ int64_t global_thread() {

@@ -5,25 +5,30 @@
 //
 // Each op is one function over MemoryOperands; the table below registers
 // them (layernorm: kernels/ops/cuda/rows.cu, one block per row, the row held
-// in registers and moved in 16-byte vectors). An op that fails reports its
-// error instead of a number.
+// in registers and moved in 16-byte vectors; gelu and adam:
+// kernels/ops/cuda/elementwise.cu, 16-byte vectors). An op that fails
+// reports its error instead of a number.
 #include <benchmark/benchmark.h>
 #include <cuda_runtime.h>
 
 #include <functional>
 #include <string>
 
+#include "kernels/ops/adam.h"
 #include "kernels/ops/cuda/cuda_common.h"
+#include "kernels/ops/gelu.h"
 #include "kernels/ops/layernorm.h"
 #include "kernels/ops/random.h"
 
 namespace sextant::ops {
 namespace {
 
-// x, y: [rows, h] bf16 activations; gamma, beta: [h] f32 parameters.
+// x, y: [rows, h] bf16 activations; gamma, beta: [h] f32 parameters;
+// p, g, m, v: [rows, h / 8] f32 (Adam on as many bytes of parameters as x has).
 struct MemoryOperands {
   int64_t rows = 0, h = 0;
   Tensor x, y, gamma, beta;
+  Tensor p, g, m, v;
 };
 
 struct MemoryOp {
@@ -47,9 +52,18 @@ double layernorm_bytes(const MemoryOperands& o) {
 }
 void layernorm(MemoryOperands& o) { layernorm_forward(o.x, o.gamma, o.beta, o.y); }
 
+// GELU forward: read x, write y.
+void gelu(MemoryOperands& o) { gelu_forward(o.x, o.y); }
+
+// Adam: read p, g, m, v; write p, m, v.
+double adam_bytes(const MemoryOperands& o) { return 7.0 * static_cast<double>(o.p.nbytes()); }
+void adam(MemoryOperands& o) { adam_step(o.p, o.g, o.m, o.v, 1, AdamConfig{}); }
+
 const MemoryOp kOps[] = {
     {"copy_d2d", copy_bytes, copy},
     {"layernorm_fwd", layernorm_bytes, layernorm},
+    {"gelu_fwd", copy_bytes, gelu},
+    {"adam", adam_bytes, adam},
 };
 
 void run_memory_op(benchmark::State& state, const MemoryOp& op) {
@@ -64,6 +78,11 @@ void run_memory_op(benchmark::State& state, const MemoryOp& op) {
   o.y = Tensor::empty({o.rows, o.h}, DType::bf16, Device::cuda);
   o.gamma = random_tensor({o.h}, DType::f32, {1, tensor_id("bench.memory.gamma")}, Device::cuda);
   o.beta = random_tensor({o.h}, DType::f32, {1, tensor_id("bench.memory.beta")}, Device::cuda);
+  const Shape params{o.rows, o.h / 8};
+  o.p = random_tensor(params, DType::f32, {1, tensor_id("bench.memory.p")}, Device::cuda);
+  o.g = random_tensor(params, DType::f32, {1, tensor_id("bench.memory.g")}, Device::cuda);
+  o.m = Tensor::zeros(params, DType::f32, Device::cuda);
+  o.v = Tensor::zeros(params, DType::f32, Device::cuda);
   try {
     for (int i = 0; i < 3; ++i) op.run(o);  // warm-up; also where a missing kernel shows
   } catch (const std::exception& e) {
