@@ -64,6 +64,13 @@ void cuda_register_side_stream(void* stream);
 void cuda_unregister_side_stream(void* stream);
 void cuda_join_side_streams();
 
+// A CUDA event recorded now on the compute stream (an opaque cudaEvent_t);
+// the seconds between two recorded events, waiting for the later one; its
+// release. Throw in builds without CUDA.
+void* cuda_record_event();
+double cuda_event_seconds(void* from, void* to);
+void cuda_destroy_event(void* event);
+
 // Times one region of GPU work with a pair of CUDA events on the compute
 // stream. stop() first joins
 // the side streams, so communication issued in the region is counted, then

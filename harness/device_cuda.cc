@@ -196,6 +196,22 @@ double CudaRegionTimer::stop() {
   return 1e-3 * ms;
 }
 
+void* cuda_record_event() {
+  cudaEvent_t event = nullptr;
+  SEXTANT_CHECK_CUDA(cudaEventCreate(&event));
+  SEXTANT_CHECK_CUDA(cudaEventRecord(event, static_cast<cudaStream_t>(cuda_compute_stream())));
+  return event;
+}
+
+double cuda_event_seconds(void* from, void* to) {
+  SEXTANT_CHECK_CUDA(cudaEventSynchronize(static_cast<cudaEvent_t>(to)));
+  float ms = 0;
+  SEXTANT_CHECK_CUDA(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(from), static_cast<cudaEvent_t>(to)));
+  return 1e-3 * ms;
+}
+
+void cuda_destroy_event(void* event) { cudaEventDestroy(static_cast<cudaEvent_t>(event)); }
+
 bool is_device_pointer(const void* ptr) {
   cudaPointerAttributes attributes{};
   if (cudaPointerGetAttributes(&attributes, ptr) != cudaSuccess) {

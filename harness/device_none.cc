@@ -30,6 +30,9 @@ void* cuda_compute_stream() { no_cuda(); }
 void cuda_register_side_stream(void*) { no_cuda(); }
 void cuda_unregister_side_stream(void*) {}
 void cuda_join_side_streams() {}
+void* cuda_record_event() { no_cuda(); }
+double cuda_event_seconds(void*, void*) { no_cuda(); }
+void cuda_destroy_event(void*) {}
 CudaRegionTimer::CudaRegionTimer(bool) { no_cuda(); }
 CudaRegionTimer::~CudaRegionTimer() = default;
 void CudaRegionTimer::start() { no_cuda(); }

@@ -113,7 +113,7 @@ def suite_rows(results_dir):
 
 
 def step_rows(results_dir):
-    """Per step/train case: model size, dtype, tokens/s, TFLOP/s per rank and MFU."""
+    """Per step/train case: model size, dtype, tokens/s, TFLOP/s per rank, MFU and the step's time by op."""
     rows = []
     for path in sorted(glob.glob(os.path.join(results_dir or "", "*.json"))):
         for c in load(path).get("cases", []):
@@ -126,7 +126,8 @@ def step_rows(results_dir):
                          "status": c.get("conformance", {}).get("status"), "error": c.get("error") or None,
                          "tokens_per_s": value("tokens_per_s"), "tflops_per_rank": value("tflops_per_rank"),
                          "mfu": value("mfu"), "peak_source": metrics.get("peak_source"),
-                         "allocation": (metrics.get("comm") or {}).get("allocation")})
+                         "allocation": (metrics.get("comm") or {}).get("allocation"),
+                         "op_fractions": (metrics.get("op_time_split") or {}).get("fractions")})
     return rows
 
 
@@ -235,6 +236,10 @@ def main():
         print(f"  {r['dtype']:5s} {r['ranks']} rank(s) L{m['layers']} h{m['hidden']} s{m['seq']} {r['status']:5s} "
               f"{fmt(r['tokens_per_s'], '10.0f')} tokens/s {fmt(r['tflops_per_rank'])} TFLOP/s/rank "
               f"MFU {fmt(r['mfu'], '5.3f')} alloc {r['allocation'] or '-'} {r['error'] or ''}")
+        if r.get("op_fractions"):
+            parts = sorted(r["op_fractions"].items(), key=lambda kv: -kv[1])
+            print("    time by op: " + ", ".join(f"{op} {share:.0%}" for op, share in parts if share > 0)
+                  + f", other {max(0.0, 1 - sum(s for _, s in parts)):.0%}")
     print("verdicts")
     for v in summary["verdicts"]:
         target = f">= {v['target']}" if v["target"] is not None and v["goal"] != "suites_conform" else ""

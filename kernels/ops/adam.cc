@@ -4,9 +4,11 @@
 
 #include "harness/error.h"
 #include "harness/kernel_fault.h"
+#include "harness/op_times.h"
 #include "harness/strings.h"
 #include "kernels/ops/device_dispatch.h"
 #include "kernels/ops/host_common.h"
+#include "kernels/ops/op_names.h"
 #include "kernels/ops/simd.h"
 
 namespace sextant::ops {
@@ -44,6 +46,7 @@ void adam_update_f32(int64_t n, float* p, const float* g, float* m, float* v, co
 
 void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, int64_t step,
                const AdamConfig& c) {
+  OpTimer timer(timed::kAdam, param.device());
   check(param, grad, exp_avg, exp_avg_sq, step);
   // Every scalar derived in f64 (beta^t for large t, 1 - beta close to 0),
   // then rounded to f32 once.

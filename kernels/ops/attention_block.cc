@@ -7,10 +7,12 @@
 
 #include "harness/error.h"
 #include "harness/kernel_fault.h"
+#include "harness/op_times.h"
 #include "harness/strings.h"
 #include "kernels/ops/device_dispatch.h"
 #include "kernels/ops/gemm.h"
 #include "kernels/ops/host_common.h"
+#include "kernels/ops/op_names.h"
 #include "kernels/ops/vector_math.h"
 
 // Row loops (max, exp, scaling) get AVX-512 / AVX2 clones picked at load
@@ -342,6 +344,7 @@ void require_f32(const char* op, const char* name, const Tensor& t, const Shape&
 
 AttentionOut attention_block_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                                      const AttentionMask& caller_mask, DType out_dtype, AttentionImpl impl) {
+  OpTimer timer(timed::kAttention, q.device());
   AttentionMask shifted;
   const AttentionMask& mask = applied_mask(caller_mask, shifted);
   Dims g = check_dims("attention_block_forward", q, k, v, mask);
@@ -372,6 +375,7 @@ AttentionOut attention_block_forward(const Tensor& q, const Tensor& k, const Ten
 }
 
 Tensor attention_delta(const Tensor& out, const Tensor& dout) {
+  OpTimer timer(timed::kAttention, out.device());
   require_one_device("attention_delta", {{"out", &out}, {"dout", &dout}});
   require_shape("attention_delta", "dout", dout, out.shape());
   if (out.ndim() != 4)
@@ -398,6 +402,7 @@ int64_t attention_block_backward_accumulate(const Tensor& q, const Tensor& k, co
                                             const Tensor& dout, const Tensor& lse, const Tensor& delta,
                                             const AttentionMask& caller_mask, Tensor& dq, Tensor& dk, Tensor& dv,
                                             AttentionImpl impl) {
+  OpTimer timer(timed::kAttention, q.device());
   const char* op = "attention_block_backward";
   AttentionMask shifted;
   const AttentionMask& mask = applied_mask(caller_mask, shifted);
@@ -413,7 +418,8 @@ int64_t attention_block_backward_accumulate(const Tensor& q, const Tensor& k, co
   if (!q.is_host() && impl == AttentionImpl::cudnn && fused_attention_supports(q.dtype(), g.d)) {
     require_one_device(op, {{"q", &q}, {"out", &out}});
     require_shape(op, "out", out, q.shape());
-    return SEXTANT_CUDA_CALL(cuda::attention_backward_accumulate_cudnn(q, k, v, out, dout, lse, mask, dq, dk, dv));
+    return SEXTANT_CUDA_CALL(
+        cuda::attention_backward_accumulate_cudnn(q, k, v, out, dout, lse, delta, mask, dq, dk, dv));
   }
   if (!q.is_host())
     return SEXTANT_CUDA_CALL(cuda::attention_backward_accumulate(q, k, v, dout, lse, delta, mask, dq, dk, dv));
@@ -449,6 +455,7 @@ void attention_merge(Tensor& out, Tensor& lse, const Tensor& out_b, const Tensor
 }
 
 void attention_merge_rows(Tensor& out, Tensor& lse, int64_t row0, const Tensor& out_b, const Tensor& lse_b) {
+  OpTimer timer(timed::kAttention, out.device());
   const char* op = "attention_merge";
   require_one_device(op, {{"out", &out}, {"lse", &lse}, {"out_b", &out_b}, {"lse_b", &lse_b}});
   if (out.ndim() != 4 || out_b.ndim() != 4)

@@ -48,7 +48,8 @@ void cut_pair(const Run& q, const Run& k, std::vector<AttentionPiece>& out) {
   }
   if (lead > 0) out.push_back({q.start + first, q.len - first, k.start, lead, false});
   const int64_t side = std::min(q.len - first, k.len - lead);  // the diagonal square
-  out.push_back({q.start + first, side, k.start + lead, side, true});
+  // A square of one is one visible pair: no mask (it joins its neighbours).
+  out.push_back({q.start + first, side, k.start + lead, side, side > 1});
   if (q.len - first > side)  // later rows see every key from lead on
     out.push_back({q.start + first + side, q.len - first - side, k.start + lead, k.len - lead, false});
 }
@@ -101,7 +102,7 @@ std::vector<AttentionPiece> attention_pieces(const AttentionMask& mask, int64_t 
   if (sq == 0 || sk == 0) return {};
   if (!mask.causal || visibility(mask) == Visibility::full) return {{0, sq, 0, sk, false}};
   if (visibility(mask) == Visibility::none) return {};
-  if (index_causal(mask)) return {{0, sq, 0, sk, true}};
+  if (index_causal(mask)) return {{0, sq, 0, sk, sq > 1}};
   std::vector<AttentionPiece> pieces;
   const std::vector<Run> q_runs = runs_of(mask.q_pos, mask.q_seq), k_runs = runs_of(mask.k_pos, mask.k_seq);
   for (const Run& q : q_runs)
@@ -138,10 +139,8 @@ int64_t forward_by_pieces(const Tensor& q, const Tensor& k, const AttentionMask&
   lse = q.is_host() ? empty : empty.to(q.device());
   int64_t scores = 0;
   for (const AttentionPiece& p : attention_pieces(mask, q.dim(1), k.dim(1))) {
-    Tensor o = Tensor::empty({b, p.sq, hq, d}, q.dtype(), q.device());
-    Tensor stats = Tensor::empty({b, hq, p.sq}, DType::f32, q.device());
-    kernels.forward(p, o, stats);
-    attention_merge_rows(out, lse, p.q0, o, stats);
+    const PieceOut r = kernels.forward(p);
+    attention_merge_rows(out, lse, p.q0, r.o, r.stats);
     scores += piece_scores(q, p);
   }
   return scores;
@@ -149,16 +148,12 @@ int64_t forward_by_pieces(const Tensor& q, const Tensor& k, const AttentionMask&
 
 int64_t backward_by_pieces(const Tensor& q, const Tensor& k, const Tensor& lse, const AttentionMask& mask,
                            const PieceKernels& kernels, Tensor& dq, Tensor& dk, Tensor& dv) {
-  const int64_t b = q.dim(0), hq = q.dim(2), hk = k.dim(2), d = q.dim(3);
   int64_t scores = 0;
   for (const AttentionPiece& p : attention_pieces(mask, q.dim(1), k.dim(1))) {
-    Tensor dq_p = Tensor::empty({b, p.sq, hq, d}, q.dtype(), q.device());
-    Tensor dk_p = Tensor::empty({b, p.sk, hk, d}, q.dtype(), q.device());
-    Tensor dv_p = Tensor::empty({b, p.sk, hk, d}, q.dtype(), q.device());
-    kernels.backward(p, p.sq == q.dim(1) ? lse : narrow(lse, 2, p.q0, p.sq), dq_p, dk_p, dv_p);
-    add_rows(dq, p.q0, dq_p);
-    add_rows(dk, p.k0, dk_p);
-    add_rows(dv, p.k0, dv_p);
+    const PieceGrads g = kernels.backward(p, p.sq == q.dim(1) ? lse : narrow(lse, 2, p.q0, p.sq));
+    add_rows(dq, p.q0, g.dq);
+    add_rows(dk, p.k0, g.dk);
+    add_rows(dv, p.k0, g.dv);
     scores += piece_scores(q, p);
   }
   return scores;

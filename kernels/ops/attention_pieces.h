@@ -20,12 +20,15 @@
 namespace sextant::ops {
 
 // Query rows [q0, q0 + sq) against key rows [k0, k0 + sk). causal: sq == sk
-// and key k0 + j is visible to query q0 + i iff j <= i (top-left diagonal);
-// otherwise every key of the piece is visible to every query of it.
+// > 1 and key k0 + j is visible to query q0 + i iff j <= i (top-left
+// diagonal); otherwise every key of the piece is visible to every query of
+// it (a diagonal of one row is one visible pair: no mask).
 struct AttentionPiece {
   int64_t q0 = 0, sq = 0, k0 = 0, sk = 0;
   bool causal = false;
   bool operator==(const AttentionPiece&) const = default;
+  // The piece's own mask, its rows counted from 0.
+  AttentionMask mask() const { return causal ? AttentionMask::causal_blocks(0, sq, 0, sk) : AttentionMask::none(); }
 };
 
 // Pieces that together cover exactly the visible (query, key) pairs of a
@@ -33,14 +36,18 @@ struct AttentionPiece {
 std::vector<AttentionPiece> attention_pieces(const AttentionMask& mask, int64_t sq, int64_t sk);
 
 // What a fused attention library computes for one piece, on the block's
-// tensors it holds (q, k, v; out and dout for the backward):
+// tensors it holds (q, k, v; out and dout for the backward).
+struct PieceOut {
+  Tensor o;      // [b, p.sq, hq, d], any dtype (cuDNN: the storage dtype)
+  Tensor stats;  // [b, hq, p.sq] f32: the LSE
+};
+struct PieceGrads {
+  Tensor dq, dk, dv;  // [b, p.sq, hq, d], [b, p.sk, hk, d] x 2, any dtype
+};
 struct PieceKernels {
-  // o: [b, p.sq, hq, d] in q's dtype and stats: [b, hq, p.sq] f32 (the LSE), written.
-  std::function<void(const AttentionPiece& p, Tensor& o, Tensor& stats)> forward;
-  // From the block's final out and the piece's rows of the final LSE
-  // (lse: [b, hq, p.sq] f32): dq [b, p.sq, hq, d], dk and dv [b, p.sk, hk, d]
-  // in q's dtype, written.
-  std::function<void(const AttentionPiece& p, const Tensor& lse, Tensor& dq, Tensor& dk, Tensor& dv)> backward;
+  std::function<PieceOut(const AttentionPiece& p)> forward;
+  // From the block's final out and the piece's rows of the final LSE (lse: [b, hq, p.sq] f32).
+  std::function<PieceGrads(const AttentionPiece& p, const Tensor& lse)> backward;
 };
 
 // A block forward from its pieces, merged by LSE into out [b, sq, hq, d] and

@@ -18,6 +18,7 @@ void expect_exact_cover(const AttentionMask& mask, int64_t sq, int64_t sk, const
     ASSERT_TRUE(p.q0 >= 0 && p.sq > 0 && p.q0 + p.sq <= sq && p.k0 >= 0 && p.sk > 0 && p.k0 + p.sk <= sk) << what;
     if (p.causal) {
       ASSERT_EQ(p.sq, p.sk) << what;
+      ASSERT_GT(p.sq, 1) << what;  // cuDNN takes no causal mask on one row
     }
     for (int64_t i = 0; i < p.sq; ++i)
       for (int64_t j = 0; j < p.sk; ++j)
@@ -79,6 +80,9 @@ TEST(AttentionPieces, CoverBlocksAtAnyOffset) {
 TEST(AttentionPieces, CoverScatteredAndPackedRows) {
   expect_exact_cover(AttentionMask::causal_positions({5, 6, 7, 0, 1, 2, 9}, {0, 1, 2, 3, 8, 9, 4, 5}), 7, 8,
                      "scattered");
+  // Sampled rows against the whole sequence (the spot reference): rows of one.
+  expect_exact_cover(AttentionMask::causal_positions({0, 5, 9}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}), 3, 12,
+                     "sampled rows");
   // Sequences named by their first position: 0 (rows 0-4), 5 (5-7), padding, 9 (9-12).
   const int64_t pad = AttentionMask::kPaddingRow;
   std::vector<int64_t> pos = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
@@ -95,24 +99,27 @@ TEST(AttentionPieces, CoverScatteredAndPackedRows) {
 // storage dtype), equals the block computed whole: the pieces, the merge at
 // row offsets and the gradient accumulation are what attention_cudnn.cc runs.
 PieceKernels host_library(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& dout) {
-  auto piece_mask = [](const AttentionPiece& p) {
-    return p.causal ? AttentionMask::causal_blocks(0, p.sq, 0, p.sk) : AttentionMask::none();
-  };
   PieceKernels kernels;
-  kernels.forward = [=](const AttentionPiece& p, Tensor& o, Tensor& stats) {
+  kernels.forward = [=](const AttentionPiece& p) {
     AttentionOut r = attention_block_forward(narrow(q, 1, p.q0, p.sq), narrow(k, 1, p.k0, p.sk),
-                                             narrow(v, 1, p.k0, p.sk), piece_mask(p), q.dtype());
-    o = r.out, stats = r.lse;
+                                             narrow(v, 1, p.k0, p.sk), p.mask(), q.dtype());
+    return PieceOut{r.out, r.lse};
   };
-  kernels.backward = [=](const AttentionPiece& p, const Tensor& lse, Tensor& dq, Tensor& dk, Tensor& dv) {
+  kernels.backward = [=](const AttentionPiece& p, const Tensor& lse) {
     const Tensor qp = narrow(q, 1, p.q0, p.sq), op = narrow(out, 1, p.q0, p.sq), dop = narrow(dout, 1, p.q0, p.sq);
-    Tensor dq32 = Tensor::zeros(qp.shape(), DType::f32),
-           dk32 = Tensor::zeros({k.dim(0), p.sk, k.dim(2), k.dim(3)}, DType::f32), dv32 = dk32.clone();
+    PieceGrads g{Tensor::zeros(qp.shape(), DType::f32), Tensor::zeros({k.dim(0), p.sk, k.dim(2), k.dim(3)}, DType::f32),
+                 Tensor::zeros({k.dim(0), p.sk, k.dim(2), k.dim(3)}, DType::f32)};
     attention_block_backward_accumulate(qp, narrow(k, 1, p.k0, p.sk), narrow(v, 1, p.k0, p.sk), op, dop, lse,
-                                        attention_delta(op, dop), piece_mask(p), dq32, dk32, dv32);
-    dq = dq32.to(q.dtype()), dk = dk32.to(q.dtype()), dv = dv32.to(q.dtype());
+                                        attention_delta(op, dop), p.mask(), g.dq, g.dk, g.dv);
+    return PieceGrads{g.dq.to(q.dtype()), g.dk.to(q.dtype()), g.dv.to(q.dtype())};
   };
   return kernels;
+}
+
+std::vector<int64_t> iota(int64_t n) {
+  std::vector<int64_t> v;
+  for (int64_t i = 0; i < n; ++i) v.push_back(i);
+  return v;
 }
 
 double rel(const Tensor& x, const Tensor& ref) { return compare(x, ref).rel_l2; }
@@ -155,6 +162,8 @@ TEST(AttentionPieces, PiecesMakeTheBlock) {
   expect_pieces_make_the_block(AttentionMask::causal_positions(rank1, zigzag), 16, 16, "zigzag, earlier keys");
   expect_pieces_make_the_block(AttentionMask::causal_blocks(10, 20, 0, 25), 20, 25, "block at an offset");
   expect_pieces_make_the_block(AttentionMask::causal_blocks(0, 20, 12, 20), 20, 20, "keys later than most rows");
+  expect_pieces_make_the_block(AttentionMask::causal_positions({0, 5, 9, 17}, iota(20)), 4, 20, "sampled rows");
+  expect_pieces_make_the_block(AttentionMask::causal_blocks(0, 1, 0, 1), 1, 1, "one row, one key");
   const int64_t pad = AttentionMask::kPaddingRow;
   std::vector<int64_t> pos, seq;
   for (int64_t x = 0; x < 26; ++x) pos.push_back(x), seq.push_back(x < 9 ? 0 : x < 12 ? pad : 12);

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <vector>
 
+#include "harness/op_times.h"
 #include "kernels/ops/device_dispatch.h"
 #include "kernels/ops/host_common.h"
+#include "kernels/ops/op_names.h"
 #include "kernels/ops/simd.h"
 
 namespace sextant::ops {
@@ -31,6 +33,7 @@ void column_sums(int64_t rows, int64_t n, const F* dy, F* sums) {
 }  // namespace
 
 void bias_add(const Tensor& x, const Tensor& bias, Tensor& y) {
+  OpTimer timer(timed::kBias, x.device());
   const char* op = "bias_add";
   require_one_device(op, {{"x", &x}, {"bias", &bias}, {"y", &y}});
   require_rows(op, "x", x);
@@ -48,6 +51,7 @@ void bias_add(const Tensor& x, const Tensor& bias, Tensor& y) {
 }
 
 void bias_backward(const Tensor& dy, Tensor& dbias) {
+  OpTimer timer(timed::kBias, dy.device());
   const char* op = "bias_backward";
   require_one_device(op, {{"dy", &dy}, {"dbias", &dbias}});
   require_rows(op, "dy", dy);

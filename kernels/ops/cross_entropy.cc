@@ -5,9 +5,11 @@
 
 #include "harness/error.h"
 #include "harness/kernel_fault.h"
+#include "harness/op_times.h"
 #include "harness/strings.h"
 #include "kernels/ops/device_dispatch.h"
 #include "kernels/ops/host_common.h"
+#include "kernels/ops/op_names.h"
 #include "kernels/ops/simd.h"
 #include "kernels/ops/vector_math.h"
 
@@ -72,6 +74,7 @@ void per_logits(const Tensor& logits, Fn&& fn) {
 }  // namespace
 
 Tensor cross_entropy_row_max(const Tensor& logits) {
+  OpTimer timer(timed::kCrossEntropy, logits.device());
   check_logits("cross_entropy_row_max", logits);
   if (logits.dim(-1) == 0) throw RuntimeError("cross_entropy_row_max: logits have an empty vocabulary");
   Tensor out = Tensor::empty({rows_of(logits)}, compute_dtype(logits.dtype()), logits.device());
@@ -88,6 +91,7 @@ Tensor cross_entropy_row_max(const Tensor& logits) {
 }
 
 Tensor cross_entropy_sum_exp(const Tensor& logits, const Tensor& row_max) {
+  OpTimer timer(timed::kCrossEntropy, logits.device());
   const char* op = "cross_entropy_sum_exp";
   check_logits(op, logits);
   require_one_device(op, {{"logits", &logits}, {"row_max", &row_max}});
@@ -106,6 +110,7 @@ Tensor cross_entropy_sum_exp(const Tensor& logits, const Tensor& row_max) {
 }
 
 Tensor cross_entropy_target_logit(const Tensor& logits, std::span<const int64_t> targets, int64_t vocab_start) {
+  OpTimer timer(timed::kCrossEntropy, logits.device());
   const char* op = "cross_entropy_target_logit";
   check_logits(op, logits);
   check_targets(op, logits, targets);
@@ -126,6 +131,7 @@ Tensor cross_entropy_target_logit(const Tensor& logits, std::span<const int64_t>
 }
 
 Tensor cross_entropy_row_loss(const CrossEntropyStats& stats) {
+  OpTimer timer(timed::kCrossEntropy, stats.max.device());
   const char* op = "cross_entropy_row_loss";
   require_one_device(op, {{"target_logit", &stats.target_logit}, {"max", &stats.max}});
   const int64_t rows = stats.target_logit.numel();
@@ -154,6 +160,7 @@ double cross_entropy_loss(const CrossEntropyStats& stats, LossReduction reductio
 
 CrossEntropyForward cross_entropy_forward(const Tensor& logits, std::span<const int64_t> targets,
                                           LossReduction reduction) {
+  OpTimer timer(timed::kCrossEntropy, logits.device());
   check_logits("cross_entropy_forward", logits);
   check_targets("cross_entropy_forward", logits, targets);
   for (size_t r = 0; r < targets.size(); ++r)
@@ -170,6 +177,7 @@ CrossEntropyForward cross_entropy_forward(const Tensor& logits, std::span<const 
 
 void cross_entropy_backward(const Tensor& logits, std::span<const int64_t> targets, const CrossEntropyStats& stats,
                             LossReduction reduction, float dloss, Tensor& dlogits, int64_t vocab_start) {
+  OpTimer timer(timed::kCrossEntropy, logits.device());
   const char* op = "cross_entropy_backward";
   check_logits(op, logits);
   check_targets(op, logits, targets);

@@ -76,13 +76,13 @@ void add_rows(Tensor& acc, int64_t row0, const Tensor& x);
 // the block is cut into attention_pieces, each one fused call, merged by LSE
 // (forward_by_pieces, backward_by_pieces).
 // q, k, v (and dout) bf16 or f16 with cudnn::supports(head_dim). The backward
-// reads the final out (any dtype; cuDNN takes it in q's dtype) in place of
-// delta, which cuDNN computes itself from out and dout.
+// reads the final out (any dtype; cuDNN takes it in q's dtype), from which
+// cuDNN computes delta itself; delta serves the pieces cuDNN does not take.
 int64_t attention_forward_cudnn(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
                                 Tensor& out, Tensor& lse);
 int64_t attention_backward_accumulate_cudnn(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                                            const Tensor& dout, const Tensor& lse, const AttentionMask& mask,
-                                            Tensor& dq, Tensor& dk, Tensor& dv);
+                                            const Tensor& dout, const Tensor& lse, const Tensor& delta,
+                                            const AttentionMask& mask, Tensor& dq, Tensor& dk, Tensor& dv);
 
 // Data movement and element-wise helpers behind the device paths of the
 // parallel kernels (kernels/attention, kernels/tensor_parallel).

@@ -1,8 +1,10 @@
 #include "kernels/ops/gelu.h"
 
 #include "harness/kernel_fault.h"
+#include "harness/op_times.h"
 #include "kernels/ops/device_dispatch.h"
 #include "kernels/ops/host_common.h"
+#include "kernels/ops/op_names.h"
 #include "kernels/ops/simd.h"
 #include "kernels/ops/vector_math.h"
 
@@ -54,6 +56,7 @@ void gelu_backward_loop(int64_t n, const F* dy, const F* x, F* dx) {
 }  // namespace
 
 void gelu_forward(const Tensor& x, Tensor& y) {
+  OpTimer timer(timed::kGelu, x.device());
   require_one_device("gelu_forward", {{"x", &x}, {"y", &y}});
   require_shape("gelu_forward", "y", y, x.shape());
   if (!x.is_host()) return SEXTANT_CUDA_CALL(cuda::gelu_forward(x, y));
@@ -67,6 +70,7 @@ void gelu_forward(const Tensor& x, Tensor& y) {
 }
 
 void gelu_backward(const Tensor& dy, const Tensor& x, Tensor& dx) {
+  OpTimer timer(timed::kGelu, x.device());
   require_one_device("gelu_backward", {{"dy", &dy}, {"x", &x}, {"dx", &dx}});
   require_shape("gelu_backward", "dy", dy, x.shape());
   require_shape("gelu_backward", "dx", dx, x.shape());

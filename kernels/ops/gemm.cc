@@ -4,8 +4,10 @@
 
 #include "harness/error.h"
 #include "harness/kernel_fault.h"
+#include "harness/op_times.h"
 #include "harness/strings.h"
 #include "kernels/ops/device_dispatch.h"
+#include "kernels/ops/op_names.h"
 
 namespace sextant::ops {
 
@@ -81,6 +83,7 @@ void gemm_host(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Ten
 }  // namespace
 
 void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha, float beta) {
+  OpTimer timer(timed::kGemm, c.device());
   GemmShape s = gemm_shape(a, trans_a, b, trans_b, c);
   if (kernel_fault_planted(KernelFault::gemm_ignores_beta)) beta = 0.0f;
   if (c.is_host()) return gemm_host(a, trans_a, b, trans_b, c, alpha, beta, s);

@@ -6,8 +6,10 @@
 #include <vector>
 
 #include "harness/kernel_fault.h"
+#include "harness/op_times.h"
 #include "kernels/ops/device_dispatch.h"
 #include "kernels/ops/host_common.h"
+#include "kernels/ops/op_names.h"
 #include "kernels/ops/simd.h"
 
 namespace sextant::ops {
@@ -95,6 +97,7 @@ void check_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, cons
 }  // namespace
 
 LayerNormStats layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, float eps) {
+  OpTimer timer(timed::kLayerNorm, x.device());
   check_forward(x, gamma, beta, y);
   const int64_t rows = rows_of(x), h = x.dim(-1);
   LayerNormStats stats{Tensor::empty({rows}, compute_dtype(x.dtype()), x.device()),
@@ -116,6 +119,7 @@ LayerNormStats layernorm_forward(const Tensor& x, const Tensor& gamma, const Ten
 
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const LayerNormStats& stats, Tensor& dx,
                         Tensor& dgamma, Tensor& dbeta) {
+  OpTimer timer(timed::kLayerNorm, x.device());
   check_backward(dy, x, gamma, stats, dx, dgamma, dbeta);
   if (!x.is_host())
     return SEXTANT_CUDA_CALL(cuda::layernorm_backward(dy, x, gamma, stats.mean, stats.rstd, dx, dgamma, dbeta));

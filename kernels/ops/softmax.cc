@@ -1,8 +1,10 @@
 #include "kernels/ops/softmax.h"
 
 #include "harness/kernel_fault.h"
+#include "harness/op_times.h"
 #include "kernels/ops/device_dispatch.h"
 #include "kernels/ops/host_common.h"
+#include "kernels/ops/op_names.h"
 #include "kernels/ops/simd.h"
 #include "kernels/ops/vector_math.h"
 
@@ -44,6 +46,7 @@ void softmax_backward_rows(int64_t rows, int64_t n, const F* dy, const F* y, F* 
 }  // namespace
 
 void softmax_forward(const Tensor& x, Tensor& y) {
+  OpTimer timer(timed::kSoftmax, x.device());
   require_one_device("softmax_forward", {{"x", &x}, {"y", &y}});
   require_rows("softmax_forward", "x", x);
   require_shape("softmax_forward", "y", y, x.shape());
@@ -59,6 +62,7 @@ void softmax_forward(const Tensor& x, Tensor& y) {
 }
 
 void softmax_backward(const Tensor& dy, const Tensor& y, Tensor& dx) {
+  OpTimer timer(timed::kSoftmax, y.device());
   require_one_device("softmax_backward", {{"dy", &dy}, {"y", &y}, {"dx", &dx}});
   require_rows("softmax_backward", "y", y);
   require_shape("softmax_backward", "dy", dy, y.shape());

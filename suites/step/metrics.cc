@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "harness/op_times.h"
 #include "harness/strings.h"
 #include "kernels/model/flops.h"
+#include "kernels/ops/op_names.h"
 #include "kernels/pipeline/simulate.h"
 #include "suites/step/step.h"
 
@@ -46,6 +48,11 @@ const MetricDef& kBubbleClosedForm =
 const MetricDef& kTimeSplit = define_metric(
     {"step", "time_split", "json", Better::neither,
      "seconds per step in compute, exposed tp/cp/ep/dp/pp communication and bubble; fractions; definition", "train"});
+const MetricDef& kOpTimeSplit = define_metric(
+    {"step", "op_time_split", "json", Better::neither,
+     "one more step with every op timed (host: wall seconds; GPU: events on the compute stream), mean over ranks: "
+     "seconds and fraction of that step per op, other_s = the rest (communication, bubble, copies); definition",
+     "train"});
 const MetricDef& kLosses =
     define_metric({"step", "losses", "json", Better::neither,
                    "loss per step (the conformance run's K steps, else the timed steps)", "train"});
@@ -199,6 +206,37 @@ void add_comm_metrics(Metrics& m, State& s, int iters) {
   m.add(kDpCommExposedFractionWithoutOverlap, exposed_fraction(without, "dp"));
 }
 
+// One more step with its ops timed (harness/op_times.h): what the compute is
+// made of. Not one of the timed steps, whose figures stay free of the
+// timers' cost (two events per op call on a GPU).
+nlohmann::json op_time_split(State& s) {
+  std::map<std::string, double> by_op;
+  double step_s = 0;
+  {
+    OpTimes times;
+    step_s = s.trainer->step().seconds;
+    by_op = times.seconds();
+  }
+  const double ranks = s.host->size();
+  step_s = s.host->all_reduce_value(step_s, ReduceOp::sum) / ranks;
+  nlohmann::json seconds = nlohmann::json::object(), fractions = nlohmann::json::object();
+  double ops = 0;
+  for (const char* op : ops::timed::kAll) {  // every rank the same names, in the same order
+    const double t = s.host->all_reduce_value(by_op.count(op) ? by_op.at(op) : 0.0, ReduceOp::sum) / ranks;
+    seconds[op] = t, fractions[op] = step_s > 0 ? t / step_s : 0;
+    ops += t;
+  }
+  return {{"seconds", seconds},
+          {"fractions", fractions},
+          {"ops_s", ops},
+          {"step_s", step_s},
+          {"other_s", std::max(0.0, step_s - ops)},
+          {"definition",
+           "one step after the timed ones, each op's time (an op inside another counts as the outer one: the host "
+           "attention's gemms are attention), mean over ranks; other_s = step_s - ops_s: communication, bubble, "
+           "copies and the code between ops"}};
+}
+
 // Where the tokens came from: the file, its hashes and its size.
 nlohmann::json dataset_record(State& s) {
   const model::IndexedDataset* d = s.trainer->tokens().dataset();
@@ -249,6 +287,7 @@ Metrics train_metrics(State& s, const RegionTimes& times) {
   m.add(kBubbleClosedForm,
         pp::closed_form_bubble(schedule.name, schedule.ranks, schedule.microbatches, schedule.chunks_per_rank()));
   m.add_json(kTimeSplit, time_split(s, s.history, t.iters));
+  m.add_json(kOpTimeSplit, op_time_split(s));
   m.add_json(kDataset, dataset_record(s));
   std::vector<double> losses = s.check_losses;
   if (losses.empty())

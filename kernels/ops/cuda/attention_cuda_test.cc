@@ -188,7 +188,8 @@ TEST(CudaAttention, BlocksWithGlobalPositionsConform) {
 // cuDNN's fused attention (attention_impl=cudnn) on the masks the CP
 // variants hand it: whole sequences, zigzag shards and ring steps (one piece
 // each), blocks at an offset (several pieces merged by LSE), packed
-// sequences with padding; MHA and GQA; every head_dim it takes up to 128.
+// sequences with padding, sampled rows; MHA and GQA; batch 2 (a piece's rows
+// copied out of every batch row); head_dim 64 and 128.
 TEST(CudaAttention, CudnnBlocksConform) {
   SEXTANT_REQUIRE_GPU();
   const int64_t c = 64;
@@ -204,17 +205,21 @@ TEST(CudaAttention, CudnnBlocksConform) {
         expect_conforms({2, 256, 256, 4, 2, d}, dt,
                         causal ? AttentionMask::causal_blocks(0, 256, 0, 256) : AttentionMask::none(),
                         causal ? "causal" : "full", AttentionImpl::cudnn);
-      expect_conforms({1, 2 * c, 2 * c, 4, 4, d}, dt, AttentionMask::causal_positions(zigzag, zigzag),
+      expect_conforms({2, 2 * c, 2 * c, 4, 4, d}, dt, AttentionMask::causal_positions(zigzag, zigzag),
                       "zigzag diagonal step", AttentionImpl::cudnn);
-      expect_conforms({1, 2 * c, 2 * c, 4, 2, d}, dt, AttentionMask::causal_positions(zigzag, rank1),
+      expect_conforms({2, 2 * c, 2 * c, 4, 2, d}, dt, AttentionMask::causal_positions(zigzag, rank1),
                       "zigzag step, later keys", AttentionImpl::cudnn);
-      expect_conforms({1, 2 * c, 2 * c, 4, 2, d}, dt, AttentionMask::causal_positions(rank1, zigzag),
+      expect_conforms({2, 2 * c, 2 * c, 4, 2, d}, dt, AttentionMask::causal_positions(rank1, zigzag),
                       "zigzag step, earlier keys", AttentionImpl::cudnn);
-      expect_conforms({1, 100, 120, 2, 1, d}, dt, AttentionMask::causal_blocks(30, 100, 0, 120), "offset block",
+      expect_conforms({2, 100, 120, 2, 1, d}, dt, AttentionMask::causal_blocks(30, 100, 0, 120), "offset block",
                       AttentionImpl::cudnn);
-      expect_conforms({1, 96, 96, 2, 2, d}, dt,
+      expect_conforms({2, 96, 96, 2, 2, d}, dt,
                       AttentionMask::causal_packed(packed_pos, packed_seq, packed_pos, packed_seq),
                       "packed with padding", AttentionImpl::cudnn);
+      // Sampled rows (the spot reference): one-row pieces, row 0 against key 0
+      // alone (cuDNN's backward refuses one by one: our kernels take that piece).
+      expect_conforms({2, 4, 200, 4, 2, d}, dt, AttentionMask::causal_positions({0, 7, 64, 199}, iota(0, 200)),
+                      "sampled rows", AttentionImpl::cudnn);
     }
   // f32 and head_dim 200 are not cuDNN's: the same request runs our kernels.
   expect_conforms({1, 70, 70, 2, 1, 200}, DType::bf16, AttentionMask::causal_blocks(0, 70, 0, 70), "head_dim 200",

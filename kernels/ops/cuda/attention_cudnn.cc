@@ -1,7 +1,12 @@
 // The attention block on cuDNN's fused SDPA: the mask becomes pieces that
 // need no mask or the plain causal diagonal (attention_pieces.h), each piece
-// one fused call whose O (in the storage dtype, as cuDNN writes it) and LSE
-// merge into the f32 accumulators, and whose gradients add into dq, dk, dv.
+// one fused call on contiguous copies of its rows (none when the piece is the
+// whole block), whose O (in the storage dtype, as cuDNN writes it) and LSE
+// merge into the f32 accumulators and whose gradients add into dq, dk, dv.
+// A piece cuDNN does not take (cudnn::takes: one row against one key in the
+// backward, a cuDNN release that refuses the shape) runs our kernels.
+#include "harness/error.h"
+#include "harness/strings.h"
 #include "kernels/ops/attention_pieces.h"
 #include "kernels/ops/cuda/cudnn_sdpa.h"
 #include "kernels/ops/cuda_ops.h"
@@ -16,17 +21,15 @@ cudnn::SdpaShape shape_of(const Tensor& q, const Tensor& k, const AttentionPiece
           .hq = q.dim(2),
           .hk = k.dim(2),
           .d = q.dim(3),
-          .q_rows = q.dim(1),
-          .k_rows = k.dim(1),
           .sq = p.sq,
           .sk = p.sk,
           .causal = p.causal};
 }
 
-// Address of row `row` of the first batch of a BSHD tensor: a piece keeps
-// the block's strides.
-const void* row_ptr(const Tensor& t, int64_t row) {
-  return static_cast<const char*>(t.raw()) + row * t.dim(2) * t.dim(3) * static_cast<int64_t>(dtype_size(t.dtype()));
+// Rows [row0, row0 + n) of a [b, s, h, d] block (or [b, h, s] statistics
+// with dim 2), contiguous: the block itself when they are all of it.
+Tensor rows_of(const Tensor& t, int64_t row0, int64_t n, int dim = 1) {
+  return n == t.dim(dim) ? t : narrow(t, dim, row0, n);
 }
 
 }  // namespace
@@ -34,22 +37,42 @@ const void* row_ptr(const Tensor& t, int64_t row) {
 int64_t attention_forward_cudnn(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
                                 Tensor& out, Tensor& lse) {
   PieceKernels kernels;
-  kernels.forward = [&](const AttentionPiece& p, Tensor& o, Tensor& stats) {
-    cudnn::run_forward(shape_of(q, k, p),
-                       {row_ptr(q, p.q0), row_ptr(k, p.k0), row_ptr(v, p.k0), o.raw(), stats.data<float>()});
+  kernels.forward = [&](const AttentionPiece& p) {
+    const Tensor qp = rows_of(q, p.q0, p.sq), kp = rows_of(k, p.k0, p.sk), vp = rows_of(v, p.k0, p.sk);
+    const cudnn::SdpaShape shape = shape_of(q, k, p);
+    const bool fused = cudnn::takes(shape, false);  // else our kernels, whose out is f32
+    PieceOut r{Tensor::empty(qp.shape(), fused ? q.dtype() : DType::f32, q.device()),
+               Tensor::empty({q.dim(0), q.dim(2), p.sq}, DType::f32, q.device())};
+    if (fused) cudnn::run_forward(shape, {qp.raw(), kp.raw(), vp.raw(), r.o.raw(), r.stats.data<float>()});
+    else attention_forward(qp, kp, vp, p.mask(), r.o, r.stats);
+    return r;
   };
   return forward_by_pieces(q, k, mask, kernels, out, lse);
 }
 
 int64_t attention_backward_accumulate_cudnn(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                                            const Tensor& dout, const Tensor& lse, const AttentionMask& mask,
-                                            Tensor& dq, Tensor& dk, Tensor& dv) {
+                                            const Tensor& dout, const Tensor& lse, const Tensor& delta,
+                                            const AttentionMask& mask, Tensor& dq, Tensor& dk, Tensor& dv) {
+  if (dout.dtype() != q.dtype())
+    throw RuntimeError(cat("attention_block_backward: dout is ", dtype_name(dout.dtype()), " but q is ",
+                           dtype_name(q.dtype()), " (on CUDA the activations of one call share a dtype)"));
   const Tensor o = out.dtype() == q.dtype() ? out : out.to(q.dtype());  // cuDNN reads O in the storage dtype
   PieceKernels kernels;
-  kernels.backward = [&](const AttentionPiece& p, const Tensor& lse_p, Tensor& dq_p, Tensor& dk_p, Tensor& dv_p) {
-    cudnn::run_backward(shape_of(q, k, p),
-                        {row_ptr(q, p.q0), row_ptr(k, p.k0), row_ptr(v, p.k0), row_ptr(o, p.q0), row_ptr(dout, p.q0),
-                         lse_p.data<float>(), dq_p.raw(), dk_p.raw(), dv_p.raw()});
+  kernels.backward = [&](const AttentionPiece& p, const Tensor& lse_p) {
+    const Tensor qp = rows_of(q, p.q0, p.sq), kp = rows_of(k, p.k0, p.sk), vp = rows_of(v, p.k0, p.sk);
+    const Tensor dop = rows_of(dout, p.q0, p.sq);
+    const cudnn::SdpaShape shape = shape_of(q, k, p);
+    if (!cudnn::takes(shape, true)) {  // our kernels, from delta as they read it
+      PieceGrads g{Tensor::zeros(qp.shape(), DType::f32, q.device()), Tensor::zeros(kp.shape(), DType::f32, q.device()),
+                   Tensor::zeros(kp.shape(), DType::f32, q.device())};
+      attention_backward_accumulate(qp, kp, vp, dop, lse_p, rows_of(delta, p.q0, p.sq, 2), p.mask(), g.dq, g.dk, g.dv);
+      return g;
+    }
+    PieceGrads g{Tensor::empty(qp.shape(), q.dtype(), q.device()), Tensor::empty(kp.shape(), q.dtype(), q.device()),
+                 Tensor::empty(kp.shape(), q.dtype(), q.device())};
+    cudnn::run_backward(shape, {qp.raw(), kp.raw(), vp.raw(), rows_of(o, p.q0, p.sq).raw(), dop.raw(),
+                                lse_p.data<float>(), g.dq.raw(), g.dk.raw(), g.dv.raw()});
+    return g;
   };
   return backward_by_pieces(q, k, lse, mask, kernels, dq, dk, dv);
 }

@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 
@@ -57,15 +58,14 @@ std::shared_ptr<fe::graph::Graph> new_graph(const SdpaShape& s, int sm_version) 
   return graph;
 }
 
-// Rows of a BSHD tensor seen as cuDNN's [b, h, s, d]: rows of a piece keep
-// the strides of the whole block (rows_total), so a piece is a pointer offset.
+// A contiguous BSHD tensor seen as cuDNN's [b, h, s, d].
 std::shared_ptr<fe::graph::Tensor_attributes> bshd(fe::graph::Graph& g, const char* name, int64_t uid, int64_t b,
-                                                   int64_t heads, int64_t rows, int64_t rows_total, int64_t d) {
+                                                   int64_t heads, int64_t rows, int64_t d) {
   return g.tensor(fe::graph::Tensor_attributes()
                       .set_name(name)
                       .set_uid(uid)
                       .set_dim({b, heads, rows, d})
-                      .set_stride({rows_total * heads * d, d, heads * d, 1}));
+                      .set_stride({rows * heads * d, d, heads * d, 1}));
 }
 
 void set_bshd_output(fe::graph::Tensor_attributes& t, int64_t uid, int64_t b, int64_t heads, int64_t rows, int64_t d) {
@@ -76,10 +76,12 @@ void set_bshd_output(fe::graph::Tensor_attributes& t, int64_t uid, int64_t b, in
 float scale_of(const SdpaShape& s) { return 1.0f / std::sqrt(static_cast<float>(s.d)); }
 
 // A graph lowered to its execution plan (heuristics' first choice that
-// builds), with the workspace it needs.
+// builds), with the workspace it needs; no graph: cuDNN does not take the
+// shape, for the reason given.
 struct Plan {
   std::shared_ptr<fe::graph::Graph> graph;
   int64_t workspace = 0;
+  std::string refused;
 };
 
 cudnnHandle_t handle() {
@@ -95,14 +97,20 @@ cudnnHandle_t handle() {
   return h;
 }
 
-Plan lower(std::shared_ptr<fe::graph::Graph> graph, const SdpaShape& s) {
-  cudnnHandle_t h = handle();
-  check(graph->build_operation_graph(h), "build_operation_graph", s);
-  check(graph->create_execution_plans({fe::HeurMode_t::A}), "create_execution_plans", s);
-  check(graph->check_support(h), "check_support", s);
-  check(graph->build_plans(h), "build_plans", s);
-  Plan plan{std::move(graph), 0};
-  check(plan.graph->get_workspace_size(plan.workspace), "get_workspace_size", s);
+Plan lower(const SdpaShape& s, bool backward) {
+  cudnnHandle_t h = handle();  // outside the try: a missing library is an error, not a refusal
+  Plan plan;
+  try {
+    plan.graph = backward ? backward_graph(s) : forward_graph(s);
+    check(plan.graph->build_operation_graph(h), "build_operation_graph", s);
+    check(plan.graph->create_execution_plans({fe::HeurMode_t::A}), "create_execution_plans", s);
+    check(plan.graph->check_support(h), "check_support", s);
+    check(plan.graph->build_plans(h), "build_plans", s);
+    check(plan.graph->get_workspace_size(plan.workspace), "get_workspace_size", s);
+  } catch (const RuntimeError& e) {
+    plan.graph.reset();
+    plan.refused = e.what();
+  }
   return plan;
 }
 
@@ -116,17 +124,35 @@ struct PlanKey {
 };
 
 const Plan& plan_for(const SdpaShape& s, bool backward) {
-  thread_local Memo<PlanKey, Plan> plans(64);
+  thread_local Memo<PlanKey, Plan> plans(256);
   int device = 0;
   SEXTANT_CHECK_CUDA(cudaGetDevice(&device));
-  return plans.get(PlanKey{s, backward, device},
-                   [&] { return lower(backward ? backward_graph(s) : forward_graph(s), s); });
+  return plans.get(PlanKey{s, backward, device}, [&] {
+    Plan plan = lower(s, backward);
+    if (!plan.graph)
+      std::fprintf(stderr, "sextant: our attention kernels run this %s piece: %s\n", backward ? "backward" : "forward",
+                   plan.refused.c_str());
+    return plan;
+  });
+}
+
+// This thread's workspace, grown to the largest a plan has asked for and
+// kept (an allocation per call would synchronize the device).
+void* workspace(int64_t bytes) {
+  thread_local void* buffer = nullptr;
+  thread_local int64_t size = 0;
+  if (bytes > size) {
+    if (buffer) SEXTANT_CHECK_CUDA(cudaFree(buffer));
+    buffer = nullptr, size = 0;
+    SEXTANT_CHECK_CUDA(cudaMalloc(&buffer, static_cast<size_t>(bytes)));
+    size = bytes;
+  }
+  return buffer;
 }
 
 void execute(const Plan& plan, std::unordered_map<int64_t, void*>& pack, const SdpaShape& s) {
-  Tensor workspace;
-  if (plan.workspace > 0) workspace = Tensor::empty({(plan.workspace + 3) / 4}, DType::f32, Device::cuda);
-  check(plan.graph->execute(handle(), pack, workspace.raw()), "execute", s);
+  if (!plan.graph) throw RuntimeError(cat("cuDNN attention: no plan for this shape: ", plan.refused));
+  check(plan.graph->execute(handle(), pack, plan.workspace > 0 ? workspace(plan.workspace) : nullptr), "execute", s);
 }
 
 }  // namespace
@@ -135,9 +161,9 @@ bool supports(DType dtype, int64_t head_dim) { return fused_attention_supports(d
 
 std::shared_ptr<fe::graph::Graph> forward_graph(const SdpaShape& s, int sm_version) {
   auto g = new_graph(s, sm_version);
-  auto q = bshd(*g, "Q", kQ, s.b, s.hq, s.sq, s.q_rows, s.d);
-  auto k = bshd(*g, "K", kK, s.b, s.hk, s.sk, s.k_rows, s.d);
-  auto v = bshd(*g, "V", kV, s.b, s.hk, s.sk, s.k_rows, s.d);
+  auto q = bshd(*g, "Q", kQ, s.b, s.hq, s.sq, s.d);
+  auto k = bshd(*g, "K", kK, s.b, s.hk, s.sk, s.d);
+  auto v = bshd(*g, "V", kV, s.b, s.hk, s.sk, s.d);
   auto options = fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(true).set_attn_scale(scale_of(s));
   if (s.causal) options.set_causal_mask(true);
   auto [o, stats] = g->sdpa(q, k, v, options);
@@ -153,12 +179,12 @@ std::shared_ptr<fe::graph::Graph> forward_graph(const SdpaShape& s, int sm_versi
 
 std::shared_ptr<fe::graph::Graph> backward_graph(const SdpaShape& s, int sm_version) {
   auto g = new_graph(s, sm_version);
-  auto q = bshd(*g, "Q", kQ, s.b, s.hq, s.sq, s.q_rows, s.d);
-  auto k = bshd(*g, "K", kK, s.b, s.hk, s.sk, s.k_rows, s.d);
-  auto v = bshd(*g, "V", kV, s.b, s.hk, s.sk, s.k_rows, s.d);
-  auto o = bshd(*g, "O", kO, s.b, s.hq, s.sq, s.q_rows, s.d);
-  auto dout = bshd(*g, "dO", kDout, s.b, s.hq, s.sq, s.q_rows, s.d);
-  // Packed: cuDNN before 9.26 takes no other layout for the backward's stats.
+  auto q = bshd(*g, "Q", kQ, s.b, s.hq, s.sq, s.d);
+  auto k = bshd(*g, "K", kK, s.b, s.hk, s.sk, s.d);
+  auto v = bshd(*g, "V", kV, s.b, s.hk, s.sk, s.d);
+  auto o = bshd(*g, "O", kO, s.b, s.hq, s.sq, s.d);
+  auto dout = bshd(*g, "dO", kDout, s.b, s.hq, s.sq, s.d);
+  // Packed (cuDNN before 9.26 takes no other layout for the backward's stats).
   auto lse = g->tensor(fe::graph::Tensor_attributes()
                            .set_name("Stats")
                            .set_uid(kStats)
@@ -209,6 +235,8 @@ std::string load_library() {
   if (!failure.empty()) throw RuntimeError(failure);
   return where;
 }
+
+bool takes(const SdpaShape& s, bool backward) { return plan_for(s, backward).graph != nullptr; }
 
 int64_t library_version() {
   load_library();

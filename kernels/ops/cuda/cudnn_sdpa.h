@@ -22,16 +22,13 @@ class Graph;
 
 namespace sextant::ops::cuda::cudnn {
 
-// One fused call: a piece of sq query rows and sk key rows, taken from a
-// block whose tensors hold q_rows and k_rows rows (the batch stride):
-//   q, dout, out: [b, q_rows, hq, d];  k, v: [b, k_rows, hk, d]
-// The piece's stats (its LSE, out of the forward and into the backward) and
-// its outputs are contiguous: stats [b, hq, sq], o and dq [b, sq, hq, d],
-// dk and dv [b, sk, hk, d].
+// One fused call on contiguous BSHD tensors (a piece's rows are copied out
+// of its block unless it is the whole block):
+//   q, out, dout, dq: [b, sq, hq, d];  k, v, dk, dv: [b, sk, hk, d];
+//   stats (the LSE, out of the forward and into the backward): [b, hq, sq] f32.
 struct SdpaShape {
   DType dtype = DType::bf16;  // bf16 or f16 storage; f32 softmax and accumulation
   int64_t b = 0, hq = 0, hk = 0, d = 0;
-  int64_t q_rows = 0, k_rows = 0;
   int64_t sq = 0, sk = 0;
   bool causal = false;  // top-left diagonal, sq == sk
   bool operator==(const SdpaShape&) const = default;
@@ -57,7 +54,12 @@ void* open_library(const std::vector<std::string>& candidates, std::string* wher
 // cuDNN's version as the loaded library reports it (e.g. 91900).
 int64_t library_version();
 
-// Device pointers of one forward piece (already offset to the piece's first rows).
+// Whether cuDNN builds an execution plan for the shape on this device (once
+// per shape; where it does not, the reason is said once on stderr and the
+// caller runs our kernels). Throws when cuDNN cannot be loaded at all.
+bool takes(const SdpaShape& shape, bool backward);
+
+// Device pointers of one call.
 struct ForwardPointers {
   const void *q, *k, *v;
   void* o;       // [b, sq, hq, d] dtype
@@ -67,7 +69,7 @@ void run_forward(const SdpaShape& shape, const ForwardPointers& p);
 
 struct BackwardPointers {
   const void *q, *k, *v, *o, *dout;
-  const float* lse;  // [b, hq, sq]: the final LSE of the piece's rows
+  const float* lse;  // [b, hq, sq]: the final LSE of the rows
   void *dq, *dk, *dv;
 };
 void run_backward(const SdpaShape& shape, const BackwardPointers& p);

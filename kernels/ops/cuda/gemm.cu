@@ -146,7 +146,7 @@ LtPlan plan_for(const LtKey& key) {
   const cublasStatus_t status =
       cublasLtMatmulAlgoGetHeuristic(lt_handle(), desc, plan.lt_a.get(), plan.lt_b.get(), plan.lt_c.get(),
                                      plan.lt_c.get(), pref, 1, &plan.choice, &count);
-  plan.found = status == CUBLAS_STATUS_SUCCESS && count > 0;
+  plan.found = status == CUBLAS_STATUS_SUCCESS && count > 0 && plan.choice.state == CUBLAS_STATUS_SUCCESS;
   return plan;
 }
 

@@ -71,8 +71,9 @@ __global__ void layernorm_forward_kernel(const T* x, const compute_t<T>* gamma, 
 constexpr int kVecs = 4;
 
 template <class T>
-__global__ void layernorm_forward_vec_kernel(const T* x, const float* gamma, const float* beta, T* y, float* mean,
-                                             float* rstd, int64_t h, float eps) {
+__global__ void __launch_bounds__(1024)
+    layernorm_forward_vec_kernel(const T* x, const float* gamma, const float* beta, T* y, float* mean, float* rstd,
+                                 int64_t h, float eps) {
   constexpr int kWidth = 16 / sizeof(T);
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x, vecs = h / kWidth;
