@@ -2,8 +2,9 @@
 // sums behind the bias and LayerNorm parameter gradients.
 //
 // LayerNorm forward keeps a row of up to 4 x 16 bytes per thread in registers
-// and moves it in 16-byte vectors; otherwise one block per row (row_threads:
-// a warp for short rows, up to 256 threads),
+// and moves it in 16-byte vectors, the cross-entropy row kernels read and
+// write 16-byte vectors; otherwise one block per row (row_threads: a warp
+// for short rows, up to 256 threads),
 // the row's statistics by block reductions in the compute type, the same
 // formulas as the host ops (two-pass LayerNorm statistics, softmax and
 // cross-entropy shifted by the row max). A LayerNorm / softmax row that fits
@@ -244,23 +245,45 @@ __global__ void softmax_backward_kernel(const T* dy, const T* y, T* dx, int64_t 
     dx[r * n + j] = narrow_to<T>(widen(y[r * n + j]) * (widen(dy[r * n + j]) - dot));
 }
 
+// The cross-entropy row kernels read a row in 16-byte vectors when `vec`
+// (the row a whole number of vectors, 16-byte aligned), else one by one.
 template <class T>
-__global__ void row_max_kernel(const T* x, compute_t<T>* out, int64_t n) {
+__global__ void row_max_kernel(const T* x, compute_t<T>* out, int64_t n, bool vec) {
   using F = compute_t<T>;
+  using V = Vec16<T>;
   __shared__ F scratch[32];
+  const T* row = x + blockIdx.x * n;
   F m = -INFINITY;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = nan_max(m, F(widen(x[blockIdx.x * n + j])));
+  if (vec) {
+    for (int64_t c = threadIdx.x; c < n / V::kWidth; c += blockDim.x) {
+      const V a = V::load(row, c);
+#pragma unroll
+      for (int j = 0; j < V::kWidth; ++j) m = nan_max(m, a.v[j]);
+    }
+  } else {
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = nan_max(m, F(widen(row[j])));
+  }
   m = block_max(m, scratch);
   if (threadIdx.x == 0) out[blockIdx.x] = m;
 }
 
 template <class T>
-__global__ void sum_exp_kernel(const T* x, const compute_t<T>* max, compute_t<T>* out, int64_t n) {
+__global__ void sum_exp_kernel(const T* x, const compute_t<T>* max, compute_t<T>* out, int64_t n, bool vec) {
   using F = compute_t<T>;
+  using V = Vec16<T>;
   __shared__ F scratch[32];
+  const T* row = x + blockIdx.x * n;
   const F m = max[blockIdx.x];
   F sum = 0;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) sum += exp_of(widen(x[blockIdx.x * n + j]) - m);
+  if (vec) {
+    for (int64_t c = threadIdx.x; c < n / V::kWidth; c += blockDim.x) {
+      const V a = V::load(row, c);
+#pragma unroll
+      for (int j = 0; j < V::kWidth; ++j) sum += exp_of(a.v[j] - m);
+    }
+  } else {
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) sum += exp_of(widen(row[j]) - m);
+  }
   sum = block_sum(sum, scratch);
   if (threadIdx.x == 0) out[blockIdx.x] = sum;
 }
@@ -283,16 +306,40 @@ __global__ void row_loss_kernel(const F* max, const F* sum_exp, const F* target,
 template <class T>
 __global__ void cross_entropy_backward_kernel(const T* x, const int64_t* targets, const compute_t<T>* max,
                                               const compute_t<T>* sum_exp, compute_t<T> w, T* dx, int64_t n,
-                                              int64_t vocab_start) {
+                                              int64_t vocab_start, bool vec) {
   using F = compute_t<T>;
+  using V = Vec16<T>;
   const int64_t r = blockIdx.x;
   const F m = max[r], scale = w / sum_exp[r];
   const int64_t local = targets[r] - vocab_start;
+  if (vec) {
+    for (int64_t c = threadIdx.x; c < n / V::kWidth; c += blockDim.x) {
+      V a = V::load(x + r * n, c);
+#pragma unroll
+      for (int j = 0; j < V::kWidth; ++j) {
+        a.v[j] = scale * exp_of(a.v[j] - m);
+        if (c * V::kWidth + j == local) a.v[j] -= w;
+      }
+      a.store(dx + r * n, c);
+    }
+    return;
+  }
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
     F v = scale * exp_of(widen(x[r * n + j]) - m);
     if (j == local) v -= w;
     dx[r * n + j] = narrow_to<T>(v);
   }
+}
+
+// Whether rows of n elements of T at these pointers go in 16-byte vectors,
+// and the threads a row then wants.
+template <class T>
+bool row_vectors(int64_t n, std::initializer_list<const void*> pointers) {
+  return n % Vec16<T>::kWidth == 0 && vectors_of<T>(n, pointers) > 0;
+}
+template <class T>
+int row_vector_threads(int64_t n, bool vec) {
+  return row_threads(vec ? n / Vec16<T>::kWidth : n);
 }
 
 // Shared memory for a row cache of n compute values, 0 when it would not fit.
@@ -398,8 +445,9 @@ void cross_entropy_row_max(const Tensor& logits, Tensor& out) {
   if (rows == 0) return;
   with_storage(logits.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    row_max_kernel<T>
-        <<<rows_grid(rows), row_threads(n), 0, compute_stream()>>>(ptr<T>(logits), ptr<compute_t<T>>(out), n);
+    const bool vec = row_vectors<T>(n, {logits.raw()});
+    row_max_kernel<T><<<rows_grid(rows), row_vector_threads<T>(n, vec), 0, compute_stream()>>>(
+        ptr<T>(logits), ptr<compute_t<T>>(out), n, vec);
     SEXTANT_CHECK_LAUNCH("cross_entropy_row_max");
   });
 }
@@ -411,8 +459,9 @@ void cross_entropy_sum_exp(const Tensor& logits, const Tensor& row_max, Tensor& 
     using T = decltype(tag);
     using F = compute_t<T>;
     const Tensor m = as_dtype(row_max, dtype_of<F>());
-    sum_exp_kernel<T>
-        <<<rows_grid(rows), row_threads(n), 0, compute_stream()>>>(ptr<T>(logits), ptr<F>(m), ptr<F>(out), n);
+    const bool vec = row_vectors<T>(n, {logits.raw()});
+    sum_exp_kernel<T><<<rows_grid(rows), row_vector_threads<T>(n, vec), 0, compute_stream()>>>(
+        ptr<T>(logits), ptr<F>(m), ptr<F>(out), n, vec);
     SEXTANT_CHECK_LAUNCH("cross_entropy_sum_exp");
   });
 }
@@ -457,8 +506,9 @@ void cross_entropy_backward(const Tensor& logits, std::span<const int64_t> targe
     using T = decltype(tag);
     using F = compute_t<T>;
     const Tensor m = as_dtype(max, dtype_of<F>()), s = as_dtype(sum_exp, dtype_of<F>());
-    cross_entropy_backward_kernel<T><<<rows_grid(rows), row_threads(n), 0, compute_stream()>>>(
-        ptr<T>(logits), device_targets.get(), ptr<F>(m), ptr<F>(s), F(w), ptr<T>(dlogits), n, vocab_start);
+    const bool vec = row_vectors<T>(n, {logits.raw(), dlogits.raw()});
+    cross_entropy_backward_kernel<T><<<rows_grid(rows), row_vector_threads<T>(n, vec), 0, compute_stream()>>>(
+        ptr<T>(logits), device_targets.get(), ptr<F>(m), ptr<F>(s), F(w), ptr<T>(dlogits), n, vocab_start, vec);
     SEXTANT_CHECK_LAUNCH("cross_entropy_backward");
   });
 }
