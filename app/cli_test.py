@@ -68,6 +68,7 @@ BAD_INPUT = [
     (1, ["attention/p2p", "--set", "attention_impl=cudnn"], "--set attention_impl=cudnn needs --device cuda"),
     (1, ["step/train", "--set", "attention_impl=cudnn"], "--set attention_impl=cudnn needs --device cuda"),
     (1, ["ops/attention", "--set", "attention_impl=cudnn"], "--set attention_impl=cudnn needs --device cuda"),
+    (1, ["attention/dynamic_cp", "--set", "attention_impl=cudnn"], "--set attention_impl=cudnn needs --device cuda"),
     (1, ["attention/a2a", "--set", "attention_impl=flash"], "--set attention_impl 'flash' must be one of own, cudnn"),
     (2, ["attention/p2p", "--seq", "64", "--set", "seq_lens=70,-6"], "--set seq_lens=70,-6: length -6 must be positive"),
     (2, ["attention/p2p", "--seq", "64", "--set", "seq_lens=zipf:0"], "--set seq_lens=zipf:0: zipf:N needs a positive count N"),

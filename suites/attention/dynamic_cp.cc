@@ -84,6 +84,7 @@ Problem Problem::of(const CaseConfig& c) {
   p.heads = c.i("heads"), p.head_dim = c.i("head_dim");
   p.cp = c.parallel.cp, p.dp = c.parallel.dp;
   p.ring_step = c.f("ring_step");
+  p.attention_impl = ops::parse_attention_impl(c.params.value("attention_impl", "own"));
   p.lengths = c.params.at("lengths").get<std::vector<std::vector<int64_t>>>();
   return p;
 }
@@ -114,6 +115,10 @@ std::vector<CaseConfig> sweep(const SweepRequest& req) {
                   {"capacity", parallel.cp > 0 ? seq / parallel.cp : 0},
                   {"ring_step", req.get<double>("ring_step", kRingStepPairs)},
                   {"lengths", lengths}};
+      // Recorded where it matters (host runs always use the host kernel).
+      if (req.device == Device::cuda || req.has("attention_impl"))
+        c.params["attention_impl"] =
+            req.get<std::string>("attention_impl", ops::attention_impl_name(ops::AttentionImpl::cudnn));
       c.parallel = parallel;
       c.ranks = req.ranks;
       c.dtype = dtype;
@@ -136,6 +141,7 @@ void validate(const CaseConfig& c) {
   require(p.seq % (2 * p.cp) == 0, cat("--seq ", p.seq, " must be divisible by 2*cp = ", 2 * p.cp,
                                        " (a group's capacity must split into its zigzag chunks)"));
   require(p.ring_step >= 0, cat("--set ring_step=", p.ring_step, " must not be negative"));
+  ops::require_attention_impl_runs(p.attention_impl, c.device);
   for (const std::vector<int64_t>& mb : p.lengths) {
     int64_t sum = 0;
     for (int64_t n : mb) {
@@ -208,6 +214,7 @@ std::vector<BinRun> runs_of(State& s, const cp::Schedule& schedule, int rank) {
     r.options.packing = cp::pack_sequences(lengths, g > 1 ? 2 * g : 1);
     r.options.seq = r.options.packing.rows();
     r.options.faults = s.faults;
+    r.options.attention_impl = s.problem.attention_impl;
     r.chunks = cp::shard_chunks(r.options.layout, r.options.packing, g, r.member);
     r.tokens = tokens_of(bin, r.options.packing, r.chunks, start);
     const DType dt = s.config.dtype;
@@ -266,7 +273,8 @@ CaseDef dynamic_cp_case() {
                   OptionSpec::integer("microbatches", 1, 4096, "packed microbatches of the global batch"),
                   OptionSpec::size("heads", "attention heads"), OptionSpec::size("head_dim", "head dimension"),
                   OptionSpec::text("seq_lens", "lengths per microbatch: a,b,c summing to --seq, or zipf:N"),
-                  OptionSpec::number("ring_step", 0, 1e12, "the scheduler's cost of one ring step, in causal pairs")},
+                  OptionSpec::number("ring_step", 0, 1e12, "the scheduler's cost of one ring step, in causal pairs"),
+                  ops::attention_impl_option()},
       .faults = {"ring_skip_step", "thd_cross_boundary", "cu_seqlens_off_by_one"},
       .kernel_faults = {KernelFault::attention_forward_scale, KernelFault::attention_backward_softmax_grad,
                         KernelFault::causal_mask_diagonal},

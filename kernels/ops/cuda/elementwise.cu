@@ -112,7 +112,7 @@ __global__ void mul_add_kernel(const T* a, const T* b, const T* c, T* out, int64
   }
 }
 
-// adam.cc's adam_update_f32, on element j of (p, g, m, v).
+// adam.cc's adam_update_f32 on one element of (p, g, m, v).
 __device__ __forceinline__ void adam_update(float& p, float g, float& m, float& v, const AdamScalars& s) {
   const float mi = s.beta1 * m + s.one_minus_beta1 * g;
   const float vi = s.beta2 * v + s.one_minus_beta2 * g * g;
