@@ -70,7 +70,7 @@ GptConfig gpt_config_from_json(const nlohmann::json& j) {
   c.cp_comm = parse_cp_comm(j.value("cp_comm", std::string("p2p")));
   c.a2a_size = static_cast<int>(i64("a2a_size", c.a2a_size));
   c.cp_layout = cp::parse_layout(j.value("cp_layout", std::string("zigzag")));
-  c.attention_impl = ops::parse_attention_impl(j.value("attention_impl", std::string("own")));
+  c.attention_impl = ops::attention_impl_of(j);
   c.regather = j.value("regather", c.regather);
   c.distributed_optimizer = j.value("zero", c.distributed_optimizer);
   c.bucket_mb = j.value("bucket_mb", c.bucket_mb);

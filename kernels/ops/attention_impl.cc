@@ -23,6 +23,15 @@ OptionSpec attention_impl_option() {
                             "multiple of 8 up to 128, our kernels otherwise; default on cuda) or own");
 }
 
+void record_attention_impl(const SweepRequest& req, nlohmann::json& params) {
+  if (req.device == Device::cuda || req.has("attention_impl"))
+    params["attention_impl"] = req.get<std::string>("attention_impl", attention_impl_name(AttentionImpl::cudnn));
+}
+
+AttentionImpl attention_impl_of(const nlohmann::json& params) {
+  return parse_attention_impl(params.value("attention_impl", std::string("own")));
+}
+
 void require_attention_impl_runs(AttentionImpl impl, Device device) {
   require(impl == AttentionImpl::own || device == Device::cuda,
           "--set attention_impl=cudnn needs --device cuda (on the host every block runs the host kernel)");

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "harness/case.h"
 #include "harness/device.h"
 #include "harness/options.h"
 #include "harness/tensor.h"
@@ -24,6 +25,12 @@ bool fused_attention_supports(DType dtype, int64_t head_dim);
 
 // The option of every case that runs attention: --set attention_impl=own|cudnn.
 OptionSpec attention_impl_option();
+// Records it in a case's params where it matters: on cuda (cudnn unless the
+// user chose) or when the user set it. Host runs record none, so their
+// params match the runs stored before the option existed.
+void record_attention_impl(const SweepRequest& req, nlohmann::json& params);
+// The implementation a case's params name (none recorded: own).
+AttentionImpl attention_impl_of(const nlohmann::json& params);
 // cudnn needs --device cuda: UsageError naming the rule otherwise.
 void require_attention_impl_runs(AttentionImpl impl, Device device);
 

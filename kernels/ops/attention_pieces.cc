@@ -130,6 +130,10 @@ int64_t piece_scores(const Tensor& q, const AttentionPiece& p) {
 
 }  // namespace
 
+Tensor piece_rows(const Tensor& t, int64_t row0, int64_t n, int dim) {
+  return n == t.dim(dim) ? t : narrow(t, dim, row0, n);
+}
+
 int64_t forward_by_pieces(const Tensor& q, const Tensor& k, const AttentionMask& mask, const PieceKernels& kernels,
                           Tensor& out, Tensor& lse) {
   const int64_t b = q.dim(0), hq = q.dim(2), d = q.dim(3);
@@ -150,7 +154,7 @@ int64_t backward_by_pieces(const Tensor& q, const Tensor& k, const Tensor& lse, 
                            const PieceKernels& kernels, Tensor& dq, Tensor& dk, Tensor& dv) {
   int64_t scores = 0;
   for (const AttentionPiece& p : attention_pieces(mask, q.dim(1), k.dim(1))) {
-    const PieceGrads g = kernels.backward(p, p.sq == q.dim(1) ? lse : narrow(lse, 2, p.q0, p.sq));
+    const PieceGrads g = kernels.backward(p, piece_rows(lse, p.q0, p.sq, 2));
     add_rows(dq, p.q0, g.dq);
     add_rows(dk, p.k0, g.dk);
     add_rows(dv, p.k0, g.dv);

@@ -50,6 +50,10 @@ struct PieceKernels {
   std::function<PieceGrads(const AttentionPiece& p, const Tensor& lse)> backward;
 };
 
+// Rows [row0, row0 + n) of a block tensor along dim ([b, s, h, d]: 1;
+// statistics [b, h, s]: 2), contiguous: the tensor itself when they are all of it.
+Tensor piece_rows(const Tensor& t, int64_t row0, int64_t n, int dim = 1);
+
 // A block forward from its pieces, merged by LSE into out [b, sq, hq, d] and
 // lse [b, hq, sq] (f32, replaced; a row no piece covers has out 0, lse -inf).
 // q: [b, sq, hq, d], k: [b, sk, hk, d]. Returns the score entries computed

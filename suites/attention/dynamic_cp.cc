@@ -84,7 +84,7 @@ Problem Problem::of(const CaseConfig& c) {
   p.heads = c.i("heads"), p.head_dim = c.i("head_dim");
   p.cp = c.parallel.cp, p.dp = c.parallel.dp;
   p.ring_step = c.f("ring_step");
-  p.attention_impl = ops::parse_attention_impl(c.params.value("attention_impl", "own"));
+  p.attention_impl = ops::attention_impl_of(c.params);
   p.lengths = c.params.at("lengths").get<std::vector<std::vector<int64_t>>>();
   return p;
 }
@@ -115,10 +115,7 @@ std::vector<CaseConfig> sweep(const SweepRequest& req) {
                   {"capacity", parallel.cp > 0 ? seq / parallel.cp : 0},
                   {"ring_step", req.get<double>("ring_step", kRingStepPairs)},
                   {"lengths", lengths}};
-      // Recorded where it matters (host runs always use the host kernel).
-      if (req.device == Device::cuda || req.has("attention_impl"))
-        c.params["attention_impl"] =
-            req.get<std::string>("attention_impl", ops::attention_impl_name(ops::AttentionImpl::cudnn));
+      ops::record_attention_impl(req, c.params);
       c.parallel = parallel;
       c.ranks = req.ranks;
       c.dtype = dtype;

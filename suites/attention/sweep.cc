@@ -150,10 +150,7 @@ std::vector<CaseConfig> sweep(const Variant& v, const SweepRequest& req) {
                         {"a2a_size", a2a},
                         {"p2p_size", p2p},
                         {"reference", req.get<std::string>("reference", size > kFullReferenceLimit ? "spot" : "full")}};
-            // Recorded where it matters (host runs always use the host kernel).
-            if (req.device == Device::cuda || req.has("attention_impl"))
-              c.params["attention_impl"] =
-                  req.get<std::string>("attention_impl", ops::attention_impl_name(ops::AttentionImpl::cudnn));
+            ops::record_attention_impl(req, c.params);
             if (!seq_lens.empty()) {
               const cp::Packing packing = packing_for(seq_lens, thd_padding, parallel.cp);
               c.params["seq_lens"] = seq_lens;
@@ -250,7 +247,7 @@ Problem Problem::of(const CaseConfig& c) {
   p.head_dim = c.i("head_dim");
   p.a2a_size = static_cast<int>(c.i("a2a_size")), p.p2p_size = static_cast<int>(c.i("p2p_size"));
   p.reference = c.s("reference");
-  p.attention_impl = ops::parse_attention_impl(c.params.value("attention_impl", "own"));
+  p.attention_impl = ops::attention_impl_of(c.params);
   if (c.params.contains("seq_lens")) {
     p.seq_lens = c.params.at("seq_lens").get<std::vector<int64_t>>();
     p.thd_padding = c.params.value("thd_padding", true);

@@ -69,7 +69,7 @@ State setup(CaseContext& ctx) {
   s.qd = on_device(s.q, ctx.device), s.kd = on_device(s.k, ctx.device), s.vd = on_device(s.v, ctx.device);
   s.doutd = on_device(s.dout, ctx.device);
   s.mask = p.causal ? ops::AttentionMask::causal_blocks(p.q_start, p.sq, 0, p.sk) : ops::AttentionMask::none();
-  s.impl = ops::parse_attention_impl(ctx.config.params.value("attention_impl", "own"));
+  s.impl = ops::attention_impl_of(ctx.config.params);
   return s;
 }
 
@@ -141,17 +141,11 @@ CaseDef attention_case() {
       .configs =
           [](const SweepRequest& req) {
             std::vector<CaseConfig> configs = op_configs(req, shapes(req.profile), {DType::f32, DType::bf16});
-            // Recorded where it matters (host runs always use the host kernel).
-            if (req.device == Device::cuda || req.has("attention_impl"))
-              for (CaseConfig& c : configs)
-                c.params["attention_impl"] = req.get<std::string>("attention_impl", "cudnn");
+            for (CaseConfig& c : configs) ops::record_attention_impl(req, c.params);
             return configs;
           },
       .validate =
-          [](const CaseConfig& c) {
-            ops::require_attention_impl_runs(ops::parse_attention_impl(c.params.value("attention_impl", "own")),
-                                             c.device);
-          },
+          [](const CaseConfig& c) { ops::require_attention_impl_runs(ops::attention_impl_of(c.params), c.device); },
       .memory =
           [](const CaseConfig& c) {
             const Shape4 p = shape_of(c);

@@ -14,10 +14,10 @@ namespace {
 // defaults. ci: tiny, for two shared cores; default: a small MoE model
 // (h 64, 4 heads, 4 layers of which 2 MoE with 8 experts top-2, vocab 512,
 // seq 64); qualify: larger, still within reach of the f64 reference.
-const std::vector<std::string> kModelKeys = {
-    "vocab",     "hidden",      "heads",    "head_dim", "ffn",      "layers",     "seq",
-    "moe_every", "moe_pattern", "experts",  "topk",     "moe_ffn",  "dispatcher", "batch",
-    "data",      "cp_layout",   "regather", "lr",       "adam_eps", "steps",      "attention_impl"};
+const std::vector<std::string> kModelKeys = {"vocab",     "hidden",   "heads",      "head_dim",    "ffn",
+                                             "layers",    "seq",      "moe_every",  "moe_pattern", "experts",
+                                             "topk",      "moe_ffn",  "dispatcher", "batch",       "data",
+                                             "cp_layout", "regather", "lr",         "adam_eps",    "steps"};
 
 }  // namespace
 
@@ -59,10 +59,9 @@ Recipe recipe(ParallelConfig p, nlohmann::json options = nlohmann::json::object(
 nlohmann::json default_params(const SweepRequest& req) {
   nlohmann::json params = profile_sizes(req.profile);
   params["adam_eps"] = 1e-5;
-  // Recorded where it matters (host runs always use the host kernel).
-  if (req.device == Device::cuda) params["attention_impl"] = ops::attention_impl_name(ops::AttentionImpl::cudnn);
   for (const std::string& key : kModelKeys)
     if (req.options.contains(key)) params[key] = req.options.at(key);
+  ops::record_attention_impl(req, params);
   // Packed rows: "a,b,c" or "zipf:N" (drawn from --seed), recorded as the lengths.
   if (req.options.contains("seq_lens")) {
     const nlohmann::json& v = req.options.at("seq_lens");

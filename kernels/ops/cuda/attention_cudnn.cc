@@ -26,19 +26,13 @@ cudnn::SdpaShape shape_of(const Tensor& q, const Tensor& k, const AttentionPiece
           .causal = p.causal};
 }
 
-// Rows [row0, row0 + n) of a [b, s, h, d] block (or [b, h, s] statistics
-// with dim 2), contiguous: the block itself when they are all of it.
-Tensor rows_of(const Tensor& t, int64_t row0, int64_t n, int dim = 1) {
-  return n == t.dim(dim) ? t : narrow(t, dim, row0, n);
-}
-
 }  // namespace
 
 int64_t attention_forward_cudnn(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
                                 Tensor& out, Tensor& lse) {
   PieceKernels kernels;
   kernels.forward = [&](const AttentionPiece& p) {
-    const Tensor qp = rows_of(q, p.q0, p.sq), kp = rows_of(k, p.k0, p.sk), vp = rows_of(v, p.k0, p.sk);
+    const Tensor qp = piece_rows(q, p.q0, p.sq), kp = piece_rows(k, p.k0, p.sk), vp = piece_rows(v, p.k0, p.sk);
     const cudnn::SdpaShape shape = shape_of(q, k, p);
     const bool fused = cudnn::takes(shape, false);  // else our kernels, whose out is f32
     PieceOut r{Tensor::empty(qp.shape(), fused ? q.dtype() : DType::f32, q.device()),
@@ -59,18 +53,19 @@ int64_t attention_backward_accumulate_cudnn(const Tensor& q, const Tensor& k, co
   const Tensor o = out.dtype() == q.dtype() ? out : out.to(q.dtype());  // cuDNN reads O in the storage dtype
   PieceKernels kernels;
   kernels.backward = [&](const AttentionPiece& p, const Tensor& lse_p) {
-    const Tensor qp = rows_of(q, p.q0, p.sq), kp = rows_of(k, p.k0, p.sk), vp = rows_of(v, p.k0, p.sk);
-    const Tensor dop = rows_of(dout, p.q0, p.sq);
+    const Tensor qp = piece_rows(q, p.q0, p.sq), kp = piece_rows(k, p.k0, p.sk), vp = piece_rows(v, p.k0, p.sk);
+    const Tensor dop = piece_rows(dout, p.q0, p.sq);
     const cudnn::SdpaShape shape = shape_of(q, k, p);
     if (!cudnn::takes(shape, true)) {  // our kernels, from delta as they read it
       PieceGrads g{Tensor::zeros(qp.shape(), DType::f32, q.device()), Tensor::zeros(kp.shape(), DType::f32, q.device()),
                    Tensor::zeros(kp.shape(), DType::f32, q.device())};
-      attention_backward_accumulate(qp, kp, vp, dop, lse_p, rows_of(delta, p.q0, p.sq, 2), p.mask(), g.dq, g.dk, g.dv);
+      attention_backward_accumulate(qp, kp, vp, dop, lse_p, piece_rows(delta, p.q0, p.sq, 2), p.mask(), g.dq, g.dk,
+                                    g.dv);
       return g;
     }
     PieceGrads g{Tensor::empty(qp.shape(), q.dtype(), q.device()), Tensor::empty(kp.shape(), q.dtype(), q.device()),
                  Tensor::empty(kp.shape(), q.dtype(), q.device())};
-    cudnn::run_backward(shape, {qp.raw(), kp.raw(), vp.raw(), rows_of(o, p.q0, p.sq).raw(), dop.raw(),
+    cudnn::run_backward(shape, {qp.raw(), kp.raw(), vp.raw(), piece_rows(o, p.q0, p.sq).raw(), dop.raw(),
                                 lse_p.data<float>(), g.dq.raw(), g.dk.raw(), g.dv.raw()});
     return g;
   };
