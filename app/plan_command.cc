@@ -14,9 +14,9 @@
 #include "harness/error.h"
 #include "harness/results.h"
 #include "harness/strings.h"
-#include "kernels/model/calibration.h"
-#include "kernels/model/planner.h"
-#include "kernels/model/step_cost.h"
+#include "kernels/planner/calibration.h"
+#include "kernels/planner/planner.h"
+#include "kernels/planner/step_cost.h"
 
 namespace sextant {
 
@@ -140,7 +140,7 @@ CLI::App* add_plan_command(CLI::App& app) {
   p->add_option("--calibrate", flags.calibrate,
                 "Build the step time from the measured rates in this results file (ops gemm / attention / "
                 "layernorm / gelu, collectives per group size and kind, pipeline p2p latency, or a step/sweep "
-                "calibration) instead of the roofline: kernels/model/step_cost.h")
+                "calibration) instead of the roofline: kernels/planner/step_cost.h")
       ->type_name("RESULTS.json");
   p->add_option("--calibrate-dtype", flags.calibrate_dtype,
                 "The dtype of the ops cases to calibrate with (default: bf16 for GPU results, f32 for host ones)");

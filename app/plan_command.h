@@ -1,5 +1,5 @@
 // `sextant plan`: list valid parallel configs for a model on a cluster with
-// estimated memory, step time and MFU (kernels/model/planner.h).
+// estimated memory, step time and MFU (kernels/planner/planner.h).
 #pragma once
 
 #include <CLI/CLI.hpp>

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "harness/strings.h"
-#include "kernels/model/planner.h"
-#include "kernels/model/step_cost.h"
+#include "kernels/planner/planner.h"
+#include "kernels/planner/step_cost.h"
 
 namespace sextant {
 

@@ -1,10 +1,10 @@
 // `sextant plan --reference`: five well-known 6D training configurations
-// (kernels/model/planner.h reference_runs) with the MFU reported for each,
+// (kernels/planner/planner.h reference_runs) with the MFU reported for each,
 // the planner's estimate (H100/A100/H800 peaks, or a stored calibration),
 // the gap, and where the planner's step goes, so the gap can be explained.
 #pragma once
 
-#include "kernels/model/calibration.h"
+#include "kernels/planner/calibration.h"
 
 namespace sextant {
 

@@ -10,7 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
-#include "harness/cli.h"
+#include "app/cli.h"
 
 namespace sextant {
 

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/cli.h"
+#include "app/cli.h"
 
 namespace sextant {
 

@@ -7,12 +7,12 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "app/cli.h"
 #include "app/commands.h"
 #include "app/plan_command.h"
 #include "app/qualify_command.h"
 #include "app/recover_command.h"
 #include "app/run_command.h"
-#include "harness/cli.h"
 #include "harness/error.h"
 #include "harness/kernel_fault.h"
 #include "harness/strings.h"
@@ -79,7 +79,7 @@ int do_list(const std::vector<std::string>& selection, bool options, bool metric
     if (c->suite != suite) std::cout << c->suite << "\n";
     suite = c->suite;
     std::cout << "  " << c->full_name() << "  " << c->summary << "\n";
-    if (!c->faults.empty()) std::cout << "      distributed faults: " << join(c->faults, ", ") << "\n";
+    if (!c->faults.empty()) std::cout << "      distributed faults: " << join(c->fault_names(), ", ") << "\n";
     std::vector<std::string> kernel;
     for (KernelFault k : c->kernel_faults) kernel.push_back(kernel_fault_info(k).name);
     if (!kernel.empty()) std::cout << "      kernel faults: " << join(kernel, ", ") << "\n";

@@ -72,10 +72,23 @@ std::vector<const CaseDef*> Registry::select(const std::vector<std::string>& pat
   return out;
 }
 
+std::vector<std::string> CaseDef::fault_names() const {
+  std::vector<std::string> out;
+  for (const FaultDoc& f : faults) out.push_back(f.name);
+  return out;
+}
+
+bool CaseDef::plants(const std::string& fault) const {
+  for (const FaultDoc& f : faults)
+    if (f.name == fault) return true;
+  return false;
+}
+
 namespace {
 struct Registration {
   int suite_order, case_order;
-  CaseDef (*make)();
+  CaseDef (*make)() = nullptr;
+  std::vector<CaseDef> (*make_all)() = nullptr;  // a table's cases, in its order
 };
 std::vector<Registration>& registrations() {
   static std::vector<Registration> all;
@@ -84,7 +97,11 @@ std::vector<Registration>& registrations() {
 }  // namespace
 
 CaseRegistrar::CaseRegistrar(int suite_order, int case_order, CaseDef (*make)()) {
-  registrations().push_back({suite_order, case_order, make});
+  registrations().push_back({suite_order, case_order, make, nullptr});
+}
+
+CaseRegistrar::CaseRegistrar(int suite_order, int case_order, std::vector<CaseDef> (*make_all)()) {
+  registrations().push_back({suite_order, case_order, nullptr, make_all});
 }
 
 Registry all_suites() {
@@ -93,7 +110,11 @@ Registry all_suites() {
     return std::tie(a.suite_order, a.case_order) < std::tie(b.suite_order, b.case_order);
   });
   Registry r;
-  for (const Registration& reg : sorted) r.add(reg.make());
+  for (const Registration& reg : sorted) {
+    if (reg.make) r.add(reg.make());
+    else
+      for (CaseDef& def : reg.make_all()) r.add(std::move(def));
+  }
   return r;
 }
 

@@ -21,6 +21,7 @@
 
 #include "harness/check.h"
 #include "harness/comm.h"
+#include "harness/fault_table.h"
 #include "harness/grid_comms.h"
 #include "harness/kernel_fault.h"
 #include "harness/metrics.h"
@@ -107,7 +108,7 @@ class CaseState {
 struct CaseDef {
   std::string suite, name, summary;
   std::vector<OptionSpec> options;         // what --set / flags / --config may give it
-  std::vector<std::string> faults;         // planted distributed-only faults it understands
+  std::vector<FaultDoc> faults;            // planted distributed-only faults it understands (fault_table.h)
   std::vector<KernelFault> kernel_faults;  // shared-kernel faults its runs can show
   std::vector<std::string> table_metrics;  // metric columns for the live table
   std::function<std::vector<CaseConfig>(const SweepRequest&)> configs;
@@ -119,6 +120,8 @@ struct CaseDef {
   std::function<void(CaseState&, Checker&)> check;
   std::function<Metrics(CaseState&, const RegionTimes&)> metrics;
   std::string full_name() const { return suite + "/" + name; }
+  std::vector<std::string> fault_names() const;
+  bool plants(const std::string& fault) const;  // one of its own (distributed) faults
 };
 
 // The typed table a case file fills in.
@@ -126,7 +129,7 @@ template <class State>
 struct CaseTable {
   std::string suite{}, name{}, summary{};
   std::vector<OptionSpec> options{};
-  std::vector<std::string> faults{};
+  std::vector<FaultDoc> faults{};
   std::vector<KernelFault> kernel_faults{};
   std::vector<std::string> table_metrics{};
   std::function<std::vector<CaseConfig>(const SweepRequest&)> configs{};
@@ -193,16 +196,22 @@ class Registry {
 Registry all_suites();
 
 // Self-registration: a case file ends with
-//   SEXTANT_REGISTER_CASE(kSuiteOrder, 10, p2p_case);
-// where p2p_case() returns its CaseDef. Suites are linked as object
-// libraries, so every registrar runs.
+//   SEXTANT_REGISTER_CASE(kSuiteOrder, 10, gemm_case);
+// where gemm_case() returns its CaseDef; a suite whose cases are the rows of
+// a table (CP variants, pipeline schedules) registers them all at once,
+//   SEXTANT_REGISTER_CASES(kSuiteOrder, 10, variant_cases);
+// in the table's order. Suites are linked as object libraries, so every
+// registrar runs.
 class CaseRegistrar {
  public:
   CaseRegistrar(int suite_order, int case_order, CaseDef (*make)());
+  CaseRegistrar(int suite_order, int case_order, std::vector<CaseDef> (*make_all)());
 };
 #define SEXTANT_CONCAT_INNER(a, b) a##b
 #define SEXTANT_CONCAT(a, b) SEXTANT_CONCAT_INNER(a, b)
 #define SEXTANT_REGISTER_CASE(suite_order, case_order, make) \
   static const ::sextant::CaseRegistrar SEXTANT_CONCAT(sextant_case_registrar_, __LINE__)(suite_order, case_order, make)
+#define SEXTANT_REGISTER_CASES(suite_order, case_order, make_all) \
+  SEXTANT_REGISTER_CASE(suite_order, case_order, make_all)
 
 }  // namespace sextant

@@ -17,10 +17,23 @@ uint64_t CommStats::total_bytes() const {
   return total;
 }
 
-void Communicator::count(const std::string& op, uint64_t bytes) {
+const char* comm_op_name(CommOp op) {
+  switch (op) {
+    case CommOp::all_reduce: return "all_reduce";
+    case CommOp::reduce_scatter: return "reduce_scatter";
+    case CommOp::all_gather: return "all_gather";
+    case CommOp::all_to_all: return "all_to_all";
+    case CommOp::all_to_all_v: return "all_to_all_v";
+    case CommOp::broadcast: return "broadcast";
+    case CommOp::send: return "send";
+  }
+  return "?";
+}
+
+void Communicator::count(CommOp op, uint64_t bytes) {
   CommStats& s = stats();
-  s.bytes_sent[op] += bytes;
-  s.calls[op] += 1;
+  s.bytes_sent[comm_op_name(op)] += bytes;
+  s.calls[comm_op_name(op)] += 1;
 }
 
 std::vector<std::string> all_gather_strings(Communicator& comm, const std::string& mine) {
@@ -45,11 +58,15 @@ std::vector<std::string> all_gather_strings(Communicator& comm, const std::strin
   return out;
 }
 
-uint64_t ring_bytes_sent(const std::string& op, uint64_t bytes, int n) {
+uint64_t ring_bytes_sent(CommOp op, uint64_t bytes, int n) {
   if (n <= 1) return 0;
-  if (op == "all_reduce") return 2 * bytes * (n - 1) / n;
-  if (op == "all_gather" || op == "reduce_scatter" || op == "all_to_all") return bytes * (n - 1) / n;
-  return bytes;  // broadcast, send
+  switch (op) {
+    case CommOp::all_reduce: return 2 * bytes * (n - 1) / n;
+    case CommOp::all_gather:
+    case CommOp::reduce_scatter:
+    case CommOp::all_to_all: return bytes * (n - 1) / n;
+    default: return bytes;  // broadcast, send
+  }
 }
 
 namespace {

@@ -40,6 +40,10 @@ void wait_all(std::vector<RequestPtr>& requests);
 // call, the convention behind nccl-tests' busbw: all_reduce 2(n-1)/n * N,
 // all_gather / reduce_scatter / all_to_all (n-1)/n * N (N = whole buffer),
 // all_to_all_v the bytes addressed to other ranks, send the message.
+// The operations a communicator counts (CommStats keys are their names).
+enum class CommOp { all_reduce, reduce_scatter, all_gather, all_to_all, all_to_all_v, broadcast, send };
+const char* comm_op_name(CommOp op);
+
 struct CommStats {
   std::map<std::string, uint64_t> bytes_sent;  // by operation name
   std::map<std::string, uint64_t> calls;
@@ -103,7 +107,7 @@ class Communicator {
 
  protected:
   // Records bytes for one call of `op` (bytes already follow the CommStats convention).
-  void count(const std::string& op, uint64_t bytes);
+  void count(CommOp op, uint64_t bytes);
 
  private:
   CommStats stats_;
@@ -114,6 +118,6 @@ std::vector<std::string> all_gather_strings(Communicator& comm, const std::strin
 
 // Bytes one rank sends for a collective of `bytes` (whole buffer) over n ranks
 // under the ring algorithm; see CommStats.
-uint64_t ring_bytes_sent(const std::string& op, uint64_t bytes, int n);
+uint64_t ring_bytes_sent(CommOp op, uint64_t bytes, int n);
 
 }  // namespace sextant

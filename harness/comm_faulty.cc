@@ -1,4 +1,4 @@
-#include "harness/comm_faulty.h"
+#include "harness/comm_wrappers.h"
 
 #include <algorithm>
 #include <cstring>
@@ -8,17 +8,36 @@
 
 namespace sextant {
 
-FaultyCommunicator::FaultyCommunicator(Communicator& inner, std::string fault)
-    : ForwardingCommunicator(inner), fault_(std::move(fault)) {
-  const auto& known = faults();
-  if (std::find(known.begin(), known.end(), fault_) == known.end())
-    throw RuntimeError("FaultyCommunicator: unknown fault '" + fault_ + "'");
-  if (inner.device() != Device::host) throw RuntimeError("FaultyCommunicator plants faults in host buffers only");
+namespace {
+
+bool runs(const CommFaultSite& s, CommOp a, CommOp b) {
+  return s.group_size >= 2 && std::any_of(s.ops.begin(), s.ops.end(), [&](CommOp op) { return op == a || op == b; });
 }
 
-const std::vector<std::string>& FaultyCommunicator::faults() {
-  static const std::vector<std::string> names = {"allgather_order", "drop_rank", "a2a_order", "broadcast_root"};
-  return names;
+}  // namespace
+
+const FaultTable<CommFault, CommFaultSite>& comm_faults() {
+  static const FaultTable<CommFault, CommFaultSite> table(
+      "collective", {
+                        {CommFault::allgather_order, "allgather_order",
+                         "all_gather returns the blocks of ranks 0 and 1 swapped", "an all_gather over 2+ ranks",
+                         [](const CommFaultSite& s) { return runs(s, CommOp::all_gather, CommOp::all_gather); }},
+                        {CommFault::drop_rank, "drop_rank", "all_reduce and reduce_scatter ignore the last rank's data",
+                         "an all_reduce or reduce_scatter over 2+ ranks",
+                         [](const CommFaultSite& s) { return runs(s, CommOp::all_reduce, CommOp::reduce_scatter); }},
+                        {CommFault::a2a_order, "a2a_order", "all_to_all(_v) deliver each block to the next peer's slot",
+                         "an all_to_all(_v) over 2+ ranks",
+                         [](const CommFaultSite& s) { return runs(s, CommOp::all_to_all, CommOp::all_to_all_v); }},
+                        {CommFault::broadcast_root, "broadcast_root",
+                         "broadcast sends from rank 1 instead of the given root", "a broadcast over 2+ ranks",
+                         [](const CommFaultSite& s) { return runs(s, CommOp::broadcast, CommOp::broadcast); }},
+                    });
+  return table;
+}
+
+FaultyCommunicator::FaultyCommunicator(Communicator& inner, CommFault fault)
+    : ForwardingCommunicator(inner), fault_(fault) {
+  if (inner.device() != Device::host) throw RuntimeError("FaultyCommunicator plants faults in host buffers only");
 }
 
 namespace {
@@ -31,20 +50,20 @@ std::vector<char> zeros_if_last(const Communicator& c, const void* send, size_t 
 }  // namespace
 
 void FaultyCommunicator::all_reduce(const void* s, void* r, size_t n, DType t, ReduceOp op) {
-  if (fault_ != "drop_rank") return inner_.all_reduce(s, r, n, t, op);
+  if (fault_ != CommFault::drop_rank) return inner_.all_reduce(s, r, n, t, op);
   std::vector<char> in = zeros_if_last(*this, s, n * dtype_size(t));
   inner_.all_reduce(in.data(), r, n, t, op);
 }
 
 void FaultyCommunicator::reduce_scatter(const void* s, void* r, size_t n, DType t, ReduceOp op) {
-  if (fault_ != "drop_rank") return inner_.reduce_scatter(s, r, n, t, op);
+  if (fault_ != CommFault::drop_rank) return inner_.reduce_scatter(s, r, n, t, op);
   std::vector<char> in = zeros_if_last(*this, s, n * size() * dtype_size(t));
   inner_.reduce_scatter(in.data(), r, n, t, op);
 }
 
 void FaultyCommunicator::all_gather(const void* s, void* r, size_t n, DType t) {
   inner_.all_gather(s, r, n, t);
-  if (fault_ != "allgather_order" || size() < 2) return;
+  if (fault_ != CommFault::allgather_order || size() < 2) return;
   const size_t bytes = n * dtype_size(t);
   std::vector<char> tmp(bytes);
   char* base = static_cast<char*>(r);
@@ -55,7 +74,7 @@ void FaultyCommunicator::all_gather(const void* s, void* r, size_t n, DType t) {
 
 void FaultyCommunicator::all_to_all(const void* s, void* r, size_t n, DType t) {
   inner_.all_to_all(s, r, n, t);
-  if (fault_ != "a2a_order" || size() < 2) return;
+  if (fault_ != CommFault::a2a_order || size() < 2) return;
   const size_t bytes = n * dtype_size(t);
   char* base = static_cast<char*>(r);
   std::rotate(base, base + bytes, base + bytes * size());
@@ -63,7 +82,7 @@ void FaultyCommunicator::all_to_all(const void* s, void* r, size_t n, DType t) {
 
 void FaultyCommunicator::all_to_all_v(const void* s, const std::vector<size_t>& sc, const std::vector<size_t>& sd,
                                       void* r, const std::vector<size_t>& rc, const std::vector<size_t>& rd, DType t) {
-  if (fault_ != "a2a_order" || size() < 2) return inner_.all_to_all_v(s, sc, sd, r, rc, rd, t);
+  if (fault_ != CommFault::a2a_order || size() < 2) return inner_.all_to_all_v(s, sc, sd, r, rc, rd, t);
   // Every rank addresses block p to peer p+1: counts no longer match what the
   // peers expect, so exchange counts honestly first, then misdeliver.
   const int n = size();
@@ -91,7 +110,7 @@ void FaultyCommunicator::all_to_all_v(const void* s, const std::vector<size_t>& 
 }
 
 void FaultyCommunicator::broadcast(void* b, size_t n, DType t, int root) {
-  inner_.broadcast(b, n, t, fault_ == "broadcast_root" && size() > 1 ? (root + 1) % size() : root);
+  inner_.broadcast(b, n, t, fault_ == CommFault::broadcast_root && size() > 1 ? (root + 1) % size() : root);
 }
 
 }  // namespace sextant

@@ -141,7 +141,7 @@ void MpiCommunicator::all_reduce(const void* send, void* recv, size_t count, DTy
   const void* in = send == recv ? MPI_IN_PLACE : send;
   check_mpi(MPI_Allreduce(in, recv, as_int(count, "all_reduce"), mpi_type(dtype), mpi_op(dtype, op), comm_),
             "MPI_Allreduce");
-  this->count("all_reduce", ring_bytes_sent("all_reduce", count * dtype_size(dtype), size_));
+  this->count(CommOp::all_reduce, ring_bytes_sent(CommOp::all_reduce, count * dtype_size(dtype), size_));
 }
 
 void MpiCommunicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype, ReduceOp op) {
@@ -160,7 +160,7 @@ void MpiCommunicator::reduce_scatter(const void* send, void* recv, size_t recv_c
     check_mpi(MPI_Reduce_scatter_block(send, recv, n, mpi_type(dtype), mpi_op(dtype, op), comm_),
               "MPI_Reduce_scatter_block");
   }
-  this->count("reduce_scatter", ring_bytes_sent("reduce_scatter", recv_count * size_ * elem, size_));
+  this->count(CommOp::reduce_scatter, ring_bytes_sent(CommOp::reduce_scatter, recv_count * size_ * elem, size_));
 }
 
 void MpiCommunicator::all_gather(const void* send, void* recv, size_t send_count, DType dtype) {
@@ -170,14 +170,15 @@ void MpiCommunicator::all_gather(const void* send, void* recv, size_t send_count
   int n = as_int(send_count, "all_gather");
   check_mpi(MPI_Allgather(in_place ? MPI_IN_PLACE : send, n, mpi_type(dtype), recv, n, mpi_type(dtype), comm_),
             "MPI_Allgather");
-  this->count("all_gather", ring_bytes_sent("all_gather", send_count * size_ * elem, size_));
+  this->count(CommOp::all_gather, ring_bytes_sent(CommOp::all_gather, send_count * size_ * elem, size_));
 }
 
 void MpiCommunicator::all_to_all(const void* send, void* recv, size_t count_per_peer, DType dtype) {
   CommCallScope scope("all_to_all");
   int n = as_int(count_per_peer, "all_to_all");
   check_mpi(MPI_Alltoall(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), comm_), "MPI_Alltoall");
-  this->count("all_to_all", ring_bytes_sent("all_to_all", count_per_peer * size_ * dtype_size(dtype), size_));
+  this->count(CommOp::all_to_all,
+              ring_bytes_sent(CommOp::all_to_all, count_per_peer * size_ * dtype_size(dtype), size_));
 }
 
 void MpiCommunicator::all_to_all_v(const void* send, const std::vector<size_t>& send_counts,
@@ -196,13 +197,13 @@ void MpiCommunicator::all_to_all_v(const void* send, const std::vector<size_t>& 
   uint64_t sent = 0;
   for (size_t p = 0; p < n; ++p)
     if (static_cast<int>(p) != rank_) sent += send_counts[p] * dtype_size(dtype);
-  this->count("all_to_all_v", sent);
+  this->count(CommOp::all_to_all_v, sent);
 }
 
 void MpiCommunicator::broadcast(void* buffer, size_t count, DType dtype, int root) {
   CommCallScope scope("broadcast");
   check_mpi(MPI_Bcast(buffer, as_int(count, "broadcast"), mpi_type(dtype), root, comm_), "MPI_Bcast");
-  this->count("broadcast", ring_bytes_sent("broadcast", count * dtype_size(dtype), size_));
+  this->count(CommOp::broadcast, ring_bytes_sent(CommOp::broadcast, count * dtype_size(dtype), size_));
 }
 
 void MpiCommunicator::barrier() {
@@ -216,7 +217,7 @@ RequestPtr MpiCommunicator::iall_reduce(const void* send, void* recv, size_t cou
   check_mpi(MPI_Iallreduce(in, recv, as_int(count, "iall_reduce"), mpi_type(dtype), mpi_op(dtype, op), comm_,
                            request->handle()),
             "MPI_Iallreduce");
-  this->count("all_reduce", ring_bytes_sent("all_reduce", count * dtype_size(dtype), size_));
+  this->count(CommOp::all_reduce, ring_bytes_sent(CommOp::all_reduce, count * dtype_size(dtype), size_));
   return request;
 }
 
@@ -239,7 +240,7 @@ RequestPtr MpiCommunicator::ireduce_scatter(const void* send, void* recv, size_t
     check_mpi(MPI_Ireduce_scatter_block(send, recv, n, mpi_type(dtype), mpi_op(dtype, op), comm_, request->handle()),
               "MPI_Ireduce_scatter_block");
   }
-  this->count("reduce_scatter", ring_bytes_sent("reduce_scatter", recv_count * size_ * elem, size_));
+  this->count(CommOp::reduce_scatter, ring_bytes_sent(CommOp::reduce_scatter, recv_count * size_ * elem, size_));
   return request;
 }
 
@@ -251,7 +252,7 @@ RequestPtr MpiCommunicator::iall_gather(const void* send, void* recv, size_t sen
   check_mpi(MPI_Iallgather(in_place ? MPI_IN_PLACE : send, n, mpi_type(dtype), recv, n, mpi_type(dtype), comm_,
                            request->handle()),
             "MPI_Iallgather");
-  this->count("all_gather", ring_bytes_sent("all_gather", send_count * size_ * elem, size_));
+  this->count(CommOp::all_gather, ring_bytes_sent(CommOp::all_gather, send_count * size_ * elem, size_));
   return request;
 }
 
@@ -259,7 +260,7 @@ RequestPtr MpiCommunicator::isend(const void* buffer, size_t count, DType dtype,
   auto request = std::make_unique<MpiRequest>("wait send to", peer);
   check_mpi(MPI_Isend(buffer, as_int(count, "isend"), mpi_type(dtype), peer, tag, comm_, request->handle()),
             "MPI_Isend");
-  this->count("send", count * dtype_size(dtype));
+  this->count(CommOp::send, count * dtype_size(dtype));
   return request;
 }
 

@@ -89,10 +89,10 @@ TEST(MpiCommunicator, SplitAndTrafficCounters) {
   c.reset_stats();
   Tensor t = Tensor::zeros({1024}, DType::f32);
   c.all_reduce(t);
-  EXPECT_EQ(c.stats().bytes_sent["all_reduce"], ring_bytes_sent("all_reduce", 4096, c.size()));
-  EXPECT_EQ(ring_bytes_sent("all_reduce", 4096, 4), 2u * 4096 * 3 / 4);
-  EXPECT_EQ(ring_bytes_sent("all_gather", 4096, 4) + ring_bytes_sent("reduce_scatter", 4096, 4),
-            ring_bytes_sent("all_reduce", 4096, 4))
+  EXPECT_EQ(c.stats().bytes_sent["all_reduce"], ring_bytes_sent(CommOp::all_reduce, 4096, c.size()));
+  EXPECT_EQ(ring_bytes_sent(CommOp::all_reduce, 4096, 4), 2u * 4096 * 3 / 4);
+  EXPECT_EQ(ring_bytes_sent(CommOp::all_gather, 4096, 4) + ring_bytes_sent(CommOp::reduce_scatter, 4096, 4),
+            ring_bytes_sent(CommOp::all_reduce, 4096, 4))
       << "SP's AG + RS moves what the all-reduce moves";
 }
 

@@ -218,7 +218,7 @@ void NcclCommunicator::all_reduce(const void* send, void* recv, size_t count, DT
     check_nccl(ncclAllReduce(send, recv, count, nccl_type(dtype), nccl_op(op), m.comm, m.stream), "ncclAllReduce",
                m.comm);
   });
-  this->count("all_reduce", ring_bytes_sent("all_reduce", count * dtype_size(dtype), m.size));
+  this->count(CommOp::all_reduce, ring_bytes_sent(CommOp::all_reduce, count * dtype_size(dtype), m.size));
 }
 
 void NcclCommunicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype, ReduceOp op) {
@@ -227,7 +227,8 @@ void NcclCommunicator::reduce_scatter(const void* send, void* recv, size_t recv_
     check_nccl(ncclReduceScatter(send, recv, recv_count, nccl_type(dtype), nccl_op(op), m.comm, m.stream),
                "ncclReduceScatter", m.comm);
   });
-  this->count("reduce_scatter", ring_bytes_sent("reduce_scatter", recv_count * m.size * dtype_size(dtype), m.size));
+  this->count(CommOp::reduce_scatter,
+              ring_bytes_sent(CommOp::reduce_scatter, recv_count * m.size * dtype_size(dtype), m.size));
 }
 
 void NcclCommunicator::all_gather(const void* send, void* recv, size_t send_count, DType dtype) {
@@ -235,7 +236,7 @@ void NcclCommunicator::all_gather(const void* send, void* recv, size_t send_coun
   m.collective([&] {
     check_nccl(ncclAllGather(send, recv, send_count, nccl_type(dtype), m.comm, m.stream), "ncclAllGather", m.comm);
   });
-  this->count("all_gather", ring_bytes_sent("all_gather", send_count * m.size * dtype_size(dtype), m.size));
+  this->count(CommOp::all_gather, ring_bytes_sent(CommOp::all_gather, send_count * m.size * dtype_size(dtype), m.size));
 }
 
 RequestPtr NcclCommunicator::iall_reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op) {
@@ -244,7 +245,7 @@ RequestPtr NcclCommunicator::iall_reduce(const void* send, void* recv, size_t co
     check_nccl(ncclAllReduce(send, recv, count, nccl_type(dtype), nccl_op(op), m.comm, m.stream), "ncclAllReduce",
                m.comm);
   });
-  this->count("all_reduce", ring_bytes_sent("all_reduce", count * dtype_size(dtype), m.size));
+  this->count(CommOp::all_reduce, ring_bytes_sent(CommOp::all_reduce, count * dtype_size(dtype), m.size));
   return request;
 }
 
@@ -255,7 +256,8 @@ RequestPtr NcclCommunicator::ireduce_scatter(const void* send, void* recv, size_
     check_nccl(ncclReduceScatter(send, recv, recv_count, nccl_type(dtype), nccl_op(op), m.comm, m.stream),
                "ncclReduceScatter", m.comm);
   });
-  this->count("reduce_scatter", ring_bytes_sent("reduce_scatter", recv_count * m.size * dtype_size(dtype), m.size));
+  this->count(CommOp::reduce_scatter,
+              ring_bytes_sent(CommOp::reduce_scatter, recv_count * m.size * dtype_size(dtype), m.size));
   return request;
 }
 
@@ -264,7 +266,7 @@ RequestPtr NcclCommunicator::iall_gather(const void* send, void* recv, size_t se
   RequestPtr request = m.nonblocking([&] {
     check_nccl(ncclAllGather(send, recv, send_count, nccl_type(dtype), m.comm, m.stream), "ncclAllGather", m.comm);
   });
-  this->count("all_gather", ring_bytes_sent("all_gather", send_count * m.size * dtype_size(dtype), m.size));
+  this->count(CommOp::all_gather, ring_bytes_sent(CommOp::all_gather, send_count * m.size * dtype_size(dtype), m.size));
   return request;
 }
 
@@ -273,7 +275,8 @@ void NcclCommunicator::all_to_all(const void* send, void* recv, size_t count_per
   std::vector<size_t> counts(n, count_per_peer), displs(n);
   for (size_t p = 0; p < n; ++p) displs[p] = p * count_per_peer;
   impl_->exchange(static_cast<const char*>(send), counts, displs, static_cast<char*>(recv), counts, displs, dtype);
-  this->count("all_to_all", ring_bytes_sent("all_to_all", count_per_peer * n * dtype_size(dtype), impl_->size));
+  this->count(CommOp::all_to_all,
+              ring_bytes_sent(CommOp::all_to_all, count_per_peer * n * dtype_size(dtype), impl_->size));
 }
 
 void NcclCommunicator::all_to_all_v(const void* send, const std::vector<size_t>& send_counts,
@@ -288,7 +291,7 @@ void NcclCommunicator::all_to_all_v(const void* send, const std::vector<size_t>&
   uint64_t sent = 0;
   for (size_t p = 0; p < n; ++p)
     if (static_cast<int>(p) != impl_->rank) sent += send_counts[p] * dtype_size(dtype);
-  this->count("all_to_all_v", sent);
+  this->count(CommOp::all_to_all_v, sent);
 }
 
 void NcclCommunicator::broadcast(void* buffer, size_t count, DType dtype, int root) {
@@ -296,7 +299,7 @@ void NcclCommunicator::broadcast(void* buffer, size_t count, DType dtype, int ro
   m.collective([&] {
     check_nccl(ncclBroadcast(buffer, buffer, count, nccl_type(dtype), root, m.comm, m.stream), "ncclBroadcast", m.comm);
   });
-  this->count("broadcast", ring_bytes_sent("broadcast", count * dtype_size(dtype), m.size));
+  this->count(CommOp::broadcast, ring_bytes_sent(CommOp::broadcast, count * dtype_size(dtype), m.size));
 }
 
 void NcclCommunicator::barrier() {
@@ -314,7 +317,7 @@ RequestPtr NcclCommunicator::isend(const void* buffer, size_t count, DType dtype
   std::shared_ptr<GroupDone> done = m.group;
   check_nccl(ncclSend(buffer, count, nccl_type(dtype), peer, m.comm, m.stream), "ncclSend", m.comm);
   if (own_group) m.close_group();
-  this->count("send", count * dtype_size(dtype));
+  this->count(CommOp::send, count * dtype_size(dtype));
   return std::make_unique<NcclRequest>(std::move(done));
 }
 

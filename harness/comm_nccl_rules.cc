@@ -48,7 +48,7 @@ RequestPtr NcclRulesCommunicator::issue(bool send, const void* buffer, size_t co
   MPI_Request request = MPI_REQUEST_NULL;
   if (send) {
     check_mpi(MPI_Issend(buffer, byte_count(count, dtype), MPI_BYTE, peer, 0, p2p_, &request), "MPI_Issend");
-    this->count("send", count * dtype_size(dtype));
+    this->count(CommOp::send, count * dtype_size(dtype));
   } else {
     check_mpi(MPI_Irecv(const_cast<void*>(buffer), byte_count(count, dtype), MPI_BYTE, peer, 0, p2p_, &request),
               "MPI_Irecv");

@@ -14,8 +14,8 @@
 #include <memory>
 #include <vector>
 
-#include "harness/comm_faulty.h"
 #include "harness/comm_mpi.h"
+#include "harness/comm_wrappers.h"
 
 namespace sextant {
 

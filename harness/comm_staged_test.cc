@@ -74,7 +74,7 @@ TEST(StagedCommunicator, SaysWhatItIsAndCountsLikeMpi) {
   EXPECT_FALSE(comm->overlaps_compute());
   std::vector<double> x(10, 1.0);
   comm->all_reduce(x.data(), x.data(), 10, DType::f64, ReduceOp::sum);
-  EXPECT_EQ(comm->stats().bytes_sent["all_reduce"], ring_bytes_sent("all_reduce", 80, comm->size()));
+  EXPECT_EQ(comm->stats().bytes_sent["all_reduce"], ring_bytes_sent(CommOp::all_reduce, 80, comm->size()));
   EXPECT_EQ(x[0], comm->size());
 }
 

@@ -45,10 +45,10 @@ std::vector<const CaseDef*> cases_planting(const std::vector<const CaseDef*>& de
   std::vector<const CaseDef*> planted;
   std::set<std::string> known;
   for (const CaseDef* d : defs) {
-    known.insert(d->faults.begin(), d->faults.end());
+    for (const FaultDoc& f : d->faults) known.insert(f.name);
     for (KernelFault k : d->kernel_faults) known.insert(kernel_fault_info(k).name);
-    const bool plants = kernel ? std::count(d->kernel_faults.begin(), d->kernel_faults.end(), *kernel) > 0
-                               : std::count(d->faults.begin(), d->faults.end(), fault) > 0;
+    const bool plants =
+        kernel ? std::count(d->kernel_faults.begin(), d->kernel_faults.end(), *kernel) > 0 : d->plants(fault);
     if (plants) planted.push_back(d);
   }
   require(!planted.empty(), cat("--fault '", fault, "' is not planted by any selected case (known: ",

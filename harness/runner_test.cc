@@ -24,7 +24,7 @@ Registry toy_registry() {
   CaseTable<Toy> t;
   t.suite = "toy";
   t.name = "sum";
-  t.faults = {"off_by_one"};
+  t.faults = {{"toy", "off_by_one", "adds one to the sum", "every config"}};
   t.options = {OptionSpec::integer("n", -100, 100, "elements"), OptionSpec::boolean("explode", "setup throws")};
   t.configs = [](const SweepRequest& req) {
     CaseConfig c;

@@ -164,7 +164,7 @@ inline void check_traffic_counters(Communicator& c) {
   requests.push_back(c.isend(static_cast<float*>(one.raw()) + 2, 2, DType::f32, (c.rank() + 1) % n, 0));
   c.group_end();
   wait_all(requests);
-  EXPECT_EQ(c.stats().bytes_sent["all_reduce"], ring_bytes_sent("all_reduce", 256, n));
+  EXPECT_EQ(c.stats().bytes_sent["all_reduce"], ring_bytes_sent(CommOp::all_reduce, 256, n));
   EXPECT_EQ(c.stats().calls["all_reduce"], 1u);
   EXPECT_EQ(c.stats().bytes_sent["send"], 8u);
   c.reset_stats();

@@ -15,7 +15,7 @@ namespace {
 // boundary; the member's own block stays exact).
 std::vector<int64_t> key_positions(const BlockPlan& plan, int q_member, int k_member) {
   std::vector<int64_t> pos = plan.positions.at(k_member);
-  if (plan.faults.mask_off_by_one && k_member != q_member)
+  if (plan.fault == Fault::mask_off_by_one && k_member != q_member)
     for (int64_t& p : pos) p -= 1;
   return pos;
 }

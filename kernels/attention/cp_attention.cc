@@ -9,34 +9,6 @@
 
 namespace sextant::cp {
 
-const std::vector<std::string>& Faults::names() {
-  static const std::vector<std::string> names = {"ring_skip_step",     "lse_add",           "mask_off_by_one",
-                                                 "zigzag_order",       "dkv_not_returned",  "ulysses_swap",
-                                                 "thd_cross_boundary", "thd_zigzag_stream", "cu_seqlens_off_by_one"};
-  return names;
-}
-
-Faults Faults::parse(const std::string& name) {
-  Faults f;
-  if (name.empty()) return f;
-  if (name == "ring_skip_step") f.ring_skips_last_step = true;
-  else if (name == "lse_add") f.lse_added = true;
-  else if (name == "mask_off_by_one") f.mask_off_by_one = true;
-  else if (name == "zigzag_order") f.zigzag_order_swapped = true;
-  else if (name == "dkv_not_returned") f.dkv_not_returned = true;
-  else if (name == "ulysses_swap") f.ulysses_swapped = true;
-  else if (name == "thd_cross_boundary") f.attends_across_sequences = true;
-  else if (name == "thd_zigzag_stream") f.zigzag_whole_stream = true;
-  else if (name == "cu_seqlens_off_by_one") f.cu_seqlens_off_by_one = true;
-  else throw UsageError(cat("--fault '", name, "' is not an attention fault (known: ", join(names(), ", "), ")"));
-  return f;
-}
-
-bool Faults::any() const {
-  return ring_skips_last_step || lse_added || mask_off_by_one || zigzag_order_swapped || dkv_not_returned ||
-         ulysses_swapped || attends_across_sequences || zigzag_whole_stream || cu_seqlens_off_by_one;
-}
-
 namespace {
 
 struct Geometry {
@@ -55,10 +27,10 @@ Geometry geometry_of(const Comms& comms) {
 // The chunks of CP rank c as the kernel believes them (the planted zigzag
 // faults swap a rank's two chunks, or zigzag a packed stream as one sequence).
 std::vector<Chunk> chunks_of(const Options& o, int cp, int c) {
-  std::vector<Chunk> chunks = o.packing.packed() && !o.faults.zigzag_whole_stream
+  std::vector<Chunk> chunks = o.packing.packed() && o.fault != Fault::thd_zigzag_stream
                                   ? shard_chunks(o.layout, o.packing, cp, c)
                                   : shard_chunks(o.layout, o.seq, cp, c);
-  if (o.faults.zigzag_order_swapped) std::reverse(chunks.begin(), chunks.end());
+  if (o.fault == Fault::zigzag_order) std::reverse(chunks.begin(), chunks.end());
   return chunks;
 }
 
@@ -66,7 +38,7 @@ std::vector<Chunk> chunks_of(const Options& o, int cp, int c) {
 // between sequences sits one row late (the rows stay where they are).
 Packing mask_packing(const Options& o) {
   Packing p = o.packing;
-  if (o.faults.cu_seqlens_off_by_one && p.padded.size() > 1) ++p.padded.front(), --p.padded.back();
+  if (o.fault == Fault::cu_seqlens_off_by_one && p.padded.size() > 1) ++p.padded.front(), --p.padded.back();
   return p;
 }
 
@@ -74,8 +46,8 @@ Packing mask_packing(const Options& o) {
 // Ulysses stage a member holds the rows of its whole a2a group (A
 // consecutive CP ranks), in group order.
 BlockPlan plan_for(const Options& o, const Geometry& g, Stats* stats) {
-  BlockPlan plan{o.causal, MemberPositions(g.kv_size), {}, o.faults, stats, o.attention_impl};
-  const bool packed = o.causal && o.packing.packed() && !o.faults.attends_across_sequences;
+  BlockPlan plan{o.causal, MemberPositions(g.kv_size), {}, o.fault, stats, o.attention_impl};
+  const bool packed = o.causal && o.packing.packed() && o.fault != Fault::thd_cross_boundary;
   if (packed) plan.sequences.resize(g.kv_size);
   for (int m = 0; m < g.kv_size; ++m)
     for (int a = 0; a < g.a2a_size; ++a) {
@@ -102,7 +74,7 @@ void check_inputs(const char* op, const Options& o, const Geometry& g, const Ten
 }
 
 Tensor scatter(const Comms& c, const Options& o, const Tensor& x) {
-  return c.a2a ? scatter_heads(*c.a2a, x, o.faults.ulysses_swapped) : x;
+  return c.a2a ? scatter_heads(*c.a2a, x, o.fault == Fault::ulysses_swap) : x;
 }
 
 }  // namespace

@@ -34,39 +34,13 @@
 
 #include "harness/comm.h"
 #include "harness/tensor.h"
+#include "kernels/attention/cp_faults.h"
+#include "kernels/attention/cp_types.h"
 #include "kernels/attention/layout.h"
+#include "kernels/attention/packing.h"
 #include "kernels/ops/attention_block.h"
 
 namespace sextant::cp {
-
-// Planted faults (docs/CONFORMANCE.md: a check is only as good as the faults
-// it catches). Each one is a bug a real implementation could have.
-struct Faults {
-  bool ring_skips_last_step = false;  // ring_skip_step: the ring stops one block short
-  bool lse_added = false;             // lse_add: partial LSEs merged by adding, not log-sum-exp
-  bool mask_off_by_one = false;       // mask_off_by_one: the causal mask is off by one at block
-                                      //   boundaries: blocks from other members sit one position early,
-                                      //   so the row before a block sees its first key
-  bool zigzag_order_swapped = false;  // zigzag_order: the kernel places a rank's two chunks in
-                                      //   swapped order
-  bool dkv_not_returned = false;      // dkv_not_returned: the dK/dV accumulators skip their last hop
-                                      //   and stay on the rank before their owner
-  bool ulysses_swapped = false;       // ulysses_swap: the all-to-all reads its blocks with the
-                                      //   heads and sequence dims swapped
-  // Packed sequences (THD):
-  bool attends_across_sequences = false;  // thd_cross_boundary: the mask forgets the sequences (one
-                                          //   causal stream: rows attend into earlier sequences)
-  bool zigzag_whole_stream = false;       // thd_zigzag_stream: the kernel believes the packed stream
-                                          //   zigzagged as one sequence, not each sequence on its own
-  bool cu_seqlens_off_by_one = false;     // cu_seqlens_off_by_one: every boundary between sequences
-                                          //   sits one row late in the mask
-
-  static const std::vector<std::string>& names();
-  static Faults parse(const std::string& name);  // "" -> none; unknown -> UsageError
-  bool any() const;
-};
-
-enum class KvExchange { ring, allgather };
 
 struct Options {
   bool causal = false;
@@ -74,7 +48,7 @@ struct Options {
   int64_t seq = 0;  // global sequence length (packed: packing.rows(), the padded stream)
   Packing packing;  // packed sequences (causal only); empty: one sequence
   KvExchange kv_exchange = KvExchange::ring;
-  Faults faults;
+  Fault fault = Fault::none;                                    // planted (cp_faults.h)
   ops::AttentionImpl attention_impl = ops::AttentionImpl::own;  // on a GPU: our kernels or cuDNN's
 };
 
@@ -84,16 +58,6 @@ struct Options {
 struct Comms {
   Communicator* a2a = nullptr;
   Communicator* kv = nullptr;
-};
-
-// What a call did, accumulated over calls: compute is the attention math
-// (block kernels, merges, accumulator adds) in CPU seconds of this process,
-// so ranks sharing a core still report their own work; on a GPU, the compute
-// stream's seconds timed with events.
-struct Stats {
-  double compute_s = 0;
-  int64_t scores = 0;  // score entries computed (tiles not fully masked; includes masked waste)
-  int64_t pairs = 0;   // visible (query, key) pairs x batch x heads: the work the layout hands out
 };
 
 struct Forward {

@@ -12,7 +12,8 @@
 #include <vector>
 
 #include "harness/comm.h"
-#include "kernels/attention/cp_attention.h"
+#include "kernels/attention/cp_faults.h"
+#include "kernels/attention/cp_types.h"
 #include "kernels/ops/attention_block.h"
 
 namespace sextant::cp {
@@ -25,7 +26,7 @@ struct BlockPlan {
   bool causal = false;
   MemberPositions positions;
   MemberPositions sequences;  // packed: the sequence of every row (attention_block.h); empty otherwise
-  Faults faults;
+  Fault fault = Fault::none;
   Stats* stats = nullptr;
   ops::AttentionImpl impl = ops::AttentionImpl::own;
 

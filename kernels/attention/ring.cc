@@ -81,7 +81,7 @@ ops::AttentionOut ring_forward(Communicator* ring, const Tensor& q, const Tensor
   ops::AttentionOut acc{Tensor::zeros(q.shape(), DType::f32, q.device()),
                         empty_lse(q.dim(0), q.dim(2), q.dim(1), q.device())};
   Tensor k_cur = k, v_cur = v;
-  const int steps = plan.faults.ring_skips_last_step ? members - 1 : members;
+  const int steps = plan.fault == Fault::ring_skip_step ? members - 1 : members;
   for (int step = 0; step < steps; ++step) {
     const int src = (me - step + members) % members;  // whose K/V block this is
     Tensor k_next, v_next;
@@ -92,7 +92,7 @@ ops::AttentionOut ring_forward(Communicator* ring, const Tensor& q, const Tensor
       ComputeTimer timer(plan.stats, q.device());
       ops::AttentionOut part = ops::attention_block_forward(q, k_cur, v_cur, mask, DType::f32, plan.impl);
       count_work(plan.stats, part.scores, mask, q, k_cur);
-      if (plan.faults.lse_added) merge_adding_lse(acc.out, acc.lse, part.out, part.lse);
+      if (plan.fault == Fault::lse_add) merge_adding_lse(acc.out, acc.lse, part.out, part.lse);
       else ops::attention_merge(acc.out, acc.lse, part.out, part.lse);
     }
     wait_all(inflight);
@@ -110,7 +110,7 @@ ops::AttentionGrads ring_backward(Communicator* ring, const Tensor& q, const Ten
   Tensor k_cur = k, v_cur = v;
   // f32 [b, n, hk, d]: the accumulators of the block held last step
   Tensor dk_acc = Tensor::zeros(k.shape(), DType::f32, device), dv_acc = Tensor::zeros(k.shape(), DType::f32, device);
-  const int steps = plan.faults.ring_skips_last_step ? members - 1 : members;
+  const int steps = plan.fault == Fault::ring_skip_step ? members - 1 : members;
   for (int step = 0; step < steps; ++step) {
     const int src = (me - step + members) % members;
     Tensor k_next, v_next, dk_in, dv_in;
@@ -138,7 +138,7 @@ ops::AttentionGrads ring_backward(Communicator* ring, const Tensor& q, const Ten
     if (step + 1 < members) k_cur = k_next, v_cur = v_next;
   }
   // The accumulators now belong to the next member: one more hop takes them home.
-  if (members > 1 && !plan.faults.dkv_not_returned) {
+  if (members > 1 && plan.fault != Fault::dkv_not_returned) {
     Tensor dk_home, dv_home;
     std::vector<RequestPtr> home = pass_on(*ring, {&dk_acc, &dv_acc}, {&dk_home, &dv_home}, kTagDk);
     wait_all(home);

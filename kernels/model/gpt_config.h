@@ -45,7 +45,7 @@ struct GptConfig {
   ops::AttentionImpl attention_impl = ops::AttentionImpl::own;  // attention blocks on a GPU
   bool regather = true;                // SP: column-parallel inputs saved as shards, all-gathered again for dW
   bool distributed_optimizer = false;  // ZeRO-1: optimizer state sharded over the gradient groups
-  // Data-parallel communication (kernels/model/optimizer.h): gradient
+  // Data-parallel communication (kernels/data_parallel/optimizer.h): gradient
   // buckets of whole layers, reverse order, each closing at bucket_mb MB of
   // f32 gradients (0: one layer per bucket); reduced during the backward
   // (Megatron's --overlap-grad-reduce) and, under ZeRO, parameters gathered

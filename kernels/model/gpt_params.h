@@ -25,11 +25,12 @@
 
 #include "harness/grid.h"
 #include "harness/tensor.h"
+#include "kernels/data_parallel/trained_param.h"
 #include "kernels/model/gpt_config.h"
 
 namespace sextant::model {
 
-enum class GradGroup { dense, expert };  // dense: dp x cp; expert: EDP
+using dp::GradGroup;  // dense: dp x cp; expert: EDP
 
 struct ParamSpec {
   std::string name;

@@ -24,10 +24,10 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/data_parallel/unit_hooks.h"
 #include "kernels/model/data.h"
 #include "kernels/model/gpt_layer.h"
 #include "kernels/model/param_store.h"
-#include "kernels/model/unit_hooks.h"
 #include "kernels/pipeline/executor.h"
 #include "kernels/tensor_parallel/vocab.h"
 
@@ -35,7 +35,7 @@ namespace sextant::model {
 
 class GptStages : public pp::StageCompute {
  public:
-  // Planted faults (see step_fault_names).
+  // Planted faults (step_faults.h).
   struct Faults {
     bool drop_residual = false;          // stage_drops_residual
     bool early_gradients_final = false;  // early_grad_bucket: "final" announced before the last W
@@ -43,7 +43,7 @@ class GptStages : public pp::StageCompute {
   // stages: the pipeline stages this rank runs (schedule.stages_of(pp rank)).
   GptStages(const GptConfig& config, const ParallelConfig& parallel, std::vector<int> stages, ParamStore& store,
             const LayerEnv& env, Faults faults);
-  void set_hooks(UnitHooks* hooks) { hooks_ = hooks; }
+  void set_hooks(dp::UnitHooks* hooks) { hooks_ = hooks; }
 
   Shape boundary_shape(int stage) const override;
   DType dtype() const override { return config_.dtype; }  // activations and their gradients
@@ -95,7 +95,7 @@ class GptStages : public pp::StageCompute {
   int64_t layers_per_stage_ = 0;
   const tp::TpGroup* tp_;
   Faults faults_;
-  UnitHooks* hooks_ = nullptr;
+  dp::UnitHooks* hooks_ = nullptr;
   std::vector<int> weight_grads_done_;             // per unit: microbatches whose W ran this step
   Device device_;                                  // the store's: parameters, activations and gradients
   std::vector<std::unique_ptr<GptLayer>> layers_;  // the layers of this rank's stages, ascending

@@ -8,9 +8,9 @@
 #include <memory>
 #include <string>
 
+#include "harness/comm_wrappers.h"
 #include "harness/grid_comms.h"
 #include "kernels/model/gpt_config.h"
-#include "kernels/model/timed_comm.h"
 
 namespace sextant::model {
 

@@ -10,7 +10,7 @@ namespace sextant::model {
 
 ParamStore::ParamStore(const GptConfig& config, const ParallelConfig& parallel, const RankCoords& coords,
                        const std::vector<int>& layers, bool with_embedding, bool with_head, Device device)
-    : specs_(param_specs(config)), device_(device), compute_dtype_(config.dtype) {
+    : specs_(param_specs(config)), layers_(config.layers), device_(device), compute_dtype_(config.dtype) {
   for (int i = 0; i < static_cast<int>(specs_.size()); ++i) {
     const ParamSpec& spec = specs_[i];
     const bool held = spec.layer >= 0            ? std::count(layers.begin(), layers.end(), spec.layer) > 0
@@ -21,6 +21,10 @@ ParamStore::ParamStore(const GptConfig& config, const ParallelConfig& parallel, 
       Param p;
       p.spec = &specs_[i];
       p.block = b;
+      p.unit = unit_of(spec, config.layers);
+      p.group = spec.group;
+      p.sp_partial = spec.sp_partial;
+      p.is_layernorm = spec.is_layernorm;
       p.value = Tensor::zeros(b.local, DType::f32, device);
       p.compute = compute_dtype_ == DType::f32 ? p.value : Tensor::zeros(b.local, compute_dtype_, device);
       p.grad = Tensor::zeros(b.local, DType::f32, device);
@@ -44,15 +48,22 @@ void ParamStore::initialize(uint64_t seed) {
   refresh_compute();
 }
 
-void ParamStore::refresh_compute() {
-  std::vector<Param*> all;
-  for (Param& p : params_) all.push_back(&p);
-  refresh_compute(all);
+void ParamStore::refresh_compute() { refresh_compute(trained_set().params); }
+
+dp::TrainedSet ParamStore::trained_set() {
+  dp::TrainedSet set;
+  for (Param& p : params_) set.params.push_back(&p);
+  set.device = device_;
+  set.units = unit_count(layers_);
+  set.refresh_compute = [this](const std::vector<dp::TrainedParam*>& params) { refresh_compute(params); };
+  return set;
 }
 
-void ParamStore::refresh_compute(const std::vector<Param*>& params) {
+// Every TrainedParam of this store is a Param (trained_set hands out no other).
+void ParamStore::refresh_compute(const std::vector<dp::TrainedParam*>& trained) {
   if (compute_dtype_ == DType::f32) return;
-  for (Param* p : params) {
+  for (dp::TrainedParam* t : trained) {
+    Param* p = static_cast<Param*>(t);
     if (device_ == Device::host) p->compute.copy_from(p->value.to(compute_dtype_));
     else  // in place on the compute stream: no temporary device allocation per parameter
       cuda_convert(p->compute.raw(), compute_dtype_, p->value.raw(), DType::f32, static_cast<size_t>(p->value.numel()));

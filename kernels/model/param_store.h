@@ -10,17 +10,16 @@
 #include <string>
 #include <vector>
 
+#include "kernels/data_parallel/trained_param.h"
 #include "kernels/model/gpt_params.h"
 
 namespace sextant::model {
 
-struct Param {
+// value, grad and the moments are [block.local] f32 (dp::TrainedParam).
+struct Param : dp::TrainedParam {
   const ParamSpec* spec = nullptr;
   ParamBlock block;
-  Tensor value;                // [block.local] f32, what the optimizer updates
-  Tensor compute;              // [block.local] in the model's dtype: value itself in f32, else a rounded copy
-  Tensor grad;                 // [block.local] f32, summed over microbatches, then reduced
-  Tensor exp_avg, exp_avg_sq;  // Adam moments (unsharded optimizer)
+  Tensor compute;  // [block.local] in the model's dtype: value itself in f32, else a rounded copy
 };
 
 class ParamStore {
@@ -37,7 +36,9 @@ class ParamStore {
   // compute = value rounded to the compute dtype (nothing to do in f32),
   // for every block or some.
   void refresh_compute();
-  void refresh_compute(const std::vector<Param*>& params);
+  void refresh_compute(const std::vector<dp::TrainedParam*>& params);
+  // The blocks as the optimizer trains them, in store order.
+  dp::TrainedSet trained_set();
   DType compute_dtype() const { return compute_dtype_; }
 
   Device device() const { return device_; }
@@ -51,6 +52,7 @@ class ParamStore {
  private:
   std::vector<ParamSpec> specs_;
   std::vector<Param> params_;
+  int64_t layers_ = 0;
   Device device_;
   DType compute_dtype_;
 };

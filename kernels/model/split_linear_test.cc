@@ -5,10 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include "harness/comm_wrappers.h"
 #include "harness/compare.h"
 #include "harness/rng.h"
 #include "harness/testing/mpi_world.h"
-#include "kernels/model/timed_comm.h"
 
 namespace sextant::model {
 namespace {

@@ -10,45 +10,16 @@
 
 namespace sextant::model {
 
-const std::vector<std::string>& step_fault_names() {
-  static const std::vector<std::string> names = {
-      "no_cp_grad_reduce",    "experts_over_dp",   "no_sp_layernorm_reduce", "loss_token_count",
-      "stage_drops_residual", "early_grad_bucket", "unwaited_param_gather"};
-  return names;
-}
-
-bool step_fault_visible(const std::string& fault, const GptConfig& c, const ParallelConfig& p) {
-  if (fault == "no_cp_grad_reduce") return p.cp > 1;
-  if (fault == "no_sp_layernorm_reduce") return p.sp && p.tp > 1;
-  if (fault == "loss_token_count") return p.dp * p.cp > 1;
-  if (fault == "stage_drops_residual") return p.pp * p.vpp > 1;
-  if (fault == "early_grad_bucket") return c.overlap_grad_reduce;
-  if (fault == "unwaited_param_gather") return c.overlap_param_gather;  // (ZeRO; shows from the second step)
-  if (fault == "experts_over_dp") {  // only where the dense DP group is not the EDP group
-    if (c.moe_layer_count() == 0) return false;
-    const RankGrid grid(p, p.world());
-    for (int r = 0; r < p.world(); ++r)
-      if (grid.group(Dim::dp, r) != grid.group(Dim::edp, r)) return true;
-    return false;
-  }
-  throw UsageError(cat("--fault '", fault, "' is not a step fault (known: ", join(step_fault_names(), ", "), ")"));
-}
-
-namespace {
-bool has(const std::string& fault, const char* name) { return fault == name; }
-}  // namespace
-
 // Device work is asynchronous (one compute stream; NCCL enqueues too): host
 // clocks read after it finished.
 void GptTrainer::synchronize() const {
   if (comms_.device != Device::host) cuda_synchronize();
 }
 
-GptTrainer::GptTrainer(const GptConfig& config, ModelComms& comms, uint64_t seed, const std::string& fault)
+GptTrainer::GptTrainer(const GptConfig& config, ModelComms& comms, uint64_t seed, Fault fault)
     : config_(config), comms_(comms), seed_(seed), fault_(fault), tokens_(token_source(config, seed)) {
   const ParallelConfig& p = comms.parallel;
   validate(config_, p);
-  if (!fault_.empty()) step_fault_visible(fault_, config_, p);  // rejects unknown names
   tp_ = std::make_unique<tp::TpGroup>(tp::TpGroup{*comms.tp, p.sp, config.regather});
   pp::Schedule schedule = pp::make_schedule(config.schedule, p.pp, config.microbatches, p.vpp);
   const std::vector<int> stages = schedule.stages_of(comms.pp->rank());
@@ -59,15 +30,19 @@ GptTrainer::GptTrainer(const GptConfig& config, ModelComms& comms, uint64_t seed
   const bool first = std::count(stages.begin(), stages.end(), 0) > 0;
   const bool last = std::count(stages.begin(), stages.end(), schedule.stages - 1) > 0;
   store_ = std::make_unique<ParamStore>(config, p, comms.coords, layers, first, last, comms.device);
-  const GptStages::Faults stage_faults{has(fault_, "stage_drops_residual"), has(fault_, "early_grad_bucket")};
+  const GptStages::Faults stage_faults{fault_ == Fault::stage_drops_residual, fault_ == Fault::early_grad_bucket};
   stages_ = std::make_unique<GptStages>(config, p, stages, *store_, layer_env(), stage_faults);
   pp::ExecutorOptions options;
   options.host = comms.host_pp.get();
   executor_ = std::make_unique<pp::PipelineExecutor>(std::move(schedule), *comms.pp, *stages_, options);
-  const OptimizerFaults faults{has(fault_, "no_cp_grad_reduce"), has(fault_, "experts_over_dp"),
-                               has(fault_, "no_sp_layernorm_reduce"), has(fault_, "unwaited_param_gather")};
-  const OptimizerComms oc{comms.tp.get(), p.sp, comms.dp.get(), comms.dp_cp.get(), comms.edp.get()};
-  optimizer_ = std::make_unique<Optimizer>(*store_, oc, config, faults);
+  const dp::OptimizerFaults faults{fault_ == Fault::no_cp_grad_reduce, fault_ == Fault::experts_over_dp,
+                                   fault_ == Fault::no_sp_layernorm_reduce, fault_ == Fault::unwaited_param_gather};
+  const dp::OptimizerComms oc{comms.tp.get(), p.sp, comms.dp.get(), comms.dp_cp.get(), comms.edp.get()};
+  const dp::OptimizerConfig optimizer{config.adam,
+                                      config.distributed_optimizer,
+                                      {config.overlap_grad_reduce, config.overlap_param_gather},
+                                      config.bucket_mb};
+  optimizer_ = std::make_unique<dp::Optimizer>(store_->trained_set(), oc, optimizer, faults);
   stages_->set_hooks(optimizer_.get());
   reset();
 }
@@ -117,7 +92,7 @@ void GptTrainer::forward_backward(StepReport& report) {
     data.push_back(microbatch_data(config_, p, comms_.coords, tokens_, data_step_, mb));
   // The loss is the mean over every prediction of the global batch. The
   // planted fault averages over this rank's own tokens instead.
-  const double tokens = has(fault_, "loss_token_count")
+  const double tokens = fault_ == Fault::loss_token_count
                             ? static_cast<double>(config_.batch / p.dp) * (config_.seq / p.cp)
                             : static_cast<double>(config_.tokens_per_step());
   stages_->begin_step(std::move(data), 1.0 / tokens);

@@ -18,24 +18,13 @@
 #include <string>
 #include <vector>
 
+#include "kernels/data_parallel/optimizer.h"
 #include "kernels/model/gpt_stages.h"
 #include "kernels/model/model_comms.h"
-#include "kernels/model/optimizer.h"
+#include "kernels/model/step_faults.h"
 #include "kernels/pipeline/executor.h"
 
 namespace sextant::model {
-
-// Planted faults (docs/CONFORMANCE.md; each one a bug real 6D code has had):
-//   no_cp_grad_reduce       dense gradients summed over dp only, not dp x cp
-//   experts_over_dp         expert gradients summed over the dense DP group instead of EDP
-//   no_sp_layernorm_reduce  under SP, LayerNorm gradients not summed over TP
-//   loss_token_count        each rank averages the loss over its own tokens, not the B * seq of the batch
-//   stage_drops_residual    after a pipeline stage boundary the first layer drops its residual
-//   early_grad_bucket       overlap_grad_reduce: a bucket is reduced before its last weight gradient is written
-//   unwaited_param_gather   overlap_param_gather: the forward reads parameters before their all-gather completes
-const std::vector<std::string>& step_fault_names();
-// Whether a fault can change the results of this config (it needs the dimension it breaks).
-bool step_fault_visible(const std::string& fault, const GptConfig& c, const ParallelConfig& p);
 
 struct StepReport {
   double loss = 0;                          // mean over the B * seq predictions of the step's batch
@@ -52,7 +41,7 @@ struct StepReport {
 class GptTrainer {
  public:
   // Collective over comms. Throws UsageError for configs validate() rejects.
-  GptTrainer(const GptConfig& config, ModelComms& comms, uint64_t seed, const std::string& fault = "");
+  GptTrainer(const GptConfig& config, ModelComms& comms, uint64_t seed, Fault fault = Fault::none);
 
   // Initial weights, zero moments, back to the first batch.
   void reset();
@@ -68,8 +57,8 @@ class GptTrainer {
   // order (pending ZeRO gathers stay pending; see Optimizer::parameter_values).
   std::vector<Tensor> parameter_values() { return optimizer_->parameter_values(); }
   // When data-parallel communication happens (not what): between steps.
-  void set_overlap(Overlap overlap) { optimizer_->set_overlap(overlap); }
-  const Overlap& overlap() const { return optimizer_->overlap(); }
+  void set_overlap(dp::Overlap overlap) { optimizer_->set_overlap(overlap); }
+  const dp::Overlap& overlap() const { return optimizer_->overlap(); }
   int bucket_count() const { return optimizer_->bucket_count(); }
   int buckets_started_in_backward() const { return optimizer_->buckets_started_in_backward(); }
   const TokenSource& tokens() const { return tokens_; }
@@ -90,12 +79,12 @@ class GptTrainer {
   GptConfig config_;
   ModelComms& comms_;
   uint64_t seed_;
-  std::string fault_;
+  Fault fault_;
   std::unique_ptr<tp::TpGroup> tp_;
   std::unique_ptr<ParamStore> store_;
   std::unique_ptr<GptStages> stages_;
   std::unique_ptr<pp::PipelineExecutor> executor_;
-  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<dp::Optimizer> optimizer_;
   TokenSource tokens_;
   int64_t data_step_ = 0;
 };

@@ -28,20 +28,17 @@
 #include <vector>
 
 #include "harness/comm.h"
+#include "kernels/moe/moe_types.h"
 #include "kernels/moe/router.h"
 
 namespace sextant::moe {
-
-enum class DispatcherKind { alltoall, allgather };
-std::string dispatcher_name(DispatcherKind kind);          // "alltoall", "allgather"
-DispatcherKind parse_dispatcher(const std::string& name);  // throws UsageError
 
 struct DispatchComms {
   Communicator* ep = nullptr;   // expert-parallel group: experts are sharded over it
   Communicator* etp = nullptr;  // expert tensor-parallel group: each expert's FFN is split over it
 };
 
-// Planted faults a dispatcher understands (see MoeFaults).
+// Planted faults a dispatcher understands (moe_faults.h).
 struct DispatchFaults {
   bool wrong_rank = false;             // alltoall: one row per rank goes to the neighbour of its expert's rank
   bool combine_without_probs = false;  // combine sums expert outputs without the routing probabilities

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "harness/comm_values.h"
 #include "harness/device.h"
 #include "harness/timing.h"
 #include "kernels/moe/dispatcher.h"
@@ -53,13 +54,6 @@ class BufferCache {
 // parts: [n * m, h], n blocks of m rows -> [m, h], their sum in block order
 // (f32 accumulation, rounded once to the storage dtype), on parts' device.
 Tensor sum_blocks(const Tensor& parts, int n);
-
-// Collectives of a few host values (counts, routing statistics) over a
-// communicator whose buffers may live on the device (nccl): staged through a
-// device copy there, called directly on host buffers otherwise.
-void small_all_reduce(Communicator& c, double* values, size_t count, ReduceOp op);
-void small_all_to_all(Communicator& c, const double* send, double* recv, size_t count_per_peer);
-void small_all_gather(Communicator& c, const double* send, double* recv, size_t count);
 
 std::unique_ptr<TokenDispatcher> make_alltoall_dispatcher(const DispatchComms& comms, int experts,
                                                           const DispatchFaults& faults);

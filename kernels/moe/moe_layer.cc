@@ -9,28 +9,6 @@
 
 namespace sextant::moe {
 
-const std::vector<std::string>& MoeFaults::names() {
-  static const std::vector<std::string> n = {"wrong_rank", "combine_no_probs", "unpermute_order", "no_edp_reduce",
-                                             "capacity_drop"};
-  return n;
-}
-
-MoeFaults MoeFaults::parse(const std::string& name) {
-  MoeFaults f;
-  if (name.empty()) return f;
-  if (name == "wrong_rank") f.wrong_rank = true;
-  else if (name == "combine_no_probs") f.combine_without_probs = true;
-  else if (name == "unpermute_order") f.unpermute_wrong_order = true;
-  else if (name == "no_edp_reduce") f.skip_edp_reduce = true;
-  else if (name == "capacity_drop") f.capacity_wrong_drop = true;
-  else throw UsageError(cat("--fault '", name, "' must be one of ", join(names(), ", ")));
-  return f;
-}
-
-bool MoeFaults::any() const {
-  return wrong_rank || combine_without_probs || unpermute_wrong_order || skip_edp_reduce || capacity_wrong_drop;
-}
-
 namespace {
 Tensor as_f32(const Tensor& t) { return t.dtype() == DType::f32 ? t : t.to(DType::f32); }
 Tensor as_dtype(const Tensor& t, DType dtype) { return t.dtype() == dtype ? t : t.to(dtype); }
@@ -44,9 +22,9 @@ MoeLayer::MoeLayer(const MoeOptions& options, const MoeComms& comms, MoeWeights 
   if (static_cast<int>(weights_.w1.size()) != local || static_cast<int>(weights_.w2.size()) != local)
     throw RuntimeError(cat("MoeLayer: ", weights_.w1.size(), " / ", weights_.w2.size(), " expert weights for ", local,
                            " local experts"));
-  options_.router.fault_wrong_drop = options.faults.capacity_wrong_drop;
-  const DispatchFaults df{options.faults.wrong_rank, options.faults.combine_without_probs,
-                          options.faults.unpermute_wrong_order};
+  options_.router.fault_wrong_drop = options.fault == Fault::capacity_drop;
+  const DispatchFaults df{options.fault == Fault::wrong_rank, options.fault == Fault::combine_no_probs,
+                          options.fault == Fault::unpermute_order};
   dispatcher_ = make_dispatcher(options.dispatcher, {comms.ep, comms.etp}, options.router.experts, df);
 }
 
@@ -128,7 +106,7 @@ Tensor MoeLayer::router_input_grad(const Tensor& dlogits, Tensor dx) {
 
 // One all-reduce over EDP of every local expert's f32 gradients, packed.
 void MoeLayer::reduce_expert_grads(std::vector<Tensor>& dw1, std::vector<Tensor>& dw2) {
-  if (comms_.edp->size() == 1 || options_.faults.skip_edp_reduce) return;
+  if (comms_.edp->size() == 1 || options_.fault == Fault::no_edp_reduce) return;
   std::vector<Tensor*> parts;
   for (size_t l = 0; l < dw1.size(); ++l) {
     parts.push_back(&dw1[l]);

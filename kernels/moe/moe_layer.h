@@ -19,28 +19,15 @@
 #include "harness/tensor.h"
 #include "kernels/moe/dispatcher.h"
 #include "kernels/moe/experts.h"
+#include "kernels/moe/moe_faults.h"
 #include "kernels/moe/router.h"
 
 namespace sextant::moe {
 
-// Planted faults (docs/CONFORMANCE.md: a check is only as good as the faults
-// it catches). Each one is a bug a real implementation could have.
-struct MoeFaults {
-  bool wrong_rank = false;             // wrong_rank: a row goes to the neighbour of its expert's rank (alltoall)
-  bool combine_without_probs = false;  // combine_no_probs: expert outputs summed without routing probabilities
-  bool unpermute_wrong_order = false;  // unpermute_order: grouped rows unpermuted as if in token order
-  bool skip_edp_reduce = false;        // no_edp_reduce: expert gradients not summed over EDP
-  bool capacity_wrong_drop = false;    // capacity_drop: capacity keeps the slots it should drop
-
-  static const std::vector<std::string>& names();
-  static MoeFaults parse(const std::string& name);  // "" -> none; unknown -> UsageError
-  bool any() const;
-};
-
 struct MoeOptions {
   RouterOptions router;
   DispatcherKind dispatcher = DispatcherKind::alltoall;
-  MoeFaults faults;
+  Fault fault = Fault::none;  // planted (moe_faults.h)
 };
 
 struct MoeComms {

@@ -80,9 +80,9 @@ TEST(MoeLayer, OneRankMatchesTheReference) {
 }
 
 TEST(MoeLayer, FaultNamesParse) {
-  for (const std::string& n : MoeFaults::names()) EXPECT_TRUE(MoeFaults::parse(n).any()) << n;
-  EXPECT_FALSE(MoeFaults::parse("").any());
-  EXPECT_THROW(MoeFaults::parse("nope"), UsageError);
+  for (const std::string& n : faults().names()) EXPECT_NE(faults().parse(n), Fault::none) << n;
+  EXPECT_EQ(faults().parse(""), Fault::none);
+  EXPECT_THROW(faults().parse("nope"), UsageError);
 }
 
 }  // namespace

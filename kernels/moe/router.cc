@@ -4,28 +4,13 @@
 #include <cmath>
 #include <numeric>
 
+#include "harness/comm_values.h"
 #include "harness/error.h"
 #include "harness/kernel_fault.h"
 #include "harness/strings.h"
-#include "kernels/moe/dispatcher_common.h"
 #include "kernels/ops/gemm.h"
 
 namespace sextant::moe {
-
-std::string drop_policy_name(DropPolicy policy) {
-  switch (policy) {
-    case DropPolicy::none: return "none";
-    case DropPolicy::probability: return "probability";
-    case DropPolicy::position: return "position";
-  }
-  return "?";
-}
-
-DropPolicy parse_drop_policy(const std::string& name) {
-  for (DropPolicy p : {DropPolicy::none, DropPolicy::probability, DropPolicy::position})
-    if (drop_policy_name(p) == name) return p;
-  throw UsageError(cat("--set drop_policy='", name, "' must be none, probability or position"));
-}
 
 int64_t expert_capacity(int64_t group_tokens, int topk, int experts, double capacity_factor) {
   return static_cast<int64_t>(std::ceil(static_cast<double>(group_tokens) * topk / experts * capacity_factor));

@@ -26,12 +26,9 @@
 
 #include "harness/comm.h"
 #include "harness/tensor.h"
+#include "kernels/moe/moe_types.h"
 
 namespace sextant::moe {
-
-enum class DropPolicy { none, probability, position };
-std::string drop_policy_name(DropPolicy policy);        // "none", "probability", "position"
-DropPolicy parse_drop_policy(const std::string& name);  // throws UsageError
 
 struct RouterOptions {
   int experts = 8;
@@ -42,7 +39,7 @@ struct RouterOptions {
   int64_t capacity_group = 0;          // tokens that compete for a capacity (0: all local tokens)
   double aux_coeff = 0;
   double z_coeff = 0;
-  bool fault_wrong_drop = false;  // planted: capacity keeps the slots it should drop
+  bool fault_wrong_drop = false;  // planted (moe_faults.h capacity_drop): capacity keeps the slots it should drop
 };
 
 // Slots per expert for a group of `group_tokens` tokens: ceil(group_tokens * topk / experts * cf).

@@ -18,11 +18,6 @@ Tensor StageCompute::backward(int stage, int microbatch, const Tensor& grad_outp
   return grad_input;
 }
 
-const std::vector<std::string>& ExecutorOptions::faults() {
-  static const std::vector<std::string> names{"wrong_peer", "eager_receives"};
-  return names;
-}
-
 namespace {
 using T = ActionType;
 // MPI guarantees tags up to 32767 (MPI_TAG_UB >= 32767).
@@ -45,11 +40,9 @@ PipelineExecutor::PipelineExecutor(Schedule schedule, Communicator& pp, StageCom
   if (2L * schedule_.stages * schedule_.microbatches > kMaxTag + 1L)
     throw UsageError(cat("pipeline: 2 * stages * --microbatches = ", 2L * schedule_.stages * schedule_.microbatches,
                          " message tags exceed MPI's guaranteed ", kMaxTag + 1));
-  const auto& faults = ExecutorOptions::faults();
-  if (!options_.fault.empty() && std::find(faults.begin(), faults.end(), options_.fault) == faults.end())
-    throw UsageError(cat("pipeline executor: unknown fault ", options_.fault));
-  if (!options_.fault.empty() && schedule_.ranks < 2)
-    throw UsageError(cat("pipeline executor: fault ", options_.fault, " needs --pp >= 2 (point-to-point messages)"));
+  if (!faults().shows(options_.fault, {schedule_.ranks, schedule_.microbatches}))
+    throw UsageError(cat("pipeline executor: fault ", faults().name(options_.fault), " needs ",
+                         faults().row(options_.fault).shows_when));
   plan_messages();
   check_plans_agree();
 }
@@ -92,7 +85,7 @@ void PipelineExecutor::plan_messages() {
           p.before_step,
           0};
     if (p.send) {
-      if (options_.fault == "wrong_peer" && m.kind == MessageKind::activation && !misdirected) {
+      if (options_.fault == Fault::wrong_peer && m.kind == MessageKind::activation && !misdirected) {
         op.peer = (op.peer + 1) % schedule_.ranks;  // planted: the first activation goes astray
         misdirected = true;
       }
@@ -100,7 +93,7 @@ void PipelineExecutor::plan_messages() {
     } else {
       op.slot = plan_[m.consumed_at].recv = static_cast<int>(recv_buffers_.size());
       recv_buffers_.push_back(Tensor::empty(compute_.boundary_shape(m.boundary), compute_.dtype(), pp_.device()));
-      if (options_.fault == "eager_receives") op.before_step = 0;  // planted: the tag-matching order of old
+      if (options_.fault == Fault::eager_receives) op.before_step = 0;  // planted: the tag-matching order of old
     }
     ops_.push_back(op);
   }

@@ -32,6 +32,7 @@
 #include "harness/comm.h"
 #include "harness/tensor.h"
 #include "kernels/pipeline/p2p_order.h"
+#include "kernels/pipeline/pipeline_faults.h"
 #include "kernels/pipeline/schedule.h"
 #include "kernels/pipeline/timeline.h"
 
@@ -68,16 +69,13 @@ class StageCompute {
 };
 
 struct ExecutorOptions {
-  // Planted fault (for the suite's fault tests), "" for none:
-  //   wrong_peer      rank 0 sends its first activation to the wrong rank
-  //   eager_receives  every rank posts all its receives before its first
-  //                   action (fine under MPI's tags, a deadlock on NCCL)
-  std::string fault;
+  // Planted fault (pipeline_faults.h): the executor acts on wrong_peer and
+  // eager_receives, and ignores the others (the stages or the schedule carry them).
+  Fault fault = Fault::none;
   // A host (MPI) communicator over the same ranks in the same order, for the
   // bookkeeping that moves host data (the plan check, gather). Null: pp
   // itself, which must then be a host communicator.
   Communicator* host = nullptr;
-  static const std::vector<std::string>& faults();
 };
 
 class PipelineExecutor {

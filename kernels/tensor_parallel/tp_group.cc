@@ -5,39 +5,24 @@
 
 namespace sextant::tp {
 
-namespace {
-struct NamedFault {
-  Fault fault;
-  const char* name;
-};
-constexpr NamedFault kFaults[] = {
-    {Fault::skip_input_grad_reduce, "skip_input_grad_reduce"},
-    {Fault::reduce_scatter_wrong_dim, "reduce_scatter_wrong_dim"},
-    {Fault::layernorm_wrong_axis, "layernorm_wrong_axis"},
-    {Fault::cross_entropy_local_max, "cross_entropy_local_max"},
-};
-}  // namespace
-
-const std::vector<std::string>& fault_names() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> out;
-    for (const NamedFault& f : kFaults) out.push_back(f.name);
-    return out;
-  }();
-  return names;
-}
-
-std::string fault_name(Fault fault) {
-  for (const NamedFault& f : kFaults)
-    if (f.fault == fault) return f.name;
-  return "";
-}
-
-Fault parse_fault(const std::string& name) {
-  if (name.empty()) return Fault::none;
-  for (const NamedFault& f : kFaults)
-    if (name == f.name) return f.fault;
-  throw RuntimeError(cat("tensor_parallel: unknown fault '", name, "' (known: ", join(fault_names(), ", "), ")"));
+const FaultTable<Fault, FaultSite>& faults() {
+  static const FaultTable<Fault, FaultSite> table(
+      "tensor-parallel",
+      {
+          {Fault::skip_input_grad_reduce, "skip_input_grad_reduce",
+           "column-parallel backward: dx stays a partial sum (no all-reduce / reduce-scatter)", "TP of 2+",
+           [](const FaultSite& s) { return s.tp > 1; }},
+          {Fault::reduce_scatter_wrong_dim, "reduce_scatter_wrong_dim",
+           "the SP reduce-scatter splits the hidden dimension instead of the sequence", "TP of 2+ with SP",
+           [](const FaultSite& s) { return s.tp > 1 && s.sp; }},
+          {Fault::layernorm_wrong_axis, "layernorm_wrong_axis",
+           "SP LayerNorm: statistics over the shard's tokens per feature, not over the hidden dim",
+           "a LayerNorm under TP of 2+ with SP", [](const FaultSite& s) { return s.tp > 1 && s.sp && s.layernorm; }},
+          {Fault::cross_entropy_local_max, "cross_entropy_local_max",
+           "vocab-parallel cross-entropy: each rank shifts by its own max (no max all-reduce)",
+           "the vocab-parallel loss under TP of 2+", [](const FaultSite& s) { return s.tp > 1 && s.vocab; }},
+      });
+  return table;
 }
 
 }  // namespace sextant::tp

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "harness/comm.h"
+#include "harness/fault_table.h"
 
 namespace sextant::tp {
 
@@ -28,10 +29,15 @@ enum class Fault {
   layernorm_wrong_axis,      // SP LayerNorm: statistics over the shard's tokens per feature, not over the hidden dim
   cross_entropy_local_max,   // vocab-parallel cross-entropy: each rank shifts by its own max (no max all-reduce)
 };
-// Names as --fault takes them: "skip_input_grad_reduce", ...
-const std::vector<std::string>& fault_names();
-std::string fault_name(Fault fault);
-Fault parse_fault(const std::string& name);  // "" -> none; RuntimeError for an unknown name
+// What a TP config looks like to the faults: its size, SP, and whether the
+// block holds a LayerNorm or the vocab-parallel loss.
+struct FaultSite {
+  int tp = 1;
+  bool sp = false;
+  bool layernorm = false;
+  bool vocab = false;
+};
+const FaultTable<Fault, FaultSite>& faults();
 
 // Weight gradients are "main grads" in f32 for 16-bit parameters (Megatron
 // sets accumulate_allreduce_grads_in_fp32 with bf16), so that their TP and

@@ -20,25 +20,19 @@
 
 #include "harness/case.h"
 #include "kernels/attention/cp_attention.h"
+#include "kernels/attention/cp_variants.h"
 
 namespace sextant::attention {
 
 // Where the suite sits in listings and reports (suites in ascending order).
 inline constexpr int kSuiteOrder = 40;
 
-// One CP variant as a case.
-struct Variant {
-  const char* name;  // case name and `variant` param
-  const char* summary;
-  bool ulysses;   // has the a2a stage
-  bool kv_group;  // has a KV exchange group
-  cp::KvExchange kv_exchange;
-  std::vector<std::string> faults;  // planted faults that can show in this variant
-};
+// One CP variant (kernels/attention/cp_variants.h) as a case.
+using Variant = cp::VariantInfo;
 
 // The instance's problem, read from CaseConfig::params.
 struct Problem {
-  std::string variant;
+  cp::Variant variant = cp::Variant::p2p;
   cp::Layout layout = cp::Layout::contiguous;
   bool causal = false;
   int64_t seq = 0, batch = 0, heads = 0, kv_heads = 0, head_dim = 0;
@@ -122,6 +116,8 @@ Metrics metrics(State& s, const RegionTimes& times);
 // Traffic of the variant's formula, bytes per rank per iteration.
 double bytes_formula(const State& s, bool backward_too);
 
+// The planted faults that can show in some config of the variant.
+std::vector<FaultDoc> variant_faults(const Variant& v);
 CaseDef make_attention_case(const Variant& v);
 
 }  // namespace sextant::attention

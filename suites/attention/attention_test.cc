@@ -10,6 +10,7 @@
 #include "harness/testing/gpu.h"
 #include "harness/testing/suite_run.h"
 #include "kernels/attention/cp_attention.h"
+#include "kernels/attention/cp_variants.h"
 
 namespace sextant {
 namespace {
@@ -145,14 +146,19 @@ TEST(Attention, SpotCheckOnSampledRowsPasses) {
   }
 }
 
+// Whether a fault shows only on packed sequences (its table row says so).
+bool needs_packing(const std::string& fault) {
+  const cp::Fault f = cp::faults().parse(fault);
+  return !cp::faults().shows(f, cp::fault_site(cp::variant_info(cp::Variant::a2a_p2p), 2, true, cp::Layout::zigzag, 0));
+}
+
 // Each fault must fail every case that plants it (a fault in the ring is
 // invisible at one rank); the faults of packed sequences on packed inputs.
 TEST(Attention, EveryPlantedFaultIsCaught) {
   if (world().size() < 2) GTEST_SKIP() << "faults need two ranks";
   Registry r = suite_registry("attention");
-  for (const std::string& fault : cp::Faults::names()) {
-    RunOptions o = fault.rfind("thd_", 0) == 0 || fault == "cu_seqlens_off_by_one" ? packed_options(kVariants)
-                                                                                   : ci_options(kVariants);
+  for (const std::string& fault : cp::faults().names()) {
+    RunOptions o = needs_packing(fault) ? packed_options(kVariants) : ci_options(kVariants);
     o.rank_counts = {world().size()};
     o.fault = fault;
     std::vector<CaseRecord> records = run_suite("attention", o);
@@ -218,9 +224,8 @@ TEST(Attention, PackedSequencesAndDynamicCpPassOnTheGpu) {
 TEST(Attention, EveryPlantedFaultIsCaughtOnTheGpu) {
   SEXTANT_REQUIRE_GPU();
   if (world().size() < 2) GTEST_SKIP() << "faults need two ranks";
-  for (const std::string& fault : cp::Faults::names()) {
-    RunOptions o = fault.rfind("thd_", 0) == 0 || fault == "cu_seqlens_off_by_one" ? packed_options(kVariants)
-                                                                                   : ci_options(kVariants);
+  for (const std::string& fault : cp::faults().names()) {
+    RunOptions o = needs_packing(fault) ? packed_options(kVariants) : ci_options(kVariants);
     o.rank_counts = {world().size()};
     o.fault = fault;
     const std::vector<CaseRecord> records = run_suite_on_gpu("attention", o);
@@ -337,7 +342,7 @@ TEST(Attention, DynamicCpPassesAndRecordsTheSpeedup) {
 
 TEST(Attention, DynamicCpFaultsAreCaught) {
   if (world().size() < 2) GTEST_SKIP() << "faults need two ranks";
-  for (const std::string fault : {"ring_skip_step", "thd_cross_boundary", "cu_seqlens_off_by_one"}) {
+  for (const std::string& fault : suite_registry("attention").select({"attention/dynamic_cp"}).at(0)->fault_names()) {
     RunOptions o = ci_options({"attention/dynamic_cp"});
     o.rank_counts = {world().size()};
     o.fault = fault;

@@ -72,9 +72,9 @@ Results run_distributed(State& s) {
 // The same kernel at cp = 1 through the one-rank communicator, unfaulted, on
 // the device the case runs on.
 Results baseline(State& s, const Inputs& host_inputs) {
-  const cp::Comms comms{s.variant->ulysses ? s.self : nullptr, s.variant->kv_group ? s.self : nullptr};
+  const cp::Comms comms{s.variant->a2a ? s.self : nullptr, s.variant->kv ? s.self : nullptr};
   cp::Options o = s.options;
-  o.faults = {};
+  o.fault = cp::Fault::none;
   const Inputs in = to_device(host_inputs, s.device);
   cp::Forward f = cp::cp_attention_forward(comms, o, in.q, in.k, in.v);
   cp::Grads g = cp::cp_attention_backward(comms, o, in.q, in.k, in.v, f.out, f.lse, in.dout);

@@ -1,8 +1,8 @@
 // The shared driver: setup (shards and communicators), the timed regions, and
 // the case table of a Variant.
+#include "harness/comm_wrappers.h"
 #include "harness/error.h"
 #include "suites/attention/attention.h"
-#include "suites/attention/loopback_comm.h"
 
 namespace sextant::attention {
 
@@ -45,8 +45,8 @@ State setup(const Variant& v, CaseContext& ctx) {
   if (at.cp != s.cp_comm->rank()) throw RuntimeError("attention suite: CP communicator rank differs from the grid");
   s.shard = shard_of(s.problem, ctx.config.parallel, at);
   s.in = make_inputs(s.problem, s.shard, ctx.config.dtype, s.seed, s.device);
-  if (v.ulysses && v.kv_group) split_cp(s, s.problem.a2a_size);
-  else if (v.ulysses) s.comms.a2a = s.cp_comm;
+  if (v.split()) split_cp(s, s.problem.a2a_size);
+  else if (v.a2a) s.comms.a2a = s.cp_comm;
   else s.comms.kv = s.cp_comm;
   if (s.comms.a2a) s.a2a_loop = std::make_unique<LoopbackCommunicator>(*s.comms.a2a);
   if (s.comms.kv) s.kv_loop = std::make_unique<LoopbackCommunicator>(*s.comms.kv);
@@ -55,8 +55,8 @@ State setup(const Variant& v, CaseContext& ctx) {
   s.options.layout = s.problem.layout;
   s.options.seq = s.problem.rows();
   s.options.packing = s.problem.packing;
-  s.options.kv_exchange = v.kv_exchange;
-  s.options.faults = cp::Faults::parse(ctx.config.fault);
+  s.options.kv_exchange = v.kv.value_or(cp::KvExchange::ring);
+  s.options.fault = cp::faults().parse(ctx.config.fault);
   s.options.attention_impl = s.problem.attention_impl;
   return s;
 }
@@ -77,13 +77,19 @@ void run_forward_backward(State& s, const std::string& region, bool compute_only
   fold_traffic(s);
 }
 
+std::vector<FaultDoc> variant_faults(const Variant& v) {
+  // Every fault that shows in some config of the variant: a causal zigzag
+  // mask over two packed sequences and a kv group of two.
+  return cp::faults().docs_where(cp::fault_site(v, 2, true, cp::Layout::zigzag, 2));
+}
+
 CaseDef make_attention_case(const Variant& v) {
   return make_case(CaseTable<State>{
       .suite = "attention",
       .name = v.name,
       .summary = v.summary,
       .options = attention_options(),
-      .faults = v.faults,
+      .faults = variant_faults(v),
       .kernel_faults = {KernelFault::attention_forward_scale, KernelFault::attention_backward_softmax_grad,
                         KernelFault::attention_merge_lse, KernelFault::causal_mask_diagonal},
       .table_metrics = {"tflops_per_rank", "load_balance", "overlap_efficiency"},

@@ -16,6 +16,7 @@
 
 #include "harness/case.h"
 #include "kernels/attention/cp_attention.h"
+#include "kernels/attention/cp_variants.h"
 #include "kernels/attention/dynamic_cp.h"
 
 namespace sextant::attention::dynamic {
@@ -63,7 +64,7 @@ struct State {
   std::map<int, std::unique_ptr<Communicator>> blocks;  // group size -> this rank's aligned block
   cp::Schedule fixed, dynamic;                          // static and dynamic schedules
   std::vector<BinRun> fixed_runs, dynamic_runs;         // this rank's bins, in execution order
-  cp::Faults faults;
+  cp::Fault fault = cp::Fault::none;
   std::map<std::string, cp::Stats> stats;  // per timed region, summed over runs
   std::map<std::string, int> runs;
 };

@@ -113,7 +113,7 @@ double bytes_formula(const State& s, bool backward_too) {
   const double fwd = a2a * (q + 2 * kv) + a2a * (q + stat) + (p - 1) * 2 * kv;
   if (!backward_too) return fwd;
   double bwd = a2a * (2 * q + 2 * kv + 2 * stat) + a2a * (q + 2 * kv) + (p - 1) * 2 * kv;
-  if (p > 1) bwd += (s.variant->kv_exchange == cp::KvExchange::ring ? p : p - 1) * 2 * kv32;
+  if (p > 1) bwd += (s.variant->kv == cp::KvExchange::ring ? p : p - 1) * 2 * kv32;
   return fwd + bwd;
 }
 

@@ -41,10 +41,13 @@ std::vector<ParallelConfig> parallel_configs(const SweepRequest& req) {
 // a2a 2 (a ring over cp/2); under a planted fault of the ring the ring must
 // have two members, so a2a is 1 up to cp 2.
 std::pair<int, int> split_of(const Variant& v, const SweepRequest& req, int cp) {
-  if (!v.ulysses) return {1, cp};
-  if (!v.kv_group) return {cp, 1};
-  const bool ring_fault = req.fault == "ring_skip_step" || req.fault == "lse_add" || req.fault == "dkv_not_returned" ||
-                          req.fault == "mask_off_by_one";
+  if (!v.a2a) return {1, cp};
+  if (!v.kv) return {cp, 1};
+  // A fault that needs a ring of two (it shows at ring size 2, not at 1).
+  const cp::Fault fault = cp::faults().parse(req.fault);
+  const bool ring_fault = fault != cp::Fault::none &&
+                          !cp::faults().shows(fault, cp::fault_site(v, 1, true, cp::Layout::zigzag, 2)) &&
+                          cp::faults().shows(fault, cp::fault_site(v, 2, true, cp::Layout::zigzag, 2));
   const int fallback = cp >= 4 || (cp >= 2 && !ring_fault) ? 2 : 1;
   const int a2a = static_cast<int>(req.get<int64_t>("a2a_size", fallback));
   const int p2p = static_cast<int>(req.get<int64_t>("p2p_size", a2a > 0 ? cp / a2a : 0));
@@ -59,16 +62,6 @@ std::vector<int64_t> kv_heads_list(const SweepRequest& req, int64_t heads, int64
   if (gqa <= 0 || heads % gqa != 0) gqa = heads;
   if (gqa == heads) return {heads};
   return {heads, gqa};
-}
-
-// Faults that need a causal mask (and a zigzag layout, or two packed
-// sequences) to show.
-bool fault_can_show(const std::string& fault, bool causal, cp::Layout layout, size_t sequences) {
-  if (fault == "mask_off_by_one") return causal;
-  if (fault == "zigzag_order") return causal && layout == cp::Layout::zigzag;
-  if (fault == "thd_zigzag_stream") return sequences >= 2 && layout == cp::Layout::zigzag;
-  if (fault == "thd_cross_boundary" || fault == "cu_seqlens_off_by_one") return sequences >= 2;
-  return true;
 }
 
 // --set seq_lens as text (a single length arrives as a JSON number).
@@ -134,7 +127,8 @@ std::vector<CaseConfig> sweep(const Variant& v, const SweepRequest& req) {
       if (req.options.contains("layout")) layouts = {cp::parse_layout(req.get<std::string>("layout", ""))};
       else if (causal) layouts.push_back(cp::Layout::zigzag);
       for (cp::Layout layout : layouts) {
-        if (!fault_can_show(req.fault, causal, layout, seq_lens.size())) continue;
+        const cp::FaultSite site = cp::fault_site(v, p2p, causal, layout, seq_lens.size());
+        if (!cp::faults().shows(cp::faults().parse(req.fault), site)) continue;
         for (int64_t kv : kv_heads_list(req, heads, static_cast<int64_t>(a2a) * parallel.tp))
           for (DType dtype : dtypes) {
             const double size = static_cast<double>(batch) * heads * seq * seq * head_dim;
@@ -224,9 +218,8 @@ void validate(const Variant& v, const CaseConfig& c) {
           cat("a2a_size ", p.a2a_size, " must divide cp ", par.cp, " (cp = a2a_size x p2p_size)"));
   require(p.a2a_size * p.p2p_size == par.cp, cat("a2a_size ", p.a2a_size, " x p2p_size ", p.p2p_size, " = ",
                                                  p.a2a_size * p.p2p_size, " must equal cp ", par.cp));
-  require(v.ulysses || p.a2a_size == 1,
-          cat("variant ", v.name, " has no all-to-all: a2a_size ", p.a2a_size, " must be 1"));
-  if (v.ulysses) {
+  require(v.a2a || p.a2a_size == 1, cat("variant ", v.name, " has no all-to-all: a2a_size ", p.a2a_size, " must be 1"));
+  if (v.a2a) {
     const int64_t heads = p.heads / par.tp, kv = p.kv_heads / par.tp;
     require(heads % p.a2a_size == 0, cat("a2a size ", p.a2a_size, " must divide the ", heads,
                                          " heads per TP rank (--heads ", p.heads, " / --tp ", par.tp, ")"));
@@ -235,12 +228,12 @@ void validate(const Variant& v, const CaseConfig& c) {
   }
   require(p.reference == "full" || p.reference == "spot", cat("reference '", p.reference, "' must be full or spot"));
   ops::require_attention_impl_runs(p.attention_impl, c.device);
-  if (!c.fault.empty()) cp::Faults::parse(c.fault);
+  cp::faults().parse(c.fault);
 }
 
 Problem Problem::of(const CaseConfig& c) {
   Problem p;
-  p.variant = c.s("variant");
+  p.variant = cp::parse_variant(c.s("variant"), "variant");
   p.layout = cp::parse_layout(c.s("layout"));
   p.causal = c.b("causal");
   p.seq = c.i("seq"), p.batch = c.i("batch"), p.heads = c.i("heads"), p.kv_heads = c.i("kv_heads");

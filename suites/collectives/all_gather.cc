@@ -30,6 +30,7 @@ double input(const CollectiveState& s, int rank, int64_t i) {
 const CollectiveOp kAllGather{
     .name = "all_gather",
     .summary = "every rank's block, in rank order, on every rank",
+    .ops = {CommOp::all_gather},
     .has_in_place = true,
     .splits_over_ranks = true,
     .busbw_factor = factor_n_minus_1,

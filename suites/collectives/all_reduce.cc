@@ -23,6 +23,7 @@ double expected(const CollectiveState& s, int64_t i) {
 const CollectiveOp kAllReduce{
     .name = "all_reduce",
     .summary = "sum over ranks, result on every rank",
+    .ops = {CommOp::all_reduce},
     .has_in_place = true,
     .busbw_factor = factor_all_reduce,
     .send_elements = whole,

@@ -19,6 +19,7 @@ double expected(const CollectiveState& s, int64_t i) {
 const CollectiveOp kAllToAll{
     .name = "all_to_all",
     .summary = "block p of every rank to rank p",
+    .ops = {CommOp::all_to_all},
     .splits_over_ranks = true,
     .busbw_factor = factor_n_minus_1,
     .send_elements = whole,

@@ -47,6 +47,7 @@ double expected(const CollectiveState& s, int64_t i) {
 const CollectiveOp kAllToAllV{
     .name = "all_to_all_v",
     .summary = "uneven blocks (0x, 1x, 2x the mean) to every peer",
+    .ops = {CommOp::all_to_all_v},
     .splits_over_ranks = true,
     .busbw_factor = factor_n_minus_1,
     .send_elements = send_elements,

@@ -17,6 +17,7 @@ double input(const CollectiveState&, int rank, int64_t i) { return rank == 0 ? p
 const CollectiveOp kBroadcast{
     .name = "broadcast",
     .summary = "rank 0's buffer to every rank",
+    .ops = {CommOp::broadcast},
     .busbw_factor = factor_one,
     .send_elements = whole,
     .recv_elements = none,

@@ -46,6 +46,7 @@ double plain_input(const CollectiveState&, int rank, int64_t i);
 struct CollectiveOp {
   const char* name = "";
   const char* summary = "";
+  std::vector<CommOp> ops{};  // what it runs: the comm faults that can show (comm_wrappers.h)
   bool has_in_place = false;
   bool splits_over_ranks = false;  // elements must divide by the group size
   double (*busbw_factor)(int n) = nullptr;
@@ -72,6 +73,8 @@ CaseDef make_collective_case(const CollectiveOp& op);
 // Shared by the driver and the sp_identity case.
 std::vector<CaseConfig> sweep_sizes(const SweepRequest& req, const CollectiveOp& op);
 Communicator& group_for(CaseContext& ctx, std::unique_ptr<Communicator>& faulty);
+// The comm faults that show in a case running these operations.
+std::vector<FaultDoc> faults_of(const std::vector<CommOp>& ops);
 void validate_sizes(const CaseConfig& c, const CollectiveOp& op);
 // The options every collective case declares (--min-bytes, --group, ...).
 std::vector<OptionSpec> collective_options();

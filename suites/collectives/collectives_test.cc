@@ -2,7 +2,7 @@
 // passes at every rank count, and every planted fault is caught.
 #include <gtest/gtest.h>
 
-#include "harness/comm_faulty.h"
+#include "harness/comm_wrappers.h"
 #include "harness/runner.h"
 #include "harness/testing/suite_run.h"
 
@@ -59,7 +59,7 @@ TEST(Collectives, EveryPlantedFaultIsCaught) {
       {"drop_rank", {"collectives/all_reduce", "collectives/reduce_scatter", "collectives/sp_identity"}},
       {"a2a_order", {"collectives/all_to_all", "collectives/all_to_all_v"}},
       {"broadcast_root", {"collectives/broadcast"}}};
-  for (const std::string& fault : FaultyCommunicator::faults()) {
+  for (const std::string& fault : comm_faults().names()) {
     RunOptions o = small(targets.at(fault));
     o.rank_counts = {world().size()};
     o.fault = fault;

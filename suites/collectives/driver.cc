@@ -1,7 +1,7 @@
 // The shared collective driver: sweep, setup, run, check and bandwidth.
 #include <cmath>
 
-#include "harness/comm_faulty.h"
+#include "harness/comm_wrappers.h"
 #include "harness/error.h"
 #include "harness/strings.h"
 #include "harness/topology.h"
@@ -83,10 +83,13 @@ void validate_sizes(const CaseConfig& c, const CollectiveOp& op) {
 Communicator& group_for(CaseContext& ctx, std::unique_ptr<Communicator>& faulty) {
   const std::string group = ctx.config.s("group");
   Communicator& base = group == "world" ? ctx.comm : ctx.grid.get(parse_dim(group));
-  if (ctx.config.fault.empty()) return base;
-  faulty = std::make_unique<FaultyCommunicator>(base, ctx.config.fault);
+  const CommFault fault = comm_faults().parse(ctx.config.fault);
+  if (fault == CommFault::none) return base;
+  faulty = std::make_unique<FaultyCommunicator>(base, fault);
   return *faulty;
 }
+
+std::vector<FaultDoc> faults_of(const std::vector<CommOp>& ops) { return comm_faults().docs_where({ops, 2}); }
 
 BandwidthMetrics collective_bandwidth() {
   static const BandwidthMetrics defs{
@@ -196,7 +199,7 @@ CaseDef make_collective_case(const CollectiveOp& op) {
       .name = op.name,
       .summary = op.summary,
       .options = collective_options(),
-      .faults = FaultyCommunicator::faults(),
+      .faults = faults_of(op.ops),
       .table_metrics = {"algbw_GBps", "busbw_GBps"},
       .configs = [&op](const SweepRequest& req) { return sweep_sizes(req, op); },
       .validate = [&op](const CaseConfig& c) { validate_sizes(c, op); },

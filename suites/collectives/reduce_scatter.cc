@@ -28,6 +28,7 @@ double expected(const CollectiveState& s, int64_t i) {
 const CollectiveOp kReduceScatter{
     .name = "reduce_scatter",
     .summary = "sum over ranks, block r on rank r",
+    .ops = {CommOp::reduce_scatter},
     .has_in_place = true,
     .splits_over_ranks = true,
     .busbw_factor = factor_n_minus_1,

@@ -22,6 +22,7 @@ double expected(const CollectiveState& s, int64_t i) { return pattern((s.rank - 
 const CollectiveOp kSendRecv{
     .name = "sendrecv",
     .summary = "ring: isend to rank+1, irecv from rank-1",
+    .ops = {CommOp::send},
     .busbw_factor = factor_one,
     .send_elements = whole,
     .recv_elements = whole,

@@ -28,6 +28,7 @@ void ar(IdentityState& s) {
 // Only the size rule matters here: elements must split over the group.
 const CollectiveOp kSizes{
     .name = "sp_identity",
+    .ops = {CommOp::reduce_scatter, CommOp::all_gather, CommOp::all_reduce},
     .splits_over_ranks = true,
     .busbw_factor = factor_all_reduce,
 };
@@ -40,7 +41,7 @@ CaseDef sp_identity_case() {
       .name = "sp_identity",
       .summary = "all_gather(reduce_scatter(x)) == all_reduce(x), exactly",
       .options = collective_options(),
-      .faults = {"allgather_order", "drop_rank"},
+      .faults = faults_of(kSizes.ops),
       .table_metrics = {"busbw_GBps", "busbw_all_reduce_GBps"},
       .configs = [](const SweepRequest& req) { return sweep_sizes(req, kSizes); },
       .validate = [](const CaseConfig& c) { validate_sizes(c, kSizes); },

@@ -71,7 +71,7 @@ State setup(CaseContext& ctx) {
     w.w1.push_back(on_device(expert_block(p, false, e, s.etp->rank(), s.etp->size(), dtype, s.seed), s.device));
     w.w2.push_back(on_device(expert_block(p, true, e, s.etp->rank(), s.etp->size(), dtype, s.seed), s.device));
   }
-  moe::MoeOptions o{p.router(s.local_tokens), p.dispatcher, moe::MoeFaults::parse(ctx.config.fault)};
+  moe::MoeOptions o{p.router(s.local_tokens), p.dispatcher, moe::faults().parse(ctx.config.fault)};
   s.layer = std::make_unique<moe::MoeLayer>(o, moe::MoeComms{s.tokens, s.ep, s.etp, s.edp}, std::move(w));
   return s;
 }
@@ -88,7 +88,7 @@ CaseDef layer_case() {
       .name = "layer",
       .summary = "MoE layer: router, token dispatch (alltoall / allgather) over EP, experts with ETP, fwd + bwd",
       .options = moe_options(),
-      .faults = moe::MoeFaults::names(),
+      .faults = moe::faults().docs(),
       .kernel_faults = {KernelFault::router_topk_repeats, KernelFault::moe_permute_order,
                         KernelFault::moe_unpermute_order, KernelFault::moe_combine_twice,
                         KernelFault::gemm_ignores_beta, KernelFault::gelu_backward_coefficient},

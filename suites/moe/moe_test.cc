@@ -62,7 +62,7 @@ TEST(Moe, SkewedRoutingLoadsTheHotExperts) {
 // Each fault fails every instance where it can show (the sweep keeps only
 // those); at one rank the communication faults have no instance.
 TEST(Moe, EveryPlantedFaultIsCaught) {
-  for (const std::string& fault : moe::MoeFaults::names()) {
+  for (const std::string& fault : moe::faults().names()) {
     RunOptions o = small();
     o.fault = fault;
     std::vector<CaseRecord> records = run_suite("moe", o);
@@ -167,7 +167,7 @@ TEST(Moe, EveryInstancePassesOnTheGpu) {
 
 TEST(Moe, EveryPlantedFaultIsCaughtOnTheGpu) {
   SEXTANT_REQUIRE_GPU();
-  for (const std::string& fault : moe::MoeFaults::names()) {
+  for (const std::string& fault : moe::faults().names()) {
     RunOptions o = small();
     o.fault = fault;
     const std::vector<CaseRecord> records = run_suite_on_gpu("moe", o);

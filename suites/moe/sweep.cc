@@ -232,12 +232,9 @@ void validate(const CaseConfig& c) {
 
 bool fault_visible(const std::string& fault, const CaseConfig& c) {
   const Problem p = Problem::of(c);
-  const ParallelConfig& par = c.parallel;
-  if (fault == "wrong_rank") return p.dispatcher == moe::DispatcherKind::alltoall && par.ep > 1;
-  if (fault == "combine_no_probs") return p.topk > 1 || p.pre_softmax;  // top-1 softmax: every prob is 1
-  if (fault == "no_edp_reduce") return par.edp() > 1;
-  if (fault == "capacity_drop") return p.drop != moe::DropPolicy::none;
-  return true;
+  const moe::FaultSite site{p.dispatcher,  static_cast<int>(p.topk), p.pre_softmax, p.drop,
+                            c.parallel.ep, c.parallel.edp()};
+  return moe::faults().shows(moe::faults().parse(fault), site);
 }
 
 }  // namespace sextant::moe_suite

@@ -38,7 +38,7 @@ double measure_p2p_latency(Communicator& pp, const Shape& boundary, DType dtype)
   return pp.all_reduce_value(best, ReduceOp::max);
 }
 
-MlpStagesConfig stages_config(const PipelineState& s, const std::string& fault) {
+MlpStagesConfig stages_config(const PipelineState& s, pp::Fault fault) {
   MlpStagesConfig c;
   c.layers = s.p.layers;
   c.stages = s.schedule.stages;
@@ -52,7 +52,7 @@ MlpStagesConfig stages_config(const PipelineState& s, const std::string& fault) 
   c.dtype = s.dtype;
   c.device = s.device;
   c.seed = s.seed;
-  c.accumulate_twice = fault == "accumulate_twice";
+  c.accumulate_twice = fault == pp::Fault::accumulate_twice;
   return c;
 }
 
@@ -73,7 +73,7 @@ PipelineState setup_state(CaseContext& ctx) {
   s.device = ctx.device;
   s.id = ctx.config.id();
   s.out_dir = ctx.out_dir;
-  const std::string& fault = ctx.config.fault;
+  const pp::Fault fault = pp::faults().parse(ctx.config.fault);
   s.schedule = build_schedule(s.p, fault);
   try {
     pp::validate(s.schedule);             // before anything is built or sent
@@ -83,7 +83,7 @@ PipelineState setup_state(CaseContext& ctx) {
   const tp::TpGroup group{ctx.grid.get(Dim::tp), s.p.sp};
   s.stages = std::make_unique<MlpStages>(stages_config(s, fault), group, s.schedule.stages_of(s.pp_rank));
   pp::ExecutorOptions options;
-  options.fault = fault == "wrong_peer" || fault == "eager_receives" ? fault : "";
+  options.fault = fault;
   // The executor's bookkeeping (plan check, timeline gather) moves host data:
   // over MPI, on a host grid of the same ranks where the PP group is on the device.
   if (s.pp_comm->device() != Device::host)
@@ -107,7 +107,7 @@ CaseDef make_pipeline_case(const ScheduleKind& kind) {
       .name = kind.name,
       .summary = kind.summary,
       .options = pipeline_options(),
-      .faults = faults(),
+      .faults = pp::faults().docs(),
       .kernel_faults = {KernelFault::pipeline_skip_weight_grad, KernelFault::layernorm_backward_mean_term,
                         KernelFault::gelu_backward_coefficient},
       .table_metrics = {"bubble_measured_mean", "bubble_simulated", "bubble_closed_form", "microbatches_per_s"},

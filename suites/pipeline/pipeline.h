@@ -23,6 +23,7 @@
 #include "harness/case.h"
 #include "harness/grid_comms.h"
 #include "kernels/pipeline/executor.h"
+#include "kernels/pipeline/pipeline_faults.h"
 #include "kernels/pipeline/schedule.h"
 #include "suites/pipeline/mlp_stages.h"
 
@@ -64,19 +65,7 @@ void validate_problem(const CaseConfig& c, const ScheduleKind& kind);
 
 // The schedule an instance runs: generated, or loaded from its CSV file, with
 // a planted schedule fault (missing_backward, deadlock) applied. Not validated.
-pp::Schedule build_schedule(const Problem& p, const std::string& fault);
-
-// Planted faults. Schedule faults the validator must reject before anything
-// runs; executor and compute faults the check must catch.
-//   missing_backward  the last pipeline rank loses one microbatch's backward
-//   deadlock          stage 0 waits for microbatch 0's gradient before sending
-//                     microbatch 1's activation, which stage 1 wants first
-//   wrong_peer        the executor sends rank 0's first activation astray
-//   eager_receives    every rank posts all its receives before its first
-//                     action (MPI's tags allow it; NCCL, matching in order on
-//                     one stream, would hang): the executor's dry run refuses it
-//   accumulate_twice  W of microbatch 0 adds its weight gradients twice
-const std::vector<std::string>& faults();
+pp::Schedule build_schedule(const Problem& p, pp::Fault fault);
 
 // One rank's state of an instance.
 struct PipelineState {

@@ -135,8 +135,8 @@ TEST(Pipeline, EveryPlantedFaultFails) {
                                                           {"wrong_peer", "nobody receives the activation"},
                                                           {"eager_receives", "deadlocks under NCCL's rules"},
                                                           {"accumulate_twice", ""}};
-  for (const std::string& fault : pipeline::faults()) {
-    if (world().size() < 2 && (fault == "wrong_peer" || fault == "deadlock" || fault == "eager_receives"))
+  for (const std::string& fault : pp::faults().names()) {
+    if (!pp::faults().shows(pp::faults().parse(fault), {world().size(), 2 * world().size()}))
       continue;  // no messages on one rank
     RunOptions o = small();
     o.options["microbatches"] = 2 * world().size();  // every schedule's minimum at every pp of the world
@@ -203,12 +203,13 @@ pipeline::Problem problem(const std::string& schedule, int p, int m, int v) {
 
 // The validator's refusal names the rule, rank and step, and its grid marks the step.
 TEST(Pipeline, PlantedScheduleFaultsShowTheGridWithTheFailingStep) {
-  for (const auto& [fault, rule] : {std::pair{"missing_backward", "coverage:"}, {"deadlock", "deadlock:"}})
+  for (const auto& [fault, rule] :
+       {std::pair{pp::Fault::missing_backward, "coverage:"}, {pp::Fault::deadlock, "deadlock:"}})
     for (const auto& [name, v] : {std::pair{"1f1b", 1}, {"zb-h1", 1}, {"interleaved", 2}, {"zb-v", 2}}) {
       const pp::Schedule s = pipeline::build_schedule(problem(name, 2, 4, v), fault);
       try {
         pp::validate(s);
-        ADD_FAILURE() << fault << " " << name << " passed the validator";
+        ADD_FAILURE() << pp::faults().name(fault) << " " << name << " passed the validator";
       } catch (const pp::ScheduleError& e) {
         EXPECT_EQ(std::string(e.what()).rfind(rule, 0), 0u) << e.what();
         EXPECT_NE(std::string(e.what()).find("rank "), std::string::npos) << e.what();

@@ -238,10 +238,10 @@ void validate_problem(const CaseConfig& c, const ScheduleKind& kind) {
     throw UsageError(cat("--tp ", p.tp, " must divide --seq ", p.seq, " under --sp (each rank holds seq/tp tokens)"));
   const int64_t tags = 2L * p.stages * p.microbatches;
   require(tags <= 32768, cat("2 * stages * --microbatches = ", tags, " must be at most 32768 (MPI message tags)"));
-  if (c.fault == "wrong_peer" || c.fault == "deadlock" || c.fault == "eager_receives")
-    require(p.pp >= 2, cat("--fault ", c.fault, " needs --pp >= 2 (messages between pipeline ranks), not ", p.pp));
-  if (c.fault == "deadlock")
-    require(p.microbatches >= 2, cat("--fault deadlock needs --microbatches >= 2, not ", p.microbatches));
+  const pp::Fault fault = pp::faults().parse(c.fault);
+  require(pp::faults().shows(fault, {p.pp, p.microbatches}),
+          cat("--fault ", c.fault, " needs ", fault == pp::Fault::none ? "" : pp::faults().row(fault).shows_when,
+              ", not --pp ", p.pp, " --microbatches ", p.microbatches));
 }
 
 namespace {
@@ -290,18 +290,12 @@ void plant_deadlock(pp::Schedule& s) {
 
 }  // namespace
 
-pp::Schedule build_schedule(const Problem& p, const std::string& fault) {
+pp::Schedule build_schedule(const Problem& p, pp::Fault fault) {
   pp::Schedule s = p.schedule == "csv" ? parse_csv(p.schedule_file, p.microbatches, p.stages)
                                        : pp::make_schedule(p.schedule, p.pp, p.microbatches, p.chunks);
-  if (fault == "missing_backward") drop_a_backward(s);
-  if (fault == "deadlock") plant_deadlock(s);
+  if (fault == pp::Fault::missing_backward) drop_a_backward(s);
+  if (fault == pp::Fault::deadlock) plant_deadlock(s);
   return s;
-}
-
-const std::vector<std::string>& faults() {
-  static const std::vector<std::string> names{"missing_backward", "deadlock", "wrong_peer", "eager_receives",
-                                              "accumulate_twice"};
-  return names;
 }
 
 }  // namespace sextant::pipeline

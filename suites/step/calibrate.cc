@@ -1,4 +1,4 @@
-// step/sweep's own calibration (kernels/model/calibration.h): this
+// step/sweep's own calibration (kernels/planner/calibration.h): this
 // machine's component rates measured on the instance's ranks, every rank at
 // once so that the cores are shared as they are in the step, at exactly
 // the shapes the calibrated planner asks for (step_cost.h collect_queries):

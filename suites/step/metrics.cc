@@ -7,9 +7,9 @@
 
 #include "harness/op_times.h"
 #include "harness/strings.h"
-#include "kernels/model/flops.h"
 #include "kernels/ops/op_names.h"
 #include "kernels/pipeline/simulate.h"
+#include "kernels/planner/flops.h"
 #include "suites/step/step.h"
 
 namespace sextant::step {
@@ -178,7 +178,7 @@ double exposed_fraction(const nlohmann::json& comm, const char* dim) {
 // The same trainer with overlap off for as many steps (same buckets, the
 // same collectives, waited for at once): what overlap hides, in the same run.
 std::vector<model::StepReport> steps_without_overlap(State& s, int iters) {
-  const model::Overlap on = s.trainer->overlap();
+  const dp::Overlap on = s.trainer->overlap();
   s.trainer->set_overlap({});
   std::vector<model::StepReport> out;
   for (int i = 0; i <= iters; ++i) out.push_back(s.trainer->step());  // the first: warm-up
@@ -191,7 +191,7 @@ void add_comm_metrics(Metrics& m, State& s, int iters) {
   m.add_json(kCommByDim, comm);
   m.add(kCommExposedFraction, exposed_fraction(comm, "all"));
   m.add(kDpCommExposedFraction, exposed_fraction(comm, "dp"));
-  const model::Overlap overlap = s.trainer->overlap();
+  const dp::Overlap overlap = s.trainer->overlap();
   m.add_json(kDpOverlap, {{"overlap_grad_reduce", overlap.grad_reduce},
                           {"overlap_param_gather", overlap.param_gather},
                           {"bucket_mb", s.model.bucket_mb},
@@ -264,11 +264,11 @@ Metrics train_metrics(State& s, const RegionTimes& times) {
   const TimeStats& t = times.at("step");
   const int ranks = s.config.ranks;
   const double tokens = static_cast<double>(s.model.tokens_per_step());
-  const double flops = model::step_flops(s.model);
+  const double flops = plan::step_flops(s.model);
   const double step_s = t.median;
   m.add(kTokensPerS, step_s > 0 ? tokens / step_s : 0);
   m.add(kFlopsPerStep, flops);
-  m.add_json(kFlopsFormula, model::step_flops_formula(s.model));
+  m.add_json(kFlopsFormula, plan::step_flops_formula(s.model));
   const double per_rank = step_s > 0 ? flops / (step_s * ranks) / 1e12 : 0;
   m.add(kTflopsPerRank, per_rank);
   const auto [peak, source] = peak_per_rank(s.config.params, ranks, s.device);

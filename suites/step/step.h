@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "harness/case.h"
-#include "kernels/model/calibration.h"
-#include "kernels/model/step_cost.h"
 #include "kernels/model/trainer.h"
+#include "kernels/planner/calibration.h"
+#include "kernels/planner/step_cost.h"
 
 namespace sextant::step {
 

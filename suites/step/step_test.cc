@@ -133,7 +133,7 @@ TEST(Step, EveryConfigPassesUnderNcclRules) {
 TEST(Step, EveryPlantedFaultIsCaught) {
   if (world().size() < 2) GTEST_SKIP() << "faults need two ranks";
   int planted = 0;
-  for (const std::string& fault : model::step_fault_names()) {
+  for (const std::string& fault : model::step_faults().names()) {
     RunOptions o = ci();
     o.fault = fault;
     std::vector<CaseRecord> records = run_suite("step", o);
@@ -149,7 +149,7 @@ TEST(Step, EveryPlantedFaultIsCaught) {
     }
   }
   if (world().rank() == 0 && world().size() == 2) {
-    EXPECT_GE(planted, static_cast<int>(model::step_fault_names().size())) << "every fault must show at 2 ranks";
+    EXPECT_GE(planted, static_cast<int>(model::step_faults().names().size())) << "every fault must show at 2 ranks";
   }
 }
 
@@ -222,7 +222,7 @@ TEST(Step, DenseModelInBf16MatchesTheReference) {
 
 TEST(Step, EveryVisibleFaultIsCaughtInBf16) {
   if (world().size() < 2) GTEST_SKIP() << "faults need two ranks";
-  for (const std::string& fault : model::step_fault_names()) {
+  for (const std::string& fault : model::step_faults().names()) {
     RunOptions o = dense_bf16();
     o.fault = fault;
     std::vector<CaseRecord> records = run_suite("step", o);

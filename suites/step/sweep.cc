@@ -2,10 +2,10 @@
 // (--set configs=all, the default) or a list (--set configs=tp2-sp-dp2,dp4),
 // every config timed in turn inside each iteration, then ranked by
 // throughput next to two predictions: the calibrated planner
-// (kernels/model/step_cost.h) fed with this machine's component rates,
+// (kernels/planner/step_cost.h) fed with this machine's component rates,
 // measured by the sweep on the same ranks (calibrate.cc) or read from a
 // stored results file (--set calibration=FILE), and the roofline planner
-// (kernels/model/planner.h) fed with one sgemm rate and all-reduce bandwidth.
+// (kernels/planner/planner.h) fed with one sgemm rate and all-reduce bandwidth.
 #include <cblas.h>
 
 #include <algorithm>
@@ -19,7 +19,7 @@
 #include "harness/strings.h"
 #include "harness/timing.h"
 #include "harness/topology.h"
-#include "kernels/model/flops.h"
+#include "kernels/planner/flops.h"
 #include "suites/step/check.h"
 #include "suites/step/step.h"
 
@@ -104,7 +104,7 @@ struct PlannerView {
 PlannerView planner_view(const Entry& e, int ranks_per_node) {
   const ParallelConfig& p = e.parallel;
   PlannerView v;
-  v.model = model::model_spec(e.model);
+  v.model = plan::model_spec(e.model);
   v.config.tp = p.tp, v.config.cp = p.cp, v.config.pp = p.pp, v.config.dp = p.dp, v.config.ep = p.ep;
   v.config.etp = p.expert_tp(), v.config.vpp = p.vpp, v.config.sp = p.sp;
   v.config.distributed_optimizer = e.model.distributed_optimizer;
@@ -307,7 +307,7 @@ double roofline_step(const SweepState& s, const Entry& e) {
   pc.sp = p.sp;
   pc.distributed_optimizer = e.model.distributed_optimizer;
   try {
-    const plan::ModelSpec spec = model::model_spec(e.model);
+    const plan::ModelSpec spec = plan::model_spec(e.model);
     plan::validate(spec, cl, train, pc);
     return plan::estimate(spec, cl, train, pc).step;
   } catch (const UsageError&) {
@@ -332,7 +332,7 @@ Metrics sweep_metrics(SweepState& s, const RegionTimes& times) {
   auto number = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
   for (const Entry& e : s.entries) {
     const std::vector<double> timed(e.seconds.end() - std::min<size_t>(e.seconds.size(), iters), e.seconds.end());
-    const double step = median(timed), flops = model::step_flops(e.model);
+    const double step = median(timed), flops = plan::step_flops(e.model);
     const auto [predicted, split] = calibrated_step(s, e, contention);
     const double roofline = roofline_step(s, e);
     const double error = std::isfinite(predicted) && step > 0 ? 100.0 * (predicted - step) / step : NAN;

@@ -59,8 +59,8 @@ std::vector<CaseConfig> train_configs(const SweepRequest& req) {
           continue;  // a recipe the user's sizes or options rule out
         }
       }
-      if (!req.fault.empty() &&
-          !model::step_fault_visible(req.fault, model::gpt_config_from_json(c.params), c.parallel))
+      if (!model::step_faults().shows(model::step_faults().parse(req.fault),
+                                      {model::gpt_config_from_json(c.params), c.parallel}))
         continue;
       out.push_back(std::move(c));
     }
@@ -137,7 +137,8 @@ State setup_train(CaseContext& ctx) {
   if (ctx.self.device() != Device::host) s.host_self_split = ctx.host_comm.split(ctx.host_comm.rank(), 0);
   s.comms = std::make_unique<model::ModelComms>(
       model::make_model_comms(ctx.grid, ctx.comm, ctx.host_comm, ctx.self, s.model));
-  s.trainer = std::make_unique<model::GptTrainer>(s.model, *s.comms, s.seed, ctx.config.fault);
+  s.trainer =
+      std::make_unique<model::GptTrainer>(s.model, *s.comms, s.seed, model::step_faults().parse(ctx.config.fault));
   s.rates = measure_host_rates(ctx.host_comm);
   return s;
 }
@@ -149,7 +150,7 @@ CaseDef train_case() {
       .summary = "GPT training step under TP x SP x CP x EP x PP x DP vs the float64 reference, K steps",
       .options = model_options(
           {OptionSpec::text("sweep", "recipes (default), all (every factorisation) or a list of configs")}),
-      .faults = model::step_fault_names(),
+      .faults = model::step_faults().docs(),
       .kernel_faults = {KernelFault::attention_forward_scale, KernelFault::attention_backward_softmax_grad,
                         KernelFault::causal_mask_diagonal, KernelFault::layernorm_forward_variance,
                         KernelFault::layernorm_backward_mean_term, KernelFault::gelu_backward_coefficient,

@@ -187,7 +187,7 @@ CaseDef attn_proj_case() {
   return make_block_case(BlockCase<AttnState>{
       .name = "attn_proj",
       .summary = "attention projections (LN, QKV column-parallel by heads, token-local core, output row-parallel)",
-      .faults = {"skip_input_grad_reduce", "reduce_scatter_wrong_dim", "layernorm_wrong_axis"},
+      .parts = {.layernorm = true},
       .kernel_faults = {KernelFault::layernorm_forward_variance, KernelFault::layernorm_backward_mean_term},
       .table_metrics = {"tflops_per_rank", "activation_bytes_per_rank", "layernorm_activation_bytes_per_rank"},
       .setup = setup,

@@ -76,7 +76,8 @@ std::vector<std::pair<ParallelConfig, bool>> variants(const SweepRequest& req) {
 
 }  // namespace
 
-std::vector<CaseConfig> sweep(const SweepRequest& req, const std::string& block) {
+std::vector<CaseConfig> sweep(const SweepRequest& req, const std::string& block, const tp::FaultSite& parts) {
+  const tp::Fault fault = tp::faults().parse(req.fault);
   Sizes s = profile_sizes(req.profile);
   s.seq = req.get<int64_t>("seq", s.seq);
   s.hidden = req.get<int64_t>("hidden", s.hidden);
@@ -86,6 +87,7 @@ std::vector<CaseConfig> sweep(const SweepRequest& req, const std::string& block)
   std::vector<CaseConfig> out;
   for (DType dtype : req.dtypes_or({DType::f32, DType::bf16}))
     for (const auto& [parallel, regather] : variants(req)) {
+      if (!tp::faults().shows(fault, {parallel.tp, parallel.sp, parts.layernorm, parts.vocab})) continue;
       Sizes sized = s;  // the default global batch is raised to a multiple of dp; a given one must divide
       sized.batch = req.options.contains("batch") ? req.get<int64_t>("batch", s.batch)
                                                   : round_up(s.batch, std::max(parallel.dp, 1));
@@ -173,7 +175,7 @@ Env make_env(CaseContext& ctx) {
   e.p = problem_of(ctx.config);
   e.at = placement_of(ctx, e.p);
   e.tp = std::make_unique<tp::TpGroup>(
-      tp::TpGroup{ctx.grid.get(Dim::tp), e.p.sp, e.p.regather, tp::parse_fault(ctx.config.fault)});
+      tp::TpGroup{ctx.grid.get(Dim::tp), e.p.sp, e.p.regather, tp::faults().parse(ctx.config.fault)});
   e.dp = &ctx.grid.get(Dim::dp);
   e.self = &ctx.self;
   e.seed = ctx.seed;
@@ -223,12 +225,15 @@ Metrics block_metrics(const Env& env, const RegionTimes& times, double flops, si
   if (has_layernorm) m.add(kLayernormActivationBytesPerRank, static_cast<double>(layernorm_bytes));
   // The two ways SP's traffic differs from the all-reduce path's (ring bytes per rank and iteration).
   m.add(kSpGradAllreduceBytesPerRank,
-        sp ? static_cast<double>(ring_bytes_sent("all_reduce", replicated_grad_bytes, env.p.tp)) : 0.0);
+        sp ? static_cast<double>(ring_bytes_sent(CommOp::all_reduce, replicated_grad_bytes, env.p.tp)) : 0.0);
   m.add(kRegatherBytesPerRank,
-        sp && env.p.regather ? static_cast<double>(ring_bytes_sent("all_gather", regathered_bytes, env.p.tp)) : 0.0);
+        sp && env.p.regather ? static_cast<double>(ring_bytes_sent(CommOp::all_gather, regathered_bytes, env.p.tp))
+                             : 0.0);
   return m;
 }
 
-const std::vector<std::string>& faults() { return tp::fault_names(); }
+std::vector<FaultDoc> block_faults(const tp::FaultSite& parts) {
+  return tp::faults().docs_where({2, true, parts.layernorm, parts.vocab});
+}
 
 }  // namespace sextant::tp_sp

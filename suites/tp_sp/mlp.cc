@@ -119,7 +119,7 @@ CaseDef mlp_case() {
   return make_block_case(BlockCase<MlpState>{
       .name = "mlp",
       .summary = "pre-LN MLP block (LN, column linear, GELU, row linear, residual) under TP / SP",
-      .faults = {"skip_input_grad_reduce", "reduce_scatter_wrong_dim", "layernorm_wrong_axis"},
+      .parts = {.layernorm = true},
       .kernel_faults = {KernelFault::layernorm_forward_variance, KernelFault::layernorm_backward_mean_term,
                         KernelFault::gelu_backward_coefficient},
       .table_metrics = {"tflops_per_rank", "activation_bytes_per_rank", "layernorm_activation_bytes_per_rank"},

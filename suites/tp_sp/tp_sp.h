@@ -61,7 +61,8 @@ tp::TpGroup baseline_group(const Env& env);
 
 // Sweep (tp in {1, 2, 4} dividing the ranks, dp = ranks / tp; SP off, and on
 // with and without regather) and the bad-input rules.
-std::vector<CaseConfig> sweep(const SweepRequest& req, const std::string& block);
+// With a planted fault, only the configs where it shows (parts: block_faults).
+std::vector<CaseConfig> sweep(const SweepRequest& req, const std::string& block, const tp::FaultSite& parts);
 void validate_problem(const CaseConfig& c);
 
 // Collective over the checker's group: assembles `blocks` on root and
@@ -88,8 +89,9 @@ Tensor on_device(const Tensor& t, Device device);
 // Every defined tensor of the list moved to host memory, in place.
 void move_to_host(const std::vector<Tensor*>& tensors);
 
-// The suite's planted faults (kernels/tensor_parallel/tp_group.h).
-const std::vector<std::string>& faults();
+// The planted faults (kernels/tensor_parallel/tp_group.h) that show in a
+// block with these parts (tp and sp of `parts` ignored).
+std::vector<FaultDoc> block_faults(const tp::FaultSite& parts);
 
 // What a block case names; make_block_case adds what every block shares: the
 // sweep over tp and SP, its options, the bad-input rules, the memory estimate
@@ -98,7 +100,7 @@ template <class State>
 struct BlockCase {
   const char* name = "";
   const char* summary = "";
-  std::vector<std::string> faults{};
+  tp::FaultSite parts{};  // what the block holds (a LayerNorm, the vocab-parallel loss): its faults
   std::vector<KernelFault> kernel_faults{};
   std::vector<std::string> table_metrics{};
   State (*setup)(CaseContext&) = nullptr;
@@ -115,10 +117,10 @@ CaseDef make_block_case(const BlockCase<State>& b) {
       .name = block,
       .summary = b.summary,
       .options = block_options(),
-      .faults = b.faults,
+      .faults = block_faults(b.parts),
       .kernel_faults = b.kernel_faults,
       .table_metrics = b.table_metrics,
-      .configs = [block](const SweepRequest& req) { return sweep(req, block); },
+      .configs = [block, parts = b.parts](const SweepRequest& req) { return sweep(req, block, parts); },
       .validate = validate_problem,
       .memory = block_memory,
       .setup = b.setup,

@@ -138,7 +138,7 @@ CaseDef vocab_case() {
   return make_block_case(BlockCase<VocabState>{
       .name = "vocab",
       .summary = "vocab-parallel embedding, LM head and cross-entropy (max, sum-exp, target all-reduced over TP)",
-      .faults = {"skip_input_grad_reduce", "reduce_scatter_wrong_dim", "cross_entropy_local_max"},
+      .parts = {.vocab = true},
       .kernel_faults = {KernelFault::cross_entropy_gradient, KernelFault::embedding_backward_duplicates},
       .table_metrics = {"tflops_per_rank", "activation_bytes_per_rank"},
       .setup = setup,

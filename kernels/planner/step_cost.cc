@@ -1,4 +1,4 @@
-#include "kernels/model/step_cost.h"
+#include "kernels/planner/step_cost.h"
 
 #include <algorithm>
 #include <cmath>

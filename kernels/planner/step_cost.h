@@ -33,8 +33,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "kernels/model/calibration.h"
-#include "kernels/model/planner.h"
+#include "kernels/planner/calibration.h"
+#include "kernels/planner/planner.h"
 
 namespace sextant::plan {
 

@@ -1,13 +1,13 @@
-// Gradient reduction and Adam for the GPT's parameter blocks, in buckets
+// Gradient reduction and Adam for a model's parameter blocks, in buckets
 // (Megatron's DDP: megatron/core/distributed/param_and_grad_buffer.py).
 //
-// Buckets: the units (gpt_params.h unit_of) in reverse order, the order the
-// backward finishes them, fill buckets of one gradient group each (dense
+// Buckets: the units of the step (trained_param.h) in reverse order, the
+// order the backward finishes them, fill buckets of one gradient group each (dense
 // parameters: dp x cp, since the CP ranks hold other tokens of the same
 // sequences; expert parameters: EDP, the replicas of an expert slice). A
 // bucket closes once it holds at least bucket_mb MB of f32 gradients (0:
 // every unit its own bucket). Each bucket is one packed buffer and one
-// nonblocking collective on the store's device:
+// nonblocking collective on the parameters' device:
 //   1. under SP, the gradients of parameters replicated over TP that saw only
 //      this rank's sequence shard (LayerNorms, row-parallel biases, router)
 //      are first all-reduced over TP;
@@ -35,14 +35,14 @@
 #include <vector>
 
 #include "harness/comm.h"
-#include "kernels/model/gpt_config.h"
-#include "kernels/model/param_store.h"
-#include "kernels/model/unit_hooks.h"
+#include "kernels/data_parallel/trained_param.h"
+#include "kernels/data_parallel/unit_hooks.h"
 #include "kernels/ops/adam.h"
 
-namespace sextant::model {
+namespace sextant::dp {
 
-// Planted faults in the reduction and the gathers (see step_fault_names).
+// Planted faults in the reduction and the gathers (the step's fault table,
+// kernels/model/step_faults.h, says which).
 struct OptimizerFaults {
   bool skip_cp = false;            // dense gradients summed over dp only, not dp x cp
   bool experts_over_dp = false;    // expert gradients summed over the dense DP group instead of EDP
@@ -63,10 +63,16 @@ struct Overlap {
   bool param_gather = false;  // distributed: parameter gathers pending into the next forward
 };
 
+struct OptimizerConfig {
+  ops::AdamConfig adam;
+  bool distributed = false;  // ZeRO-1: optimizer state sharded over the gradient groups
+  Overlap overlap;
+  double bucket_mb = 0;  // a bucket closes at this many MB of f32 gradients (0: one unit per bucket)
+};
+
 class Optimizer : public UnitHooks {
  public:
-  // Adam's settings, ZeRO, the bucket size and the overlap from config.
-  Optimizer(ParamStore& store, const OptimizerComms& comms, const GptConfig& config, OptimizerFaults faults);
+  Optimizer(TrainedSet params, const OptimizerComms& comms, const OptimizerConfig& config, OptimizerFaults faults);
 
   // Changes when buckets communicate (not what): between steps only.
   void set_overlap(Overlap overlap);
@@ -103,7 +109,7 @@ class Optimizer : public UnitHooks {
  private:
   struct Bucket {
     Communicator* group = nullptr;
-    std::vector<Param*> params, tp_partial;  // tp_partial: summed over TP first (under SP)
+    std::vector<TrainedParam*> params, tp_partial;  // tp_partial: summed over TP first (under SP)
     std::vector<int> units;
     int64_t numel = 0, padded = 0;                        // padded: a multiple of the group size
     Tensor grads;                                         // [padded] packed gradients, summed in place (plain)
@@ -113,14 +119,14 @@ class Optimizer : public UnitHooks {
     bool started = false;
     RequestPtr reduce, gather;
   };
-  void build_buckets(const GptConfig& config);
+  void build_buckets(double bucket_mb);
   void close_bucket(Bucket& b);
   void start_reduce(Bucket& b);
   void finish_reduce(Bucket& b);
   void finish_gather(Bucket& b);
   void reduce_tp_partial(const Bucket& b);
 
-  ParamStore& store_;
+  TrainedSet set_;
   OptimizerComms comms_;
   ops::AdamConfig adam_;
   bool distributed_;
@@ -132,4 +138,4 @@ class Optimizer : public UnitHooks {
   int64_t t_ = 0;
 };
 
-}  // namespace sextant::model
+}  // namespace sextant::dp

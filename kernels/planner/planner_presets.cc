@@ -5,7 +5,7 @@
 #include "harness/error.h"
 #include "harness/peaks.h"
 #include "harness/strings.h"
-#include "kernels/model/planner.h"
+#include "kernels/planner/planner.h"
 
 namespace sextant::plan {
 

@@ -1,4 +1,4 @@
-#include "kernels/model/planner.h"
+#include "kernels/planner/planner.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "kernels/pipeline/linear_stages.h"
+#include "kernels/pipeline/testing/linear_stages.h"
 
 #include <algorithm>
 #include <cmath>

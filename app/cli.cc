@@ -1,4 +1,4 @@
-#include "harness/cli.h"
+#include "app/cli.h"
 
 #include <cmath>
 

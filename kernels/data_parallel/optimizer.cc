@@ -1,22 +1,22 @@
-#include "kernels/model/optimizer.h"
+#include "kernels/data_parallel/optimizer.h"
 
 #include <algorithm>
+#include <map>
 
 #include "harness/error.h"
-#include "kernels/model/gpt_params.h"
 
-namespace sextant::model {
+namespace sextant::dp {
 
 namespace {
 
-std::vector<Tensor> grads_of(const std::vector<Param*>& params) {
+std::vector<Tensor> grads_of(const std::vector<TrainedParam*>& params) {
   std::vector<Tensor> out;
-  for (const Param* p : params) out.push_back(p->grad);
+  for (const TrainedParam* p : params) out.push_back(p->grad);
   return out;
 }
-std::vector<Tensor> values_of(const std::vector<Param*>& params) {
+std::vector<Tensor> values_of(const std::vector<TrainedParam*>& params) {
   std::vector<Tensor> out;
-  for (const Param* p : params) out.push_back(p->value);
+  for (const TrainedParam* p : params) out.push_back(p->value);
   return out;
 }
 
@@ -52,31 +52,32 @@ int64_t slice_of(const Tensor& flat, const Communicator& group) { return flat.nu
 
 }  // namespace
 
-Optimizer::Optimizer(ParamStore& store, const OptimizerComms& comms, const GptConfig& config, OptimizerFaults faults)
-    : store_(store),
+Optimizer::Optimizer(TrainedSet params, const OptimizerComms& comms, const OptimizerConfig& config,
+                     OptimizerFaults faults)
+    : set_(std::move(params)),
       comms_(comms),
       adam_(config.adam),
-      distributed_(config.distributed_optimizer),
-      overlap_{config.overlap_grad_reduce, config.overlap_param_gather},
+      distributed_(config.distributed),
+      overlap_(config.overlap),
       faults_(faults) {
-  build_buckets(config);
+  build_buckets(config.bucket_mb);
 }
 
 // The units from last to first; each unit's dense and expert blocks join the
 // open bucket of their group, which closes once it reaches bucket_mb.
-void Optimizer::build_buckets(const GptConfig& config) {
-  const double limit = config.bucket_mb * (1 << 20) / sizeof(float);  // elements
-  const int units = unit_count(config.layers);
+void Optimizer::build_buckets(double bucket_mb) {
+  const double limit = bucket_mb * (1 << 20) / sizeof(float);  // elements
+  const int units = set_.units;
   unit_buckets_.assign(static_cast<size_t>(units), {});
   Bucket open[2];  // dense, expert
   open[0].group = faults_.skip_cp ? comms_.dp : comms_.dp_cp;
   open[1].group = faults_.experts_over_dp ? comms_.dp : comms_.edp;
   for (int u = units - 1; u >= 0; --u) {
-    for (Param& p : store_.params()) {
-      if (unit_of(*p.spec, config.layers) != u) continue;
-      Bucket& b = open[p.spec->group == GradGroup::expert ? 1 : 0];
-      b.params.push_back(&p);
-      b.numel += p.value.numel();
+    for (TrainedParam* p : set_.params) {
+      if (p->unit != u) continue;
+      Bucket& b = open[p->group == GradGroup::expert ? 1 : 0];
+      b.params.push_back(p);
+      b.numel += p->value.numel();
       if (b.units.empty() || b.units.back() != u) b.units.push_back(u);
     }
     for (Bucket& b : open)
@@ -90,7 +91,7 @@ void Optimizer::build_buckets(const GptConfig& config) {
 void Optimizer::close_bucket(Bucket& b) {
   const int64_t n = b.group->size();
   b.padded = (b.numel + n - 1) / n * n;
-  const Device device = store_.device();
+  const Device device = set_.device;
   b.grads = Tensor::zeros({b.padded}, DType::f32, device);
   if (distributed_) {
     const int64_t slice = b.padded / n;
@@ -101,8 +102,8 @@ void Optimizer::close_bucket(Bucket& b) {
     b.exp_avg_sq = Tensor::zeros({slice}, DType::f32, device);
   }
   if (comms_.sp && comms_.tp->size() > 1)
-    for (Param* p : b.params)
-      if (p->spec->sp_partial && !(faults_.skip_layernorm_tp && p->spec->is_layernorm)) b.tp_partial.push_back(p);
+    for (TrainedParam* p : b.params)
+      if (p->sp_partial && !(faults_.skip_layernorm_tp && p->is_layernorm)) b.tp_partial.push_back(p);
   for (int u : b.units) unit_buckets_[static_cast<size_t>(u)].push_back(static_cast<int>(buckets_.size()));
   Communicator* group = b.group;
   buckets_.push_back(std::move(b));
@@ -120,7 +121,7 @@ void Optimizer::reset() {
   for (Bucket& b : buckets_)
     if (b.reduce) finish_reduce(b);
   t_ = 0;
-  for (Param& p : store_.params()) p.exp_avg.zero(), p.exp_avg_sq.zero();
+  for (TrainedParam* p : set_.params) p->exp_avg.zero(), p->exp_avg_sq.zero();
   for (Bucket& b : buckets_)
     if (distributed_) b.exp_avg.zero(), b.exp_avg_sq.zero();
 }
@@ -138,8 +139,8 @@ void Optimizer::begin_backward() {
 void Optimizer::reduce_tp_partial(const Bucket& b) {
   if (b.tp_partial.empty()) return;
   int64_t numel = 0;
-  for (const Param* p : b.tp_partial) numel += p->grad.numel();
-  Tensor flat = Tensor::empty({numel}, DType::f32, store_.device());
+  for (const TrainedParam* p : b.tp_partial) numel += p->grad.numel();
+  Tensor flat = Tensor::empty({numel}, DType::f32, set_.device);
   pack(grads_of(b.tp_partial), flat);
   comms_.tp->all_reduce(flat);
   unpack(flat, grads_of(b.tp_partial));
@@ -195,7 +196,7 @@ void Optimizer::reduce_gradients() {
 void Optimizer::gather_gradients() {
   if (!distributed_) return;
   for (Bucket& b : buckets_) {
-    Tensor flat = Tensor::empty({b.padded}, DType::f32, store_.device());
+    Tensor flat = Tensor::empty({b.padded}, DType::f32, set_.device);
     b.group->all_gather(b.grad_slice, flat);
     unpack(flat, grads_of(b.params));
   }
@@ -204,8 +205,8 @@ void Optimizer::gather_gradients() {
 void Optimizer::step() {
   ++t_;
   if (!distributed_) {
-    for (Param& p : store_.params()) ops::adam_step(p.value, p.grad, p.exp_avg, p.exp_avg_sq, t_, adam_);
-    store_.refresh_compute();
+    for (TrainedParam* p : set_.params) ops::adam_step(p->value, p->grad, p->exp_avg, p->exp_avg_sq, t_, adam_);
+    set_.refresh_compute(set_.params);
     return;
   }
   // Forward order: the gather the next forward needs first starts first.
@@ -225,7 +226,7 @@ void Optimizer::finish_gather(Bucket& b) {
   b.gather->wait();
   b.gather.reset();
   unpack(b.gathered, values_of(b.params));
-  store_.refresh_compute(b.params);  // bf16: the kernels' copies of the new weights
+  set_.refresh_compute(b.params);  // bf16: the kernels' copies of the new weights
 }
 
 void Optimizer::before_forward(int unit) {
@@ -242,18 +243,21 @@ void Optimizer::finish_param_gathers() {
 }
 
 std::vector<Tensor> Optimizer::parameter_values() {
-  std::vector<Param>& all = store_.params();
   std::vector<Tensor> out;
-  for (const Param& p : all) out.push_back(p.value);
+  std::map<const TrainedParam*, size_t> index;
+  for (const TrainedParam* p : set_.params) {
+    index[p] = out.size();
+    out.push_back(p->value);
+  }
   for (Bucket& b : buckets_) {
     if (!b.gather) continue;
     // The same slices gathered again into a scratch buffer (the pending gather keeps its own).
-    Tensor flat = Tensor::empty({b.padded}, DType::f32, store_.device());
+    Tensor flat = Tensor::empty({b.padded}, DType::f32, set_.device);
     b.group->all_gather(b.param_slice, flat);
     std::vector<Tensor> copies;
-    for (Param* p : b.params) {
-      Tensor& slot = out[static_cast<size_t>(p - all.data())];
-      slot = Tensor::zeros(p->value.shape(), DType::f32, store_.device());
+    for (TrainedParam* p : b.params) {
+      Tensor& slot = out[index.at(p)];
+      slot = Tensor::zeros(p->value.shape(), DType::f32, set_.device);
       copies.push_back(slot);
     }
     unpack(flat, copies);
@@ -261,4 +265,4 @@ std::vector<Tensor> Optimizer::parameter_values() {
   return out;
 }
 
-}  // namespace sextant::model
+}  // namespace sextant::dp

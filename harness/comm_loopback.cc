@@ -1,4 +1,4 @@
-#include "suites/attention/loopback_comm.h"
+#include "harness/comm_wrappers.h"
 
 #include <algorithm>
 #include <cstring>
@@ -7,7 +7,7 @@
 #include "harness/error.h"
 #include "harness/strings.h"
 
-namespace sextant::attention {
+namespace sextant {
 
 namespace {
 
@@ -84,4 +84,4 @@ std::unique_ptr<Communicator> LoopbackCommunicator::split(int, int) {
   throw RuntimeError("loopback communicators do not split");
 }
 
-}  // namespace sextant::attention
+}  // namespace sextant

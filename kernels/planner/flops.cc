@@ -1,11 +1,11 @@
-#include "kernels/model/flops.h"
+#include "kernels/planner/flops.h"
 
 #include "harness/strings.h"
 
-namespace sextant::model {
+namespace sextant::plan {
 
-plan::ModelSpec model_spec(const GptConfig& c) {
-  plan::ModelSpec m;
+ModelSpec model_spec(const model::GptConfig& c) {
+  ModelSpec m;
   m.name = "step-gpt";
   m.layers = c.layers, m.hidden = c.hidden, m.heads = c.heads, m.kv_heads = c.heads, m.head_dim = c.head_dim;
   m.ffn = c.ffn, m.vocab = c.vocab, m.seq = c.seq;
@@ -15,9 +15,9 @@ plan::ModelSpec model_spec(const GptConfig& c) {
   return m;
 }
 
-double step_flops(const GptConfig& c) { return plan::model_flops_per_step(model_spec(c), c.batch); }
+double step_flops(const model::GptConfig& c) { return model_flops_per_step(model_spec(c), c.batch); }
 
-std::string step_flops_formula(const GptConfig& c) {
+std::string step_flops_formula(const model::GptConfig& c) {
   const int64_t q = c.heads * c.head_dim, moe = c.moe_layer_count(), dense = c.layers - moe;
   return cat(
       "T*[6h*(ffn*2*L_dense + moe_ffn*topk*2*L_moe) + 6L*(h*(q+2q) + q*h) + 6h*V] + 6*q*L*B*s^2 "
@@ -26,4 +26,4 @@ std::string step_flops_formula(const GptConfig& c) {
       " topk=", c.topk, " L_moe=", moe, " L=", c.layers, " q=", q, " V=", c.vocab, ")");
 }
 
-}  // namespace sextant::model
+}  // namespace sextant::plan

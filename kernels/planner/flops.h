@@ -15,13 +15,13 @@
 #include <string>
 
 #include "kernels/model/gpt_config.h"
-#include "kernels/model/planner.h"
+#include "kernels/planner/planner.h"
 
-namespace sextant::model {
+namespace sextant::plan {
 
-plan::ModelSpec model_spec(const GptConfig& c);
-double step_flops(const GptConfig& c);
+ModelSpec model_spec(const model::GptConfig& c);
+double step_flops(const model::GptConfig& c);
 // The formula with this model's numbers, for the JSON `flops_formula`.
-std::string step_flops_formula(const GptConfig& c);
+std::string step_flops_formula(const model::GptConfig& c);
 
-}  // namespace sextant::model
+}  // namespace sextant::plan

@@ -1,4 +1,4 @@
-#include "kernels/model/calibration.h"
+#include "kernels/planner/calibration.h"
 
 #include <algorithm>
 #include <array>

@@ -3,10 +3,10 @@
 // parameters are about to be read, when its weight gradients are final for
 // the step, and layer boundaries, where pending collectives are let advance
 // (a host rank's nonblocking MPI collective progresses only inside MPI calls).
-// Units: gpt_params.h unit_of().
+// Units: kernels/model/gpt_params.h unit_of().
 #pragma once
 
-namespace sextant::model {
+namespace sextant::dp {
 
 class UnitHooks {
  public:
@@ -20,4 +20,4 @@ class UnitHooks {
   virtual void progress() = 0;
 };
 
-}  // namespace sextant::model
+}  // namespace sextant::dp

@@ -1,9 +1,9 @@
-#include "kernels/model/calibration.h"
+#include "kernels/planner/calibration.h"
 
 #include <gtest/gtest.h>
 
 #include "harness/error.h"
-#include "kernels/model/step_cost.h"
+#include "kernels/planner/step_cost.h"
 
 namespace sextant::plan {
 namespace {

@@ -1,8 +1,8 @@
-#include "kernels/model/timed_comm.h"
+#include "harness/comm_wrappers.h"
 
 #include "harness/timing.h"
 
-namespace sextant::model {
+namespace sextant {
 
 namespace {
 
@@ -197,4 +197,4 @@ RequestPtr TimedCommunicator::irecv(void* b, size_t n, DType t, int peer, int ta
   return std::make_unique<TimedRequest>(inner_.irecv(b, n, t, peer, tag), clock_, clock_.separate_receive_waits);
 }
 
-}  // namespace sextant::model
+}  // namespace sextant
