@@ -178,7 +178,7 @@ std::vector<plan::Estimate> calibrated(const std::vector<plan::Estimate>& all, c
   for (size_t i = 0; i < all.size() && out.size() < top; ++i) {
     if (!all[i].fits) continue;
     plan::StepShape shape;
-    shape.schedule = all[i].config.vpp > 1 ? "interleaved" : "1f1b";
+    shape.schedule = all[i].config.vpp > 1 ? pp::ScheduleId::interleaved : pp::ScheduleId::one_f_one_b;
     shape.bytes_per_element = 2;
     out.push_back(plan::estimate_calibrated(m, c, t, all[i].config, shape, cal));
   }
@@ -242,7 +242,7 @@ int run_plan_command() {
     all = calibrated(all, m, c, t, *cal, 100);
     if (checked) {
       plan::StepShape shape;
-      shape.schedule = checked->config.vpp > 1 ? "interleaved" : "1f1b";
+      shape.schedule = checked->config.vpp > 1 ? pp::ScheduleId::interleaved : pp::ScheduleId::one_f_one_b;
       shape.bytes_per_element = 2;
       checked = plan::estimate_calibrated(m, c, t, checked->config, shape, *cal);
     }

@@ -80,7 +80,7 @@ void print_reference_table(const plan::Calibration* cal) {
     std::string calibrated;
     if (cal) {
       plan::StepShape shape;
-      shape.schedule = r.config.vpp > 1 ? "interleaved" : "1f1b";
+      shape.schedule = r.config.vpp > 1 ? pp::ScheduleId::interleaved : pp::ScheduleId::one_f_one_b;
       shape.zero = r.config.distributed_optimizer;
       shape.bytes_per_element = 2;  // bf16 activations
       calibrated = percent(plan::estimate_calibrated(m, c, t, r.config, shape, *cal).mfu);

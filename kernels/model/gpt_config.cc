@@ -5,25 +5,8 @@
 
 #include "harness/error.h"
 #include "harness/strings.h"
-#include "kernels/pipeline/generators.h"
 
 namespace sextant::model {
-
-std::string cp_comm_name(CpComm c) {
-  switch (c) {
-    case CpComm::p2p: return "p2p";
-    case CpComm::a2a: return "a2a";
-    case CpComm::allgather: return "allgather";
-    case CpComm::a2a_p2p: return "a2a+p2p";
-  }
-  return "?";
-}
-
-CpComm parse_cp_comm(const std::string& name) {
-  for (CpComm c : {CpComm::p2p, CpComm::a2a, CpComm::allgather, CpComm::a2a_p2p})
-    if (cp_comm_name(c) == name) return c;
-  throw UsageError(cat("--set cp_comm='", name, "' must be p2p, a2a, allgather or a2a+p2p"));
-}
 
 int GptConfig::moe_layer_count() const { return static_cast<int>(std::count(moe.begin(), moe.end(), true)); }
 
@@ -66,8 +49,8 @@ GptConfig gpt_config_from_json(const nlohmann::json& j) {
   c.batch = i64("batch", c.batch);
   c.data = j.value("data", c.data);
   c.microbatches = static_cast<int>(i64("microbatches", c.microbatches));
-  c.schedule = j.value("schedule", c.schedule);
-  c.cp_comm = parse_cp_comm(j.value("cp_comm", std::string("p2p")));
+  c.schedule = pp::parse_schedule(j.value("schedule", std::string("1f1b")));
+  c.cp_comm = cp::parse_variant(j.value("cp_comm", std::string("p2p")), "--set cp_comm");
   c.a2a_size = static_cast<int>(i64("a2a_size", c.a2a_size));
   c.cp_layout = cp::parse_layout(j.value("cp_layout", std::string("zigzag")));
   c.attention_impl = ops::attention_impl_of(j);
@@ -140,14 +123,15 @@ void validate_cp(const GptConfig& c, const ParallelConfig& p) {
     require(local % p.tp == 0, cat("--tp ", p.tp, " must divide seq/cp = ", c.seq, "/", p.cp, " = ", local,
                                    " under --sp (each TP rank holds a sequence shard)"));
   const int64_t local_heads = c.heads / p.tp;
-  if (c.cp_comm == CpComm::a2a)
+  const cp::VariantInfo& v = cp::variant_info(c.cp_comm);
+  if (v.a2a && !v.kv)
     require(local_heads % p.cp == 0, cat("--cp ", p.cp, " must divide heads/tp = ", c.heads, "/", p.tp, " = ",
-                                         local_heads, " for cp_comm a2a (Ulysses scatters heads)"));
-  if (c.cp_comm == CpComm::a2a_p2p) {
+                                         local_heads, " for cp_comm ", v.name, " (Ulysses scatters heads)"));
+  if (v.split()) {
     require(c.a2a_size >= 1 && p.cp % c.a2a_size == 0,
-            cat("--set a2a_size=", c.a2a_size, " must divide --cp ", p.cp, " for cp_comm a2a+p2p"));
+            cat("--set a2a_size=", c.a2a_size, " must divide --cp ", p.cp, " for cp_comm ", v.name));
     require(local_heads % c.a2a_size == 0,
-            cat("--set a2a_size=", c.a2a_size, " must divide heads/tp = ", local_heads, " for cp_comm a2a+p2p"));
+            cat("--set a2a_size=", c.a2a_size, " must divide heads/tp = ", local_heads, " for cp_comm ", v.name));
   }
 }
 

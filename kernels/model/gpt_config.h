@@ -10,17 +10,14 @@
 
 #include "harness/dtype.h"
 #include "harness/grid.h"
+#include "kernels/attention/cp_variants.h"
 #include "kernels/attention/layout.h"
-#include "kernels/moe/dispatcher.h"
+#include "kernels/moe/moe_types.h"
 #include "kernels/ops/adam.h"
 #include "kernels/ops/attention_impl.h"
+#include "kernels/pipeline/schedules.h"
 
 namespace sextant::model {
-
-// How core attention runs over the CP group (kernels/attention/cp_attention.h).
-enum class CpComm { p2p, a2a, allgather, a2a_p2p };
-std::string cp_comm_name(CpComm c);             // "p2p", "a2a", "allgather", "a2a+p2p"
-CpComm parse_cp_comm(const std::string& name);  // throws UsageError
 
 struct GptConfig {
   // The model (global sizes), as reference/gpt.h defines it.
@@ -35,12 +32,12 @@ struct GptConfig {
   double eps = 1e-5;  // LayerNorm
 
   // The step.
-  int64_t batch = 16;             // global batch: sequences of seq + 1 tokens per step
-  std::string data;               // Megatron indexed dataset prefix ("": random tokens; kernels/model/data.h)
-  int microbatches = 1;           // per DP replica and step
-  std::string schedule = "1f1b";  // kernels/pipeline generator
-  CpComm cp_comm = CpComm::p2p;
-  int a2a_size = 2;  // a2a+p2p: Ulysses group size (cp = a2a_size x ring size)
+  int64_t batch = 16;    // global batch: sequences of seq + 1 tokens per step
+  std::string data;      // Megatron indexed dataset prefix ("": random tokens; kernels/model/data.h)
+  int microbatches = 1;  // per DP replica and step
+  pp::ScheduleId schedule = pp::ScheduleId::one_f_one_b;
+  cp::Variant cp_comm = cp::Variant::p2p;  // how core attention runs over the CP group
+  int a2a_size = 2;                        // a2a+p2p: Ulysses group size (cp = a2a_size x ring size)
   cp::Layout cp_layout = cp::Layout::zigzag;
   ops::AttentionImpl attention_impl = ops::AttentionImpl::own;  // attention blocks on a GPU
   bool regather = true;                // SP: column-parallel inputs saved as shards, all-gathered again for dW

@@ -62,10 +62,10 @@ TEST(GptConfig, EachRuleNamesItsNumbers) {
   c.seq = 24;
   EXPECT_NE(rule(c, sp).find("--tp 4 must divide seq/cp = 24/4 = 6"), std::string::npos) << rule(c, sp);
   c.seq = 16;
-  c.cp_comm = CpComm::a2a;
+  c.cp_comm = cp::Variant::a2a;
   EXPECT_NE(rule(c, {1, 8, 1, 1}).find("--cp 8 must divide heads/tp"), std::string::npos);
   c = tiny();
-  c.schedule = "zb-v";
+  c.schedule = pp::ScheduleId::zb_v;
   EXPECT_NE(rule(c, {1, 1, 2, 1}).find("--vpp 1 must be 2 for schedule zb-v"), std::string::npos);
 }
 

@@ -53,7 +53,7 @@ ModelComms make_model_comms(const GridComms& grid, Communicator& world, Communic
       at.etp != m.etp->rank())
     throw RuntimeError(
         cat("make_model_comms: rank ", grid.rank, " has grid coordinates that differ from its group ranks"));
-  if (config.cp_comm == CpComm::a2a_p2p && m.parallel.cp > 1) {
+  if (cp::variant_info(config.cp_comm).split() && m.parallel.cp > 1) {
     // cp rank c = (ring rank) * A + (a2a rank): an a2a group is A consecutive CP ranks.
     const int a = config.a2a_size, r = m.cp->rank();
     m.cp_a2a = m.cp->split(r / a, r % a);

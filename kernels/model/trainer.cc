@@ -6,7 +6,7 @@
 #include "harness/error.h"
 #include "harness/strings.h"
 #include "harness/timing.h"
-#include "kernels/pipeline/generators.h"
+#include "kernels/pipeline/schedules.h"
 
 namespace sextant::model {
 
@@ -55,15 +55,13 @@ LayerEnv GptTrainer::layer_env() {
   env.cp_options.layout = config_.cp_layout;
   env.cp_options.seq = config_.seq;
   env.cp_options.packing = row_packing(config_);
-  env.cp_options.kv_exchange = config_.cp_comm == CpComm::allgather ? cp::KvExchange::allgather : cp::KvExchange::ring;
+  const cp::VariantInfo& variant = cp::variant_info(config_.cp_comm);
+  env.cp_options.kv_exchange = variant.kv.value_or(cp::KvExchange::ring);
   env.cp_options.attention_impl = config_.attention_impl;
   if (p.cp > 1) {
-    switch (config_.cp_comm) {
-      case CpComm::p2p:
-      case CpComm::allgather: env.cp.kv = comms_.cp.get(); break;
-      case CpComm::a2a: env.cp.a2a = comms_.cp.get(); break;
-      case CpComm::a2a_p2p: env.cp = {comms_.cp_a2a.get(), comms_.cp_ring.get()}; break;
-    }
+    if (variant.split()) env.cp = {comms_.cp_a2a.get(), comms_.cp_ring.get()};
+    else if (variant.a2a) env.cp.a2a = comms_.cp.get();
+    else env.cp.kv = comms_.cp.get();
   }
   // Dropless top-k routing, aux and z losses off (the moe suite covers them).
   // The router's token group is this rank alone: its statistics only feed

@@ -253,8 +253,9 @@ TEST(Executor, RejectsBadSchedulesAndSizes) {
   Schedule wrong_size = one_f_one_b(p + 1, 2);
   EXPECT_THROW((void)PipelineExecutor(wrong_size, world(), model), UsageError);
   Schedule ok = one_f_one_b(p, 2);
-  if (p == 1)  // a message fault needs messages
+  if (p == 1) {  // a message fault needs messages
     EXPECT_THROW((void)PipelineExecutor(ok, world(), model, ExecutorOptions{Fault::wrong_peer}), UsageError);
+  }
 }
 
 }  // namespace

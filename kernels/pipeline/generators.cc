@@ -32,7 +32,6 @@ Schedule one_stage_per_rank(std::string name, int p, int m) {
 }  // namespace
 
 Schedule gpipe(int p, int m) {
-  validate_schedule_request("gpipe", p, m, 1);
   Schedule s = one_stage_per_rank("gpipe", p, m);
   for (int r = 0; r < p; ++r) {
     for (int mb = 0; mb < m; ++mb) s.actions[r].push_back({r, T::F, mb});
@@ -42,7 +41,6 @@ Schedule gpipe(int p, int m) {
 }
 
 Schedule one_f_one_b(int p, int m) {
-  validate_schedule_request("1f1b", p, m, 1);
   Schedule s = one_stage_per_rank("1f1b", p, m);
   for (int r = 0; r < p; ++r) {
     auto& list = s.actions[r];
@@ -72,7 +70,6 @@ int interleaved_microbatch(int k, int p, int v) { return (k / (p * v)) * p + k %
 }  // namespace
 
 Schedule interleaved_1f1b(int p, int m, int v) {
-  validate_schedule_request("interleaved", p, m, v);
   if (v == 1) {  // one chunk per rank: interleaving is plain 1F1B
     Schedule s = one_f_one_b(p, m);
     s.name = "interleaved";
@@ -100,7 +97,6 @@ Schedule interleaved_1f1b(int p, int m, int v) {
 }
 
 Schedule zb_h1(int p, int m) {
-  validate_schedule_request("zb-h1", p, m, 1);
   Schedule s = one_stage_per_rank("zb-h1", p, m);
   for (int r = 0; r < p; ++r) {
     auto& list = s.actions[r];
@@ -172,7 +168,6 @@ std::vector<Action> zb_v_rank(int p, int r, int n) {
 }  // namespace
 
 Schedule zb_v(int p, int m) {
-  validate_schedule_request("zb-v", p, m, 2);
   Schedule s = blank("zb-v", p, m, 2, [p](int stage) { return stage < p ? stage : 2 * p - 1 - stage; });
   // The order fills the pipeline with 2p - 1 microbatches; with fewer, build
   // it for 2p - 1 and drop the microbatches that do not exist (as torch does).
@@ -249,45 +244,9 @@ class DualPipeVRank {
 }  // namespace
 
 Schedule dualpipe_v(int p, int m) {
-  validate_schedule_request("dualpipe-v", p, m, 2);
   Schedule s = blank("dualpipe-v", p, m, 2, [p](int stage) { return stage < p ? stage : 2 * p - 1 - stage; });
   for (int r = 0; r < p; ++r) s.actions[r] = DualPipeVRank(p, r).build(m);
   return s;
-}
-
-const std::vector<std::string>& schedule_names() {
-  static const std::vector<std::string> names{"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipe-v"};
-  return names;
-}
-
-void validate_schedule_request(const std::string& name, int p, int m, int v) {
-  const auto& names = schedule_names();
-  require(std::find(names.begin(), names.end(), name) != names.end(),
-          cat("--schedule ", name, " is not one of ", join(names, ", ")));
-  require_positive("--pp", p);
-  require_positive("--microbatches", m);
-  require_positive("--vpp", v);
-  if (name == "interleaved") {
-    require(m % p == 0, cat("--microbatches ", m, " must be divisible by --pp ", p,
-                            " for schedule interleaved (Megatron runs microbatches in groups of pp per chunk)"));
-  } else if (name == "zb-v" || name == "dualpipe-v") {
-    require(v == 2, cat("--vpp ", v, " must be 2 for schedule ", name, " (two chunks per rank in a V)"));
-    if (name == "dualpipe-v")
-      require(m >= 2 * p, cat("--microbatches ", m, " must be at least 2 * --pp = ", 2 * p,
-                              " for schedule dualpipe-v (DualPipe fills both arms of the V)"));
-  } else {
-    require(v == 1, cat("--vpp ", v, " must be 1 for schedule ", name, " (one stage per rank)"));
-  }
-}
-
-Schedule make_schedule(const std::string& name, int p, int m, int v) {
-  validate_schedule_request(name, p, m, v);
-  if (name == "gpipe") return gpipe(p, m);
-  if (name == "1f1b") return one_f_one_b(p, m);
-  if (name == "interleaved") return interleaved_1f1b(p, m, v);
-  if (name == "zb-h1") return zb_h1(p, m);
-  if (name == "zb-v") return zb_v(p, m);
-  return dualpipe_v(p, m);
 }
 
 }  // namespace sextant::pp

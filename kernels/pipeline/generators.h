@@ -1,6 +1,8 @@
 // Schedule generators. Each returns per-rank action lists plus the
 // stage-to-rank placement the schedule assumes. p = ranks, m = microbatches,
-// v = chunks (stages) per rank. Bad sizes throw UsageError naming the rule.
+// v = chunks (stages) per rank. The sizes are not checked here: the
+// schedule's row in schedules.h holds its rules, and make_schedule() checks
+// them (UsageError naming the rule) before it calls a generator.
 #pragma once
 
 #include <string>
@@ -45,12 +47,5 @@ Schedule zb_v(int p, int m);
 // this IR runs forward first; a drain that splits the later backwards into
 // I and W to fill the bubble. Needs m >= 2p.
 Schedule dualpipe_v(int p, int m);
-
-// The generators by name: gpipe, 1f1b, interleaved, zb-h1, zb-v, dualpipe-v.
-const std::vector<std::string>& schedule_names();
-// Checks the sizes a named schedule needs (UsageError with the rule): v must
-// be 1 except for interleaved (any v >= 1), zb-v and dualpipe-v (v == 2).
-void validate_schedule_request(const std::string& name, int p, int m, int v);
-Schedule make_schedule(const std::string& name, int p, int m, int v);
 
 }  // namespace sextant::pp

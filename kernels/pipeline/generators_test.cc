@@ -1,6 +1,7 @@
 // Generators: shapes of the published schedules, placement, and that every
 // generated schedule passes the validator over a grid of sizes.
 #include "kernels/pipeline/generators.h"
+#include "kernels/pipeline/schedules.h"
 
 #include <gtest/gtest.h>
 
@@ -32,7 +33,7 @@ TEST(Generators, EveryScheduleValidatesOverAGridOfSizes) {
         for (int v : {1, 2, 3, 4}) cases.push_back({"interleaved", v});
       if (m >= 2 * p) cases.push_back({"dualpipe-v", 2});
       for (const auto& [name, v] : cases) {
-        Schedule s = make_schedule(name, p, m, v);
+        Schedule s = make_schedule(parse_schedule(name), p, m, v);
         EXPECT_NO_THROW(validate(s)) << name << " p" << p << " m" << m << " v" << v;
         EXPECT_EQ(s.stages, p * v);
       }
@@ -120,20 +121,20 @@ TEST(Generators, BadSizesNameTheRule) {
     }
     return std::string("no error");
   };
-  EXPECT_EQ(message([] { interleaved_1f1b(4, 6, 2); }),
+  EXPECT_EQ(message([] { make_schedule(ScheduleId::interleaved, 4, 6, 2); }),
             "--microbatches 6 must be divisible by --pp 4 for schedule interleaved (Megatron runs microbatches in "
             "groups of pp per chunk)");
-  EXPECT_EQ(message([] { make_schedule("zb-v", 4, 8, 3); }),
+  EXPECT_EQ(message([] { make_schedule(ScheduleId::zb_v, 4, 8, 3); }),
             "--vpp 3 must be 2 for schedule zb-v (two chunks per rank in a V)");
   EXPECT_EQ(
-      message([] { dualpipe_v(4, 6); }),
+      message([] { make_schedule(ScheduleId::dualpipe_v, 4, 6, 2); }),
       "--microbatches 6 must be at least 2 * --pp = 8 for schedule dualpipe-v (DualPipe fills both arms of the V)");
-  EXPECT_EQ(message([] { make_schedule("1f1b", 4, 8, 2); }),
+  EXPECT_EQ(message([] { make_schedule(ScheduleId::one_f_one_b, 4, 8, 2); }),
             "--vpp 2 must be 1 for schedule 1f1b (one stage per rank)");
-  EXPECT_EQ(message([] { make_schedule("pipedream", 4, 8, 1); }),
+  EXPECT_EQ(message([] { parse_schedule("pipedream"); }),
             "--schedule pipedream is not one of gpipe, 1f1b, interleaved, zb-h1, zb-v, dualpipe-v");
-  EXPECT_EQ(message([] { gpipe(4, 0); }), "--microbatches 0 must be positive");
-  EXPECT_EQ(message([] { one_f_one_b(0, 4); }), "--pp 0 must be positive");
+  EXPECT_EQ(message([] { make_schedule(ScheduleId::gpipe, 4, 0, 1); }), "--microbatches 0 must be positive");
+  EXPECT_EQ(message([] { make_schedule(ScheduleId::one_f_one_b, 0, 4, 1); }), "--pp 0 must be positive");
 }
 
 }  // namespace

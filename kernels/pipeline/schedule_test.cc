@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/pipeline/generators.h"
+#include "kernels/pipeline/schedules.h"
 
 namespace sextant::pp {
 namespace {
@@ -29,9 +30,10 @@ TEST(ScheduleText, BadActionsNameWhereAndTheForm) {
 }
 
 TEST(ScheduleCsv, RoundTripsEveryGenerator) {
-  for (const std::string& name : schedule_names()) {
-    const int v = name == "interleaved" || name == "zb-v" || name == "dualpipe-v" ? 2 : 1;
-    Schedule s = make_schedule(name, 4, 8, v);
+  for (const ScheduleInfo& info : schedules()) {
+    const std::string name = info.name;
+    const int v = info.chunks.back();
+    Schedule s = make_schedule(info.id, 4, 8, v);
     Schedule back = schedule_from_csv(to_csv(s));
     EXPECT_EQ(back.ranks, s.ranks) << name;
     EXPECT_EQ(back.stages, s.stages) << name;

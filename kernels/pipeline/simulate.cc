@@ -120,15 +120,4 @@ Simulation replay(const Schedule& schedule, const Timeline& measured, double lat
   });
 }
 
-double closed_form_bubble(const std::string& schedule, int p, int m, int v) {
-  const double idle = p - 1.0;
-  if (schedule == "gpipe" || schedule == "1f1b") return idle / (m + idle);
-  if (schedule == "interleaved") return idle / (static_cast<double>(v) * m + idle);
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  if (schedule == "zb-h1") return m >= p ? idle / (3.0 * m + idle) : nan;
-  if (schedule == "zb-v") return m >= 2 * p - 1 ? idle / (6.0 * m + idle) : nan;
-  if (schedule == "dualpipe-v") return m >= 2 * p ? idle / (6.0 * m + idle) : nan;
-  return nan;
-}
-
 }  // namespace sextant::pp

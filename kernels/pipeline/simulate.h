@@ -43,18 +43,4 @@ Simulation simulate(const Schedule& schedule, const CostModel& costs);
 // `schedule`.
 Simulation replay(const Schedule& schedule, const Timeline& measured, double latency = 0);
 
-// Textbook bubble fraction of the step (idle / makespan) with equal costs,
-// F : I : W = 1 : 1 : 1 per stage (B = I + W), no latency; the simulator
-// reproduces each exactly (simulate_test.cc):
-//   gpipe, 1f1b   (p-1) / (m + p - 1)                 Narayanan et al. 2021
-//   interleaved   (p-1) / (v m + p - 1)               bubble time / v
-//   zb-h1         (p-1) / (3m + p - 1), m >= p        Qi et al. 2024: bubble
-//                 (p-1)(F + I - W) against 1F1B's (p-1)(F + I + W)
-//   zb-v          (p-1) / (6m + p - 1), m >= 2p - 1   only the fill of the V,
-//                 p-1 chunk forwards (a chunk costs half a stage), is idle
-//   dualpipe-v    the same, m >= 2p, with each F&B pair run forward first
-//                 (DualPipe's overlap of the pair is not modelled)
-// NaN where the form does not apply (fewer microbatches than stated).
-double closed_form_bubble(const std::string& schedule, int p, int m, int v);
-
 }  // namespace sextant::pp

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "kernels/pipeline/generators.h"
+#include "kernels/pipeline/schedules.h"
 #include "kernels/pipeline/validate.h"
 
 namespace sextant::pp {
@@ -28,7 +29,7 @@ TEST(Simulate, OneFOneBAndGpipeBubbleIsPMinusOneOverMPlusPMinusOne) {
         Simulation sim = equal_costs(s);
         EXPECT_DOUBLE_EQ(sim.stats.makespan, 3.0 * (m + p - 1)) << s.name << " p" << p << " m" << m;
         for (int r = 0; r < p; ++r) EXPECT_NEAR(sim.stats.bubble[r], expected, 1e-12) << s.name << " rank " << r;
-        EXPECT_NEAR(sim.stats.bubble_mean, closed_form_bubble(s.name, p, m, 1), 1e-12);
+        EXPECT_NEAR(sim.stats.bubble_mean, closed_form_bubble(parse_schedule(s.name), p, m, 1), 1e-12);
       }
     }
 }
@@ -41,7 +42,7 @@ TEST(Simulate, InterleavedDividesTheBubbleByV) {
         Simulation sim = equal_costs(interleaved_1f1b(p, m, v));
         const double expected = (p - 1.0) / (v * m + p - 1.0);
         EXPECT_NEAR(sim.stats.bubble_max, expected, 1e-12) << "p" << p << " m" << m << " v" << v;
-        EXPECT_NEAR(closed_form_bubble("interleaved", p, m, v), expected, 1e-15);
+        EXPECT_NEAR(closed_form_bubble(ScheduleId::interleaved, p, m, v), expected, 1e-15);
         // Against 1F1B on the same model (a stage = v chunks: F = v, B = 2v),
         // whose bubble time is 3v(p-1): interleaving leaves 1/v of it.
         const double one_f_one_b_idle = equal_costs(one_f_one_b(p, m)).stats.idle[0] * v;
@@ -56,7 +57,7 @@ TEST(Simulate, ZbH1BubbleIsAThirdOfOneFOneB) {
       // Qi et al.: bubble time (p-1)(F+I-W) = p-1 against 1F1B's (p-1)(F+I+W) = 3(p-1).
       EXPECT_DOUBLE_EQ(zb.stats.makespan, 3.0 * m + (p - 1)) << "p" << p << " m" << m;
       for (int r = 0; r < p; ++r) EXPECT_NEAR(zb.stats.idle[r], base.stats.idle[r] / 3, 1e-9) << "rank " << r;
-      EXPECT_NEAR(zb.stats.bubble_max, closed_form_bubble("zb-h1", p, m, 1), 1e-12);
+      EXPECT_NEAR(zb.stats.bubble_max, closed_form_bubble(ScheduleId::zb_h1, p, m, 1), 1e-12);
     }
 }
 
@@ -68,18 +69,19 @@ TEST(Simulate, ZbVIdlesOnlyWhileTheVFills) {
       Simulation h1 = equal_costs(zb_h1(p, m));
       EXPECT_DOUBLE_EQ(v.stats.busy[0], h1.stats.busy[0]);
       for (int r = 0; r < p; ++r) EXPECT_DOUBLE_EQ(v.stats.idle[r], (p - 1) * 0.5) << "p" << p << " m" << m;
-      EXPECT_NEAR(v.stats.bubble_max, closed_form_bubble("zb-v", p, m, 2), 1e-12);
+      EXPECT_NEAR(v.stats.bubble_max, closed_form_bubble(ScheduleId::zb_v, p, m, 2), 1e-12);
       EXPECT_LT(v.stats.bubble_max, h1.stats.bubble_max) << "p" << p << " m" << m;
     }
   // DualPipeV run as this IR runs it (each F&B pair forward first) reaches the same bound.
   for (int p : kPs)
     for (int m = 2 * p; m <= 4 * p; ++m) {
       Simulation d = simulate(dualpipe_v(p, m), CostModel::uniform(2 * p, 0.5, 0.5, 0.5));
-      EXPECT_NEAR(d.stats.bubble_max, closed_form_bubble("dualpipe-v", p, m, 2), 1e-12) << "p" << p << " m" << m;
+      EXPECT_NEAR(d.stats.bubble_max, closed_form_bubble(ScheduleId::dualpipe_v, p, m, 2), 1e-12)
+          << "p" << p << " m" << m;
       EXPECT_DOUBLE_EQ(d.peak_activations[0], p + 0.5);  // one chunk more than zb-v
     }
-  EXPECT_TRUE(std::isnan(closed_form_bubble("zb-v", 4, 6, 2)));
-  EXPECT_TRUE(std::isnan(closed_form_bubble("zb-h1", 4, 3, 1)));
+  EXPECT_TRUE(std::isnan(closed_form_bubble(ScheduleId::zb_v, 4, 6, 2)));
+  EXPECT_TRUE(std::isnan(closed_form_bubble(ScheduleId::zb_h1, 4, 3, 1)));
 }
 
 TEST(Simulate, PeakActivations) {

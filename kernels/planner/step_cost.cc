@@ -7,7 +7,6 @@
 
 #include "harness/error.h"
 #include "harness/strings.h"
-#include "kernels/pipeline/generators.h"
 #include "kernels/pipeline/simulate.h"
 
 namespace sextant::plan {
@@ -203,16 +202,20 @@ class Costing {
       a.f.cp += collective(a.f, "all_to_all", n, inter, qo + kv, 3) + collective(a.f, "all_to_all", n, inter, qo);
       a.i.cp += collective(a.i, "all_to_all", n, inter, qo) + collective(a.i, "all_to_all", n, inter, qo + kv, 3);
     };
-    if (shape_.cp_comm == "p2p") ring(c_.cp, 1.0);
-    else if (shape_.cp_comm == "a2a") ulysses(c_.cp);
-    else if (shape_.cp_comm == "allgather") {
-      a.f.cp += collective(a.f, "all_gather", c_.cp, inter, kv * c_.cp, 2);
-      a.i.cp += collective(a.i, "all_gather", c_.cp, inter, kv * c_.cp, 2) +
-                collective(a.i, "reduce_scatter", c_.cp, inter, kv * c_.cp, 2);
-    } else {  // a2a+p2p: Ulysses inside groups of a2a_size, a ring across them
+    // The variant's stages (kernels/attention/cp_variants.h).
+    const cp::VariantInfo& v = cp::variant_info(shape_.cp_comm);
+    if (v.split()) {  // Ulysses inside groups of a2a_size, a ring across them
       const int a2a = std::max(1, std::min(shape_.a2a_size, c_.cp));
       ulysses(a2a);
       ring(c_.cp / a2a, 1.0 / a2a);
+    } else if (v.a2a) {
+      ulysses(c_.cp);
+    } else if (v.kv == cp::KvExchange::allgather) {
+      a.f.cp += collective(a.f, "all_gather", c_.cp, inter, kv * c_.cp, 2);
+      a.i.cp += collective(a.i, "all_gather", c_.cp, inter, kv * c_.cp, 2) +
+                collective(a.i, "reduce_scatter", c_.cp, inter, kv * c_.cp, 2);
+    } else {
+      ring(c_.cp, 1.0);
     }
   }
 
@@ -362,10 +365,8 @@ namespace {
 
 // The schedule the step runs: pp = 1 is a plain loop over the microbatches.
 pp::Schedule step_schedule(const Config& c, const StepShape& shape, int microbatches) {
-  if (c.pp == 1) return pp::make_schedule("gpipe", 1, microbatches, 1);
-  const std::string& name = shape.schedule;
-  const int chunks = name == "interleaved" ? c.vpp : name == "zb-v" || name == "dualpipe-v" ? 2 : 1;
-  return pp::make_schedule(name, c.pp, microbatches, chunks);
+  if (c.pp == 1) return pp::make_schedule(pp::ScheduleId::gpipe, 1, microbatches, 1);
+  return pp::make_schedule(shape.schedule, c.pp, microbatches, pp::chunks_per_rank(shape.schedule, c.vpp));
 }
 
 // What the synchronisations of an action cost: sync_s each, but no more

@@ -33,6 +33,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "kernels/attention/cp_variants.h"
+#include "kernels/pipeline/schedules.h"
 #include "kernels/planner/calibration.h"
 #include "kernels/planner/planner.h"
 
@@ -40,8 +42,8 @@ namespace sextant::plan {
 
 // How the step runs beyond the parallel sizes (the step suite's options).
 struct StepShape {
-  std::string schedule = "1f1b";
-  std::string cp_comm = "p2p";  // p2p, a2a, allgather, a2a+p2p
+  pp::ScheduleId schedule = pp::ScheduleId::one_f_one_b;
+  cp::Variant cp_comm = cp::Variant::p2p;
   int a2a_size = 2;
   bool regather = true;    // SP: column inputs all-gathered again for dW
   bool zero = false;       // ZeRO-1: reduce-scatter + all-gather instead of all-reduce

@@ -9,8 +9,6 @@ namespace {
 const ScheduleKind kKind{
     .name = "csv",
     .summary = "a user's schedule from --set schedule_file=PATH (CSV, one row per pipeline rank)",
-    .chunks = {},
-    .from_file = true,
 };
 
 }  // namespace

@@ -143,7 +143,7 @@ Metrics pipeline_metrics(PipelineState& s, const RegionTimes& times) {
   const std::vector<double> peaks = pp::peak_activations(s.schedule);
   const Problem& p = s.p;
   const double closed =
-      p.schedule == "csv" ? std::nan("") : pp::closed_form_bubble(p.schedule, p.pp, p.microbatches, p.chunks);
+      p.generated ? pp::closed_form_bubble(*p.generated, p.pp, p.microbatches, p.chunks) : std::nan("");
 
   Metrics m;
   m.add(kBubbleMeasuredMean, stats.bubble_mean);

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@
 #include "kernels/pipeline/executor.h"
 #include "kernels/pipeline/pipeline_faults.h"
 #include "kernels/pipeline/schedule.h"
+#include "kernels/pipeline/schedules.h"
 #include "suites/pipeline/mlp_stages.h"
 
 namespace sextant::pipeline {
@@ -32,21 +34,21 @@ namespace sextant::pipeline {
 // Where the suite sits in listings and reports (suites in ascending order).
 inline constexpr int kSuiteOrder = 60;
 
-// A schedule case: its generator's name and the chunks per rank it accepts.
+// A schedule case: a generated schedule (a row of kernels/pipeline/schedules.h,
+// which says the chunks per rank and microbatches it takes), or csv, the
+// user's --set schedule_file.
 struct ScheduleKind {
-  const char* name = "";  // gpipe, 1f1b, interleaved, zb-h1, zb-v, dualpipe-v, csv
+  const char* name = "";
   const char* summary = "";
-  std::vector<int> chunks{};           // v values the sweep runs (a pinned --vpp > 1 overrides)
-  const char* chunk_rule = nullptr;    // why --vpp must be chunks[0]; nullptr: any v dividing the layers
-  bool needs_full_pipeline = false;    // m >= pp: the schedule's steady state (and closed form) needs it
-  int min_microbatches_per_stage = 1;  // the sweep runs m >= this * pp (DualPipeV's main phase: 2)
-  bool from_file = false;              // csv: the schedule is the user's --set schedule_file
+  const pp::ScheduleInfo* generated = nullptr;  // null: csv
+  bool from_file() const { return generated == nullptr; }
 };
 
 // The problem of one instance, from its params and parallel config.
 struct Problem {
-  std::string schedule;       // a generator name, or "csv"
-  std::string schedule_file;  // csv only
+  std::string schedule;                     // a generated schedule's name, or "csv"
+  std::optional<pp::ScheduleId> generated;  // none: csv
+  std::string schedule_file;                // csv only
   int pp = 1, tp = 1, dp = 1, chunks = 1;
   int stages = 1;        // pp * chunks (csv: the stages its rows run)
   int microbatches = 1;  // m per pipeline (DP replica)

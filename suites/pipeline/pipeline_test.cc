@@ -194,6 +194,7 @@ TEST(Pipeline, AccumulateTwiceIsCaughtOnTheGpu) {
 pipeline::Problem problem(const std::string& schedule, int p, int m, int v) {
   pipeline::Problem pr;
   pr.schedule = schedule;
+  pr.generated = pp::find_schedule(schedule);
   pr.pp = p;
   pr.microbatches = m;
   pr.chunks = v;

@@ -6,7 +6,6 @@
 
 #include "harness/error.h"
 #include "harness/strings.h"
-#include "kernels/pipeline/generators.h"
 #include "kernels/pipeline/validate.h"
 #include "suites/pipeline/pipeline.h"
 
@@ -26,9 +25,11 @@ Sizes profile_sizes(const std::string& profile) {
   return {8, 64, 256, 1, 32};
 }
 
+constexpr const char* kCsv = "csv";  // the user's schedule file
+
 std::vector<std::string> known_schedules() {
   std::vector<std::string> names = pp::schedule_names();
-  names.push_back("csv");
+  names.push_back(kCsv);
   return names;
 }
 
@@ -47,11 +48,11 @@ bool selected(const SweepRequest& req, const ScheduleKind& kind) {
   const auto names = known_schedules();
   require(chosen.empty() || std::count(names.begin(), names.end(), chosen),
           cat("--set schedule=", chosen, " is not one of ", join(names, ", ")));
-  require(chosen != "csv" || has_file, "--set schedule=csv needs --set schedule_file=PATH (one row per pipeline rank)");
-  require(!has_file || chosen.empty() || chosen == "csv",
-          cat("--set schedule_file needs --set schedule=csv, not ", chosen));
+  const bool csv = chosen == kCsv;
+  require(!csv || has_file, "--set schedule=csv needs --set schedule_file=PATH (one row per pipeline rank)");
+  require(!has_file || chosen.empty() || csv, cat("--set schedule_file needs --set schedule=csv, not ", chosen));
   if (!chosen.empty()) return chosen == kind.name;
-  return kind.from_file == has_file;
+  return kind.from_file() == has_file;
 }
 
 // tp x pp x dp at `ranks`: pp in {2, 4}, tp in {1, 2, 4} (SP on with TP), dp the
@@ -103,7 +104,7 @@ std::vector<CaseConfig> csv_configs(const SweepRequest& req, const Sizes& sizes)
   std::vector<CaseConfig> out;
   for (DType dtype : req.dtypes_or({DType::f32})) {
     CaseConfig c;
-    c.params = params_of("csv", sizes, s.microbatches);
+    c.params = params_of(kCsv, sizes, s.microbatches);
     c.params["schedule_file"] = path;
     c.params["stages"] = s.stages;
     c.parallel = pc;
@@ -147,20 +148,20 @@ std::vector<CaseConfig> sweep(const SweepRequest& req, const ScheduleKind& kind)
   s.ffn = req.get<int64_t>("ffn", s.ffn);
   s.batch = req.get<int64_t>("batch", s.batch);
   s.seq = req.get<int64_t>("seq", s.seq);
-  if (kind.from_file) return csv_configs(req, s);
+  if (kind.from_file()) return csv_configs(req, s);
   const bool user_m = req.options.contains("microbatches");
   const std::vector<ParallelConfig> configs = req.parallel ? std::vector{*req.parallel} : parallel_configs(req.ranks);
   std::vector<CaseConfig> out;
   for (DType dtype : req.dtypes_or({DType::f32}))
     for (ParallelConfig pc : configs) {
       // Without --vpp each schedule runs its own chunk counts.
-      const std::vector<int> chunks = req.vpp_given ? std::vector{pc.vpp} : kind.chunks;
+      const std::vector<int> chunks = req.vpp_given ? std::vector{pc.vpp} : kind.generated->chunks;
       const int p = pc.pp;
       const std::vector<int> ms =
           user_m ? std::vector{static_cast<int>(req.get<int64_t>("microbatches", 0))} : std::vector{p, 2 * p, 4 * p};
       for (int v : chunks)
         for (int m : ms) {
-          if (!user_m && m < kind.min_microbatches_per_stage * p) continue;
+          if (!user_m && m < kind.generated->min_microbatches_per_stage * p) continue;
           CaseConfig c;
           c.params = params_of(kind.name, s, m);
           c.parallel = pc;
@@ -176,12 +177,13 @@ std::vector<CaseConfig> sweep(const SweepRequest& req, const ScheduleKind& kind)
 Problem problem_of(const CaseConfig& c) {
   Problem p;
   p.schedule = c.s("schedule");
+  p.generated = pp::find_schedule(p.schedule);
   p.schedule_file = c.params.value("schedule_file", std::string());
   p.pp = c.parallel.pp;
   p.tp = c.parallel.tp;
   p.dp = c.parallel.dp;
   p.chunks = c.parallel.vpp;
-  p.stages = p.schedule == "csv" ? static_cast<int>(c.i("stages")) : p.pp * p.chunks;
+  p.stages = p.generated ? p.pp * p.chunks : static_cast<int>(c.i("stages"));
   p.microbatches = static_cast<int>(c.i("microbatches"));
   p.layers = c.i("layers");
   p.hidden = c.i("hidden");
@@ -194,7 +196,7 @@ Problem problem_of(const CaseConfig& c) {
 
 namespace {
 
-void validate_generated(const Problem& p, const ScheduleKind& kind) {
+void validate_generated(const Problem& p, const pp::ScheduleInfo& kind) {
   const int v = p.chunks;
   if (kind.chunk_rule)
     require(v == kind.chunks.at(0),
@@ -204,7 +206,7 @@ void validate_generated(const Problem& p, const ScheduleKind& kind) {
                                         " for schedule ", p.schedule, " (its steady state needs a full pipeline)"));
   require(p.layers % (p.pp * v) == 0, cat("--layers ", p.layers, " must be divisible by pp*v = ", p.pp, "*", v, " = ",
                                           p.pp * v, " (every stage holds the same number of layers)"));
-  pp::validate_schedule_request(p.schedule, p.pp, p.microbatches, v);  // interleaved m % p, dualpipe-v m >= 2p
+  pp::validate_schedule_request(kind.id, p.pp, p.microbatches, v);  // interleaved m % p, dualpipe-v m >= 2p
 }
 
 // A user's schedule: parsed (unknown actions name rank and step), sized
@@ -231,8 +233,8 @@ void validate_problem(const CaseConfig& c, const ScheduleKind& kind) {
                                     {"--seq", p.seq},
                                     {"--microbatches", p.microbatches}})
     require_positive(name, value);
-  if (kind.from_file) validate_csv(p);
-  else validate_generated(p, kind);
+  if (kind.from_file()) validate_csv(p);
+  else validate_generated(p, *kind.generated);
   require_divides("--tp", p.tp, "--ffn", p.ffn);
   if (p.sp && p.seq % p.tp != 0)
     throw UsageError(cat("--tp ", p.tp, " must divide --seq ", p.seq, " under --sp (each rank holds seq/tp tokens)"));
@@ -291,8 +293,8 @@ void plant_deadlock(pp::Schedule& s) {
 }  // namespace
 
 pp::Schedule build_schedule(const Problem& p, pp::Fault fault) {
-  pp::Schedule s = p.schedule == "csv" ? parse_csv(p.schedule_file, p.microbatches, p.stages)
-                                       : pp::make_schedule(p.schedule, p.pp, p.microbatches, p.chunks);
+  pp::Schedule s = p.generated ? pp::make_schedule(*p.generated, p.pp, p.microbatches, p.chunks)
+                               : parse_csv(p.schedule_file, p.microbatches, p.stages);
   if (fault == pp::Fault::missing_backward) drop_a_backward(s);
   if (fault == pp::Fault::deadlock) plant_deadlock(s);
   return s;

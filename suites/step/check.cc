@@ -108,8 +108,8 @@ namespace {
 model::GptConfig one_device(const model::GptConfig& dist) {
   model::GptConfig c = dist;
   c.microbatches = 1;
-  c.schedule = "1f1b";
-  c.cp_comm = model::CpComm::p2p;
+  c.schedule = pp::ScheduleId::one_f_one_b;
+  c.cp_comm = cp::Variant::p2p;
   c.a2a_size = model::GptConfig{}.a2a_size;
   c.cp_layout = model::GptConfig{}.cp_layout;
   c.regather = true;

@@ -285,7 +285,7 @@ Metrics train_metrics(State& s, const RegionTimes& times) {
   m.add(kBubbleFractionMax, stats.bubble_max);
   const pp::Schedule& schedule = s.trainer->schedule();
   m.add(kBubbleClosedForm,
-        pp::closed_form_bubble(schedule.name, schedule.ranks, schedule.microbatches, schedule.chunks_per_rank()));
+        pp::closed_form_bubble(s.model.schedule, schedule.ranks, schedule.microbatches, schedule.chunks_per_rank()));
   m.add_json(kTimeSplit, time_split(s, s.history, t.iters));
   m.add_json(kOpTimeSplit, op_time_split(s));
   m.add_json(kDataset, dataset_record(s));

@@ -110,7 +110,7 @@ PlannerView planner_view(const Entry& e, int ranks_per_node) {
   v.config.distributed_optimizer = e.model.distributed_optimizer;
   v.train = {e.model.batch, e.model.batch / (static_cast<int64_t>(p.dp) * e.model.microbatches)};
   v.shape.schedule = e.model.schedule;
-  v.shape.cp_comm = model::cp_comm_name(e.model.cp_comm);
+  v.shape.cp_comm = e.model.cp_comm;
   v.shape.a2a_size = e.model.a2a_size;
   v.shape.regather = e.model.regather;
   v.shape.zero = e.model.distributed_optimizer;
