@@ -230,13 +230,25 @@ std::vector<int> parse_int_list(const std::string& text, const std::string& opti
 }  // namespace
 
 double timeout_seconds(const RunFlags& f) {
-  if (f.timeout == "inf" || f.timeout == "infinity" || f.timeout == "none") return INFINITY;
+  if (find_named<bool>({{"inf", true}, {"infinity", true}, {"none", true}}, f.timeout)) return INFINITY;
   char* end = nullptr;
   const double t = std::strtod(f.timeout.c_str(), &end);
   require(!f.timeout.empty() && end == f.timeout.c_str() + f.timeout.size() && t > 0 && !std::isnan(t),
           cat("--timeout '", f.timeout, "' must be a positive number of seconds, or inf for none"));
   return t;
 }
+
+namespace {
+// Timed iterations after warm-up per profile (--iters / --warmup override).
+TimingPlan profile_timing(Profile p) {
+  switch (p) {
+    case Profile::ci: return {1, 3};
+    case Profile::qualify: return {5, 20};
+    case Profile::standard: break;
+  }
+  return {2, 10};
+}
+}  // namespace
 
 RunOptions to_run_options(const RunFlags& f) {
   RunOptions o;
@@ -247,12 +259,14 @@ RunOptions to_run_options(const RunFlags& f) {
     for (const std::string& d : split(*f.dtypes, ',')) o.dtypes.push_back(parse_dtype(d));
   }
   o.device = parse_device(f.device);
-  require(f.profile == "default" || f.profile == "ci" || f.profile == "qualify",
-          cat("--profile '", f.profile, "' must be default, ci or qualify"));
-  o.profile = f.profile;
-  o.timing.iters = static_cast<int>(f.iters.value_or(f.profile == "ci" ? 3 : f.profile == "qualify" ? 20 : 10));
-  o.timing.warmup = static_cast<int>(f.warmup.value_or(f.profile == "ci" ? 1 : f.profile == "qualify" ? 5 : 2));
-  timeout_seconds(f);
+  o.profile = parse_profile(f.profile);
+  const TimingPlan preset = profile_timing(o.profile);
+  o.timing.iters = static_cast<int>(f.iters.value_or(preset.iters));
+  o.timing.warmup = static_cast<int>(f.warmup.value_or(preset.warmup));
+  o.timeout_s = timeout_seconds(f);
+  o.blas_threads = f.blas_threads;
+  o.junit = f.junit;
+  o.quiet = f.quiet;
   o.seed = f.seed;
   o.check = !f.no_check;
   o.fault = f.fault;

@@ -2,6 +2,8 @@
 
 #include <mpi.h>
 
+#include <map>
+
 #include "harness/comm_staged.h"
 #include "harness/error.h"
 #include "harness/gpu_binding.h"
@@ -15,8 +17,9 @@ namespace sextant {
 namespace {
 
 // `run --comm`: which kernel communicator GPU runs use.
-std::string& comm_choice() {
-  static std::string choice = "auto";
+enum class CommChoice { automatic, nccl, staged };
+CommChoice& comm_choice() {
+  static CommChoice choice = CommChoice::automatic;
   return choice;
 }
 // What make_comm_factory picked (the results' system.backend).
@@ -52,15 +55,16 @@ CommFactory staged_factory(Device device) {
 }  // namespace
 
 CommFactory make_comm_factory(Device device) {
-  const std::string& choice = comm_choice();
+  const CommChoice choice = comm_choice();
   if (device == Device::host) {
-    require(choice != "nccl", "--comm nccl needs --device cuda (host runs use MPI, or staged to test that path)");
-    return choice == "staged" ? staged_factory(device) : CommFactory{};
+    require(choice != CommChoice::nccl,
+            "--comm nccl needs --device cuda (host runs use MPI, or staged to test that path)");
+    return choice == CommChoice::staged ? staged_factory(device) : CommFactory{};
   }
   // Collective over the world: every rank binds its GPU and all reach the same choice.
   GpuBinding gpus = bind_gpus(MPI_COMM_WORLD);
-  if (choice == "staged") return staged_factory(device);
-  if (choice == "nccl") {
+  if (choice == CommChoice::staged) return staged_factory(device);
+  if (choice == CommChoice::nccl) {
     require(!gpus.shared, cat("--comm nccl needs one GPU per rank: ", gpus.ranks_per_node, " ranks per node share ",
                               gpus.visible_gpus, " visible GPU", gpus.visible_gpus == 1 ? "" : "s",
                               " (use --comm staged, or fewer ranks)"));
@@ -75,7 +79,8 @@ void add_comm_option(CLI::App& app) { add_comm_option_to(*app.get_subcommand("ru
 
 void add_comm_option_to(CLI::App& sub) {
   sub.add_option("--comm", comm_choice(), kCommHelp)
-      ->check(CLI::IsMember({"auto", "nccl", "staged"}))
+      ->transform(CLI::CheckedTransformer(std::map<std::string, CommChoice>{
+          {"auto", CommChoice::automatic}, {"nccl", CommChoice::nccl}, {"staged", CommChoice::staged}}))
       ->group("Where and how");
 }
 

@@ -56,29 +56,35 @@ void set_if(double& field, const std::optional<double>& value, const char* name,
   field = *value;
 }
 
+constexpr std::string_view kRecompute = "recompute";
+
 plan::Config parse_config(const std::string& text) {
   plan::Config c;
   for (const std::string& item : split(text, ',')) {
     size_t eq = item.find('=');
     require(eq != std::string::npos, cat("--check '", text, "' must look like tp=8,pp=16,dp=128"));
     std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-    if (key == "recompute") {
-      require(value == "full" || value == "none", cat("--check recompute=", value, " must be full or none"));
-      c.recompute = value == "full" ? plan::Recompute::full : plan::Recompute::none;
+    if (key == kRecompute) {
+      const std::optional<plan::Recompute> r =
+          find_named<plan::Recompute>({{"full", plan::Recompute::full}, {"none", plan::Recompute::none}}, value);
+      require(r.has_value(), cat("--check recompute=", value, " must be full or none"));
+      c.recompute = *r;
       continue;
     }
     int v = 0;
     const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), v);
     require(error == std::errc() && end == value.data() + value.size() && v >= 1 && v <= kMaxGpus,
             cat("--check ", key, "=", value, " must be a whole number from 1 to ", kMaxGpus));
-    if (key == "tp") c.tp = v;
-    else if (key == "cp") c.cp = v;
-    else if (key == "pp") c.pp = v;
-    else if (key == "dp") c.dp = v;
-    else if (key == "ep") c.ep = v;
-    else if (key == "etp") c.etp = v;
-    else if (key == "vpp") c.vpp = v;
-    else throw UsageError(cat("--check key '", key, "' must be one of tp, cp, pp, dp, ep, etp, vpp, recompute"));
+    const std::optional<int plan::Config::*> size = find_named<int plan::Config::*>({{"tp", &plan::Config::tp},
+                                                                                     {"cp", &plan::Config::cp},
+                                                                                     {"pp", &plan::Config::pp},
+                                                                                     {"dp", &plan::Config::dp},
+                                                                                     {"ep", &plan::Config::ep},
+                                                                                     {"etp", &plan::Config::etp},
+                                                                                     {"vpp", &plan::Config::vpp}},
+                                                                                    key);
+    if (!size) throw UsageError(cat("--check key '", key, "' must be one of tp, cp, pp, dp, ep, etp, vpp, recompute"));
+    c.*(*size) = v;
   }
   c.sp = c.tp > 1;
   return c;

@@ -134,7 +134,8 @@ CLI::App* add_qualify_command(CLI::App& app, RunFlags& flags, QualifyFlags& q) {
 int run_qualify_command(RunFlags flags, const QualifyFlags& q, const std::string& command_line) {
   auto world = MpiCommunicator::world();
   const Device device = parse_device(flags.device);
-  if (flags.profile.empty()) flags.profile = device == Device::cuda ? "qualify" : "default";
+  if (flags.profile.empty())
+    flags.profile = profile_name(device == Device::cuda ? Profile::qualify : Profile::standard);
   if (!flags.ranks) flags.ranks = default_rank_counts(detect_nodes(*world));
   const qualify::Expectations expectations = agreed_expectations(*world, q, device);
   const std::string header =

@@ -214,8 +214,8 @@ int run_command(const RunFlags& flags, const std::string& resume, const std::str
   const int local_ranks = ranks_per_node(options.node_of_rank)
                               .at(static_cast<size_t>(options.node_of_rank.at(static_cast<size_t>(world->rank()))));
   // More threads than cores only oversubscribe them: a larger request is capped.
-  const int threads = flags.blas_threads ? static_cast<int>(std::min<int64_t>(*flags.blas_threads, cores))
-                                         : std::max(1, cores / local_ranks);
+  const int threads = options.blas_threads ? static_cast<int>(std::min<int64_t>(*options.blas_threads, cores))
+                                           : std::max(1, cores / local_ranks);
   openblas_set_num_threads(threads);
   options.host_memory_per_rank = available_host_memory() / local_ranks;
   if (options.device == Device::cuda && cuda_device_count() > 0)
@@ -223,7 +223,7 @@ int run_command(const RunFlags& flags, const std::string& resume, const std::str
 
   Registry registry = all_suites();
   const std::vector<PlannedCase> plan = plan_run(registry, options, world->size());
-  agree_on_usage(*world, [&] { check_outputs(options, flags.junit, world->rank()); });
+  agree_on_usage(*world, [&] { check_outputs(options, options.junit, world->rank()); });
   CommFactory factory = make_comm_factory(options.device);
   const nlohmann::json plan_json = describe_plan(options, plan, world->size(), chosen_comm_backend());
   RunSnapshot resumed;
@@ -238,14 +238,14 @@ int run_command(const RunFlags& flags, const std::string& resume, const std::str
   end.run["plan"] = plan_json;
   end.run["placement"] = describe_placement(options, plan, root);
   if (root && !resume.empty()) end.run["resumed_from"] = resumed.run.value("id", resume);
-  if (!flags.junit.empty()) end.junit = std::filesystem::absolute(flags.junit).string();
+  if (!options.junit.empty()) end.junit = std::filesystem::absolute(options.junit).string();
   if (root && !options.out_dir.empty()) open_journal(end, options.out_dir, plan_json, resumed);
   std::unique_ptr<TerminationHandler> signals = handle_termination(root, end.finalizer);
-  Watchdog watchdog(watch_settings(timeout_seconds(flags), *world, *heartbeat, todo, root ? &end.finalizer : nullptr),
+  Watchdog watchdog(watch_settings(options.timeout_s, *world, *heartbeat, todo, root ? &end.finalizer : nullptr),
                     *heartbeat);
 
   if (root && !blas_core_warning().empty()) std::cerr << "sextant: warning: " << blas_core_warning() << "\n";
-  if (root && !flags.quiet) {
+  if (root && !options.quiet) {
     if (!header.empty()) std::cout << header << "\n";
     std::cout << "# sextant " << kVersionString << " (" << build_git_sha() << (build_git_dirty() ? " dirty" : "")
               << "): " << plan.size() << " case instances at ranks " << join(plan_rank_counts(plan), ",") << " of "
@@ -262,7 +262,7 @@ int run_command(const RunFlags& flags, const std::string& resume, const std::str
   hooks.finished = [&](const PlannedCase& p, const CaseRecord& r, size_t i, size_t n) {
     if (!root) return;
     if (end.journal) end.journal->append_case(to_json(r));
-    if (flags.quiet) return;
+    if (options.quiet) return;
     if (p.def != last) std::cout << table_header(*p.def) << "\n";
     last = p.def;
     std::cout << table_row(*p.def, r, i, n) << "\n" << std::flush;

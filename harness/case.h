@@ -26,6 +26,7 @@
 #include "harness/kernel_fault.h"
 #include "harness/metrics.h"
 #include "harness/options.h"
+#include "harness/profile.h"
 #include "harness/timing.h"
 
 namespace sextant {
@@ -59,7 +60,7 @@ struct SweepRequest {
   nlohmann::json options = nlohmann::json::object();  // typed, checked against the declared options
   std::string fault;                                  // distributed-only fault of the case, "" for none
   KernelFault kernel_fault = KernelFault::none;       // shared-kernel fault
-  std::string profile = "default";                    // default, ci, qualify
+  Profile profile = Profile::standard;
   const std::vector<OptionSpec>* declared = nullptr;  // the case's options (get() reads only those)
   uint64_t seed = 1234;          // --seed: options drawn at random (e.g. sequence lengths) draw from it
   Device device = Device::host;  // where the cases will run (a default may depend on it)

@@ -139,7 +139,7 @@ Conformance Checker::finish() {
     verdict = !checked_any ? 0 : result_.failures.empty() ? 1 : 2;
   }
   comm_.broadcast(&verdict, 1, DType::f64, 0);
-  result_.status = verdict == 0 ? "skip" : verdict == 1 ? "pass" : "fail";
+  result_.status = std::string(verdict == 0 ? kSkip : verdict == 1 ? kPass : kFail);
   return result_;
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -37,8 +38,11 @@ struct TensorCheck {
 };
 void to_json(nlohmann::json& j, const TensorCheck& c);
 
+// Conformance::status values, as the results record them.
+inline constexpr std::string_view kPass = "pass", kFail = "fail", kSkip = "skip";
+
 struct Conformance {
-  std::string status = "skip";  // pass, fail, skip
+  std::string status = std::string(kSkip);  // kPass, kFail or kSkip
   std::vector<TensorCheck> tensors;
   int64_t wrong = 0;                                // exact checks: wrong elements, summed over ranks
   int64_t checked = 0;                              // exact checks: elements checked, summed over ranks

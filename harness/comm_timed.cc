@@ -25,17 +25,6 @@ class Span {
   double start_;
 };
 
-// Adds the seconds of its scope to one number.
-class Stopwatch {
- public:
-  explicit Stopwatch(double& into) : into_(into), start_(now_seconds()) {}
-  ~Stopwatch() { into_ += now_seconds() - start_; }
-
- private:
-  double& into_;
-  double start_;
-};
-
 // Point-to-point: posting and waiting are communication and exposed (or, for
 // receives whose waits the clock keeps apart, input waits).
 class TimedRequest : public Request {
@@ -44,7 +33,7 @@ class TimedRequest : public Request {
       : inner_(std::move(inner)), clock_(clock), input_wait_(input_wait) {}
   void wait() override {
     if (input_wait_) {
-      Stopwatch watch(clock_.input_wait);
+      ScopedTimer watch(&clock_.input_wait, TimerClock::wall);
       return inner_->wait();
     }
     Span span(clock_, true);
@@ -52,7 +41,7 @@ class TimedRequest : public Request {
   }
   bool test() override {
     if (input_wait_) {
-      Stopwatch watch(clock_.input_wait);
+      ScopedTimer watch(&clock_.input_wait, TimerClock::wall);
       return inner_->test();
     }
     Span span(clock_, true);

@@ -113,16 +113,11 @@ RankGrid::RankGrid(const ParallelConfig& config, int world_size) : config_(confi
   expert_.names = order;
   for (const std::string& n : order) {
     // Dense: ep is 1. Expert: tp -> etp, cp -> 1, dp -> edp.
-    dense_.sizes.push_back(n == "tp"   ? config.tp
-                           : n == "cp" ? config.cp
-                           : n == "dp" ? config.dp
-                           : n == "pp" ? config.pp
-                                       : 1);
-    expert_.sizes.push_back(n == "tp"   ? config.expert_tp()
-                            : n == "ep" ? config.ep
-                            : n == "dp" ? config.edp()
-                            : n == "pp" ? config.pp
-                                        : 1);
+    dense_.sizes.push_back(
+        find_named<int>({{"tp", config.tp}, {"cp", config.cp}, {"dp", config.dp}, {"pp", config.pp}}, n).value_or(1));
+    expert_.sizes.push_back(
+        find_named<int>({{"tp", config.expert_tp()}, {"ep", config.ep}, {"dp", config.edp()}, {"pp", config.pp}}, n)
+            .value_or(1));
   }
   for (int r = 0; r < world_; ++r)
     if (group_in(dense_, {"pp"}, r) != group_in(expert_, {"pp"}, r))

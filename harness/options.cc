@@ -115,10 +115,17 @@ nlohmann::json parse_option(const OptionSpec& spec, const std::string& text, con
       return *v;
     }
     case OptionType::boolean: {
-      const std::string t = lower(text);
-      if (t == "true" || t == "1" || t == "yes" || t == "on") return true;
-      if (t == "false" || t == "0" || t == "no" || t == "off") return false;
-      refuse(spec, text, source);
+      const std::optional<bool> b = find_named<bool>({{"true", true},
+                                                      {"1", true},
+                                                      {"yes", true},
+                                                      {"on", true},
+                                                      {"false", false},
+                                                      {"0", false},
+                                                      {"no", false},
+                                                      {"off", false}},
+                                                     lower(text));
+      if (!b) refuse(spec, text, source);
+      return *b;
     }
     case OptionType::text:
       if (text.empty()) refuse(spec, text, source);

@@ -131,8 +131,8 @@ nlohmann::json results_document(nlohmann::json run, nlohmann::json system, nlohm
   for (const nlohmann::json& c : cases) {
     const std::string status = c["conformance"].value("status", "skip");
     if (c.contains("error")) ++errors;
-    else if (status == "pass") ++pass;
-    else if (status == "fail") ++fail;
+    else if (status == kPass) ++pass;
+    else if (status == kFail) ++fail;
     else ++skip;
   }
   run["summary"] = {{"cases", cases.size()}, {"pass", pass}, {"fail", fail}, {"skip", skip}, {"error", errors}};
@@ -278,8 +278,8 @@ std::string junit_xml(const nlohmann::json& run, const nlohmann::json& cases, co
     int failures = 0, errors = 0, skipped = 0;
     for (const nlohmann::json* c : list) {
       if (c->contains("error")) ++errors;
-      else if (status(*c) == "fail") ++failures;
-      else if (status(*c) == "skip") ++skipped;
+      else if (status(*c) == kFail) ++failures;
+      else if (status(*c) == kSkip) ++skipped;
     }
     out << "  <testsuite name=\"" << xml_escape(suite) << "\" tests=\"" << list.size() << "\" failures=\"" << failures
         << "\" errors=\"" << errors << "\" skipped=\"" << skipped << "\">\n";
@@ -290,11 +290,11 @@ std::string junit_xml(const nlohmann::json& run, const nlohmann::json& cases, co
           << xml_escape((*c)["id"].get<std::string>()) << "\" time=\"" << seconds << "\">";
       if (c->contains("error")) {
         out << "<error message=\"" << xml_escape((*c)["error"].get<std::string>()) << "\"/>";
-      } else if (status(*c) == "fail") {
+      } else if (status(*c) == kFail) {
         std::string text;
         for (const nlohmann::json& f : (*c)["conformance"]["failures"]) text += f.get<std::string>() + "\n";
         out << "<failure message=\"conformance failed\">" << xml_escape(text) << "</failure>";
-      } else if (status(*c) == "skip") {
+      } else if (status(*c) == kSkip) {
         out << "<skipped message=\"not checked\"/>";
       }
       out << "</testcase>\n";

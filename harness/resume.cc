@@ -42,7 +42,7 @@ nlohmann::json describe_plan(const RunOptions& o, const std::vector<PlannedCase>
                             {"dtypes", dtypes},
                             {"parallel", o.parallel ? nlohmann::json(*o.parallel) : nlohmann::json()},
                             {"problem", problem},
-                            {"profile", o.profile},
+                            {"profile", profile_name(o.profile)},
                             {"iters", o.timing.iters},
                             {"warmup", o.timing.warmup},
                             {"seed", o.seed},

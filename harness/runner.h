@@ -31,7 +31,7 @@ struct RunOptions {
   std::optional<ParallelConfig> parallel;             // pinned by --tp/--cp/...
   bool vpp_given = false;                             // --vpp was given (a pinned 1 included)
   nlohmann::json options = nlohmann::json::object();  // problem options (--seq, --set k=v)
-  std::string profile = "default";
+  Profile profile = Profile::standard;
   TimingPlan timing;
   Device device = Device::host;
   std::string fault;
@@ -51,6 +51,11 @@ struct RunOptions {
   // gave --order.
   std::vector<int> node_of_rank;
   bool order_given = false;
+  // How the binary runs the plan (app/run_command.cc).
+  std::optional<int64_t> blas_threads;  // OpenBLAS threads per rank (default: cores / ranks per node)
+  std::string junit;                    // JUnit XML path or folder ("": none)
+  bool quiet = false;                   // print only the summary
+  double timeout_s = 900;               // per case and rank-count boundary (infinity: none)
 };
 
 struct PlannedCase {

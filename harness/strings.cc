@@ -33,11 +33,17 @@ int64_t parse_bytes(const std::string& text, const std::string& what) {
   char* end = nullptr;
   double value = std::strtod(text.c_str(), &end);
   std::string suffix(end ? end : "");
-  double scale = 1;
-  if (suffix == "K" || suffix == "k") scale = 1024.0;
-  else if (suffix == "M" || suffix == "m") scale = 1024.0 * 1024;
-  else if (suffix == "G" || suffix == "g") scale = 1024.0 * 1024 * 1024;
-  else if (!suffix.empty() && suffix != "B") value = -1;
+  const std::optional<double> unit = find_named<double>({{"", 1},
+                                                         {"B", 1},
+                                                         {"K", 1024.0},
+                                                         {"k", 1024.0},
+                                                         {"M", 1024.0 * 1024},
+                                                         {"m", 1024.0 * 1024},
+                                                         {"G", 1024.0 * 1024 * 1024},
+                                                         {"g", 1024.0 * 1024 * 1024}},
+                                                        suffix);
+  const double scale = unit.value_or(1);
+  if (!unit) value = -1;
   const double bytes = value * scale;
   if (text.empty() || end == text.c_str() || !std::isfinite(bytes) || bytes < 0 || bytes != std::floor(bytes) ||
       bytes >= 9.2e18)

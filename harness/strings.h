@@ -1,8 +1,11 @@
 // Small string helpers (GCC 12 has no <format>).
 #pragma once
 
+#include <initializer_list>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace sextant {
@@ -21,6 +24,32 @@ std::string join(const std::vector<T>& items, const std::string& sep) {
   std::ostringstream os;
   for (size_t i = 0; i < items.size(); ++i) os << (i ? sep : "") << items[i];
   return os.str();
+}
+
+// A small table of names and the values they stand for, for parsers:
+//   find_named<int>({{"K", 1024}, {"M", 1 << 20}}, suffix)
+template <class T>
+struct Named {
+  const char* name;
+  T value;
+};
+template <class T>
+std::optional<T> find_named(std::initializer_list<Named<T>> table, std::string_view name) {
+  for (const Named<T>& n : table)
+    if (name == n.name) return n.value;
+  return std::nullopt;
+}
+// "a, b or c" of the table's names.
+template <class T>
+std::string named_choices(std::initializer_list<Named<T>> table) {
+  std::string out;
+  size_t i = 0;
+  for (const Named<T>& n : table) {
+    out += i == 0 ? "" : i + 1 == table.size() ? " or " : ", ";
+    out += n.name;
+    ++i;
+  }
+  return out;
 }
 
 // split("a,b", ',') -> {"a", "b"}; empty input gives {}.

@@ -76,8 +76,8 @@ std::string table_summary(const std::vector<CaseRecord>& records) {
   for (const CaseRecord& r : records) {
     if (!r.skip_reason.empty()) ++skipped;
     else if (!r.error.empty()) ++error;
-    else if (r.conformance.status == "pass") ++pass;
-    else if (r.conformance.status == "fail") ++fail;
+    else if (r.conformance.status == kPass) ++pass;
+    else if (r.conformance.status == kFail) ++fail;
     else ++skip;
   }
   return cat("# ", records.size(), " cases: ", pass, " pass, ", fail, " fail, ", skip, " not checked, ", error,

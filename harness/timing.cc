@@ -1,11 +1,63 @@
 #include "harness/timing.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <cmath>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 namespace sextant {
+
+namespace {
+double read_clock(clockid_t id) {
+  timespec t{};
+  clock_gettime(id, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+}  // namespace
+
+double process_cpu_seconds() { return read_clock(CLOCK_PROCESS_CPUTIME_ID); }
+double thread_cpu_seconds() { return read_clock(CLOCK_THREAD_CPUTIME_ID); }
+
+TimerClock wall_clock_on(Device device) { return device == Device::host ? TimerClock::wall : TimerClock::wall_synced; }
+TimerClock compute_clock_on(Device device) {
+  return device == Device::host ? TimerClock::process_cpu : TimerClock::device;
+}
+
+ScopedTimer::ScopedTimer(double* total, TimerClock clock) : total_(total), clock_(clock) {
+  if (total_) begin();
+}
+
+ScopedTimer::ScopedTimer(std::vector<double>& log, TimerClock clock) : log_(&log), clock_(clock) { begin(); }
+
+void ScopedTimer::begin() {
+  if (clock_ != TimerClock::device) {
+    start_ = read();
+    return;
+  }
+  gpu_ = std::make_unique<CudaRegionTimer>(/*join_side_streams=*/false);
+  gpu_->start();
+}
+
+double ScopedTimer::read() const {
+  switch (clock_) {
+    case TimerClock::wall_synced: cuda_synchronize(); return now_seconds();
+    case TimerClock::process_cpu: return process_cpu_seconds();
+    default: return now_seconds();
+  }
+}
+
+ScopedTimer::~ScopedTimer() {
+  if (!total_ && !log_) return;
+  try {
+    const double seconds = gpu_ ? gpu_->stop() : read() - start_;
+    if (total_) *total_ += seconds;
+    else log_->push_back(seconds);
+  } catch (const std::exception&) {
+    // A destructor must not throw; a failed GPU is reported by the next CUDA call.
+  }
+}
 
 namespace {
 double percentile(const std::vector<double>& sorted, double q) {

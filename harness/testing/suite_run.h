@@ -28,7 +28,7 @@ inline Registry suite_registry(const std::string& suite) {
 inline RunOptions ci_options(std::vector<std::string> selection) {
   RunOptions o;
   o.selection = std::move(selection);
-  o.profile = "ci";
+  o.profile = Profile::ci;
   o.timing = {0, 1};
   return o;
 }

@@ -3,6 +3,7 @@
 // and in backward reduce-scatters the dK/dV of every block to its owner.
 // Simple and exact; it holds the whole K/V at once, where the ring holds two
 // blocks.
+#include "harness/timing.h"
 #include "kernels/attention/kv_exchange.h"
 #include "kernels/attention/permute.h"
 
@@ -34,7 +35,7 @@ ops::AttentionOut allgather_forward(Communicator& group, const Tensor& q, const 
                                     const BlockPlan& plan) {
   const Tensor k_all = gather_rows(group, k), v_all = gather_rows(group, v);  // [b, s, hk, d]
   const ops::AttentionMask mask = plan.mask_all(group.rank());
-  ComputeTimer timer(plan.stats, q.device());
+  ScopedTimer timer(compute_seconds(plan.stats), compute_clock_on(q.device()));
   ops::AttentionOut out = ops::attention_block_forward(q, k_all, v_all, mask, DType::f32, plan.impl);
   count_work(plan.stats, out.scores, mask, q, k_all);
   return out;
@@ -49,7 +50,7 @@ ops::AttentionGrads allgather_backward(Communicator& group, const Tensor& q, con
                           Tensor::zeros(k_all.shape(), DType::f32, q.device())};
   {
     const ops::AttentionMask mask = plan.mask_all(group.rank());
-    ComputeTimer timer(plan.stats, q.device());
+    ScopedTimer timer(compute_seconds(plan.stats), compute_clock_on(q.device()));
     const int64_t scores = ops::attention_block_backward_accumulate(q, k_all, v_all, out, dout, lse, delta, mask,
                                                                     all.dq, all.dk, all.dv, plan.impl);
     count_work(plan.stats, scores, mask, q, k_all);

@@ -20,12 +20,6 @@ std::vector<int64_t> key_positions(const BlockPlan& plan, int q_member, int k_me
   return pos;
 }
 
-double cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-
 }  // namespace
 
 ops::AttentionMask BlockPlan::mask(int q_member, int k_member) const {
@@ -53,25 +47,6 @@ void count_work(Stats* stats, int64_t scores, const ops::AttentionMask& mask, co
   if (!stats) return;
   stats->scores += scores;
   stats->pairs += ops::visible_pairs(mask, q.dim(1), k.dim(1)) * q.dim(0) * q.dim(2);
-}
-
-ComputeTimer::ComputeTimer(Stats* stats, Device device) : stats_(stats) {
-  if (!stats_) return;
-  if (device == Device::host) {
-    start_ = cpu_seconds();
-    return;
-  }
-  gpu_ = std::make_unique<CudaRegionTimer>(/*join_side_streams=*/false);
-  gpu_->start();
-}
-
-ComputeTimer::~ComputeTimer() {
-  if (!stats_) return;
-  try {
-    stats_->compute_s += gpu_ ? gpu_->stop() : cpu_seconds() - start_;
-  } catch (const std::exception&) {
-    // A destructor must not throw; a failed GPU is reported by the next CUDA call.
-  }
 }
 
 }  // namespace sextant::cp

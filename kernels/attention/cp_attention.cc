@@ -4,6 +4,7 @@
 
 #include "harness/error.h"
 #include "harness/strings.h"
+#include "harness/timing.h"
 #include "kernels/attention/kv_exchange.h"
 #include "kernels/attention/ulysses.h"
 
@@ -101,7 +102,7 @@ Grads cp_attention_backward(const Comms& comms, const Options& o, const Tensor& 
   const BlockPlan plan = plan_for(o, g, stats);
   Tensor delta;  // [b, hq, n] = rowsum(dout * out), before the heads move
   {
-    ComputeTimer timer(stats, q.device());
+    ScopedTimer timer(compute_seconds(stats), compute_clock_on(q.device()));
     delta = ops::attention_delta(out, dout);
   }
   // The backward is stateless: it redoes the forward's all-to-all of q, k, v

@@ -17,5 +17,9 @@ struct Stats {
   int64_t scores = 0;  // score entries computed (tiles not fully masked; includes masked waste)
   int64_t pairs = 0;   // visible (query, key) pairs x batch x heads: the work the layout hands out
 };
+// Where a compute timer adds its seconds (stats may be null: nowhere). The
+// clock is compute_clock_on(device) (harness/timing.h): this process's CPU
+// seconds on the host, the compute stream's time between events on a GPU.
+inline double* compute_seconds(Stats* stats) { return stats ? &stats->compute_s : nullptr; }
 
 }  // namespace sextant::cp

@@ -40,23 +40,6 @@ struct BlockPlan {
 // and its visible pairs (q: [b, sq, hq, d], k: [b, sk, hk, d]).
 void count_work(Stats* stats, int64_t scores, const ops::AttentionMask& mask, const Tensor& q, const Tensor& k);
 
-// Adds the compute time of its scope to stats->compute_s (stats may be
-// null): CPU seconds of this process on the host; on a GPU the compute
-// stream's time between two events (communication in flight on its own
-// stream is not counted), waited for when the scope ends.
-class ComputeTimer {
- public:
-  explicit ComputeTimer(Stats* stats, Device device = Device::host);
-  ~ComputeTimer();
-  ComputeTimer(const ComputeTimer&) = delete;
-  ComputeTimer& operator=(const ComputeTimer&) = delete;
-
- private:
-  Stats* stats_;
-  double start_ = 0;
-  std::unique_ptr<CudaRegionTimer> gpu_;
-};
-
 ops::AttentionOut ring_forward(Communicator* ring, const Tensor& q, const Tensor& k, const Tensor& v,
                                const BlockPlan& plan);
 ops::AttentionGrads ring_backward(Communicator* ring, const Tensor& q, const Tensor& k, const Tensor& v,

@@ -8,8 +8,9 @@ namespace sextant::cp {
 std::string layout_name(Layout layout) { return layout == Layout::zigzag ? "zigzag" : "contiguous"; }
 
 Layout parse_layout(const std::string& name) {
-  if (name == "contiguous") return Layout::contiguous;
-  if (name == "zigzag") return Layout::zigzag;
+  if (std::optional<Layout> l =
+          find_named<Layout>({{"contiguous", Layout::contiguous}, {"zigzag", Layout::zigzag}}, name))
+    return *l;
   throw UsageError(cat("layout '", name, "' must be contiguous or zigzag"));
 }
 

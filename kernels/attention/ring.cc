@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "harness/timing.h"
 #include "kernels/attention/kv_exchange.h"
 #include "kernels/ops/device_dispatch.h"
 
@@ -89,7 +90,7 @@ ops::AttentionOut ring_forward(Communicator* ring, const Tensor& q, const Tensor
     if (step + 1 < members) inflight = pass_on(*ring, {&k_cur, &v_cur}, {&k_next, &v_next}, kTagK);
     const ops::AttentionMask mask = plan.mask(me, src);
     if (ops::visibility(mask) != ops::Visibility::none) {
-      ComputeTimer timer(plan.stats, q.device());
+      ScopedTimer timer(compute_seconds(plan.stats), compute_clock_on(q.device()));
       ops::AttentionOut part = ops::attention_block_forward(q, k_cur, v_cur, mask, DType::f32, plan.impl);
       count_work(plan.stats, part.scores, mask, q, k_cur);
       if (plan.fault == Fault::lse_add) merge_adding_lse(acc.out, acc.lse, part.out, part.lse);
@@ -123,14 +124,14 @@ ops::AttentionGrads ring_backward(Communicator* ring, const Tensor& q, const Ten
            dv_step = Tensor::zeros(k.shape(), DType::f32, device);
     const ops::AttentionMask mask = plan.mask(me, src);
     if (ops::visibility(mask) != ops::Visibility::none) {
-      ComputeTimer timer(plan.stats, device);
+      ScopedTimer timer(compute_seconds(plan.stats), compute_clock_on(device));
       const int64_t scores = ops::attention_block_backward_accumulate(q, k_cur, v_cur, out, dout, lse, delta, mask,
                                                                       grads.dq, dk_step, dv_step, plan.impl);
       count_work(plan.stats, scores, mask, q, k_cur);
     }
     wait_all(inflight);
     if (step > 0) {
-      ComputeTimer timer(plan.stats, device);
+      ScopedTimer timer(compute_seconds(plan.stats), compute_clock_on(device));
       add_into(dk_step, dk_in);
       add_into(dv_step, dv_in);
     }

@@ -1,11 +1,10 @@
 // The zero-bubble split of the linears' backward (I now, W later) gives the
-// very numbers of tensor_parallel's fused backward, with and without SP,
-// and the timed communicator counts its calls. Runs at 1 and 2 ranks.
+// very numbers of tensor_parallel's fused backward, with and without SP.
+// Runs at 1 and 2 ranks.
 #include "kernels/model/split_linear.h"
 
 #include <gtest/gtest.h>
 
-#include "harness/comm_wrappers.h"
 #include "harness/compare.h"
 #include "harness/rng.h"
 #include "harness/testing/mpi_world.h"
@@ -68,19 +67,6 @@ TEST_P(SplitLinear, RowParallelMatchesTheFusedBackward) {
 }
 
 INSTANTIATE_TEST_SUITE_P(SequenceParallel, SplitLinear, ::testing::Bool());
-
-TEST(TimedCommunicator, CountsCallsAndTimeOnItsClock) {
-  CommClock clock;
-  TimedCommunicator timed(world(), clock);
-  Tensor t = Tensor::zeros({4}, DType::f32);
-  timed.all_reduce(t);
-  timed.barrier();
-  EXPECT_EQ(clock.calls, 2);
-  EXPECT_GE(clock.seconds, 0.0);
-  std::unique_ptr<Communicator> half = timed.split(world().rank() % 2, world().rank());
-  half->barrier();  // a split is timed on the same clock
-  EXPECT_EQ(clock.calls, 3);
-}
 
 }  // namespace
 }  // namespace sextant::model

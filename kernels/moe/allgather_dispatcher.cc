@@ -8,6 +8,8 @@
 // EP (the inverse order). Every rank must hold the same number of tokens.
 #include "harness/error.h"
 #include "harness/strings.h"
+#include "harness/timing.h"
+#include "kernels/moe/dispatcher.h"
 #include "kernels/moe/dispatcher_common.h"
 #include "kernels/moe/permute.h"
 
@@ -21,7 +23,7 @@ class AllGatherDispatcher : public TokenDispatcher {
 
   std::vector<Tensor> dispatch(const Tensor& x, const Routing& routing) override {
     device_ = x.device();
-    Stopwatch watch(stats_.dispatch_s, device_);
+    ScopedTimer watch(&stats_.dispatch_s, wall_clock_on(device_));
     slots_ = &routing.slots;
     tokens_ = x.dim(0);
     require_equal_tokens(tokens_);
@@ -38,7 +40,7 @@ class AllGatherDispatcher : public TokenDispatcher {
   }
 
   Tensor combine(const std::vector<Tensor>& expert_out) override {
-    Stopwatch watch(stats_.combine_s, device_);
+    ScopedTimer watch(&stats_.combine_s, wall_clock_on(device_));
     out_rows_ = join(expert_out);
     const Tensor ys =
         unpermute_rows(out_rows_, slots_all_, perm_, !faults_.combine_without_probs, faults_.unpermute_wrong_order);
@@ -70,7 +72,7 @@ class AllGatherDispatcher : public TokenDispatcher {
   // The all-gathers need equal blocks: two tiny all-reduces per dispatch turn
   // a mismatch into an error instead of corrupt rows.
   void require_equal_tokens(int64_t tokens) {
-    Stopwatch watch(stats_.comm_s, device_);
+    ScopedTimer watch(&stats_.comm_s, wall_clock_on(device_));
     for (Communicator* c : {&ep_, &etp_}) {
       double range[2] = {static_cast<double>(tokens), -static_cast<double>(tokens)};
       small_all_reduce(*c, range, 2, ReduceOp::max);
@@ -82,7 +84,7 @@ class AllGatherDispatcher : public TokenDispatcher {
 
   // [T, w] -> [Q P T, w]: all_gather over EP, then over ETP.
   Tensor gather(const Tensor& local) {
-    Stopwatch watch(stats_.comm_s, device_);
+    ScopedTimer watch(&stats_.comm_s, wall_clock_on(device_));
     Tensor out = local;
     for (Communicator* c : {&ep_, &etp_}) {
       if (c->size() == 1) continue;
@@ -95,7 +97,7 @@ class AllGatherDispatcher : public TokenDispatcher {
 
   // [Q P T, w] -> [T, w]: reduce_scatter (sum) over ETP, then over EP.
   Tensor reduce(const Tensor& all) {
-    Stopwatch watch(stats_.comm_s, device_);
+    ScopedTimer watch(&stats_.comm_s, wall_clock_on(device_));
     Tensor out = all;
     for (Communicator* c : {&etp_, &ep_}) {
       if (c->size() == 1) continue;

@@ -14,6 +14,7 @@
 #include "harness/error.h"
 #include "harness/strings.h"
 #include "harness/timing.h"
+#include "kernels/moe/dispatcher.h"
 #include "kernels/moe/dispatcher_common.h"
 #include "kernels/moe/permute.h"
 
@@ -47,7 +48,7 @@ class AllToAllDispatcher : public TokenDispatcher {
 
   std::vector<Tensor> dispatch(const Tensor& x, const Routing& routing) override {
     device_ = x.device();
-    Stopwatch watch(stats_.dispatch_s, device_);
+    ScopedTimer watch(&stats_.dispatch_s, wall_clock_on(device_));
     slots_ = &routing.slots;
     h_ = x.dim(1);
     row_bytes_ = h_ * static_cast<int64_t>(dtype_size(x.dtype()));
@@ -65,7 +66,7 @@ class AllToAllDispatcher : public TokenDispatcher {
   }
 
   Tensor combine(const std::vector<Tensor>& expert_out) override {
-    Stopwatch watch(stats_.combine_s, device_);
+    ScopedTimer watch(&stats_.combine_s, wall_clock_on(device_));
     out_rows_ = from_experts(expert_out, "fwd");
     stats_.combine_recv_bytes =
         ((etp_.size() - 1) * own_ep_rows() + sum(send_rows_) - send_rows_[ep_.rank()]) * row_bytes_;
@@ -96,7 +97,7 @@ class AllToAllDispatcher : public TokenDispatcher {
     if (faults_.wrong_rank) move_one_row_to_neighbour(count, p, l);
     std::vector<double> send(count.begin(), count.end()), recv(send.size());
     {
-      Stopwatch watch(stats_.comm_s, device_);
+      ScopedTimer watch(&stats_.comm_s, wall_clock_on(device_));
       if (p > 1) small_all_to_all(ep_, send.data(), recv.data(), static_cast<size_t>(l));
       else recv = send;
     }
@@ -111,7 +112,7 @@ class AllToAllDispatcher : public TokenDispatcher {
       }
     std::vector<double> all(static_cast<size_t>(q) * recv.size());
     {
-      Stopwatch watch(stats_.comm_s, device_);
+      ScopedTimer watch(&stats_.comm_s, wall_clock_on(device_));
       if (q > 1) small_all_gather(etp_, recv.data(), all.data(), recv.size());
       else all = recv;
     }
@@ -153,7 +154,7 @@ class AllToAllDispatcher : public TokenDispatcher {
     const Counts r = elements(recv_rows);
     if (broadcast_send) std::fill(s.displs.begin(), s.displs.end(), size_t{0});
     Tensor out = cache_.get(name, {sum(recv_rows), h_}, send.dtype(), device_);
-    Stopwatch watch(stats_.comm_s, device_);
+    ScopedTimer watch(&stats_.comm_s, wall_clock_on(device_));
     comm.all_to_all_v(send.raw(), s.counts, s.displs, out.raw(), r.counts, r.displs, send.dtype());
     return out;
   }
@@ -221,7 +222,7 @@ class AllToAllDispatcher : public TokenDispatcher {
       experts.push_back(
           cache_.get(pass + ".expert" + std::to_string(l), {expert_rows_[l], h_}, permuted.dtype(), device_));
       const Round r = round(l);
-      Stopwatch watch(stats_.comm_s, device_);
+      ScopedTimer watch(&stats_.comm_s, wall_clock_on(device_));
       ep_.all_to_all_v(permuted.raw(), r.rows.counts, r.rows.displs, experts[l].raw(), r.experts.counts,
                        r.experts.displs, permuted.dtype());
     }
@@ -232,7 +233,7 @@ class AllToAllDispatcher : public TokenDispatcher {
     Tensor out = cache_.get(pass + ".back", {sum(send_count_), h_}, dtype, device_);
     for (int l = 0; l < local_; ++l) {
       const Round r = round(l);
-      Stopwatch watch(stats_.comm_s, device_);
+      ScopedTimer watch(&stats_.comm_s, wall_clock_on(device_));
       ep_.all_to_all_v(experts[l].raw(), r.experts.counts, r.experts.displs, out.raw(), r.rows.counts, r.rows.displs,
                        dtype);
     }

@@ -82,5 +82,10 @@ class TokenDispatcher {
 // experts: E of the layer (E / ep of them local).
 std::unique_ptr<TokenDispatcher> make_dispatcher(DispatcherKind kind, const DispatchComms& comms, int experts,
                                                  const DispatchFaults& faults);
+// The two kinds make_dispatcher chooses from (alltoall_dispatcher.cc, allgather_dispatcher.cc).
+std::unique_ptr<TokenDispatcher> make_alltoall_dispatcher(const DispatchComms& comms, int experts,
+                                                          const DispatchFaults& faults);
+std::unique_ptr<TokenDispatcher> make_allgather_dispatcher(const DispatchComms& comms, int experts,
+                                                           const DispatchFaults& faults);
 
 }  // namespace sextant::moe

@@ -4,7 +4,7 @@
 
 #include "harness/error.h"
 #include "harness/strings.h"
-#include "kernels/moe/dispatcher_common.h"
+#include "harness/timing.h"
 #include "kernels/ops/gemm.h"
 
 namespace sextant::moe {
@@ -35,14 +35,14 @@ Tensor MoeLayer::forward(const Tensor& x) {
   x_ = x;
   const Device device = x.device();
   {
-    Stopwatch watch(times_.router_s, device);
+    ScopedTimer watch(&times_.router_s, wall_clock_on(device));
     routing_ = route(x, weights_.router, options_.router, *comms_.tokens);
   }
   std::vector<Tensor> in = dispatcher_->dispatch(x, routing_);
   std::vector<Tensor> out(in.size());
   saved_.assign(in.size(), {});
   {
-    Stopwatch watch(times_.experts_s, device);
+    ScopedTimer watch(&times_.experts_s, wall_clock_on(device));
     for (size_t l = 0; l < in.size(); ++l) {
       out[l] = expert_forward(in[l], weights_.w1[l], weights_.w2[l], saved_[l]);
       times_.expert_flops += expert_flops(in[l].dim(0), in[l].dim(1), weights_.w1[l].dim(1));
@@ -63,7 +63,7 @@ MoeGrads MoeLayer::backward(const Tensor& dy) {
   std::vector<Tensor> dout = dispatcher_->combine_backward(dy, dprob);
   std::vector<Tensor> din(dout.size()), dw1(dout.size()), dw2(dout.size());
   {
-    Stopwatch watch(times_.experts_s, device);
+    ScopedTimer watch(&times_.experts_s, wall_clock_on(device));
     for (size_t l = 0; l < dout.size(); ++l) {
       ExpertGrads g = expert_backward(dout[l], saved_[l], weights_.w1[l], weights_.w2[l]);
       din[l] = g.din;
@@ -75,14 +75,14 @@ MoeGrads MoeLayer::backward(const Tensor& dy) {
   MoeGrads grads;
   Tensor drouter = Tensor::zeros(weights_.router.shape(), DType::f32, device);
   {
-    Stopwatch watch(times_.router_s, device);
+    ScopedTimer watch(&times_.router_s, wall_clock_on(device));
     Tensor dlogits = router_logits_grad(routing_, dprob, options_.router);  // [T, E], on the host
     if (device != Device::host) dlogits = dlogits.to(device);
     grads.dx = router_input_grad(dlogits, dx);
     ops::gemm(as_f32(x_), true, dlogits, false, drouter);  // dW_r: [h, E] = x^T dlogits
   }
   {
-    Stopwatch watch(times_.grad_reduce_s, device);
+    ScopedTimer watch(&times_.grad_reduce_s, wall_clock_on(device));
     comms_.tokens->all_reduce(drouter, ReduceOp::sum);
     reduce_expert_grads(dw1, dw2);
   }

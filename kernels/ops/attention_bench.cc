@@ -12,24 +12,17 @@
 #include <vector>
 
 #include "harness/rng.h"
+#include "harness/timing.h"
 #include "kernels/ops/attention_block.h"
 #include "kernels/ops/gemm.h"
 
 namespace sextant::ops {
 namespace {
 
-// CPU seconds of the process, the clock Google Benchmark's rates use: on a
-// shared machine wall time counts other people's work too.
-double cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-
 double sgemm_seconds(int64_t n, const std::vector<float>& a, const std::vector<float>& b, std::vector<float>& c) {
-  const double start = cpu_seconds();
+  const double start = process_cpu_seconds();
   gemm_f32(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
-  return cpu_seconds() - start;
+  return process_cpu_seconds() - start;
 }
 
 // Best of five 1024^3 sgemms, in FLOP/s: the yardstick of this run.

@@ -8,8 +8,9 @@ namespace sextant::ops {
 std::string attention_impl_name(AttentionImpl impl) { return impl == AttentionImpl::cudnn ? "cudnn" : "own"; }
 
 AttentionImpl parse_attention_impl(const std::string& name) {
-  if (name == "own") return AttentionImpl::own;
-  if (name == "cudnn") return AttentionImpl::cudnn;
+  if (std::optional<AttentionImpl> i =
+          find_named<AttentionImpl>({{"own", AttentionImpl::own}, {"cudnn", AttentionImpl::cudnn}}, name))
+    return *i;
   throw UsageError(cat("attention_impl must be own or cudnn, not '", name, "'"));
 }
 

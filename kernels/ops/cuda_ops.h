@@ -16,7 +16,7 @@
 
 #include "harness/rng.h"
 #include "harness/tensor.h"
-#include "kernels/ops/attention_block.h"
+#include "kernels/ops/attention_mask.h"
 
 namespace sextant::ops::cuda {
 

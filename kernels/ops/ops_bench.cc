@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "harness/rng.h"
+#include "harness/timing.h"
 #include "kernels/ops/adam.h"
 #include "kernels/ops/bias.h"
 #include "kernels/ops/cross_entropy.h"
@@ -41,11 +42,11 @@ namespace {
 enum class Clock { wall, thread_cpu, process_cpu };
 
 double now(Clock clock) {
-  if (clock == Clock::wall)
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  timespec t{};
-  clock_gettime(clock == Clock::thread_cpu ? CLOCK_THREAD_CPUTIME_ID : CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+  switch (clock) {
+    case Clock::thread_cpu: return thread_cpu_seconds();
+    case Clock::process_cpu: return process_cpu_seconds();
+    default: return now_seconds();
+  }
 }
 
 double seconds_of(Clock clock, const std::function<void()>& work) {

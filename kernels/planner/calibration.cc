@@ -114,9 +114,9 @@ RateModel fit_link_as_rate(const std::vector<RateSample>& samples) { return fit_
 
 double bus_factor(const std::string& op, int n) {
   if (n <= 1) return 0;
-  if (op == "all_reduce") return 2.0 * (n - 1) / n;
-  if (op == "sendrecv") return 1.0;
-  return static_cast<double>(n - 1) / n;  // all_gather, reduce_scatter, all_to_all(_v)
+  // nccl-tests' factors: 2(n-1)/n for all_reduce, 1 for send/recv, (n-1)/n for the rest.
+  const double ring = static_cast<double>(n - 1) / n;
+  return find_named<double>({{"all_reduce", 2 * ring}, {"sendrecv", 1.0}}, op).value_or(ring);
 }
 
 LinkModel Calibration::link(const std::string& op, bool inter_node, int n) const {

@@ -107,14 +107,19 @@ ClusterSpec cluster_preset(const std::string& device, int64_t gpus) {
   c.device = device;
   c.gpus = gpus;
   // Memory (GiB), NVLink and network bandwidth per GPU (GB/s, one direction).
-  if (device == "H100") c.memory_gb = 80, c.nvlink_GBps = 450, c.network_GBps = 50;
-  else if (device == "H800") c.memory_gb = 80, c.nvlink_GBps = 200, c.network_GBps = 50;
-  else if (device == "H200") c.memory_gb = 141, c.nvlink_GBps = 450, c.network_GBps = 50;
-  else if (device == "A100") c.memory_gb = 80, c.nvlink_GBps = 300, c.network_GBps = 25;
-  else if (device == "B200") c.memory_gb = 180, c.nvlink_GBps = 900, c.network_GBps = 50;
-  else
+  struct Links {
+    double memory_gb, nvlink_GBps, network_GBps;
+  };
+  const std::optional<Links> links = find_named<Links>({{"H100", {80, 450, 50}},
+                                                        {"H800", {80, 200, 50}},
+                                                        {"H200", {141, 450, 50}},
+                                                        {"A100", {80, 300, 25}},
+                                                        {"B200", {180, 900, 50}}},
+                                                       device);
+  if (!links)
     throw UsageError(cat("--device '", device,
                          "' must be one of H100, H800, H200, A100, B200 (or give --memory-gb and --peak-tflops)"));
+  c.memory_gb = links->memory_gb, c.nvlink_GBps = links->nvlink_GBps, c.network_GBps = links->network_GBps;
   c.peak_tflops = gpu_peak_tflops(device);
   return c;
 }

@@ -30,6 +30,12 @@ inline constexpr int kSuiteOrder = 40;
 // One CP variant (kernels/attention/cp_variants.h) as a case.
 using Variant = cp::VariantInfo;
 
+// Which query rows the float64 reference covers: every one, or a sample
+// (sizes too large for the host); the `reference` param names it.
+enum class ReferenceRows { full, spot };
+const char* reference_rows_name(ReferenceRows r);             // "full", "spot"
+ReferenceRows parse_reference_rows(const std::string& name);  // UsageError
+
 // The instance's problem, read from CaseConfig::params.
 struct Problem {
   cp::Variant variant = cp::Variant::p2p;
@@ -37,7 +43,7 @@ struct Problem {
   bool causal = false;
   int64_t seq = 0, batch = 0, heads = 0, kv_heads = 0, head_dim = 0;
   int a2a_size = 1, p2p_size = 1;  // cp = a2a_size x p2p_size
-  std::string reference;           // "full" or "spot" (sampled query rows)
+  ReferenceRows reference = ReferenceRows::full;
   // Packed sequences: tokens of each, summing to seq; empty: one sequence.
   std::vector<int64_t> seq_lens;
   bool thd_padding = true;  // pad each sequence to a multiple of 2 cp rows (else they must split)

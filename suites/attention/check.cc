@@ -208,7 +208,7 @@ void check(State& s, Checker& checker) {
   dist = tokens_of(s.problem, dist);
   const Inputs stream = make_inputs(s.problem, whole(s.problem), s.config.dtype, s.seed);
   if (s.problem.packed()) checker.note("padding_rows", s.problem.packing.padding());
-  if (s.problem.reference == "spot") check_spot(s, checker, dist, stream);
+  if (s.problem.reference == ReferenceRows::spot) check_spot(s, checker, dist, stream);
   else check_full(s, checker, dist, stream);
 }
 

@@ -20,9 +20,9 @@ namespace {
 struct Sizes {
   int64_t seq, microbatches, heads, head_dim;
 };
-Sizes default_sizes(const std::string& profile) {
-  if (profile == "ci") return {128, 4, 4, 16};
-  if (profile == "qualify") return {4096, 16, 16, 64};
+Sizes default_sizes(Profile profile) {
+  if (profile == Profile::ci) return {128, 4, 4, 16};
+  if (profile == Profile::qualify) return {4096, 16, 16, 64};
   return {512, 8, 8, 32};
 }
 

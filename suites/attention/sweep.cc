@@ -17,9 +17,9 @@ struct Sizes {
 
 // Small enough for two shared cores at every rank count; qualify is for GPUs
 // and checks by sampled rows.
-Sizes default_sizes(const std::string& profile) {
-  if (profile == "ci") return {2, 64, 16, 8};
-  if (profile == "qualify") return {1, 8192, 32, 128};
+Sizes default_sizes(Profile profile) {
+  if (profile == Profile::ci) return {2, 64, 16, 8};
+  if (profile == Profile::qualify) return {1, 8192, 32, 128};
   return {1, 256, 16, 16};
 }
 
@@ -33,7 +33,7 @@ std::vector<ParallelConfig> parallel_configs(const SweepRequest& req) {
   if (req.parallel) return {*req.parallel};
   std::vector<ParallelConfig> out = {ParallelConfig{1, req.ranks, 1, 1}};
   if (req.ranks >= 4) out.push_back(ParallelConfig{2, req.ranks / 2, 1, 1});
-  if (req.ranks == 8 && req.profile != "ci") out.push_back(ParallelConfig{4, 2, 1, 1});
+  if (req.ranks == 8 && req.profile != Profile::ci) out.push_back(ParallelConfig{4, 2, 1, 1});
   return out;
 }
 
@@ -133,17 +133,20 @@ std::vector<CaseConfig> sweep(const Variant& v, const SweepRequest& req) {
           for (DType dtype : dtypes) {
             const double size = static_cast<double>(batch) * heads * seq * seq * head_dim;
             CaseConfig c;
-            c.params = {{"variant", v.name},
-                        {"layout", cp::layout_name(layout)},
-                        {"causal", causal},
-                        {"seq", seq},
-                        {"batch", batch},
-                        {"heads", heads},
-                        {"kv_heads", kv},
-                        {"head_dim", head_dim},
-                        {"a2a_size", a2a},
-                        {"p2p_size", p2p},
-                        {"reference", req.get<std::string>("reference", size > kFullReferenceLimit ? "spot" : "full")}};
+            c.params = {
+                {"variant", v.name},
+                {"layout", cp::layout_name(layout)},
+                {"causal", causal},
+                {"seq", seq},
+                {"batch", batch},
+                {"heads", heads},
+                {"kv_heads", kv},
+                {"head_dim", head_dim},
+                {"a2a_size", a2a},
+                {"p2p_size", p2p},
+                {"reference", req.get<std::string>(
+                                  "reference", reference_rows_name(size > kFullReferenceLimit ? ReferenceRows::spot
+                                                                                              : ReferenceRows::full))}};
             ops::record_attention_impl(req, c.params);
             if (!seq_lens.empty()) {
               const cp::Packing packing = packing_for(seq_lens, thd_padding, parallel.cp);
@@ -174,7 +177,8 @@ std::vector<OptionSpec> attention_options() {
           OptionSpec::choice("layout", {"contiguous", "zigzag"}, "how the sequence is cut over CP (default: both)"),
           OptionSpec::integer("a2a_size", 1, 65536, "a2a+p2p: Ulysses group size (cp = a2a_size x p2p_size)"),
           OptionSpec::integer("p2p_size", 1, 65536, "a2a+p2p: ring size"),
-          OptionSpec::choice("reference", {"full", "spot"},
+          OptionSpec::choice("reference",
+                             {reference_rows_name(ReferenceRows::full), reference_rows_name(ReferenceRows::spot)},
                              "float64 reference on every query row, or on sampled rows (default by size)"),
           OptionSpec::text("seq_lens", "packed sequences (THD): lengths a,b,c summing to --seq, or zipf:N"),
           OptionSpec::boolean("thd_padding", "pad each packed sequence to a multiple of 2 cp (default true)"),
@@ -226,9 +230,16 @@ void validate(const Variant& v, const CaseConfig& c) {
     require(kv % p.a2a_size == 0, cat("a2a size ", p.a2a_size, " must divide the ", kv,
                                       " KV heads per TP rank (--kv-heads ", p.kv_heads, " / --tp ", par.tp, ")"));
   }
-  require(p.reference == "full" || p.reference == "spot", cat("reference '", p.reference, "' must be full or spot"));
   ops::require_attention_impl_runs(p.attention_impl, c.device);
   cp::faults().parse(c.fault);
+}
+
+const char* reference_rows_name(ReferenceRows r) { return r == ReferenceRows::spot ? "spot" : "full"; }
+
+ReferenceRows parse_reference_rows(const std::string& name) {
+  for (ReferenceRows r : {ReferenceRows::full, ReferenceRows::spot})
+    if (name == reference_rows_name(r)) return r;
+  throw UsageError(cat("reference '", name, "' must be full or spot"));
 }
 
 Problem Problem::of(const CaseConfig& c) {
@@ -239,7 +250,7 @@ Problem Problem::of(const CaseConfig& c) {
   p.seq = c.i("seq"), p.batch = c.i("batch"), p.heads = c.i("heads"), p.kv_heads = c.i("kv_heads");
   p.head_dim = c.i("head_dim");
   p.a2a_size = static_cast<int>(c.i("a2a_size")), p.p2p_size = static_cast<int>(c.i("p2p_size"));
-  p.reference = c.s("reference");
+  p.reference = parse_reference_rows(c.s("reference"));
   p.attention_impl = ops::attention_impl_of(c.params);
   if (c.params.contains("seq_lens")) {
     p.seq_lens = c.params.at("seq_lens").get<std::vector<int64_t>>();

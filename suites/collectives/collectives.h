@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,10 @@ CaseDef make_collective_case(const CollectiveOp& op);
 // Shared by the driver and the sp_identity case.
 std::vector<CaseConfig> sweep_sizes(const SweepRequest& req, const CollectiveOp& op);
 Communicator& group_for(CaseContext& ctx, std::unique_ptr<Communicator>& faulty);
+// --group: the instance's ranks (world), or every group of one dimension at once.
+inline constexpr const char* kWorldGroup = "world";
+// The dimension a --group names; none for world (UsageError for a name that is neither).
+std::optional<Dim> group_dim(const std::string& group);
 // The comm faults that show in a case running these operations.
 std::vector<FaultDoc> faults_of(const std::vector<CommOp>& ops);
 void validate_sizes(const CaseConfig& c, const CollectiveOp& op);

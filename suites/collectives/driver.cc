@@ -16,10 +16,15 @@ double factor_n_minus_1(int n) { return static_cast<double>(n - 1) / n; }
 // Nothing crosses ranks in a group of one: report no bus bandwidth there.
 double factor_one(int n) { return n > 1 ? 1.0 : 0.0; }
 
+std::optional<Dim> group_dim(const std::string& group) {
+  if (group == std::string_view(kWorldGroup)) return std::nullopt;
+  return parse_dim(group);
+}
+
 namespace {
 int group_size_of(const SweepRequest& req) {
-  const std::string group = req.get<std::string>("group", "world");
-  if (group == "world") return req.ranks;
+  const std::string group = req.get<std::string>("group", kWorldGroup);
+  if (!group_dim(group)) return req.ranks;
   require(req.parallel.has_value(), cat("--group ", group, " needs a pinned parallel config, e.g. --tp 2 --cp 2"));
   RankGrid grid(*req.parallel, req.ranks);
   return static_cast<int>(grid.group(parse_dim(group), 0).size());
@@ -43,7 +48,7 @@ MemoryEstimate collective_memory(const CaseConfig& c) {
 }
 
 std::vector<CaseConfig> sweep_sizes(const SweepRequest& req, const CollectiveOp& op) {
-  const bool ci = req.profile == "ci", qualify = req.profile == "qualify";
+  const bool ci = req.profile == Profile::ci, qualify = req.profile == Profile::qualify;
   const int64_t min_bytes = req.get<int64_t>("min_bytes", 1024);
   const int64_t max_bytes = req.get<int64_t>("max_bytes", ci ? 64 * 1024 : qualify ? (int64_t{1} << 30) : 4 << 20);
   const int64_t factor = req.get<int64_t>("step_factor", ci ? 8 : qualify ? 2 : 4);
@@ -82,7 +87,8 @@ void validate_sizes(const CaseConfig& c, const CollectiveOp& op) {
 
 Communicator& group_for(CaseContext& ctx, std::unique_ptr<Communicator>& faulty) {
   const std::string group = ctx.config.s("group");
-  Communicator& base = group == "world" ? ctx.comm : ctx.grid.get(parse_dim(group));
+  const std::optional<Dim> dim = group_dim(group);
+  Communicator& base = dim ? ctx.grid.get(*dim) : ctx.comm;
   const CommFault fault = comm_faults().parse(ctx.config.fault);
   if (fault == CommFault::none) return base;
   faulty = std::make_unique<FaultyCommunicator>(base, fault);
@@ -124,9 +130,9 @@ const MetricDef& kGroupSpansNodes =
 
 int group_nodes(CaseContext& ctx) {
   const NodeMap nodes = detect_nodes(ctx.host_comm);  // over the instance's ranks
-  const std::string group = ctx.config.s("group");
-  if (group == "world") return node_count(nodes);
-  return nodes_spanned(nodes, ctx.grid.grid.group(parse_dim(group), ctx.grid.rank));
+  const std::optional<Dim> dim = group_dim(ctx.config.s("group"));
+  if (!dim) return node_count(nodes);
+  return nodes_spanned(nodes, ctx.grid.grid.group(*dim, ctx.grid.rank));
 }
 
 void add_group_kind(Metrics& m, int nodes) {

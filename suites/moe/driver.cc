@@ -11,7 +11,9 @@ Problem Problem::of(const CaseConfig& c) {
   p.dispatcher = moe::parse_dispatcher(c.s("dispatcher"));
   p.experts = static_cast<int>(c.i("experts"));
   p.topk = static_cast<int>(c.i("topk"));
-  p.routing = c.s("routing");
+  const std::optional<bool> skewed = find_named<bool>({{"uniform", false}, {"skewed", true}}, c.s("routing"));
+  require(skewed.has_value(), cat("--set routing='", c.s("routing"), "' must be uniform or skewed"));
+  p.skewed = *skewed;
   p.hot_experts = static_cast<int>(c.i("hot_experts"));
   p.skew = c.f("skew");
   p.drop = moe::parse_drop_policy(c.s("drop_policy"));

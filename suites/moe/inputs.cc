@@ -111,7 +111,7 @@ Tensor expert_block(const Problem& p, bool second, int expert, int slice, int sl
 // so they win the top-k far more often.
 Tensor router_weights(const Problem& p, DType dtype, uint64_t seed) {
   Tensor w = random_tensor({p.hidden, p.experts}, DType::f64, {seed, tensor_id("moe.router"), fan_in_scale(p.hidden)});
-  if (p.routing == "skewed")
+  if (p.skewed)
     for (int64_t i = 0; i < p.hidden; ++i)
       for (int e = 0; e < p.hot_experts; ++e) w.data<double>()[i * p.experts + e] *= p.skew;
   return w.to(dtype);

@@ -24,8 +24,8 @@ inline constexpr int kSuiteOrder = 50;
 struct Problem {
   moe::DispatcherKind dispatcher = moe::DispatcherKind::alltoall;
   int experts = 8, topk = 2;
-  std::string routing = "uniform";  // uniform, skewed
-  int hot_experts = 1;              // skewed: experts 0..hot-1 (on EP rank 0) get `skew` x larger router columns
+  bool skewed = false;  // routing: uniform, or skewed (the hot experts' router columns scaled up)
+  int hot_experts = 1;  // skewed: experts 0..hot-1 (on EP rank 0) get `skew` x larger router columns
   double skew = 3.0;
   moe::DropPolicy drop = moe::DropPolicy::none;
   double capacity_factor = 0;  // 0 when dropless

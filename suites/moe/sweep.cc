@@ -46,9 +46,9 @@ const std::set<int> kCiRecipes = {0, 2, 3, 4, 6};
 struct Sizes {
   int64_t tokens_per_rank, hidden, ffn;
 };
-Sizes sizes_for(const std::string& profile) {
-  if (profile == "ci") return {32, 32, 64};
-  if (profile == "qualify") return {256, 256, 512};  // the float64 reference is exact, on one rank
+Sizes sizes_for(Profile profile) {
+  if (profile == Profile::ci) return {32, 32, 64};
+  if (profile == Profile::qualify) return {256, 256, 512};  // the float64 reference is exact, on one rank
   return {64, 64, 128};
 }
 
@@ -112,7 +112,7 @@ nlohmann::json params_of(const Recipe& r, const SweepRequest& req, const Sizes& 
     drop = r.capacity_factor > 0 ? r.drop : "probability";
   }
   drop = option<std::string>(req, "drop_policy", drop);
-  if (drop == "none") cf = 0;
+  if (moe::parse_drop_policy(drop) == moe::DropPolicy::none) cf = 0;
   else if (!req.options.contains("capacity_factor") && cf == 0) cf = 1.0;
   p["drop_policy"] = drop;
   p["capacity_factor"] = cf;
@@ -140,13 +140,14 @@ std::vector<CaseConfig> sweep(const SweepRequest& req) {
   const int g = req.ranks;
   const Sizes sz = sizes_for(req.profile);
   std::vector<std::pair<Recipe, ParallelConfig>> recipes;
-  if (option<std::string>(req, "sweep", "recipes") == "full") {
+  const std::string mode = option<std::string>(req, "sweep", "recipes");
+  const std::optional<bool> full = find_named<bool>({{"recipes", false}, {"full", true}}, mode);
+  require(full.has_value(), cat("--set sweep='", mode, "' must be recipes or full"));
+  if (*full) {
     recipes = full_product(g);
   } else {
-    require(option<std::string>(req, "sweep", "recipes") == "recipes",
-            cat("--set sweep='", option<std::string>(req, "sweep", ""), "' must be recipes or full"));
     for (size_t i = 0; i < std::size(kRecipes); ++i)
-      if (req.profile != "ci" || kCiRecipes.count(static_cast<int>(i)))
+      if (req.profile != Profile::ci || kCiRecipes.count(static_cast<int>(i)))
         recipes.push_back({kRecipes[i], layout_config(kRecipes[i].layout, g)});
   }
   const bool user_layout = req.parallel.has_value();
@@ -221,8 +222,6 @@ void validate(const CaseConfig& c) {
   if (p.drop != moe::DropPolicy::none)
     require(p.capacity_factor > 0, cat("--set capacity_factor=", p.capacity_factor,
                                        " must be positive (leave it unset, or drop_policy=none, for dropless)"));
-  require(p.routing == "uniform" || p.routing == "skewed",
-          cat("--set routing='", p.routing, "' must be uniform or skewed"));
   require(p.hot_experts >= 1 && p.hot_experts <= p.experts,
           cat("--set hot_experts=", p.hot_experts, " must be between 1 and --experts ", p.experts));
   require(p.skew > 0, cat("--set skew=", p.skew, " must be positive"));

@@ -17,9 +17,9 @@ struct State {
   ops::AdamConfig config{1e-2, 0.9, 0.999, 1e-8, 0.01};
 };
 
-std::vector<nlohmann::json> shapes(const std::string& profile) {
+std::vector<nlohmann::json> shapes(Profile profile) {
   std::vector<nlohmann::json> out = {{{"n", 1}}, {{"n", 13}}, {{"n", 4099}}};
-  if (profile == "qualify") out.push_back({{"n", int64_t{1} << 24}});
+  if (profile == Profile::qualify) out.push_back({{"n", int64_t{1} << 24}});
   return out;
 }
 

@@ -35,7 +35,7 @@ nlohmann::json shape(int64_t b, int64_t sq, int64_t sk, int64_t hq, int64_t hk, 
   return {{"batch", b}, {"sq", sq}, {"sk", sk}, {"heads", hq}, {"kv_heads", hk}, {"head_dim", d}, {"causal", causal}};
 }
 
-std::vector<nlohmann::json> shapes(const std::string& profile) {
+std::vector<nlohmann::json> shapes(Profile profile) {
   std::vector<nlohmann::json> out = {
       shape(1, 1, 1, 1, 1, 1, false),     // one row, one key, d = 1
       shape(1, 1, 1, 1, 1, 8, true),      // the first causal row sees only itself
@@ -43,8 +43,8 @@ std::vector<nlohmann::json> shapes(const std::string& profile) {
       shape(1, 67, 67, 3, 3, 24, false),  // three heads, MHA
       shape(1, 19, 300, 2, 1, 32, true),  // a block at offset 281: every earlier key, crossing key tiles
   };
-  if (profile != "ci") out.push_back(shape(1, 300, 300, 4, 1, 64, true));  // GQA 4, the diagonal across tiles
-  if (profile == "qualify") out.push_back(shape(1, 64, 8192, 16, 16, 128, true));
+  if (profile != Profile::ci) out.push_back(shape(1, 300, 300, 4, 1, 64, true));  // GQA 4, the diagonal across tiles
+  if (profile == Profile::qualify) out.push_back(shape(1, 64, 8192, 16, 16, 128, true));
   return out;
 }
 

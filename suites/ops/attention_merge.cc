@@ -18,11 +18,11 @@ struct State {
   Tensor out, lse;  // merged, f32
 };
 
-std::vector<nlohmann::json> shapes(const std::string& profile) {
+std::vector<nlohmann::json> shapes(Profile profile) {
   std::vector<nlohmann::json> out = {{{"batch", 1}, {"seq", 2}, {"heads", 1}, {"head_dim", 4}, {"split", 1}},
                                      {{"batch", 2}, {"seq", 37}, {"heads", 3}, {"head_dim", 16}, {"split", 11}},
                                      {{"batch", 1}, {"seq", 130}, {"heads", 2}, {"head_dim", 32}, {"split", 64}}};
-  if (profile == "qualify")
+  if (profile == Profile::qualify)
     out.push_back({{"batch", 1}, {"seq", 2048}, {"heads", 8}, {"head_dim", 64}, {"split", 1000}});
   std::vector<nlohmann::json> both;
   for (nlohmann::json s : out)

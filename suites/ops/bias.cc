@@ -10,10 +10,10 @@ struct State {
   Tensor xd, biasd, dyd, y, db;  // on the device
 };
 
-std::vector<nlohmann::json> shapes(const std::string& profile) {
+std::vector<nlohmann::json> shapes(Profile profile) {
   std::vector<nlohmann::json> out = {
       {{"rows", 1}, {"n", 1}}, {{"rows", 7}, {"n", 13}}, {{"rows", 129}, {"n", 67}}, {{"rows", 33}, {"n", 1000}}};
-  if (profile == "qualify") out.push_back({{"rows", 8192}, {"n", 4096}});
+  if (profile == Profile::qualify) out.push_back({{"rows", 8192}, {"n", 4096}});
   return out;
 }
 

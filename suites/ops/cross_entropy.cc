@@ -15,10 +15,10 @@ struct State {
   ops::CrossEntropyForward fwd;
 };
 
-std::vector<nlohmann::json> shapes(const std::string& profile) {
+std::vector<nlohmann::json> shapes(Profile profile) {
   std::vector<nlohmann::json> out = {
       {{"rows", 1}, {"vocab", 2}}, {{"rows", 6}, {"vocab", 83}}, {{"rows", 33}, {"vocab", 1001}}};
-  if (profile == "qualify") out.push_back({{"rows", 2048}, {"vocab", 32768}});
+  if (profile == Profile::qualify) out.push_back({{"rows", 2048}, {"vocab", 32768}});
   return out;
 }
 

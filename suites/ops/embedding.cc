@@ -18,11 +18,11 @@ struct State {
   Tensor dyd, y, dtable;
 };
 
-std::vector<nlohmann::json> shapes(const std::string& profile) {
+std::vector<nlohmann::json> shapes(Profile profile) {
   std::vector<nlohmann::json> out = {{{"batch", 1}, {"seq", 1}, {"vocab", 1}, {"hidden", 3}},
                                      {{"batch", 2}, {"seq", 37}, {"vocab", 11}, {"hidden", 20}},
                                      {{"batch", 4}, {"seq", 64}, {"vocab", 1000}, {"hidden", 64}}};
-  if (profile == "qualify") out.push_back({{"batch", 8}, {"seq", 2048}, {"vocab", 32768}, {"hidden", 1024}});
+  if (profile == Profile::qualify) out.push_back({{"batch", 8}, {"seq", 2048}, {"vocab", 32768}, {"hidden", 1024}});
   return out;
 }
 

@@ -13,10 +13,10 @@ struct State {
 
 // A single element, a prime below one lane vector, sizes off the 8 / 16
 // lane widths, and one large enough to stream.
-std::vector<nlohmann::json> shapes(const std::string& profile) {
+std::vector<nlohmann::json> shapes(Profile profile) {
   std::vector<nlohmann::json> out;
   std::vector<int64_t> sizes = {1, 7, 1003, 65539};
-  if (profile == "qualify") sizes.push_back(int64_t{1} << 24);
+  if (profile == Profile::qualify) sizes.push_back(int64_t{1} << 24);
   for (int64_t n : sizes) out.push_back({{"n", n}});
   return out;
 }

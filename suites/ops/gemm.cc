@@ -24,11 +24,11 @@ struct State {
 // one-element product overwrites only: a b + c of single random numbers
 // may cancel, and then its relative error measures that cancellation, not
 // the kernel (the accumulate path runs at every other shape).
-std::vector<nlohmann::json> shapes(const std::string& profile) {
+std::vector<nlohmann::json> shapes(Profile profile) {
   std::vector<nlohmann::json> out;
   std::vector<std::array<int64_t, 3>> mnk = {{1, 1, 1}, {7, 13, 5}, {33, 65, 1}, {96, 40, 129}};
-  if (profile != "ci") mnk.push_back({256, 256, 256});
-  if (profile == "qualify") mnk.push_back({2048, 2048, 2048});
+  if (profile != Profile::ci) mnk.push_back({256, 256, 256});
+  if (profile == Profile::qualify) mnk.push_back({2048, 2048, 2048});
   for (const auto& [m, n, k] : mnk)
     for (bool ta : {false, true})
       for (bool tb : {false, true})

@@ -16,10 +16,10 @@ struct State {
 // One row of three (with two elements xhat is +-1 whatever x is, so dx is
 // zero up to eps and its relative error meaningless), widths off the lane
 // vectors, a transformer-sized row.
-std::vector<nlohmann::json> shapes(const std::string& profile) {
+std::vector<nlohmann::json> shapes(Profile profile) {
   std::vector<nlohmann::json> out = {
       {{"rows", 1}, {"h", 3}}, {{"rows", 5}, {"h", 17}}, {{"rows", 33}, {"h", 64}}, {{"rows", 7}, {"h", 1000}}};
-  if (profile == "qualify") out.push_back({{"rows", 8192}, {"h", 4096}});
+  if (profile == Profile::qualify) out.push_back({{"rows", 8192}, {"h", 4096}});
   return out;
 }
 

@@ -13,10 +13,10 @@ struct State {
 
 // One row of one column, rows narrower and wider than a lane vector, a width
 // off every power of two, a vocabulary-sized row.
-std::vector<nlohmann::json> shapes(const std::string& profile) {
+std::vector<nlohmann::json> shapes(Profile profile) {
   std::vector<nlohmann::json> out = {
       {{"rows", 1}, {"n", 1}}, {{"rows", 3}, {"n", 5}}, {{"rows", 17}, {"n", 129}}, {{"rows", 4}, {"n", 5003}}};
-  if (profile == "qualify") out.push_back({{"rows", 4096}, {"n", 4096}});
+  if (profile == Profile::qualify) out.push_back({{"rows", 4096}, {"n", 4096}});
   return out;
 }
 

@@ -18,16 +18,74 @@ namespace sextant::pipeline {
 
 namespace {
 
-// The weight gradients of a whole model, by kind, each stacked over layers.
-const std::vector<std::string> kKinds{"dln_gamma", "dln_beta", "dw1", "db1", "dw2", "db2"};
-
-Shape kind_shape(const std::string& kind, const Problem& p) {
-  const int64_t L = p.layers, h = p.hidden, f = p.ffn;
-  if (kind == "dw1") return {L, h, f};
-  if (kind == "db1") return {L, f};
-  if (kind == "dw2") return {L, f, h};
-  return {L, h};  // dln_gamma, dln_beta, db2
+Tensor with_layer_dim(const Tensor& t) {
+  Shape s{1};
+  s.insert(s.end(), t.shape().begin(), t.shape().end());
+  return t.reshape(s);
 }
+
+// The weight gradients of a whole model, by kind, each stacked over layers:
+// the stack's shape (L layers, hidden h, ffn f), the reference's gradient of
+// one layer, and this rank's block of layer l's gradient with its place in
+// the stack (ffn columns from ffn_offset).
+struct GradKind {
+  const char* name;
+  Shape (*shape)(int64_t L, int64_t h, int64_t f);
+  const Tensor& (*reference)(const ref::MlpGrads& g);
+  Block (*block)(tp::MlpGrads& g, int64_t layer, int64_t ffn_offset);
+};
+const GradKind kKinds[] = {
+    {"dln_gamma",
+     [](int64_t L, int64_t h, int64_t) {
+       return Shape{L, h};
+     },
+     [](const ref::MlpGrads& g) -> const Tensor& { return g.dln_gamma; },
+     [](tp::MlpGrads& g, int64_t l, int64_t) {
+       return Block{with_layer_dim(g.ln_gamma), {l, 0}};
+     }},
+    {"dln_beta",
+     [](int64_t L, int64_t h, int64_t) {
+       return Shape{L, h};
+     },
+     [](const ref::MlpGrads& g) -> const Tensor& { return g.dln_beta; },
+     [](tp::MlpGrads& g, int64_t l, int64_t) {
+       return Block{with_layer_dim(g.ln_beta), {l, 0}};
+     }},
+    {"dw1",
+     [](int64_t L, int64_t h, int64_t f) {
+       return Shape{L, h, f};
+     },
+     [](const ref::MlpGrads& g) -> const Tensor& { return g.dw1; },
+     [](tp::MlpGrads& g, int64_t l, int64_t o) {
+       return Block{with_layer_dim(g.fc1.dw), {l, 0, o}};
+     }},
+    {"db1",
+     [](int64_t L, int64_t, int64_t f) {
+       return Shape{L, f};
+     },
+     [](const ref::MlpGrads& g) -> const Tensor& { return g.db1; },
+     [](tp::MlpGrads& g, int64_t l, int64_t o) {
+       return Block{with_layer_dim(g.fc1.db), {l, o}};
+     }},
+    {"dw2",
+     [](int64_t L, int64_t h, int64_t f) {
+       return Shape{L, f, h};
+     },
+     [](const ref::MlpGrads& g) -> const Tensor& { return g.dw2; },
+     [](tp::MlpGrads& g, int64_t l, int64_t o) {
+       return Block{with_layer_dim(g.fc2.dw), {l, o, 0}};
+     }},
+    {"db2",
+     [](int64_t L, int64_t h, int64_t) {
+       return Shape{L, h};
+     },
+     [](const ref::MlpGrads& g) -> const Tensor& { return g.db2; },
+     [](tp::MlpGrads& g, int64_t l, int64_t) {
+       return Block{with_layer_dim(g.fc2.db), {l, 0}};
+     }},
+};
+
+Shape kind_shape(const GradKind& kind, const Problem& p) { return kind.shape(p.layers, p.hidden, p.ffn); }
 
 struct Gradients {
   double loss = 0;
@@ -41,7 +99,7 @@ Gradients reference(const MlpStagesConfig& on_device, const Problem& p) {
   MlpStagesConfig c = on_device;
   c.device = Device::host;  // the f64 reference reads host tensors
   Gradients out;
-  for (const std::string& k : kKinds) out.grads[k] = Tensor::zeros(kind_shape(k, p), DType::f64);
+  for (const GradKind& k : kKinds) out.grads[k.name] = Tensor::zeros(kind_shape(k, p), DType::f64);
   std::vector<ref::MlpParams> params;
   for (int64_t l = 0; l < c.layers; ++l) {
     const tp::MlpWeights w = layer_weights(c, l, 0, 1);  // the test dtype's values, read as f64
@@ -59,36 +117,16 @@ Gradients reference(const MlpStagesConfig& on_device, const Problem& p) {
     }
     for (int64_t l = c.layers - 1; l >= 0; --l) {
       const ref::MlpGrads gr = ref::mlp_backward(dy, xs[l], params[l]);
-      const std::map<std::string, const Tensor*> by_kind{{"dln_gamma", &gr.dln_gamma},
-                                                         {"dln_beta", &gr.dln_beta},
-                                                         {"dw1", &gr.dw1},
-                                                         {"db1", &gr.db1},
-                                                         {"dw2", &gr.dw2},
-                                                         {"db2", &gr.db2}};
-      for (const auto& [kind, grad] : by_kind) {
-        Tensor& sum = out.grads[kind];
-        const int64_t n = grad->numel();
-        for (int64_t i = 0; i < n; ++i) sum.set(l * n + i, sum.at(l * n + i) + grad->at(i));
+      for (const GradKind& kind : kKinds) {
+        Tensor& sum = out.grads[kind.name];
+        const Tensor& grad = kind.reference(gr);
+        const int64_t n = grad.numel();
+        for (int64_t i = 0; i < n; ++i) sum.set(l * n + i, sum.at(l * n + i) + grad.at(i));
       }
       dy = gr.dx;
     }
   }
   return out;
-}
-
-// Layer l's gradient of `kind` on this rank and where it sits in the stack.
-Block layer_block(tp::MlpGrads& g, const std::string& kind, int64_t layer, int64_t ffn_offset) {
-  auto one = [](const Tensor& t) {
-    Shape s{1};
-    s.insert(s.end(), t.shape().begin(), t.shape().end());
-    return t.reshape(s);
-  };
-  if (kind == "dln_gamma") return {one(g.ln_gamma), {layer, 0}};
-  if (kind == "dln_beta") return {one(g.ln_beta), {layer, 0}};
-  if (kind == "dw1") return {one(g.fc1.dw), {layer, 0, ffn_offset}};
-  if (kind == "db1") return {one(g.fc1.db), {layer, ffn_offset}};
-  if (kind == "dw2") return {one(g.fc2.dw), {layer, ffn_offset, 0}};
-  return {one(g.fc2.db), {layer, 0}};
 }
 
 // The baseline: the same stages on one rank in the test dtype, every layer
@@ -107,13 +145,13 @@ Gradients baseline(const MlpStagesConfig& full, const Problem& p, Communicator& 
   }
   Gradients out;
   out.loss = model.loss();
-  for (const std::string& k : kKinds) {
+  for (const GradKind& k : kKinds) {
     Tensor stacked = Tensor::zeros(kind_shape(k, p), tp::grad_dtype(c.dtype));
     for (int64_t l = 0; l < c.layers; ++l) {
-      Block b = layer_block(model.grads(l), k, l, 0);
+      Block b = k.block(model.grads(l), l, 0);
       write_slice(stacked, 0, l, b.data);
     }
-    out.grads[k] = stacked;
+    out.grads[k.name] = stacked;
   }
   return out;
 }
@@ -220,10 +258,11 @@ void check(PipelineState& s, Checker& checker) {
   }
   const int64_t ffn_offset = p.ffn / p.tp * s.tp_rank;
   nlohmann::json prints = nlohmann::json::object();
-  for (const std::string& kind : kKinds) {
+  for (const GradKind& k : kKinds) {
+    const std::string kind = k.name;
     std::vector<Block> blocks;
-    for (int64_t l : s.stages->layers()) blocks.push_back(layer_block(s.stages->grads(l), kind, l, ffn_offset));
-    Assembled a = assemble(*s.host, blocks, kind_shape(kind, p), tp::grad_dtype(s.dtype));
+    for (int64_t l : s.stages->layers()) blocks.push_back(k.block(s.stages->grads(l), l, ffn_offset));
+    Assembled a = assemble(*s.host, blocks, kind_shape(k, p), tp::grad_dtype(s.dtype));
     if (!checker.is_root()) continue;
     if (a.uncovered > 0) checker.fail(cat(kind, ": ", a.uncovered, " elements held by no rank"));
     if (a.mismatched > 0) checker.fail(cat(kind, ": ", a.mismatched, " replicated elements differ between ranks"));

@@ -8,28 +8,12 @@
 #include "harness/error.h"
 #include "harness/rng.h"
 #include "harness/strings.h"
+#include "harness/timing.h"
 #include "kernels/tensor_parallel/regions.h"
 
 namespace sextant::pipeline {
 
 namespace {
-
-double cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-
-// Appends the process CPU time of one action to a log when it ends.
-class CpuTimer {
- public:
-  explicit CpuTimer(std::vector<double>& log) : log_(log), start_(cpu_seconds()) {}
-  ~CpuTimer() { log_.push_back(cpu_seconds() - start_); }
-
- private:
-  std::vector<double>& log_;
-  double start_;
-};
 
 Tensor on_device(const Tensor& t, Device device) { return t.device() == device ? t : t.to(device); }
 
@@ -100,7 +84,7 @@ MlpStages::Stash& MlpStages::stash(int stage, int microbatch) {
 
 // x: [b, s/tp | s, h] through the stage's blocks -> y: like x.
 Tensor MlpStages::forward(int stage, int microbatch, const Tensor& input) {
-  CpuTimer timer(action_cpu_);
+  ScopedTimer timer(action_cpu_, TimerClock::process_cpu);
   const auto [first, end] = layer_range(stage);
   Stash st;
   st.saved.resize(static_cast<size_t>(end - first));
@@ -147,7 +131,7 @@ Tensor MlpStages::loss_gradient(int microbatch, const Tensor& y) const {
 
 // I: dy -> dx through the stage's blocks in reverse, keeping what W needs.
 Tensor MlpStages::backward_input(int stage, int microbatch, const Tensor& grad_output) {
-  CpuTimer timer(action_cpu_);
+  ScopedTimer timer(action_cpu_, TimerClock::process_cpu);
   Stash& st = stash(stage, microbatch);
   const auto [first, end] = layer_range(stage);
   Tensor dy = stage == config_.stages - 1 ? loss_gradient(microbatch, st.y) : grad_output;
@@ -164,7 +148,7 @@ Tensor MlpStages::backward_input(int stage, int microbatch, const Tensor& grad_o
 
 // W: the weight gradients of the stage's blocks, added to the step's sums.
 void MlpStages::backward_weight(int stage, int microbatch) {
-  CpuTimer timer(action_cpu_);
+  ScopedTimer timer(action_cpu_, TimerClock::process_cpu);
   Stash& st = stash(stage, microbatch);
   const auto [first, end] = layer_range(stage);
   if (st.pending.size() != st.saved.size())
@@ -179,7 +163,7 @@ void MlpStages::backward_weight(int stage, int microbatch) {
 
 // B: input and weight gradients together (the fused tp::mlp_backward).
 Tensor MlpStages::backward(int stage, int microbatch, const Tensor& grad_output) {
-  CpuTimer timer(action_cpu_);
+  ScopedTimer timer(action_cpu_, TimerClock::process_cpu);
   Stash& st = stash(stage, microbatch);
   const auto [first, end] = layer_range(stage);
   Tensor dy = stage == config_.stages - 1 ? loss_gradient(microbatch, st.y) : grad_output;

@@ -19,9 +19,9 @@ struct Sizes {
 // layers = 8 splits evenly into every pp * v of the sweep (2, 4, 8). Sizes
 // stay small enough that the float64 reference (plain loops, every layer of
 // every microbatch) takes seconds, not minutes.
-Sizes profile_sizes(const std::string& profile) {
-  if (profile == "ci") return {8, 16, 32, 1, 4};
-  if (profile == "qualify") return {8, 256, 1024, 1, 128};
+Sizes profile_sizes(Profile profile) {
+  if (profile == Profile::ci) return {8, 16, 32, 1, 4};
+  if (profile == Profile::qualify) return {8, 256, 1024, 1, 128};
   return {8, 64, 256, 1, 32};
 }
 

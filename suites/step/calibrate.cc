@@ -30,13 +30,6 @@ namespace sextant::step {
 
 namespace {
 
-// CPU seconds of this process (every thread).
-double process_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-
 enum class Clock { wall, compute };
 
 // Seconds per call of fn on every rank at once: the median of 5 windows of
@@ -156,28 +149,38 @@ std::vector<plan::RateSample> measure_elementwise(Communicator& comm, const plan
   return out;
 }
 
-// One collective of `bytes` (the whole buffer, nccl-tests' convention).
-void run_collective(Communicator& g, const std::string& op, std::vector<float>& send, std::vector<float>& recv,
-                    size_t elements) {
-  const int n = g.size();
-  const size_t part = elements / n;
-  if (op == "all_reduce") g.all_reduce(send.data(), recv.data(), elements, DType::f32, ReduceOp::sum);
-  else if (op == "all_gather") g.all_gather(send.data(), recv.data(), part, DType::f32);
-  else if (op == "reduce_scatter") g.reduce_scatter(send.data(), recv.data(), part, DType::f32, ReduceOp::sum);
-  else if (op == "all_to_all") g.all_to_all(send.data(), recv.data(), part, DType::f32);
-  else if (op == "all_to_all_v") {
-    std::vector<size_t> counts(n, part), displs(n);
-    for (int p = 0; p < n; ++p) displs[p] = p * part;
-    g.all_to_all_v(send.data(), counts, displs, recv.data(), counts, displs, DType::f32);
-  } else {  // sendrecv: a ring, to the next rank and from the previous
-    std::vector<RequestPtr> r;
-    g.group_start();
-    r.push_back(g.irecv(recv.data(), elements, DType::f32, (g.rank() + n - 1) % n, 0));
-    r.push_back(g.isend(send.data(), elements, DType::f32, (g.rank() + 1) % n, 0));
-    g.group_end();
-    wait_all(r);
-  }
-}
+// The links the planner prices, by the collectives suite's case names: one
+// collective of `elements` (the whole buffer, nccl-tests' convention).
+struct LinkOp {
+  const char* name;
+  void (*run)(Communicator& g, std::vector<float>& send, std::vector<float>& recv, size_t elements);
+};
+const LinkOp kLinkOps[] = {
+    {"all_reduce", [](Communicator& g, std::vector<float>& s, std::vector<float>& r,
+                      size_t n) { g.all_reduce(s.data(), r.data(), n, DType::f32, ReduceOp::sum); }},
+    {"all_gather", [](Communicator& g, std::vector<float>& s, std::vector<float>& r,
+                      size_t n) { g.all_gather(s.data(), r.data(), n / g.size(), DType::f32); }},
+    {"reduce_scatter", [](Communicator& g, std::vector<float>& s, std::vector<float>& r,
+                          size_t n) { g.reduce_scatter(s.data(), r.data(), n / g.size(), DType::f32, ReduceOp::sum); }},
+    {"all_to_all", [](Communicator& g, std::vector<float>& s, std::vector<float>& r,
+                      size_t n) { g.all_to_all(s.data(), r.data(), n / g.size(), DType::f32); }},
+    {"all_to_all_v",
+     [](Communicator& g, std::vector<float>& s, std::vector<float>& r, size_t n) {
+       const size_t part = n / g.size();
+       std::vector<size_t> counts(g.size(), part), displs(g.size());
+       for (int p = 0; p < g.size(); ++p) displs[p] = p * part;
+       g.all_to_all_v(s.data(), counts, displs, r.data(), counts, displs, DType::f32);
+     }},
+    {"sendrecv",  // a ring: to the next rank, from the previous
+     [](Communicator& g, std::vector<float>& s, std::vector<float>& r, size_t n) {
+       std::vector<RequestPtr> reqs;
+       g.group_start();
+       reqs.push_back(g.irecv(r.data(), n, DType::f32, (g.rank() + g.size() - 1) % g.size(), 0));
+       reqs.push_back(g.isend(s.data(), n, DType::f32, (g.rank() + 1) % g.size(), 0));
+       g.group_end();
+       wait_all(reqs);
+     }},
+};
 
 // Every operation on groups of n consecutive ranks, all groups at once:
 // time = latency + bus bytes / busbw, fitted over three sizes.
@@ -187,13 +190,14 @@ void measure_links(Communicator& comm, int n, plan::Calibration& cal) {
   std::vector<int> members;
   for (int r = comm.rank() / n * n; r < comm.rank() / n * n + n; ++r) members.push_back(r);
   const int spanning = static_cast<int>(comm.all_reduce_value(nodes_spanned(nodes, members) > 1, ReduceOp::max));
-  for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "all_to_all_v", "sendrecv"}) {
+  for (const LinkOp& link : kLinkOps) {
+    const char* op = link.name;
     std::vector<plan::RateSample> samples;
     for (size_t bytes : {size_t{1} << 10, size_t{1} << 15, size_t{1} << 19}) {
       const size_t elements = bytes / 4 / n * n;
       std::vector<float> send(elements, 1.0f), recv(elements, 0.0f);
       const double seconds = timed(
-          comm, [&] { run_collective(*group, op, send, recv, elements); }, 2e-4, Clock::wall);
+          comm, [&] { link.run(*group, send, recv, elements); }, 2e-4, Clock::wall);
       samples.push_back({elements * 4.0 * plan::bus_factor(op, n), seconds});
     }
     const plan::RateModel r = plan::fit_rate(samples);

@@ -30,11 +30,11 @@ const std::vector<std::string>& step_keys() {
 
 namespace {
 
-nlohmann::json profile_sizes(const std::string& profile) {
-  if (profile == "ci")
+nlohmann::json profile_sizes(Profile profile) {
+  if (profile == Profile::ci)
     return {{"vocab", 128},   {"hidden", 32}, {"heads", 4}, {"ffn", 64},     {"layers", 4}, {"seq", 32},
             {"moe_every", 2}, {"experts", 8}, {"topk", 2},  {"moe_ffn", 32}, {"batch", 8},  {"steps", 3}};
-  if (profile == "qualify")
+  if (profile == Profile::qualify)
     return {{"vocab", 1024},  {"hidden", 128}, {"heads", 8}, {"ffn", 512},     {"layers", 8}, {"seq", 128},
             {"moe_every", 2}, {"experts", 8},  {"topk", 2},  {"moe_ffn", 256}, {"batch", 16}, {"steps", 3}};
   return {{"vocab", 512},   {"hidden", 64}, {"heads", 4}, {"ffn", 256},     {"layers", 4}, {"seq", 64},
@@ -78,7 +78,7 @@ nlohmann::json default_params(const SweepRequest& req) {
 // gradient buckets reduced during the backward and ZeRO gathers during the
 // next forward (alone, and under pipelines whose backward splits I and W),
 // and all six at once from 16 ranks. ci keeps the first ones of each count.
-std::vector<Recipe> recipes(int ranks, const std::string& profile) {
+std::vector<Recipe> recipes(int ranks, Profile profile) {
   const bool sp = true;
   const nlohmann::json zero_overlap = {{"zero", true}, {"overlap_grad_reduce", true}, {"overlap_param_gather", true}};
   auto with = [](nlohmann::json options, const nlohmann::json& more) {
@@ -113,7 +113,7 @@ std::vector<Recipe> recipes(int ranks, const std::string& profile) {
       break;
     default: all = {recipe(par(1, 1, 1, ranks))};
   }
-  if (profile == "ci" && ranks >= 8) all.resize(ranks == 8 ? 2 : 1);  // two shared cores
+  if (profile == Profile::ci && ranks >= 8) all.resize(ranks == 8 ? 2 : 1);  // two shared cores
   return all;
 }
 
@@ -186,16 +186,18 @@ ParallelConfig parse_recipe(const std::string& text, int ranks) {
       value = -1;
     }
     require(value > 0, cat("--set configs: '", part, "' in '", text, "' must look like tp2, cp4, ..., or sp"));
-    if (dim == "tp") p.tp = value;
-    else if (dim == "cp") p.cp = value;
-    else if (dim == "pp") p.pp = value;
-    else if (dim == "dp") p.dp = value;
-    else if (dim == "ep") p.ep = value;
-    else if (dim == "etp") p.etp = value;
-    else if (dim == "vpp") p.vpp = value;
-    else
+    const std::optional<int ParallelConfig::*> size = find_named<int ParallelConfig::*>({{"tp", &ParallelConfig::tp},
+                                                                                         {"cp", &ParallelConfig::cp},
+                                                                                         {"pp", &ParallelConfig::pp},
+                                                                                         {"dp", &ParallelConfig::dp},
+                                                                                         {"ep", &ParallelConfig::ep},
+                                                                                         {"etp", &ParallelConfig::etp},
+                                                                                         {"vpp", &ParallelConfig::vpp}},
+                                                                                        dim);
+    if (!size)
       throw UsageError(
           cat("--set configs: '", part, "' in '", text, "' names no dimension (tp, cp, pp, dp, ep, etp, vpp)"));
+    p.*(*size) = value;
   }
   if (p.dp == 0) p.dp = std::max(1, ranks / (p.tp * p.cp * p.pp));
   validate(p, ranks);

@@ -32,6 +32,10 @@ inline constexpr int kSuiteOrder = 70;
 
 // Model and step options of a profile (ci: tiny, default: a small MoE model, configs.cc).
 nlohmann::json default_params(const SweepRequest& req);
+// --set sweep (train) and --set configs (sweep): the conformance recipes,
+// every factorisation of the rank count, or else a list of configs.
+inline constexpr std::string_view kRecipesMode = "recipes";
+inline constexpr std::string_view kAllConfigs = "all";
 // The step options a user sets over a recipe's (microbatches, schedule, zero, overlap, ...).
 const std::vector<std::string>& step_keys();
 // A parallel config with its step options (schedule, microbatches, cp_comm, ...).
@@ -41,7 +45,7 @@ struct Recipe {
 };
 // The conformance configs of a rank count: together they exercise every
 // dimension, one of them all six at once from 16 ranks.
-std::vector<Recipe> recipes(int ranks, const std::string& profile);
+std::vector<Recipe> recipes(int ranks, Profile profile);
 // Every valid factorisation of `ranks` for the model (tp, cp, pp, dp, ep;
 // SP whenever tp > 1; 1F1B with 2 pp microbatches where the batch allows).
 std::vector<Recipe> factorisations(int ranks, const nlohmann::json& params);

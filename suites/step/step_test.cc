@@ -162,7 +162,7 @@ TEST(Step, OverlapGivesTheSameBits) {
   const int n = world().size();
   if (n < 2) GTEST_SKIP() << "needs a data-parallel group";
   SweepRequest req;
-  req.profile = "ci", req.ranks = n;
+  req.profile = Profile::ci, req.ranks = n;
   nlohmann::json sizes = step::default_params(req);
   sizes["batch"] = 2 * n;  // whole sequences for every replica and microbatch
   std::vector<std::pair<ParallelConfig, nlohmann::json>> configs = {{ParallelConfig{1, 1, 1, n, 2}, {{"zero", true}}},

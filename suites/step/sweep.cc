@@ -142,9 +142,9 @@ plan::Calibration calibration_for(SweepState& s, int ranks_per_node) {
 
 // The configs and each one's model (the recipe's microbatches unless the user set them).
 std::vector<std::pair<Recipe, model::GptConfig>> entries_of(const CaseConfig& c) {
-  const std::string configs = c.params.value("configs", std::string("all"));
+  const std::string configs = c.params.value("configs", std::string(kAllConfigs));
   std::vector<Recipe> list;
-  if (configs == "all") {
+  if (configs == kAllConfigs) {
     list = factorisations(c.ranks, c.params);
   } else {
     for (const std::string& name : split(configs, ','))

@@ -25,15 +25,15 @@ std::vector<Recipe> listed(const SweepRequest& req, const std::string& list, con
 std::vector<CaseConfig> train_configs(const SweepRequest& req) {
   nlohmann::json params = default_params(req);
   if (req.options.contains("peak_tflops")) params["peak_tflops"] = req.options.at("peak_tflops");
-  const std::string mode = req.get<std::string>("sweep", "recipes");
+  const std::string mode = req.get<std::string>("sweep", std::string(kRecipesMode));
   std::vector<Recipe> list;
   bool strict = true;
   if (req.parallel) {
     list = {recipe_for(*req.parallel, params)};
-  } else if (mode == "recipes") {
+  } else if (mode == kRecipesMode) {
     list = recipes(req.ranks, req.profile);
     strict = false;
-  } else if (mode == "all") {
+  } else if (mode == kAllConfigs) {
     list = factorisations(req.ranks, params);
     strict = false;
   } else {

@@ -188,6 +188,7 @@ CaseDef attn_proj_case() {
       .name = "attn_proj",
       .summary = "attention projections (LN, QKV column-parallel by heads, token-local core, output row-parallel)",
       .parts = {.layernorm = true},
+      .width = BlockWidth::heads,
       .kernel_faults = {KernelFault::layernorm_forward_variance, KernelFault::layernorm_backward_mean_term},
       .table_metrics = {"tflops_per_rank", "activation_bytes_per_rank", "layernorm_activation_bytes_per_rank"},
       .setup = setup,

@@ -32,18 +32,20 @@ struct Sizes {
   int64_t batch, seq, hidden, heads, ffn, vocab;
 };
 // Small enough that the float64 reference (plain loops) stays in seconds.
-Sizes profile_sizes(const std::string& profile) {
-  if (profile == "ci") return {4, 8, 16, 4, 32, 64};
-  if (profile == "qualify") return {4, 256, 512, 8, 2048, 4096};
+Sizes profile_sizes(Profile profile) {
+  if (profile == Profile::ci) return {4, 8, 16, 4, 32, 64};
+  if (profile == Profile::qualify) return {4, 256, 512, 8, 2048, 4096};
   return {4, 64, 128, 8, 512, 1024};
 }
 
 // The params a block records (METRICS.md, tp_sp): shared ones plus its own width.
-nlohmann::json block_params(const std::string& block, const Sizes& s) {
-  nlohmann::json j = {{"block", block}, {"batch", s.batch}, {"seq", s.seq}, {"hidden", s.hidden}};
-  if (block == "mlp") j["ffn"] = s.ffn;
-  if (block == "attn_proj") j["heads"] = s.heads;
-  if (block == "vocab") j["vocab"] = s.vocab;
+nlohmann::json block_params(const BlockKind& kind, const Sizes& s) {
+  nlohmann::json j = {{"block", kind.name}, {"batch", s.batch}, {"seq", s.seq}, {"hidden", s.hidden}};
+  switch (kind.width) {
+    case BlockWidth::ffn: j["ffn"] = s.ffn; break;
+    case BlockWidth::heads: j["heads"] = s.heads; break;
+    case BlockWidth::vocab: j["vocab"] = s.vocab; break;
+  }
   return j;
 }
 
@@ -76,7 +78,8 @@ std::vector<std::pair<ParallelConfig, bool>> variants(const SweepRequest& req) {
 
 }  // namespace
 
-std::vector<CaseConfig> sweep(const SweepRequest& req, const std::string& block, const tp::FaultSite& parts) {
+std::vector<CaseConfig> sweep(const SweepRequest& req, const BlockKind& kind) {
+  const tp::FaultSite& parts = kind.parts;
   const tp::Fault fault = tp::faults().parse(req.fault);
   Sizes s = profile_sizes(req.profile);
   s.seq = req.get<int64_t>("seq", s.seq);
@@ -92,7 +95,7 @@ std::vector<CaseConfig> sweep(const SweepRequest& req, const std::string& block,
       sized.batch = req.options.contains("batch") ? req.get<int64_t>("batch", s.batch)
                                                   : round_up(s.batch, std::max(parallel.dp, 1));
       CaseConfig c;
-      c.params = block_params(block, sized);
+      c.params = block_params(kind, sized);
       c.params["sp"] = parallel.sp;
       if (parallel.sp) c.params["regather"] = regather;
       c.parallel = parallel;
@@ -106,6 +109,9 @@ std::vector<CaseConfig> sweep(const SweepRequest& req, const std::string& block,
 Problem problem_of(const CaseConfig& c) {
   Problem p;
   p.block = c.s("block");
+  p.width = c.params.contains("ffn")     ? BlockWidth::ffn
+            : c.params.contains("heads") ? BlockWidth::heads
+                                         : BlockWidth::vocab;
   p.sp = c.parallel.sp;
   p.regather = c.params.value("regather", true);
   p.batch = c.i("batch");
@@ -147,12 +153,14 @@ void validate_problem(const CaseConfig& c) {
   require_positive("--batch", p.batch);
   require_positive("--seq", p.seq);
   require_divides("--tp", p.tp, "--hidden", p.hidden);
-  if (p.block == "mlp") require_divides("--tp", p.tp, "--ffn", p.ffn);
-  if (p.block == "attn_proj") {
-    require_divides("--tp", p.tp, "--heads", p.heads);
-    require_divides("--heads", p.heads, "--hidden", p.hidden);
+  switch (p.width) {
+    case BlockWidth::ffn: require_divides("--tp", p.tp, "--ffn", p.ffn); break;
+    case BlockWidth::heads:
+      require_divides("--tp", p.tp, "--heads", p.heads);
+      require_divides("--heads", p.heads, "--hidden", p.hidden);
+      break;
+    case BlockWidth::vocab: require_divides("--tp", p.tp, "--vocab", p.vocab); break;
   }
-  if (p.block == "vocab") require_divides("--tp", p.tp, "--vocab", p.vocab);
   if (p.sp && p.seq % p.tp != 0)
     throw UsageError(cat("--tp ", p.tp, " must divide --seq ", p.seq, " under --sp (each rank holds seq/tp tokens)"));
   require_divides("--dp", p.dp, "--batch", p.batch);

@@ -120,6 +120,7 @@ CaseDef mlp_case() {
       .name = "mlp",
       .summary = "pre-LN MLP block (LN, column linear, GELU, row linear, residual) under TP / SP",
       .parts = {.layernorm = true},
+      .width = BlockWidth::ffn,
       .kernel_faults = {KernelFault::layernorm_forward_variance, KernelFault::layernorm_backward_mean_term,
                         KernelFault::gelu_backward_coefficient},
       .table_metrics = {"tflops_per_rank", "activation_bytes_per_rank", "layernorm_activation_bytes_per_rank"},

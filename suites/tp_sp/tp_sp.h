@@ -24,8 +24,21 @@ namespace sextant::tp_sp {
 inline constexpr int kSuiteOrder = 30;
 
 // One instance's problem, from its params and parallel config.
+// The size that shapes a block's own matrices beside hidden: the MLP's
+// ffn, the attention projection's heads, or the vocabulary.
+enum class BlockWidth { ffn, heads, vocab };
+
+// What the shared driver needs of a block case: its name, what it holds
+// (a LayerNorm, the vocab-parallel loss: its faults) and its width.
+struct BlockKind {
+  std::string name;
+  tp::FaultSite parts;
+  BlockWidth width;
+};
+
 struct Problem {
   std::string block;  // mlp, attn_proj, vocab
+  BlockWidth width = BlockWidth::ffn;
   bool sp = false, regather = true;
   int64_t batch = 0, seq = 0, hidden = 0, heads = 0, ffn = 0, vocab = 0;  // global sizes; unused ones 0
   int tp = 1, dp = 1;
@@ -61,8 +74,8 @@ tp::TpGroup baseline_group(const Env& env);
 
 // Sweep (tp in {1, 2, 4} dividing the ranks, dp = ranks / tp; SP off, and on
 // with and without regather) and the bad-input rules.
-// With a planted fault, only the configs where it shows (parts: block_faults).
-std::vector<CaseConfig> sweep(const SweepRequest& req, const std::string& block, const tp::FaultSite& parts);
+// With a planted fault, only the configs where it shows (kind.parts: block_faults).
+std::vector<CaseConfig> sweep(const SweepRequest& req, const BlockKind& kind);
 void validate_problem(const CaseConfig& c);
 
 // Collective over the checker's group: assembles `blocks` on root and
@@ -101,6 +114,7 @@ struct BlockCase {
   const char* name = "";
   const char* summary = "";
   tp::FaultSite parts{};  // what the block holds (a LayerNorm, the vocab-parallel loss): its faults
+  BlockWidth width = BlockWidth::ffn;
   std::vector<KernelFault> kernel_faults{};
   std::vector<std::string> table_metrics{};
   State (*setup)(CaseContext&) = nullptr;
@@ -120,7 +134,7 @@ CaseDef make_block_case(const BlockCase<State>& b) {
       .faults = block_faults(b.parts),
       .kernel_faults = b.kernel_faults,
       .table_metrics = b.table_metrics,
-      .configs = [block, parts = b.parts](const SweepRequest& req) { return sweep(req, block, parts); },
+      .configs = [kind = BlockKind{block, b.parts, b.width}](const SweepRequest& req) { return sweep(req, kind); },
       .validate = validate_problem,
       .memory = block_memory,
       .setup = b.setup,

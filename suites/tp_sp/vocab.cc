@@ -139,6 +139,7 @@ CaseDef vocab_case() {
       .name = "vocab",
       .summary = "vocab-parallel embedding, LM head and cross-entropy (max, sum-exp, target all-reduced over TP)",
       .parts = {.vocab = true},
+      .width = BlockWidth::vocab,
       .kernel_faults = {KernelFault::cross_entropy_gradient, KernelFault::embedding_backward_duplicates},
       .table_metrics = {"tflops_per_rank", "activation_bytes_per_rank"},
       .setup = setup,

@@ -1,13 +1,13 @@
-// Row-wise ops on the GPU: LayerNorm, softmax, cross-entropy, and the column
-// sums behind the bias and LayerNorm parameter gradients.
+// Row-wise ops on the GPU: LayerNorm, softmax, and the column sums behind
+// the bias and LayerNorm parameter gradients (cross-entropy's row kernels:
+// cross_entropy.cu).
 //
 // LayerNorm forward keeps a row of up to 4 x 16 bytes per thread in registers
-// and moves it in 16-byte vectors, the cross-entropy row kernels read and
-// write 16-byte vectors; otherwise one block per row (row_threads: a warp
+// and moves it in 16-byte vectors; otherwise one block per row (row_threads: a warp
 // for short rows, up to 256 threads),
 // the row's statistics by block reductions in the compute type, the same
-// formulas as the host ops (two-pass LayerNorm statistics, softmax and
-// cross-entropy shifted by the row max). A LayerNorm / softmax row that fits
+// formulas as the host ops (two-pass LayerNorm statistics, softmax shifted
+// by the row max). A LayerNorm / softmax row that fits
 // 40 KiB of shared memory is read from global memory once and kept there.
 //
 // Column sums (bias_backward, dgamma / dbeta) are deterministic: each block
@@ -17,6 +17,7 @@
 #include <algorithm>
 
 #include "kernels/ops/cuda/device_common.cuh"
+#include "kernels/ops/cuda/rows_common.cuh"
 #include "kernels/ops/cuda_ops.h"
 
 namespace sextant::ops::cuda {
@@ -245,116 +246,12 @@ __global__ void softmax_backward_kernel(const T* dy, const T* y, T* dx, int64_t 
     dx[r * n + j] = narrow_to<T>(widen(y[r * n + j]) * (widen(dy[r * n + j]) - dot));
 }
 
-// The cross-entropy row kernels read a row in 16-byte vectors when `vec`
-// (the row a whole number of vectors, 16-byte aligned), else one by one.
-template <class T>
-__global__ void row_max_kernel(const T* x, compute_t<T>* out, int64_t n, bool vec) {
-  using F = compute_t<T>;
-  using V = Vec16<T>;
-  __shared__ F scratch[32];
-  const T* row = x + blockIdx.x * n;
-  F m = -INFINITY;
-  if (vec) {
-    for (int64_t c = threadIdx.x; c < n / V::kWidth; c += blockDim.x) {
-      const V a = V::load(row, c);
-#pragma unroll
-      for (int j = 0; j < V::kWidth; ++j) m = nan_max(m, a.v[j]);
-    }
-  } else {
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = nan_max(m, F(widen(row[j])));
-  }
-  m = block_max(m, scratch);
-  if (threadIdx.x == 0) out[blockIdx.x] = m;
-}
-
-template <class T>
-__global__ void sum_exp_kernel(const T* x, const compute_t<T>* max, compute_t<T>* out, int64_t n, bool vec) {
-  using F = compute_t<T>;
-  using V = Vec16<T>;
-  __shared__ F scratch[32];
-  const T* row = x + blockIdx.x * n;
-  const F m = max[blockIdx.x];
-  F sum = 0;
-  if (vec) {
-    for (int64_t c = threadIdx.x; c < n / V::kWidth; c += blockDim.x) {
-      const V a = V::load(row, c);
-#pragma unroll
-      for (int j = 0; j < V::kWidth; ++j) sum += exp_of(a.v[j] - m);
-    }
-  } else {
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) sum += exp_of(widen(row[j]) - m);
-  }
-  sum = block_sum(sum, scratch);
-  if (threadIdx.x == 0) out[blockIdx.x] = sum;
-}
-
-template <class T>
-__global__ void target_logit_kernel(const T* x, const int64_t* targets, int64_t vocab_start, compute_t<T>* out,
-                                    int64_t rows, int64_t n) {
-  for (int64_t r = global_thread(); r < rows; r += grid_threads()) {
-    const int64_t local = targets[r] - vocab_start;
-    out[r] = (local >= 0 && local < n) ? compute_t<T>(widen(x[r * n + local])) : compute_t<T>(0);
-  }
-}
-
-template <class F>
-__global__ void row_loss_kernel(const F* max, const F* sum_exp, const F* target, F* out, int64_t rows) {
-  for (int64_t r = global_thread(); r < rows; r += grid_threads()) out[r] = log_of(sum_exp[r]) + max[r] - target[r];
-}
-
-// dx = (w / sum_exp) exp(x - max), minus w at the target where it lies in this slice.
-template <class T>
-__global__ void cross_entropy_backward_kernel(const T* x, const int64_t* targets, const compute_t<T>* max,
-                                              const compute_t<T>* sum_exp, compute_t<T> w, T* dx, int64_t n,
-                                              int64_t vocab_start, bool vec) {
-  using F = compute_t<T>;
-  using V = Vec16<T>;
-  const int64_t r = blockIdx.x;
-  const F m = max[r], scale = w / sum_exp[r];
-  const int64_t local = targets[r] - vocab_start;
-  if (vec) {
-    for (int64_t c = threadIdx.x; c < n / V::kWidth; c += blockDim.x) {
-      V a = V::load(x + r * n, c);
-#pragma unroll
-      for (int j = 0; j < V::kWidth; ++j) {
-        a.v[j] = scale * exp_of(a.v[j] - m);
-        if (c * V::kWidth + j == local) a.v[j] -= w;
-      }
-      a.store(dx + r * n, c);
-    }
-    return;
-  }
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-    F v = scale * exp_of(widen(x[r * n + j]) - m);
-    if (j == local) v -= w;
-    dx[r * n + j] = narrow_to<T>(v);
-  }
-}
-
-// Whether rows of n elements of T at these pointers go in 16-byte vectors,
-// and the threads a row then wants.
-template <class T>
-bool row_vectors(int64_t n, std::initializer_list<const void*> pointers) {
-  return n % Vec16<T>::kWidth == 0 && vectors_of<T>(n, pointers) > 0;
-}
-template <class T>
-int row_vector_threads(int64_t n, bool vec) {
-  return row_threads(vec ? n / Vec16<T>::kWidth : n);
-}
-
 // Shared memory for a row cache of n compute values, 0 when it would not fit.
 template <class F>
 size_t cache_bytes(int64_t n) {
   const size_t bytes = static_cast<size_t>(n) * sizeof(F);
   return bytes <= kRowCacheBytes ? bytes : 0;
 }
-
-unsigned rows_grid(int64_t rows) {
-  if (rows > 0x7fffffff) throw RuntimeError(cat("row kernels on CUDA: ", rows, " rows exceed the grid"));
-  return static_cast<unsigned>(rows);
-}
-
-int64_t rows_of(const Tensor& t) { return t.dim(-1) ? t.numel() / t.dim(-1) : 0; }
 
 }  // namespace
 
@@ -437,79 +334,6 @@ void softmax_backward(const Tensor& dy, const Tensor& y, Tensor& dx) {
     softmax_backward_kernel<T>
         <<<rows_grid(rows), row_threads(n), 0, compute_stream()>>>(ptr<T>(dy), ptr<T>(y), ptr<T>(dx), n);
     SEXTANT_CHECK_LAUNCH("softmax_backward");
-  });
-}
-
-void cross_entropy_row_max(const Tensor& logits, Tensor& out) {
-  const int64_t rows = rows_of(logits), n = logits.dim(-1);
-  if (rows == 0) return;
-  with_storage(logits.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const bool vec = row_vectors<T>(n, {logits.raw()});
-    row_max_kernel<T><<<rows_grid(rows), row_vector_threads<T>(n, vec), 0, compute_stream()>>>(
-        ptr<T>(logits), ptr<compute_t<T>>(out), n, vec);
-    SEXTANT_CHECK_LAUNCH("cross_entropy_row_max");
-  });
-}
-
-void cross_entropy_sum_exp(const Tensor& logits, const Tensor& row_max, Tensor& out) {
-  const int64_t rows = rows_of(logits), n = logits.dim(-1);
-  if (rows == 0) return;
-  with_storage(logits.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    using F = compute_t<T>;
-    const Tensor m = as_dtype(row_max, dtype_of<F>());
-    const bool vec = row_vectors<T>(n, {logits.raw()});
-    sum_exp_kernel<T><<<rows_grid(rows), row_vector_threads<T>(n, vec), 0, compute_stream()>>>(
-        ptr<T>(logits), ptr<F>(m), ptr<F>(out), n, vec);
-    SEXTANT_CHECK_LAUNCH("cross_entropy_sum_exp");
-  });
-}
-
-void cross_entropy_target_logit(const Tensor& logits, std::span<const int64_t> targets, int64_t vocab_start,
-                                Tensor& out) {
-  const int64_t rows = rows_of(logits), n = logits.dim(-1);
-  if (rows == 0) return;
-  const DeviceIds device_targets(targets);
-  with_storage(logits.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    target_logit_kernel<T><<<grid_for(rows, 256), 256, 0, compute_stream()>>>(
-        ptr<T>(logits), device_targets.get(), vocab_start, ptr<compute_t<T>>(out), rows, n);
-    SEXTANT_CHECK_LAUNCH("cross_entropy_target_logit");
-  });
-}
-
-void cross_entropy_row_loss(const Tensor& max, const Tensor& sum_exp, const Tensor& target_logit, Tensor& out) {
-  const int64_t rows = out.numel();
-  if (rows == 0) return;
-  with_storage(out.dtype(), [&](auto tag) {
-    using F = decltype(tag);
-    const Tensor m = as_dtype(max, out.dtype()), s = as_dtype(sum_exp, out.dtype()),
-                 t = as_dtype(target_logit, out.dtype());
-    if constexpr (std::is_same_v<F, float> || std::is_same_v<F, double>) {
-      row_loss_kernel<F>
-          <<<grid_for(rows, 256), 256, 0, compute_stream()>>>(ptr<F>(m), ptr<F>(s), ptr<F>(t), ptr<F>(out), rows);
-      SEXTANT_CHECK_LAUNCH("cross_entropy_row_loss");
-    } else {
-      throw RuntimeError("cross_entropy_row_loss: the row losses are f32 or f64");
-    }
-  });
-}
-
-void cross_entropy_backward(const Tensor& logits, std::span<const int64_t> targets, const Tensor& max,
-                            const Tensor& sum_exp, double w, Tensor& dlogits, int64_t vocab_start) {
-  require_dtype("cross_entropy_backward", "dlogits", dlogits, logits.dtype());
-  const int64_t rows = rows_of(logits), n = logits.dim(-1);
-  if (rows == 0) return;
-  const DeviceIds device_targets(targets);
-  with_storage(logits.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    using F = compute_t<T>;
-    const Tensor m = as_dtype(max, dtype_of<F>()), s = as_dtype(sum_exp, dtype_of<F>());
-    const bool vec = row_vectors<T>(n, {logits.raw(), dlogits.raw()});
-    cross_entropy_backward_kernel<T><<<rows_grid(rows), row_vector_threads<T>(n, vec), 0, compute_stream()>>>(
-        ptr<T>(logits), device_targets.get(), ptr<F>(m), ptr<F>(s), F(w), ptr<T>(dlogits), n, vocab_start, vec);
-    SEXTANT_CHECK_LAUNCH("cross_entropy_backward");
   });
 }
 

@@ -1,0 +1,91 @@
+#include "kernels/ops/attention_mask.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <utility>
+
+namespace sextant::ops {
+
+AttentionMask AttentionMask::causal_blocks(int64_t q_start, int64_t sq, int64_t k_start, int64_t sk) {
+  AttentionMask m;
+  m.causal = true;
+  m.q_pos.resize(static_cast<size_t>(sq));
+  m.k_pos.resize(static_cast<size_t>(sk));
+  std::iota(m.q_pos.begin(), m.q_pos.end(), q_start);
+  std::iota(m.k_pos.begin(), m.k_pos.end(), k_start);
+  return m;
+}
+
+AttentionMask AttentionMask::causal_positions(std::vector<int64_t> q_pos, std::vector<int64_t> k_pos) {
+  AttentionMask m;
+  m.causal = true;
+  m.q_pos = std::move(q_pos);
+  m.k_pos = std::move(k_pos);
+  return m;
+}
+
+AttentionMask AttentionMask::causal_packed(std::vector<int64_t> q_pos, std::vector<int64_t> q_seq,
+                                           std::vector<int64_t> k_pos, std::vector<int64_t> k_seq) {
+  AttentionMask m = causal_positions(std::move(q_pos), std::move(k_pos));
+  m.q_seq = std::move(q_seq);
+  m.k_seq = std::move(k_seq);
+  return m;
+}
+
+bool key_visible(const AttentionMask& m, size_t i, size_t j) {
+  if (!m.causal) return true;
+  if (m.packed() && (m.q_seq[i] == AttentionMask::kPaddingRow || m.k_seq[j] != m.q_seq[i])) return false;
+  return m.k_pos[j] <= m.q_pos[i];
+}
+
+namespace {
+
+// Visible pairs of a packed mask: the keys of each sequence sorted by
+// position, each query counting those of its own sequence up to its position.
+int64_t packed_visible_pairs(const AttentionMask& mask) {
+  std::vector<std::pair<int64_t, int64_t>> keys;  // (sequence, position)
+  for (size_t j = 0; j < mask.k_pos.size(); ++j)
+    if (mask.k_seq[j] != AttentionMask::kPaddingRow) keys.emplace_back(mask.k_seq[j], mask.k_pos[j]);
+  std::sort(keys.begin(), keys.end());
+  int64_t pairs = 0;
+  for (size_t i = 0; i < mask.q_pos.size(); ++i) {
+    const int64_t seq = mask.q_seq[i];
+    if (seq == AttentionMask::kPaddingRow) continue;
+    auto first = std::lower_bound(keys.begin(), keys.end(),
+                                  std::pair<int64_t, int64_t>{seq, std::numeric_limits<int64_t>::min()});
+    auto last = std::upper_bound(keys.begin(), keys.end(), std::pair<int64_t, int64_t>{seq, mask.q_pos[i]});
+    pairs += last - first;
+  }
+  return pairs;
+}
+
+}  // namespace
+
+Visibility visibility(const AttentionMask& mask) {
+  if (!mask.causal) return Visibility::full;
+  if (mask.q_pos.empty() || mask.k_pos.empty()) return Visibility::none;
+  if (mask.packed()) {
+    const int64_t pairs = packed_visible_pairs(mask);
+    const int64_t all = static_cast<int64_t>(mask.q_pos.size() * mask.k_pos.size());
+    return pairs == 0 ? Visibility::none : pairs == all ? Visibility::full : Visibility::partial;
+  }
+  auto [q_min, q_max] = std::minmax_element(mask.q_pos.begin(), mask.q_pos.end());
+  auto [k_min, k_max] = std::minmax_element(mask.k_pos.begin(), mask.k_pos.end());
+  if (*k_max <= *q_min) return Visibility::full;
+  if (*k_min > *q_max) return Visibility::none;
+  return Visibility::partial;
+}
+
+int64_t visible_pairs(const AttentionMask& mask, int64_t sq, int64_t sk) {
+  if (!mask.causal) return sq * sk;
+  if (mask.packed()) return packed_visible_pairs(mask);
+  std::vector<int64_t> keys = mask.k_pos;
+  std::sort(keys.begin(), keys.end());
+  int64_t pairs = 0;
+  for (int64_t p : mask.q_pos) pairs += std::upper_bound(keys.begin(), keys.end(), p) - keys.begin();
+  return pairs;
+}
+
+}  // namespace sextant::ops
