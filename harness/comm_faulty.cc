@@ -8,33 +8,6 @@
 
 namespace sextant {
 
-namespace {
-
-bool runs(const CommFaultSite& s, CommOp a, CommOp b) {
-  return s.group_size >= 2 && std::any_of(s.ops.begin(), s.ops.end(), [&](CommOp op) { return op == a || op == b; });
-}
-
-}  // namespace
-
-const FaultTable<CommFault, CommFaultSite>& comm_faults() {
-  static const FaultTable<CommFault, CommFaultSite> table(
-      "collective", {
-                        {CommFault::allgather_order, "allgather_order",
-                         "all_gather returns the blocks of ranks 0 and 1 swapped", "an all_gather over 2+ ranks",
-                         [](const CommFaultSite& s) { return runs(s, CommOp::all_gather, CommOp::all_gather); }},
-                        {CommFault::drop_rank, "drop_rank", "all_reduce and reduce_scatter ignore the last rank's data",
-                         "an all_reduce or reduce_scatter over 2+ ranks",
-                         [](const CommFaultSite& s) { return runs(s, CommOp::all_reduce, CommOp::reduce_scatter); }},
-                        {CommFault::a2a_order, "a2a_order", "all_to_all(_v) deliver each block to the next peer's slot",
-                         "an all_to_all(_v) over 2+ ranks",
-                         [](const CommFaultSite& s) { return runs(s, CommOp::all_to_all, CommOp::all_to_all_v); }},
-                        {CommFault::broadcast_root, "broadcast_root",
-                         "broadcast sends from rank 1 instead of the given root", "a broadcast over 2+ ranks",
-                         [](const CommFaultSite& s) { return runs(s, CommOp::broadcast, CommOp::broadcast); }},
-                    });
-  return table;
-}
-
 FaultyCommunicator::FaultyCommunicator(Communicator& inner, CommFault fault)
     : ForwardingCommunicator(inner), fault_(fault) {
   if (inner.device() != Device::host) throw RuntimeError("FaultyCommunicator plants faults in host buffers only");

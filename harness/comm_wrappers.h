@@ -9,6 +9,7 @@
 // Implementations: comm_faulty.cc, comm_timed.cc, comm_loopback.cc.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <string>
@@ -82,7 +83,33 @@ struct CommFaultSite {
   std::vector<CommOp> ops;
   int group_size = 2;
 };
-const FaultTable<CommFault, CommFaultSite>& comm_faults();
+namespace comm_rules {
+
+inline bool runs(const CommFaultSite& s, CommOp a, CommOp b) {
+  return s.group_size >= 2 && std::any_of(s.ops.begin(), s.ops.end(), [&](CommOp op) { return op == a || op == b; });
+}
+
+}  // namespace comm_rules
+
+inline const FaultTable<CommFault, CommFaultSite>& comm_faults() {
+  static const FaultTable<CommFault, CommFaultSite> table(
+      "collective",
+      {
+          {CommFault::allgather_order, "allgather_order", "all_gather returns the blocks of ranks 0 and 1 swapped",
+           "an all_gather over 2+ ranks",
+           [](const CommFaultSite& s) { return comm_rules::runs(s, CommOp::all_gather, CommOp::all_gather); }},
+          {CommFault::drop_rank, "drop_rank", "all_reduce and reduce_scatter ignore the last rank's data",
+           "an all_reduce or reduce_scatter over 2+ ranks",
+           [](const CommFaultSite& s) { return comm_rules::runs(s, CommOp::all_reduce, CommOp::reduce_scatter); }},
+          {CommFault::a2a_order, "a2a_order", "all_to_all(_v) deliver each block to the next peer's slot",
+           "an all_to_all(_v) over 2+ ranks",
+           [](const CommFaultSite& s) { return comm_rules::runs(s, CommOp::all_to_all, CommOp::all_to_all_v); }},
+          {CommFault::broadcast_root, "broadcast_root", "broadcast sends from rank 1 instead of the given root",
+           "a broadcast over 2+ ranks",
+           [](const CommFaultSite& s) { return comm_rules::runs(s, CommOp::broadcast, CommOp::broadcast); }},
+      });
+  return table;
+}
 
 class FaultyCommunicator : public ForwardingCommunicator {
  public:

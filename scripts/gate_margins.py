@@ -4,7 +4,7 @@ profile, the largest one-device baseline error seen in the given results and
 the gate it is held to.
 
     python3 scripts/gate_margins.py out/results/*.json
-    python3 scripts/gate_margins.py --markdown results/xeon-2core
+    python3 scripts/gate_margins.py --markdown results/runs/xeon-2core
 
 margin = gate / largest baseline error: how far a correct kernel sits below
 its gate (at least 3 is the aim; far above 1000 means the row could be

@@ -26,6 +26,44 @@ struct FaultSite {
   ParallelConfig parallel;
 };
 
-const FaultTable<Fault, FaultSite>& step_faults();
+namespace rules {
+
+// Only where the dense DP group is not the EDP group.
+inline bool experts_leave_dp(const FaultSite& s) {
+  if (s.model.moe_layer_count() == 0) return false;
+  const ParallelConfig& p = s.parallel;
+  const RankGrid grid(p, p.world());
+  for (int r = 0; r < p.world(); ++r)
+    if (grid.group(Dim::dp, r) != grid.group(Dim::edp, r)) return true;
+  return false;
+}
+
+}  // namespace rules
+
+inline const FaultTable<Fault, FaultSite>& step_faults() {
+  static const FaultTable<Fault, FaultSite> table(
+      "step",
+      {
+          {Fault::no_cp_grad_reduce, "no_cp_grad_reduce", "dense gradients summed over dp only, not dp x cp",
+           "CP of 2+", [](const FaultSite& s) { return s.parallel.cp > 1; }},
+          {Fault::experts_over_dp, "experts_over_dp", "expert gradients summed over the dense DP group, not EDP",
+           "MoE layers where the dense DP group differs from EDP", rules::experts_leave_dp},
+          {Fault::no_sp_layernorm_reduce, "no_sp_layernorm_reduce", "under SP, LayerNorm gradients not summed over TP",
+           "TP of 2+ with SP", [](const FaultSite& s) { return s.parallel.sp && s.parallel.tp > 1; }},
+          {Fault::loss_token_count, "loss_token_count",
+           "each rank averages the loss over its own tokens, not the B * seq of the batch", "dp x cp of 2+",
+           [](const FaultSite& s) { return s.parallel.dp * s.parallel.cp > 1; }},
+          {Fault::stage_drops_residual, "stage_drops_residual",
+           "after a pipeline stage boundary the first layer drops its residual", "2+ pipeline stages",
+           [](const FaultSite& s) { return s.parallel.pp * s.parallel.vpp > 1; }},
+          {Fault::early_grad_bucket, "early_grad_bucket",
+           "a gradient bucket is reduced before its last weight gradient is written", "overlap_grad_reduce",
+           [](const FaultSite& s) { return s.model.overlap_grad_reduce; }},
+          {Fault::unwaited_param_gather, "unwaited_param_gather",
+           "the forward reads parameters before their ZeRO all-gather completes (shows from the second step)",
+           "overlap_param_gather", [](const FaultSite& s) { return s.model.overlap_param_gather; }},
+      });
+  return table;
+}
 
 }  // namespace sextant::model

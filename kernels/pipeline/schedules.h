@@ -1,8 +1,9 @@
-// The pipeline schedules as one table: name, generator (generators.h), the
-// sizes each accepts, the chunk counts the sweeps run and the closed-form
-// bubble. The generators, the simulator's closed form, the pipeline suite
-// (one case per row), the 6D step (--set schedule) and the planner's step
-// cost all read it, so a new schedule is its generator and one row here.
+// The pipeline schedules as one table: name, generator, the sizes each
+// accepts, the chunk counts the sweeps run and the closed-form bubble. The
+// pipeline suite (one case per row), the 6D step (--set schedule), the
+// planner's step cost and the simulator's tests read it. The rows sit in
+// generators.cc next to the generators, so a new schedule is an id here and
+// its generator and row there.
 #pragma once
 
 #include <optional>
@@ -28,7 +29,7 @@ struct ScheduleInfo {
   double (*closed_form_bubble)(int p, int m, int v);           // idle fraction of the step; NaN where none holds
 };
 
-// Every generated schedule, in listing order.
+// Every generated schedule, in listing order (defined in generators.cc).
 const std::vector<ScheduleInfo>& schedules();
 const ScheduleInfo& schedule_info(ScheduleId id);
 std::vector<std::string> schedule_names();

@@ -37,7 +37,25 @@ struct FaultSite {
   bool layernorm = false;
   bool vocab = false;
 };
-const FaultTable<Fault, FaultSite>& faults();
+inline const FaultTable<Fault, FaultSite>& faults() {
+  static const FaultTable<Fault, FaultSite> table(
+      "tensor-parallel",
+      {
+          {Fault::skip_input_grad_reduce, "skip_input_grad_reduce",
+           "column-parallel backward: dx stays a partial sum (no all-reduce / reduce-scatter)", "TP of 2+",
+           [](const FaultSite& s) { return s.tp > 1; }},
+          {Fault::reduce_scatter_wrong_dim, "reduce_scatter_wrong_dim",
+           "the SP reduce-scatter splits the hidden dimension instead of the sequence", "TP of 2+ with SP",
+           [](const FaultSite& s) { return s.tp > 1 && s.sp; }},
+          {Fault::layernorm_wrong_axis, "layernorm_wrong_axis",
+           "SP LayerNorm: statistics over the shard's tokens per feature, not over the hidden dim",
+           "a LayerNorm under TP of 2+ with SP", [](const FaultSite& s) { return s.tp > 1 && s.sp && s.layernorm; }},
+          {Fault::cross_entropy_local_max, "cross_entropy_local_max",
+           "vocab-parallel cross-entropy: each rank shifts by its own max (no max all-reduce)",
+           "the vocab-parallel loss under TP of 2+", [](const FaultSite& s) { return s.tp > 1 && s.vocab; }},
+      });
+  return table;
+}
 
 // Weight gradients are "main grads" in f32 for 16-bit parameters (Megatron
 // sets accumulate_allreduce_grads_in_fp32 with bf16), so that their TP and
