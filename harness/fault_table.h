@@ -11,6 +11,7 @@
 //   if (!faults().shows(f, site)) continue;         // a sweep skips the config
 #pragma once
 
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <utility>
@@ -57,11 +58,15 @@ class FaultTable {
     for (const Row& r : rows_) out.push_back({family_, r.name, r.breaks, r.shows_when});
     return out;
   }
-  // The faults that show at `site` (a case that plants only those).
-  std::vector<FaultDoc> docs_where(const Site& site) const {
+  // The faults that show at one of `sites` at least: the list of a case
+  // whose configs look like those sites.
+  std::vector<FaultDoc> docs_where(std::initializer_list<Site> sites) const {
     std::vector<FaultDoc> out;
-    for (const Row& r : rows_)
-      if (!r.shows || r.shows(site)) out.push_back({family_, r.name, r.breaks, r.shows_when});
+    for (const Row& r : rows_) {
+      bool any = !r.shows;
+      for (const Site& s : sites) any = any || r.shows(s);
+      if (any) out.push_back({family_, r.name, r.breaks, r.shows_when});
+    }
     return out;
   }
 

@@ -35,7 +35,8 @@ TEST(FaultTable, SaysWhereEachFaultShows) {
   EXPECT_TRUE(toy().shows(ToyFault::early, {1}));
   EXPECT_FALSE(toy().shows(ToyFault::late, {1}));
   EXPECT_TRUE(toy().shows(ToyFault::late, {2}));
-  const std::vector<FaultDoc> one_rank = toy().docs_where({1});
+  const std::vector<FaultDoc> one_rank = toy().docs_where({{1}});
+  EXPECT_EQ(toy().docs_where({{1}, {3}}).size(), 2u);
   ASSERT_EQ(one_rank.size(), 1u);
   EXPECT_EQ(one_rank[0].name, "early");
   EXPECT_EQ(one_rank[0].family, "toy");

@@ -274,7 +274,7 @@ CaseDef dynamic_cp_case() {
                   ops::attention_impl_option()},
       // Its groups run the p2p ring on zigzagged packed sequences.
       .faults =
-          cp::faults().docs_where(cp::fault_site(cp::variant_info(cp::Variant::p2p), 2, true, cp::Layout::zigzag, 2)),
+          cp::faults().docs_where({cp::fault_site(cp::variant_info(cp::Variant::p2p), 2, true, cp::Layout::zigzag, 2)}),
       .kernel_faults = {KernelFault::attention_forward_scale, KernelFault::attention_backward_softmax_grad,
                         KernelFault::causal_mask_diagonal},
       .table_metrics = {"speedup_vs_static", "busy_fraction_dynamic", "busy_fraction_static"},

@@ -95,7 +95,7 @@ Communicator& group_for(CaseContext& ctx, std::unique_ptr<Communicator>& faulty)
   return *faulty;
 }
 
-std::vector<FaultDoc> faults_of(const std::vector<CommOp>& ops) { return comm_faults().docs_where({ops, 2}); }
+std::vector<FaultDoc> faults_of(const std::vector<CommOp>& ops) { return comm_faults().docs_where({{ops, 2}}); }
 
 BandwidthMetrics collective_bandwidth() {
   static const BandwidthMetrics defs{

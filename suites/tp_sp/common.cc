@@ -241,7 +241,7 @@ Metrics block_metrics(const Env& env, const RegionTimes& times, double flops, si
 }
 
 std::vector<FaultDoc> block_faults(const tp::FaultSite& parts) {
-  return tp::faults().docs_where({2, true, parts.layernorm, parts.vocab});
+  return tp::faults().docs_where({{2, false, parts.layernorm, parts.vocab}, {2, true, parts.layernorm, parts.vocab}});
 }
 
 }  // namespace sextant::tp_sp
