@@ -117,7 +117,7 @@ CLI::App* add_plan_command(CLI::App& app) {
       "tp=1,pp=16,dp=128,ep=64\n"
       "Memory is per GPU on the heaviest pipeline stage (bf16 weights, fp32 grads, Adam sharded by the\n"
       "distributed optimizer, activations after Korthikanti et al. 2022); time is a roofline plus an\n"
-      "alpha-beta model of the exposed communication. Formulas: kernels/model/planner.cc.");
+      "alpha-beta model of the exposed communication. Formulas: kernels/planner/planner.cc.");
   p->add_option("--model", flags.model, "Preset: " + join(plan::model_presets(), ", "));
   p->add_option("--layers", flags.layers, "Override: layers");
   p->add_option("--hidden", flags.hidden, "Override: hidden size");

@@ -27,13 +27,14 @@
 namespace sextant::model {
 
 struct StepReport {
-  double loss = 0;                          // mean over the B * seq predictions of the step's batch
-  double seconds = 0;                       // this rank's wall time of the step
-  double pipeline_s = 0;                    // forward + backward under the schedule
-  double reduce_s = 0;                      // gradient reduction
-  double optimizer_s = 0;                   // Adam (and the ZeRO all-gather)
-  std::vector<pp::TimedAction> actions;     // this rank's, from the executor
-  std::map<std::string, double> comm_s;     // tp, cp, ep, dp, pp: communication seconds (timed_comm.h)
+  double loss = 0;                       // mean over the B * seq predictions of the step's batch
+  double seconds = 0;                    // this rank's wall time of the step
+  double pipeline_s = 0;                 // forward + backward under the schedule
+  double reduce_s = 0;                   // gradient reduction
+  double optimizer_s = 0;                // Adam (and the ZeRO all-gather)
+  std::vector<pp::TimedAction> actions;  // this rank's, from the executor
+  std::map<std::string, double>
+      comm_s;  // tp, cp, ep, dp, pp: communication seconds (TimedCommunicator, harness/comm_wrappers.h)
   std::map<std::string, double> exposed_s;  // of which the step waited (all of it for blocking calls)
   double input_wait_s = 0;                  // waiting for a pipeline neighbour's tensor (part of the bubble)
 };
