@@ -2,8 +2,6 @@
 
 #include <mpi.h>
 
-#include <map>
-
 #include "harness/comm_staged.h"
 #include "harness/error.h"
 #include "harness/gpu_binding.h"
@@ -16,11 +14,17 @@ namespace sextant {
 
 namespace {
 
-// `run --comm`: which kernel communicator GPU runs use.
+// `run --comm`: which kernel communicator GPU runs use, as given (CLI11
+// checks it is one of the names) and as meant.
 enum class CommChoice { automatic, nccl, staged };
-CommChoice& comm_choice() {
-  static CommChoice choice = CommChoice::automatic;
-  return choice;
+std::string& comm_text() {
+  static std::string text = "auto";
+  return text;
+}
+CommChoice comm_choice() {
+  return find_named<CommChoice>(
+             {{"auto", CommChoice::automatic}, {"nccl", CommChoice::nccl}, {"staged", CommChoice::staged}}, comm_text())
+      .value_or(CommChoice::automatic);
 }
 // What make_comm_factory picked (the results' system.backend).
 std::string& chosen() {
@@ -78,9 +82,8 @@ std::string chosen_comm_backend() { return chosen(); }
 void add_comm_option(CLI::App& app) { add_comm_option_to(*app.get_subcommand("run")); }
 
 void add_comm_option_to(CLI::App& sub) {
-  sub.add_option("--comm", comm_choice(), kCommHelp)
-      ->transform(CLI::CheckedTransformer(std::map<std::string, CommChoice>{
-          {"auto", CommChoice::automatic}, {"nccl", CommChoice::nccl}, {"staged", CommChoice::staged}}))
+  sub.add_option("--comm", comm_text(), kCommHelp)
+      ->check(CLI::IsMember({"auto", "nccl", "staged"}))
       ->group("Where and how");
 }
 
