@@ -1,5 +1,6 @@
 #include "app/cli.h"
 
+#include <charconv>
 #include <cmath>
 
 #include "harness/error.h"
@@ -83,7 +84,19 @@ void add_run_flags(CLI::App& run, RunFlags& f) {
          },
          "Untimed iterations before timing")
       ->group(where);
-  run.add_option("--seed", f.seed, "Seed of the deterministic inputs")->group(where);
+  run.add_option_function<std::string>(
+         "--seed",
+         [&f](const std::string& text) {
+           // CLI11 would read -1 into an unsigned seed as 2^64 - 1: the text is parsed here.
+           uint64_t v = 0;
+           const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), v);
+           require(!text.empty() && text[0] != '-' && text[0] != '+' && error == std::errc() &&
+                       end == text.data() + text.size(),
+                   cat("--seed '", text, "' must be a whole number from 0 to 18446744073709551615"));
+           f.seed = v;
+         },
+         "Seed of the deterministic inputs (0 to 2^64 - 1)")
+      ->group(where);
   run.add_option("--timeout", f.timeout,
                  "End the whole run when one case takes longer (seconds; inf: no limit); see the footer")
       ->group(where);
@@ -153,6 +166,14 @@ void add_run_flags(CLI::App& run, RunFlags& f) {
   run.add_flag("--no-check", f.no_check, "Skip conformance checks (benchmark only)")->group(out);
   run.add_flag("-q,--quiet", f.quiet, "Print only the summary")->group(out);
   run.add_option("--fault", f.fault, "Plant a named fault to prove the checks catch it (see 'sextant list')")
+      ->group(out);
+  run.add_option_function<double>(
+         "--fault-magnitude",
+         [&f](const double& v) {
+           require(std::isfinite(v) && v > 0, cat("--fault-magnitude ", v, " must be a finite number above 0"));
+           f.fault_magnitude = v;
+         },
+         "The size of a --fault that has one, e.g. dkv_scale's relative scale error (default: the fault's own)")
       ->group(out);
 }
 
@@ -270,6 +291,7 @@ RunOptions to_run_options(const RunFlags& f) {
   o.seed = f.seed;
   o.check = !f.no_check;
   o.fault = f.fault;
+  o.fault_magnitude = f.fault_magnitude;
   require(!f.out.empty(), "--out '' must name a folder");
   o.dump_dir = f.dump;
   o.out_dir = f.no_results ? "" : f.out;

@@ -19,6 +19,7 @@ struct RunFlags {
   std::vector<std::string> selection;
   std::optional<std::string> ranks, dtypes;
   std::string device = "host", fault, profile = "default";
+  double fault_magnitude = 0;  // --fault-magnitude (0: not given)
   std::optional<int64_t> tp, cp, pp, dp, ep, etp, vpp;
   bool sp = false;
   std::string order = "tp-cp-ep-dp-pp";

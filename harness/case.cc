@@ -19,6 +19,7 @@ std::string CaseConfig::id() const {
     out += cat(" ", it.key(), "=", value);
   }
   if (!fault_name().empty()) out += " fault=" + fault_name();
+  if (fault_magnitude != 0) out += cat(" fault_magnitude=", fault_magnitude);
   return out;
 }
 
@@ -78,10 +79,12 @@ std::vector<std::string> CaseDef::fault_names() const {
   return out;
 }
 
-bool CaseDef::plants(const std::string& fault) const {
+bool CaseDef::plants(const std::string& fault) const { return fault_doc(fault) != nullptr; }
+
+const FaultDoc* CaseDef::fault_doc(const std::string& fault) const {
   for (const FaultDoc& f : faults)
-    if (f.name == fault) return true;
-  return false;
+    if (f.name == fault) return &f;
+  return nullptr;
 }
 
 namespace {

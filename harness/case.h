@@ -39,6 +39,7 @@ struct CaseConfig {
   int ranks = 1;                                     // group size the instance runs on
   DType dtype = DType::f32;
   std::string fault;                             // planted distributed-only fault of the case, "" for none
+  double fault_magnitude = 0;                    // its size, for a fault that has one (else 0)
   KernelFault kernel_fault = KernelFault::none;  // planted shared-kernel fault (the baseline runs it too)
   Device device = Device::host;  // where it runs (--device): validate() refuses a device a case cannot use
 
@@ -122,7 +123,8 @@ struct CaseDef {
   std::function<Metrics(CaseState&, const RegionTimes&)> metrics;
   std::string full_name() const { return suite + "/" + name; }
   std::vector<std::string> fault_names() const;
-  bool plants(const std::string& fault) const;  // one of its own (distributed) faults
+  bool plants(const std::string& fault) const;                // one of its own (distributed) faults
+  const FaultDoc* fault_doc(const std::string& fault) const;  // nullptr when it is not one of them
 };
 
 // The typed table a case file fills in.

@@ -1,6 +1,7 @@
 #include "harness/check.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,10 +13,11 @@
 
 namespace sextant {
 
+bool TensorCheck::dist_pass() const { return nonfinite == 0 && error <= bound && systematic_pass; }
+
 std::string TensorCheck::failed_side() const {
-  const bool dist_pass = nonfinite == 0 && error <= bound;
   if (pass) return "";
-  if (!base_pass && !dist_pass) return "both";
+  if (!base_pass && !dist_pass()) return "both";
   return base_pass ? "distributed" : "baseline";
 }
 
@@ -34,6 +36,11 @@ void to_json(nlohmann::json& j, const TensorCheck& c) {
        {"base_pass", c.base_pass},
        {"pass", c.pass}};
   if (c.growth != 1) j["growth"] = c.growth;
+  if (c.systematic.estimated)
+    j["systematic"] = {
+        {"scale", c.systematic.scale},        {"scale_se", c.systematic.scale_se},   {"scale_limit", c.scale_limit},
+        {"offset", c.systematic.offset},      {"offset_se", c.systematic.offset_se}, {"offset_limit", c.offset_limit},
+        {"dist_scale", finite(c.dist_scale)}, {"base_scale", finite(c.base_scale)},  {"pass", c.systematic_pass}};
   if (!c.pass) j["failed_side"] = c.failed_side();
 }
 
@@ -88,17 +95,37 @@ void Checker::compare(const std::string& name, OpClass op, const Tensor& dist, c
   c.nonfinite = d.nonfinite;
   c.count = d.count;
   c.base_pass = b.nonfinite == 0 && c.base_error <= c.base_bound;
-  const bool dist_pass = d.nonfinite == 0 && c.error <= c.bound;
-  c.pass = c.base_pass && dist_pass;
+  const SystematicRule& rule = systematic_rule();
+  c.systematic = systematic_difference(dist, base, ref, rule.groups, rule.min_elements);
+  if (c.systematic.estimated) {
+    const double min_effect = growth * systematic_min_effect(dtype_, op);
+    c.dist_scale = scale_against(dist, ref);
+    c.base_scale = scale_against(base, ref);
+    c.scale_limit = std::max(rule.k * c.systematic.scale_se, min_effect);
+    c.offset_limit = std::max(rule.k * c.systematic.offset_se, min_effect);
+    c.systematic_pass =
+        std::abs(c.systematic.scale) <= c.scale_limit && std::abs(c.systematic.offset) <= c.offset_limit;
+  }
+  const bool norm_pass = d.nonfinite == 0 && c.error <= c.bound;
+  c.pass = c.base_pass && norm_pass && c.systematic_pass;
   if (!c.base_pass)
     result_.failures.push_back(cat(name, ": baseline (one device) error ", c.base_error, " > gate ", c.base_bound,
                                    " of the ", c.op, " row for ", dtype_name(dtype_),
                                    b.nonfinite ? cat(" (", b.nonfinite, " NaN/Inf)") : std::string(),
                                    ": the kernel itself is wrong"));
-  if (!dist_pass)
+  if (!norm_pass)
     result_.failures.push_back(cat(name, ": distributed error ", c.error, " > bound ", c.bound, " = max(2 x baseline ",
                                    c.base_error, ", floor ", c.floor, ")",
                                    d.nonfinite ? cat(" (", d.nonfinite, " NaN/Inf)") : std::string()));
+  if (!c.systematic_pass) {
+    const Systematic& sy = c.systematic;
+    const bool scale = std::abs(sy.scale) > c.scale_limit;
+    result_.failures.push_back(cat(name, ": distributed ", scale ? "scale" : "mean signed error",
+                                   " differs from the one-device run's by ", scale ? sy.scale : sy.offset, " (",
+                                   std::abs(scale ? sy.scale / sy.scale_se : sy.offset / sy.offset_se),
+                                   " standard errors; limit ", scale ? c.scale_limit : c.offset_limit,
+                                   "): a systematic error below what the norm bound sees"));
+  }
   result_.tensors.push_back(c);
   any_check_ = true;
   dump(name + ".dist", dist);

@@ -31,10 +31,20 @@ struct TensorCheck {
   double max_abs = 0;
   int64_t nonfinite = 0;
   int64_t count = 0;
+  // The systematic check (tolerance.h SystematicRule): the distributed run's
+  // scale and offset against the one-device run's, each within
+  // max(k x its standard error, the rule's minimum effect).
+  Systematic systematic;    // of dist - base
+  double dist_scale = 0;    // <dist - ref, ref> / <ref, ref>
+  double base_scale = 0;    // the same for the baseline
+  double scale_limit = 0;   // what |systematic.scale| must not exceed
+  double offset_limit = 0;  // what |systematic.offset| must not exceed
+  bool systematic_pass = true;
   bool base_pass = false;
-  bool pass = false;  // both rules hold
+  bool pass = false;  // every rule holds
   // Which side missed: "baseline", "distributed", "both"; "" on a pass.
   std::string failed_side() const;
+  bool dist_pass() const;  // the norm bound and the systematic check
 };
 void to_json(nlohmann::json& j, const TensorCheck& c);
 

@@ -28,6 +28,7 @@ struct FaultDoc {
   std::string name;        // as --fault takes it
   std::string breaks;      // what it breaks, one line
   std::string shows_when;  // where it can change a result, one line
+  double magnitude = 0;    // a fault of some size (--fault-magnitude): its default; 0: a fault of none
 };
 
 template <class Fault, class Site>
@@ -37,6 +38,7 @@ struct FaultRow {
   const char* breaks;
   const char* shows_when;
   bool (*shows)(const Site&) = nullptr;  // nullptr: wherever the family runs
+  double magnitude = 0;                  // the default size of a fault that has one (0: none)
 };
 
 template <class Fault, class Site>
@@ -55,7 +57,7 @@ class FaultTable {
   }
   std::vector<FaultDoc> docs() const {
     std::vector<FaultDoc> out;
-    for (const Row& r : rows_) out.push_back({family_, r.name, r.breaks, r.shows_when});
+    for (const Row& r : rows_) out.push_back({family_, r.name, r.breaks, r.shows_when, r.magnitude});
     return out;
   }
   // The faults that show at one of `sites` at least: the list of a case
@@ -65,7 +67,7 @@ class FaultTable {
     for (const Row& r : rows_) {
       bool any = !r.shows;
       for (const Site& s : sites) any = any || r.shows(s);
-      if (any) out.push_back({family_, r.name, r.breaks, r.shows_when});
+      if (any) out.push_back({family_, r.name, r.breaks, r.shows_when, r.magnitude});
     }
     return out;
   }

@@ -144,6 +144,14 @@ std::vector<PlannedCase> plan_run(const Registry& registry, const RunOptions& o,
   std::vector<const CaseDef*> defs = registry.select(o.selection);
   const std::optional<KernelFault> kernel = o.fault.empty() ? std::nullopt : find_kernel_fault(o.fault);
   if (!o.fault.empty()) defs = cases_planting(defs, o.fault, kernel);
+  if (o.fault_magnitude != 0) {
+    bool sized = !kernel;
+    for (const CaseDef* d : defs)
+      if (const FaultDoc* doc = d->fault_doc(o.fault)) sized = sized && doc->magnitude > 0;
+    require(!o.fault.empty() && sized,
+            cat("--fault-magnitude ", o.fault_magnitude, " needs a --fault that has a size (such as dkv_scale), not '",
+                o.fault, "'"));
+  }
   if (kernel && o.device == Device::cuda)
     require(kernel_fault_info(*kernel).cuda, cat("--fault ", o.fault,
                                                  " is planted in the host kernels only: the CUDA "
@@ -175,6 +183,8 @@ std::vector<PlannedCase> plan_run(const Registry& registry, const RunOptions& o,
         c.name = def->name;
         c.fault = req.fault;
         c.kernel_fault = req.kernel_fault;
+        if (const FaultDoc* doc = def->fault_doc(req.fault); doc && doc->magnitude > 0)
+          c.fault_magnitude = o.fault_magnitude > 0 ? o.fault_magnitude : doc->magnitude;
         c.device = o.device;
         if (c.ranks != g)
           throw RuntimeError(cat(def->full_name(), " produced an instance for ", c.ranks, " ranks while sweeping ", g));

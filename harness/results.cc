@@ -45,6 +45,7 @@ nlohmann::json to_json(const CaseRecord& r) {
       {"conformance", r.conformance},
       {"perf", {{"time", time}, {"metrics", r.metrics}}},
   };
+  if (r.config.fault_magnitude != 0) j["fault_magnitude"] = r.config.fault_magnitude;
   if (!r.error.empty()) j["error"] = r.error;
   if (!r.skip_reason.empty()) j["skipped"] = r.skip_reason;
   return j;

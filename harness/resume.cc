@@ -50,6 +50,7 @@ nlohmann::json describe_plan(const RunOptions& o, const std::vector<PlannedCase>
                             {"device", device_name(o.device)},
                             {"backend", backend},
                             {"fault", o.fault}};
+  if (o.fault_magnitude != 0) options["fault_magnitude"] = o.fault_magnitude;
   return {{"world_size", world_size}, {"options", options}, {"cases", plan.size()}, {"ids_hash", plan_hash(plan)}};
 }
 

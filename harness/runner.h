@@ -35,6 +35,7 @@ struct RunOptions {
   TimingPlan timing;
   Device device = Device::host;
   std::string fault;
+  double fault_magnitude = 0;  // --fault-magnitude (0: the fault's own default)
   uint64_t seed = 1234;
   bool check = true;
   std::string dump_dir;

@@ -43,6 +43,23 @@ const std::vector<ToleranceRow> kTable = {
 
 const std::vector<ToleranceRow>& tolerance_table() { return kTable; }
 
+const SystematicRule& systematic_rule() {
+  static const SystematicRule rule{
+      6.0, 0.125, 64, 1024,
+      "k = 6: the jackknife over 64 groups has 63 degrees of freedom and |t_63| > 6 has probability 1e-7, so the "
+      "two statistics of the ~10^4 tensors the main job checks at every profile fail a correct kernel about once "
+      "in 500 runs; a difference under an eighth of the row's floor fails nothing: another summation order of a "
+      "correct kernel leaves real offsets of a fraction of u(f32) (measured up to 0.5 u in the ring's f32 dV and "
+      "1.2 u in step gradients), which the statistic resolves but which are no bug, while a bf16 or f16 kernel's "
+      "floor of a few u keeps its limit far under the 1e-3 scale errors the check is for; tensors under 1024 "
+      "elements give too few per group (16) for a stable standard error"};
+  return rule;
+}
+
+double systematic_min_effect(DType dtype, OpClass op) {
+  return systematic_rule().min_effect_fraction * expected_error(dtype, op);
+}
+
 const ToleranceRow& tolerance_row(OpClass op) {
   for (const ToleranceRow& row : kTable)
     if (row.op == op) return row;

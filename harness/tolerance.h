@@ -65,6 +65,23 @@ struct ToleranceRow {
 // correct kernel's error across shapes, seeds and profiles.
 inline constexpr double kGateHeadroom = 4.0;
 
+// The systematic check beside the norm bound (docs/CONFORMANCE.md,
+// "Systematic errors"): the distributed run's scale coefficient and mean
+// signed error against the reference must equal the one-device run's
+// within k standard errors of their difference (Systematic, compare.h),
+// unless the difference is below min_effect_fraction of the row's floor
+// (the expected error of a correct kernel).
+struct SystematicRule {
+  double k;                    // standard errors a difference must exceed to fail
+  double min_effect_fraction;  // ... and this fraction of the floor
+  int groups;                  // jackknife groups of contiguous elements
+  int64_t min_elements;        // smaller tensors are left to the norm bound
+  const char* reason;
+};
+const SystematicRule& systematic_rule();
+// min_effect_fraction x expected_error(dtype, op): the smallest systematic difference that fails.
+double systematic_min_effect(DType dtype, OpClass op);
+
 const std::vector<ToleranceRow>& tolerance_table();
 const ToleranceRow& tolerance_row(OpClass op);
 std::string op_class_name(OpClass op);

@@ -47,7 +47,7 @@ Packing mask_packing(const Options& o) {
 // Ulysses stage a member holds the rows of its whole a2a group (A
 // consecutive CP ranks), in group order.
 BlockPlan plan_for(const Options& o, const Geometry& g, Stats* stats) {
-  BlockPlan plan{o.causal, MemberPositions(g.kv_size), {}, o.fault, stats, o.attention_impl};
+  BlockPlan plan{o.causal, MemberPositions(g.kv_size), {}, o.fault, o.fault_magnitude, stats, o.attention_impl};
   const bool packed = o.causal && o.packing.packed() && o.fault != Fault::thd_cross_boundary;
   if (packed) plan.sequences.resize(g.kv_size);
   for (int m = 0; m < g.kv_size; ++m)

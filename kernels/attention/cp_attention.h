@@ -49,6 +49,7 @@ struct Options {
   Packing packing;  // packed sequences (causal only); empty: one sequence
   KvExchange kv_exchange = KvExchange::ring;
   Fault fault = Fault::none;                                    // planted (cp_faults.h)
+  double fault_magnitude = 0;                                   // its size, for a fault that has one (dkv_scale)
   ops::AttentionImpl attention_impl = ops::AttentionImpl::own;  // on a GPU: our kernels or cuDNN's
 };
 

@@ -25,6 +25,7 @@ enum class Fault {
   thd_cross_boundary,     // packed: the mask forgets the sequences (one causal stream)
   thd_zigzag_stream,      // packed: the stream zigzagged as one sequence, not each sequence on its own
   cu_seqlens_off_by_one,  // packed: every boundary between sequences sits one row late in the mask
+  dkv_scale,              // the ring's dK/dV come home scaled by 1 + magnitude (a systematic error, default 1e-3)
 };
 
 // What a config of CP attention looks like to its faults.
@@ -76,6 +77,10 @@ inline const FaultTable<Fault, FaultSite>& faults() {
           {Fault::cu_seqlens_off_by_one, "cu_seqlens_off_by_one",
            "every boundary between packed sequences sits one row late in the mask", "2+ packed sequences",
            rules::packed},
+          {Fault::dkv_scale, "dkv_scale",
+           "the ring's dK/dV come home scaled by 1 + magnitude (--fault-magnitude, default 1e-3): a systematic error "
+           "below bf16's rounding",
+           "a ring of 2+ members", rules::ring, 1e-3},
       });
   return table;
 }

@@ -27,6 +27,7 @@ struct BlockPlan {
   MemberPositions positions;
   MemberPositions sequences;  // packed: the sequence of every row (attention_block.h); empty otherwise
   Fault fault = Fault::none;
+  double fault_magnitude = 0;
   Stats* stats = nullptr;
   ops::AttentionImpl impl = ops::AttentionImpl::own;
 

@@ -19,6 +19,19 @@ namespace sextant::cp {
 
 namespace {
 
+// The planted dkv_scale fault: t (f32) times factor, on the host (a device
+// tensor goes there and back: a planted fault need not be fast).
+void scale_planted(Tensor& t, double factor) {
+  Tensor h = t.is_host() ? t : t.to(Device::host);
+  float* p = h.data<float>();
+  for (int64_t i = 0; i < h.numel(); ++i) p[i] = static_cast<float>(p[i] * factor);
+  if (!t.is_host()) t.copy_from(h);
+}
+
+}  // namespace
+
+namespace {
+
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 enum Tag { kTagK = 0, kTagV = 1, kTagDk = 2, kTagDv = 3 };
 
@@ -144,6 +157,10 @@ ops::AttentionGrads ring_backward(Communicator* ring, const Tensor& q, const Ten
     std::vector<RequestPtr> home = pass_on(*ring, {&dk_acc, &dv_acc}, {&dk_home, &dv_home}, kTagDk);
     wait_all(home);
     dk_acc = dk_home, dv_acc = dv_home;
+    if (plan.fault == Fault::dkv_scale) {
+      scale_planted(dk_acc, 1 + plan.fault_magnitude);
+      scale_planted(dv_acc, 1 + plan.fault_magnitude);
+    }
   }
   grads.dk = dk_acc, grads.dv = dv_acc;
   return grads;

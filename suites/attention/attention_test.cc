@@ -173,6 +173,41 @@ TEST(Attention, EveryPlantedFaultIsCaught) {
   }
 }
 
+// A scale error of 1e-3 in the ring's dK/dV is under bf16's rounding: the
+// norm bound lets it pass, the systematic check (tolerance.h
+// SystematicRule) catches it in bf16 and f16; in f32 a tenth of it fails.
+TEST(Attention, ScaleErrorBelowTheRoundingIsCaughtBySystematicCheck) {
+  if (world().size() < 2) GTEST_SKIP() << "the ring needs two ranks";
+  for (const auto& [dtype, magnitude] : {std::pair{DType::bf16, 1e-3}, {DType::f16, 1e-3}, {DType::f32, 1e-4}}) {
+    RunOptions o = ci_options({"attention/p2p", "attention/a2a+p2p"});
+    o.rank_counts = {world().size()};
+    o.dtypes = {dtype};
+    o.options["kv_heads"] = 16;  // MHA: dK and dV of 16k elements, a standard error far under 1e-3
+    o.fault = "dkv_scale";
+    o.fault_magnitude = magnitude;
+    std::vector<CaseRecord> records = run_suite("attention", o);
+    if (world().rank() != 0) continue;
+    ASSERT_FALSE(records.empty()) << dtype_name(dtype);
+    int below_the_norm = 0;
+    for (const CaseRecord& rec : records) {
+      EXPECT_EQ(rec.conformance.status, "fail")
+          << "dkv_scale " << magnitude << " was not caught by " << rec.config.id();
+      EXPECT_EQ(rec.config.fault_magnitude, magnitude);
+      for (const TensorCheck& t : rec.conformance.tensors) {
+        if (t.name != "dk" && t.name != "dv") continue;
+        EXPECT_FALSE(t.pass) << t.name << " " << rec.config.id();
+        EXPECT_EQ(t.failed_side(), "distributed") << t.name << " " << rec.config.id();
+        EXPECT_NEAR(t.systematic.scale, magnitude, magnitude / 4) << t.name << " " << rec.config.id();
+        below_the_norm += t.error <= t.bound;
+      }
+    }
+    // bf16: the norm bound alone passes every one of them.
+    if (dtype == DType::bf16) {
+      EXPECT_EQ(below_the_norm, 2 * static_cast<int>(records.size()));
+    }
+  }
+}
+
 // One spot-checked fault too: sampled rows still see a dropped ring step.
 TEST(Attention, SpotCheckCatchesASkippedRingStep) {
   if (world().size() < 2) GTEST_SKIP() << "faults need two ranks";

@@ -57,6 +57,7 @@ State setup(const Variant& v, CaseContext& ctx) {
   s.options.packing = s.problem.packing;
   s.options.kv_exchange = v.kv.value_or(cp::KvExchange::ring);
   s.options.fault = cp::faults().parse(ctx.config.fault);
+  s.options.fault_magnitude = ctx.config.fault_magnitude;
   s.options.attention_impl = s.problem.attention_impl;
   return s;
 }

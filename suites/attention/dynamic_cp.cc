@@ -211,6 +211,7 @@ std::vector<BinRun> runs_of(State& s, const cp::Schedule& schedule, int rank) {
     r.options.packing = cp::pack_sequences(lengths, g > 1 ? 2 * g : 1);
     r.options.seq = r.options.packing.rows();
     r.options.fault = s.fault;
+    r.options.fault_magnitude = s.config.fault_magnitude;
     r.options.attention_impl = s.problem.attention_impl;
     r.chunks = cp::shard_chunks(r.options.layout, r.options.packing, g, r.member);
     r.tokens = tokens_of(bin, r.options.packing, r.chunks, start);
