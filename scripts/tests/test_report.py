@@ -64,6 +64,8 @@ class FullReport(unittest.TestCase):
         self.assertGreaterEqual(self.html.count("<table>"), 8)
         self.assertIn("skip_ring_step", self.html)           # the planted fault in the problem table
         self.assertIn("near", self.html)                     # the near-bound instance
+        self.assertIn("Margins [", self.html)                # the matrix as a table of margins ...
+        self.assertRegex(self.html, r'<td class=cell style="background:#[0-9a-f]{6}" title="[^"]+: one-device error')
         self.assertIn("SYNTHETIC fixture", self.html)        # synthetic runs are labelled as such
 
     def test_summary_markdown_links_figures_and_has_tables(self):
@@ -226,11 +228,30 @@ class ConformanceCells(unittest.TestCase):
         self.assertEqual(conformance.category(C("pass", wrong=0, fault="drop_rank")), "fail")
         self.assertEqual(conformance.cell_text(C("pass", wrong=0, fault="drop_rank")), "not caught")
 
-    def test_ratio_is_the_worst_tensor_and_nonfinite_is_infinite(self):
+    def test_margin_is_the_worst_tensor_and_nonfinite_is_zero(self):
         c = self.case(tensors=[("a", 1e-3, 1e-2), ("b", 4e-3, 1e-2)])
-        self.assertAlmostEqual(conformance.bound_ratio(c), 0.4)
+        self.assertAlmostEqual(conformance.margin(c), 2.5)
+        self.assertEqual(conformance.cell_text(c), "2.5")
         c["conformance"]["tensors"].append({"name": "n", "error": None, "bound": 1e-2, "nonfinite": 2})
         self.assertEqual(conformance.cell_text(c), "NaN/Inf")
+
+    def test_the_worse_of_the_one_device_and_the_distributed_margin_sets_the_cell(self):
+        # As good as one rank (error / bound 0.5, the old matrix's 0.5) but the
+        # one-device error at 0.6 of its float64 gate: near, and the title says why.
+        t = {"name": "dk", "error": 2e-3, "bound": 4e-3, "nonfinite": 0, "base_error": 2e-3, "base_bound": 3.3e-3}
+        c = self.case()
+        c["conformance"]["tensors"] = [t]
+        self.assertAlmostEqual(conformance.margin(c), 1.65)
+        self.assertEqual(conformance.category(c), "near")
+        title = conformance.cell_title(c)
+        self.assertIn("dk: one-device error 0.002 (gate 0.0033, margin 1.6)", title)
+        self.assertIn("distributed error 0.002 (bound 0.004)", title)
+        t["base_bound"] = 2e-2
+        self.assertEqual(conformance.category(c), "pass")
+        # The systematic check's limits count on the distributed side.
+        t["systematic"] = {"scale": 9e-4, "scale_limit": 1e-3, "offset": 0.0, "offset_limit": 1e-3, "pass": True}
+        self.assertAlmostEqual(conformance.margin(c), 1e-3 / 9e-4)
+        self.assertIn("systematic scale 9.00e-04 (limit 0.001)", conformance.cell_title(c))
 
 
 class Captions(unittest.TestCase):

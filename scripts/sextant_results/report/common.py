@@ -37,6 +37,18 @@ class Link:
 
 
 @dataclass
+class Cell:
+    """A table cell with a background colour and a hover text (the page's
+    title attribute); the markdown shows its text."""
+    text: str
+    colour: str
+    title: str = ""
+
+    def __str__(self):
+        return self.text
+
+
+@dataclass
 class Table:
     title: str
     columns: list

@@ -2,39 +2,72 @@
 machine are pooled, e.g. a device check's one file per suite and mode):
 rows are cases (suite/case, dtype, planted fault), columns rank counts (and
 the backend, where the system's runs used several); a cell is the worst
-instance there, coloured by error / bound: pass (<= 0.5), near the bound
-(0.5 .. 1], fail, error, skip. A planted fault is meant to fail: caught, it
-is light blue; not caught, red."""
+instance there and shows its margin: the smaller of the one-device
+error's margin to its float64 gate (gate / base_error) and the
+distributed error's margin to its bound (bound / error, and the
+systematic check's limit / value), over its checked tensors. A cell is
+near when that margin, as shown to two digits, is under 2 (a distributed
+run exactly as accurate as one device has a margin of 2), pass above it, or fail, error, skip. A
+planted fault is meant to fail: caught, it is light blue; not caught, red.
+The HTML page repeats the matrix as a table whose cells name, on hover,
+the tensor that sets the margin and both its errors."""
 import math
 
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
 
 from ..load import status
-from .common import STATUS_COLOURS, Section, Table, fmt, subplots
+from .common import STATUS_COLOURS, Cell, Section, Table, fmt, subplots
 
 TITLE = "Conformance"
-NEAR = 0.5  # error / bound above this is "near the bound"
+NEAR = 2.0  # a margin under this is "near" its gate or bound
 CATEGORIES = ["absent", "skip", "pass", "caught", "near", "fail", "error"]
-LEGEND = {"pass": "pass (error/bound <= 0.5)", "near": "near the bound (0.5 < error/bound <= 1)",
+LEGEND = {"pass": "pass (margin >= 2)", "near": "near a gate or bound (margin < 2)",
           "fail": "fail (or a planted fault not caught)", "error": "could not run", "skip": "not checked",
           "caught": "planted fault caught (expected fail)", "absent": "not run at this rank count"}
 
 
-def bound_ratio(case):
-    """Worst error / bound over the case's tensors (inf for NaN/Inf), 0 for a
-    clean exact check, None when nothing numeric was checked."""
+def _margin(limit, value):
+    """limit / |value|: inf for an exact 0, 0 for NaN/Inf, None when there is no limit."""
+    if value is None:
+        return 0.0
+    if limit is None or limit <= 0:
+        return None if value == 0 or limit is None else 0.0
+    return math.inf if value == 0 else limit / abs(value)
+
+
+def tensor_margins(t):
+    """(one-device margin, distributed margin) of a checked tensor; None where not recorded."""
+    if t.get("nonfinite", 0) > 0:
+        return None, 0.0
+    base = _margin(t.get("base_bound"), t.get("base_error")) if "base_bound" in t else None
+    dist = [_margin(t.get("bound"), t.get("error"))]
+    sy = t.get("systematic")
+    if sy:
+        dist += [_margin(sy.get("scale_limit"), sy.get("scale")), _margin(sy.get("offset_limit"), sy.get("offset"))]
+    dist = [m for m in dist if m is not None]
+    return base, (min(dist) if dist else None)
+
+
+def worst_tensor(case):
+    """(margin, tensor) of the tensor with the smallest margin; (None, None) when nothing numeric was checked."""
+    best = (None, None)
+    for t in case.get("conformance", {}).get("tensors", []):
+        margins = [m for m in tensor_margins(t) if m is not None]
+        if margins and (best[0] is None or min(margins) < best[0]):
+            best = (min(margins), t)
+    return best
+
+
+def margin(case):
+    """The case's margin: the worst over its tensors of min(gate / base_error,
+    bound / error); exact checks count inf, or 0 with a wrong element."""
     conf = case.get("conformance", {})
-    ratios = []
-    for t in conf.get("tensors", []):
-        err, bound = t.get("error"), t.get("bound") or 0.0
-        if err is None or t.get("nonfinite", 0) > 0:
-            ratios.append(math.inf)
-        else:
-            ratios.append(err / bound if bound > 0 else (0.0 if err == 0 else math.inf))
+    m, _ = worst_tensor(case)
     if conf.get("checked"):
-        ratios.append(math.inf if conf.get("wrong", 0) > 0 else 0.0)
-    return max(ratios) if ratios else None
+        exact = 0.0 if conf.get("wrong", 0) > 0 else math.inf
+        m = exact if m is None else min(m, exact)
+    return m
 
 
 def category(case):
@@ -43,8 +76,23 @@ def category(case):
         return "caught" if s == "fail" else "fail"
     if s in ("error", "skip", "fail"):
         return s
-    ratio = bound_ratio(case)
-    return "near" if ratio is not None and ratio > NEAR else "pass"
+    m = margin(case)
+    return "near" if m is not None and shown(m) < NEAR else "pass"
+
+
+def shown(m):
+    """A margin as the cell shows it (2 significant digits): the colour follows
+    the number, so a distributed run as accurate as one device (margin 2, or
+    1.99 from another summation order) is not near."""
+    return m if math.isinf(m) or m == 0 else float(f"{m:.2g}")
+
+
+def margin_text(m):
+    if m is None:
+        return "-"
+    if math.isinf(m):
+        return "exact"
+    return "NaN/Inf" if m == 0 else (f"{m:.2g}" if m < 1000 else ">1e3")
 
 
 def cell_text(case):
@@ -57,10 +105,40 @@ def cell_text(case):
         return "not caught"
     if conf.get("wrong"):
         return f"{conf['wrong']} wrong"
-    ratio = bound_ratio(case)
-    if ratio is None:
+    m = margin(case)
+    if m is None:
         return s
-    return "NaN/Inf" if math.isinf(ratio) else f"{ratio:.2g}"
+    return margin_text(m)
+
+
+def tensor_detail(t):
+    """One line naming a tensor and both of its errors against their limits."""
+    if t is None:
+        return ""
+    base, dist = tensor_margins(t)
+    parts = [f"{t['name']}: one-device error {fmt(t.get('base_error'))}"
+             + (f" (gate {fmt(t.get('base_bound'))}, margin {margin_text(base)})" if base is not None else ""),
+             f"distributed error {fmt(t.get('error'))} (bound {fmt(t.get('bound'))})"]
+    sy = t.get("systematic")
+    if sy:
+        parts.append(f"systematic scale {fmt(sy.get('scale'))} (limit {fmt(sy.get('scale_limit'))}), offset "
+                     f"{fmt(sy.get('offset'))} (limit {fmt(sy.get('offset_limit'))})")
+    parts.append(f"distributed margin {margin_text(dist)}")
+    return "; ".join(parts)
+
+
+def cell_title(case):
+    """The hover text of a cell: the instance, and the tensor that sets its margin."""
+    _, t = worst_tensor(case)
+    conf = case.get("conformance", {})
+    text = case.get("id", row_key(case))
+    if t is not None:
+        text += "\n" + tensor_detail(t)
+    if conf.get("checked"):
+        text += f"\nexact check: {conf.get('wrong', 0)} wrong of {conf['checked']}"
+    if case.get("error"):
+        text += "\nerror: " + case["error"]
+    return text
 
 
 def row_key(case):
@@ -70,10 +148,10 @@ def row_key(case):
 
 
 def worst(cases):
-    """The case that colours a cell: highest category, then highest ratio."""
+    """The case that colours a cell: highest category, then smallest margin."""
     def key(c):
-        r = bound_ratio(c)
-        return (CATEGORIES.index(category(c)), -1 if r is None else r)
+        m = margin(c)
+        return (CATEGORIES.index(category(c)), -math.inf if m is None else -m)
     return max(cases, key=key)
 
 
@@ -147,9 +225,12 @@ def draw(index, label, runs, out):
     n = sum(counts.values())
     caption = (f"Worst instance per cell over {n} instances (sizes, params and parallel configs pooled"
                f"{', and the ' + str(len(runs)) + ' runs of this system' if len(runs) > 1 else ''}); the "
-               f"number is max error/bound over the checked tensors (bound = max(2 x one-rank error, dtype "
-               f"floor)), or the wrong-element count of exact checks. Rows marked [fault] plant a fault on "
-               f"purpose: light blue when the check caught it, red when it did not. System: {describe_group(runs)}.")
+               f"number is the margin: the smaller of the one-device error's to its float64 gate (gate / error) "
+               f"and the distributed error's to its bound (bound = max(2 x one-rank error, floor), and the "
+               f"systematic check's limits), over the checked tensors; 'exact' for exact checks that pass, or "
+               f"the wrong-element count. Near means a margin under 2. Rows marked [fault] plant a fault on "
+               f"purpose: light blue when the check caught it, red when it did not. The page's table of margins "
+               f"names the tensor and both errors of each cell on hover. System: {describe_group(runs)}.")
     return out.save(fig, f"conformance_{index}.png", f"Conformance matrix [{label}]", caption)
 
 
@@ -166,11 +247,28 @@ def problem_table(runs):
                 continue
             detail = c.get("error") or "; ".join(c.get("conformance", {}).get("failures", [])[:3])
             if cat == "near":
-                t = max(c["conformance"]["tensors"], key=lambda t: (t["error"] or 0) / (t["bound"] or 1))
-                detail = f"{t['name']}: error {fmt(t['error'])} vs bound {fmt(t['bound'])}"
+                detail = tensor_detail(worst_tensor(c)[1])
             verdict = "planted fault caught (expected)" if cat == "caught" else cat
             rows.append([run.label, c["id"], verdict, detail])
     return Table("Failures, errors and near-bound instances", ["run", "case", "verdict", "detail"], rows)
+
+
+def margin_table(label, runs):
+    """The matrix as a table of coloured cells: margin in the cell, the
+    tensor that sets it and both errors on hover."""
+    rows, columns, cells, _ = matrix(runs)
+    header = ["case"] + [f"{n} {b}".strip() for n, b in columns]
+    body = []
+    for r in rows:
+        line = [r]
+        for n in columns:
+            c = cells.get((r, n))
+            if c is None:
+                line.append(Cell("", STATUS_COLOURS["absent"], "not run at this rank count"))
+            else:
+                line.append(Cell(cell_text(c), STATUS_COLOURS[category(c)], cell_title(c)))
+        body.append(line)
+    return Table(f"Margins [{label}] (hover a cell: the tensor that sets its margin and both errors)", header, body)
 
 
 def build(runs, out):
@@ -180,6 +278,7 @@ def build(runs, out):
     section = Section(TITLE)
     for index, (label, members) in enumerate(system_groups([r for r in runs if r.cases])):
         section.figures.append(draw(index, label, members, out))
+        section.tables.append(margin_table(label, members))
     table = problem_table(runs)
     if table.rows:
         section.tables.append(table)

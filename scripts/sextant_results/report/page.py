@@ -5,7 +5,7 @@ import html
 import os
 
 from ..load import status
-from .common import Link
+from .common import Cell, Link
 
 STYLE = """
 body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; max-width: 1200px; margin: 2em auto;
@@ -19,6 +19,10 @@ th { background: #f4f4f4; } td.num { text-align: right; font-variant-numeric: ta
 .skipped { color: #777; font-style: italic; } .pass { color: #2e7d32; } .fail { color: #c62828; font-weight: bold; }
 .verdict { border: 2px solid #ccc; padding: 0.5em 1em; margin-bottom: 1.5em; }
 details summary { cursor: pointer; color: #555; }
+td.cell { text-align: center; cursor: help; font-variant-numeric: tabular-nums; position: relative; }
+td.cell[data-tip]:hover::after { content: attr(data-tip); white-space: pre-wrap; position: absolute; left: 100%;
+  top: 0; z-index: 10; width: 34em; text-align: left; background: #fffbe6; color: #222; border: 1px solid #aaa;
+  padding: 4px 6px; font-size: 0.95em; box-shadow: 2px 2px 6px rgba(0,0,0,0.2); }
 """
 MAX_ROWS_OPEN = 40  # longer tables fold away behind <details>
 
@@ -54,10 +58,17 @@ def _html_cell(v):
     return html.escape(str(v))
 
 
+def _html_td(v):
+    if isinstance(v, Cell):
+        tip = html.escape(v.title, quote=True)
+        return (f'<td class=cell style="background:{html.escape(v.colour, quote=True)}" title="{tip}" '
+                f'data-tip="{tip}">{html.escape(v.text)}</td>')
+    return f'<td{" class=num" if _is_num(v) else ""}>{_html_cell(v)}</td>'
+
+
 def html_table(columns, rows, title=None):
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f'<td{" class=num" if _is_num(v) else ""}>{_html_cell(v)}</td>'
-                                    for v in row) + "</tr>" for row in rows)
+    body = "".join("<tr>" + "".join(_html_td(v) for v in row) + "</tr>" for row in rows)
     table = f"<table><tr>{head}</tr>{body}</table>"
     if title is None:
         return table
