@@ -53,8 +53,24 @@ nlohmann::json tolerances_json() {
     rows.push_back(row);
   }
   for (const KernelFaultInfo& f : kernel_faults())
-    faults.push_back({{"name", f.name}, {"family", f.family}, {"bug", f.bug}, {"cuda", f.cuda}});
-  return {{"gate_headroom", kGateHeadroom}, {"rows", rows}, {"kernel_faults", faults}};
+    faults.push_back(
+        {{"name", f.name}, {"family", f.family}, {"bug", f.bug}, {"cuda", f.cuda}, {"in_baseline", f.in_baseline}});
+  const SystematicRule& sy = systematic_rule();
+  nlohmann::json norm_only = nlohmann::json::array(), min_effect;
+  for (OpClass op : sy.norm_bound_only) norm_only.push_back(op_class_name(op));
+  for (const ToleranceRow& r : tolerance_table())
+    if (sy.applies_to(r.op))
+      for (DType d : {DType::f32, DType::bf16, DType::f16})
+        min_effect[r.name][dtype_name(d)] = systematic_min_effect(d, r.op);
+  const nlohmann::json systematic = {{"k", sy.k},
+                                     {"min_effect_fraction", sy.min_effect_fraction},
+                                     {"groups", sy.groups},
+                                     {"min_elements", sy.min_elements},
+                                     {"reason", sy.reason},
+                                     {"norm_bound_only", norm_only},
+                                     {"norm_bound_only_reason", sy.norm_bound_only_reason},
+                                     {"min_effect", min_effect}};
+  return {{"gate_headroom", kGateHeadroom}, {"rows", rows}, {"systematic", systematic}, {"kernel_faults", faults}};
 }
 
 int do_list(const std::vector<std::string>& selection, bool options, bool metrics, bool tolerances) {

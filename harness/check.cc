@@ -96,7 +96,7 @@ void Checker::compare(const std::string& name, OpClass op, const Tensor& dist, c
   c.count = d.count;
   c.base_pass = b.nonfinite == 0 && c.base_error <= c.base_bound;
   const SystematicRule& rule = systematic_rule();
-  c.systematic = systematic_difference(dist, base, ref, rule.groups, rule.min_elements);
+  if (rule.applies_to(op)) c.systematic = systematic_difference(dist, base, ref, rule.groups, rule.min_elements);
   if (c.systematic.estimated) {
     const double min_effect = growth * systematic_min_effect(dtype_, op);
     c.dist_scale = scale_against(dist, ref);

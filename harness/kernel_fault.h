@@ -34,12 +34,13 @@ enum class KernelFault {
   cross_entropy_gradient,           // dlogits = softmax: the - 1 at the target is missing
   embedding_backward_duplicates,    // a token seen twice overwrites its gradient row instead of adding
   adam_bias_correction,             // the second moment is not bias-corrected
-  router_topk_repeats,        // top-k excludes only the choices before the previous one: choice 2 repeats choice 1
-  moe_permute_order,          // rows grouped by expert in reverse token order while the map says forward
-  moe_unpermute_order,        // grouped rows read back as if they were in token order
-  moe_combine_twice,          // expert outputs weighted by the routing probability twice
-  pipeline_skip_weight_grad,  // the executor skips the weight gradient of the last microbatch
-  gemm_ignores_beta,          // C = alpha A B overwrites C when the caller asked to accumulate (beta = 1)
+  router_topk_repeats,         // top-k excludes only the choices before the previous one: choice 2 repeats choice 1
+  moe_permute_order,           // rows grouped by expert in reverse token order while the map says forward
+  moe_unpermute_order,         // grouped rows read back as if they were in token order
+  moe_combine_twice,           // expert outputs weighted by the routing probability twice
+  pipeline_skip_weight_grad,   // the executor skips the weight gradient of the last microbatch
+  gemm_ignores_beta,           // C = alpha A B overwrites C when the caller asked to accumulate (beta = 1)
+  attention_pieces_drop_last,  // the piece driver (cuDNN's path) loses a masked block's last piece
 };
 
 struct KernelFaultInfo {
@@ -48,6 +49,10 @@ struct KernelFaultInfo {
   const char* family;  // the op family it breaks
   const char* bug;     // one line
   bool cuda;           // also planted in the CUDA path (else --device cuda refuses it)
+  // Whether the one-device baseline runs the faulty code, so that the gate
+  // catches it; false for code a case checks beside its baseline (the piece
+  // driver against the whole block), where the distributed side fails.
+  bool in_baseline = true;
 };
 
 inline const std::vector<KernelFaultInfo>& kernel_faults() {
@@ -84,6 +89,8 @@ inline const std::vector<KernelFaultInfo>& kernel_faults() {
        "expert outputs weighted by the routing probability twice", false},
       {KernelFault::pipeline_skip_weight_grad, "pipeline_skip_weight_grad", "pipeline executor",
        "the weight gradient of the last microbatch is never computed", true},
+      {KernelFault::attention_pieces_drop_last, "attention_pieces_drop_last", "attention pieces",
+       "a masked block cut into several pieces loses its last one (keys some rows should see)", true, false},
       {KernelFault::gemm_ignores_beta, "gemm_ignores_beta", "gemm wrapper",
        "an accumulating call (beta = 1) overwrites C", true},
   };

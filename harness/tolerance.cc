@@ -45,15 +45,28 @@ const std::vector<ToleranceRow>& tolerance_table() { return kTable; }
 
 const SystematicRule& systematic_rule() {
   static const SystematicRule rule{
-      6.0, 0.125, 64, 1024,
+      6.0,
+      0.125,
+      64,
+      1024,
+      {OpClass::model},
       "k = 6: the jackknife over 64 groups has 63 degrees of freedom and |t_63| > 6 has probability 1e-7, so the "
       "two statistics of the ~10^4 tensors the main job checks at every profile fail a correct kernel about once "
       "in 500 runs; a difference under an eighth of the row's floor fails nothing: another summation order of a "
       "correct kernel leaves real offsets of a fraction of u(f32) (measured up to 0.5 u in the ring's f32 dV and "
       "1.2 u in step gradients), which the statistic resolves but which are no bug, while a bf16 or f16 kernel's "
       "floor of a few u keeps its limit far under the 1e-3 scale errors the check is for; tensors under 1024 "
-      "elements give too few per group (16) for a stable standard error"};
+      "elements give too few per group (16) for a stable standard error",
+      "a model's gradients and parameters after training steps differ from the one-device run's by one coherent "
+      "perturbation, not by independent roundings: the loss, the normalisation statistics and Adam's updates couple "
+      "every element, so the difference's projection on the reference is of the order of the norm error itself "
+      "(a correct bf16 step measured 6.7 jackknife standard errors in one tensor); the kernels the model is made of "
+      "meet the check in their own suites"};
   return rule;
+}
+
+bool SystematicRule::applies_to(OpClass op) const {
+  return std::find(norm_bound_only.begin(), norm_bound_only.end(), op) == norm_bound_only.end();
 }
 
 double systematic_min_effect(DType dtype, OpClass op) {

@@ -70,13 +70,18 @@ inline constexpr double kGateHeadroom = 4.0;
 // signed error against the reference must equal the one-device run's
 // within k standard errors of their difference (Systematic, compare.h),
 // unless the difference is below min_effect_fraction of the row's floor
-// (the expected error of a correct kernel).
+// (the expected error of a correct kernel). Op classes whose rounding is
+// not independent from element to element are left to the norm bound.
 struct SystematicRule {
-  double k;                    // standard errors a difference must exceed to fail
-  double min_effect_fraction;  // ... and this fraction of the floor
-  int groups;                  // jackknife groups of contiguous elements
-  int64_t min_elements;        // smaller tensors are left to the norm bound
+  double k;                              // standard errors a difference must exceed to fail
+  double min_effect_fraction;            // ... and this fraction of the floor
+  int groups;                            // jackknife groups of contiguous elements
+  int64_t min_elements;                  // smaller tensors are left to the norm bound
+  std::vector<OpClass> norm_bound_only;  // op classes the check does not apply to
   const char* reason;
+  const char* norm_bound_only_reason;
+
+  bool applies_to(OpClass op) const;
 };
 const SystematicRule& systematic_rule();
 // min_effect_fraction x expected_error(dtype, op): the smallest systematic difference that fails.

@@ -59,10 +59,22 @@ def tolerance_tables(t):
         for d in ("f32", "bf16", "f16"):
             cells += [f"{r['floor'][d]:.3g}", f"{r['gate'][d]:.3g}"]
         lines.append("| " + " | ".join(cells + [r["reason"]]) + " |")
-    lines += ["", "Planted faults inside shared kernels (`--fault NAME`; live in every run of the case, the "
-              "one-device baseline included):", "", "| fault | op family | the bug | CUDA path |", "|---|---|---|---|"]
+    sy = t["systematic"]
+    lines += ["", f"The systematic check: |scale| and |offset| of dist - base within max({sy['k']:g} standard errors, "
+              f"{sy['min_effect_fraction']:g} x floor), jackknife over {sy['groups']} groups, tensors of at least "
+              f"{sy['min_elements']} elements. {sy['reason']}.", "",
+              "Left to the norm bound: " + ", ".join(f"`{n}`" for n in sy["norm_bound_only"]) + ". " +
+              sy["norm_bound_only_reason"] + ".", "",
+              "| op | smallest failing difference f32 | bf16 | f16 |", "|---|---|---|---|"]
+    for op, e in sy["min_effect"].items():
+        lines.append(f"| `{op}` | {e['f32']:.3g} | {e['bf16']:.3g} | {e['f16']:.3g} |")
+    lines += ["", "Planted faults inside kernels (`--fault NAME`; live in every run of the case, the one-device "
+              "baseline included, except where the code is checked beside the baseline):", "",
+              "| fault | op family | the bug | CUDA path | caught by |", "|---|---|---|---|---|"]
     for f in t["kernel_faults"]:
-        lines.append(f"| `{f['name']}` | {f['family']} | {f['bug']} | {'yes' if f['cuda'] else 'host only'} |")
+        side = "the gate (baseline)" if f["in_baseline"] else "the distributed bound (checked beside the baseline)"
+        lines.append(f"| `{f['name']}` | {f['family']} | {f['bug']} | {'yes' if f['cuda'] else 'host only'} | "
+                     f"{side} |")
     lines.append("")
     return "\n".join(lines)
 

@@ -41,6 +41,13 @@ struct FaultSite {
 namespace rules {
 
 inline bool ring(const FaultSite& s) { return s.kv == KvExchange::ring && s.kv_size >= 2; }
+// The ring's last step brings a rank the block of the member after it: in a
+// causal contiguous layout only the last member's (rank 0's block) carries
+// work, and none does when the stream packs 2+ sequences (the first and the
+// last member hold different sequences).
+inline bool ring_last_step_has_work(const FaultSite& s) {
+  return ring(s) && !(s.sequences >= 2 && s.layout == Layout::contiguous);
+}
 inline bool kv_blocks(const FaultSite& s) { return s.kv.has_value() && s.kv_size >= 2 && s.causal; }
 inline bool zigzag(const FaultSite& s) { return s.causal && s.layout == Layout::zigzag; }
 inline bool ulysses(const FaultSite& s) { return s.a2a; }
@@ -53,8 +60,8 @@ inline const FaultTable<Fault, FaultSite>& faults() {
   static const FaultTable<Fault, FaultSite> table(
       "attention",
       {
-          {Fault::ring_skip_step, "ring_skip_step", "the ring stops one K/V block short", "a ring of 2+ members",
-           rules::ring},
+          {Fault::ring_skip_step, "ring_skip_step", "the ring stops one K/V block short",
+           "a ring of 2+ members, unless it packs 2+ sequences in contiguous layout", rules::ring_last_step_has_work},
           {Fault::lse_add, "lse_add", "partial results merged by adding their LSEs, not by log-sum-exp",
            "a ring of 2+ members", rules::ring},
           {Fault::mask_off_by_one, "mask_off_by_one",

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "harness/error.h"
+#include "harness/kernel_fault.h"
 #include "harness/strings.h"
 #include "kernels/ops/cuda_ops.h"
 #include "kernels/ops/device_dispatch.h"
@@ -108,7 +109,9 @@ std::vector<AttentionPiece> attention_pieces(const AttentionMask& mask, int64_t 
   for (const Run& q : q_runs)
     for (const Run& k : k_runs)
       if (q.seq == k.seq) cut_pair(q, k, pieces);
-  return coalesce(std::move(pieces));
+  std::vector<AttentionPiece> out = coalesce(std::move(pieces));
+  if (kernel_fault_planted(KernelFault::attention_pieces_drop_last) && out.size() > 1) out.pop_back();
+  return out;
 }
 
 namespace {
@@ -161,6 +164,25 @@ int64_t backward_by_pieces(const Tensor& q, const Tensor& k, const Tensor& lse, 
     scores += piece_scores(q, p);
   }
   return scores;
+}
+
+PieceKernels own_piece_kernels(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                               const Tensor& dout) {
+  PieceKernels kernels;
+  kernels.forward = [=](const AttentionPiece& p) {
+    AttentionOut r = attention_block_forward(narrow(q, 1, p.q0, p.sq), narrow(k, 1, p.k0, p.sk),
+                                             narrow(v, 1, p.k0, p.sk), p.mask(), q.dtype());
+    return PieceOut{r.out, r.lse};
+  };
+  kernels.backward = [=](const AttentionPiece& p, const Tensor& lse) {
+    const Tensor qp = narrow(q, 1, p.q0, p.sq), op = narrow(out, 1, p.q0, p.sq), dop = narrow(dout, 1, p.q0, p.sq);
+    const Shape kv{k.dim(0), p.sk, k.dim(2), k.dim(3)};
+    PieceGrads g{Tensor::zeros(qp.shape(), DType::f32), Tensor::zeros(kv, DType::f32), Tensor::zeros(kv, DType::f32)};
+    attention_block_backward_accumulate(qp, narrow(k, 1, p.k0, p.sk), narrow(v, 1, p.k0, p.sk), op, dop, lse,
+                                        attention_delta(op, dop), p.mask(), g.dq, g.dk, g.dv);
+    return PieceGrads{g.dq.to(q.dtype()), g.dk.to(q.dtype()), g.dv.to(q.dtype())};
+  };
+  return kernels;
 }
 
 }  // namespace sextant::ops

@@ -50,6 +50,15 @@ struct PieceKernels {
   std::function<PieceGrads(const AttentionPiece& p, const Tensor& lse)> backward;
 };
 
+// Our block kernels (attention_block.h, attention_impl own) standing in for
+// a fused library: a piece's forward with no mask or the top-left causal
+// diagonal (O in the storage dtype and the LSE), and its backward from the
+// block's final O, dout and the piece's rows of the final LSE, gradients in
+// the storage dtype, as cuDNN's SDPA returns them. The piece driver run with
+// these checks the pieces, the merge and the accumulation on the host.
+PieceKernels own_piece_kernels(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                               const Tensor& dout);
+
 // Rows [row0, row0 + n) of a block tensor along dim ([b, s, h, d]: 1;
 // statistics [b, h, s]: 2), contiguous: the tensor itself when they are all of it.
 Tensor piece_rows(const Tensor& t, int64_t row0, int64_t n, int dim = 1);

@@ -92,30 +92,10 @@ TEST(AttentionPieces, CoverScatteredAndPackedRows) {
   expect_exact_cover(AttentionMask::causal_packed(q_pos, q_seq, pos, seq), 6, 13, "packed, a shard of the queries");
 }
 
-// The block from its pieces, with the host op standing in for the fused
-// library (what cuDNN's SDPA computes for a piece: no mask or the top-left
-// causal diagonal; O in the storage dtype and the LSE; the backward from the
-// block's final O and the piece's rows of the final LSE, gradients in the
-// storage dtype), equals the block computed whole: the pieces, the merge at
-// row offsets and the gradient accumulation are what attention_cudnn.cc runs.
-PieceKernels host_library(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& dout) {
-  PieceKernels kernels;
-  kernels.forward = [=](const AttentionPiece& p) {
-    AttentionOut r = attention_block_forward(narrow(q, 1, p.q0, p.sq), narrow(k, 1, p.k0, p.sk),
-                                             narrow(v, 1, p.k0, p.sk), p.mask(), q.dtype());
-    return PieceOut{r.out, r.lse};
-  };
-  kernels.backward = [=](const AttentionPiece& p, const Tensor& lse) {
-    const Tensor qp = narrow(q, 1, p.q0, p.sq), op = narrow(out, 1, p.q0, p.sq), dop = narrow(dout, 1, p.q0, p.sq);
-    PieceGrads g{Tensor::zeros(qp.shape(), DType::f32), Tensor::zeros({k.dim(0), p.sk, k.dim(2), k.dim(3)}, DType::f32),
-                 Tensor::zeros({k.dim(0), p.sk, k.dim(2), k.dim(3)}, DType::f32)};
-    attention_block_backward_accumulate(qp, narrow(k, 1, p.k0, p.sk), narrow(v, 1, p.k0, p.sk), op, dop, lse,
-                                        attention_delta(op, dop), p.mask(), g.dq, g.dk, g.dv);
-    return PieceGrads{g.dq.to(q.dtype()), g.dk.to(q.dtype()), g.dv.to(q.dtype())};
-  };
-  return kernels;
-}
-
+// The block from its pieces, with our host block kernel standing in for the
+// fused library (own_piece_kernels), equals the block computed whole: the
+// pieces, the merge at row offsets and the gradient accumulation are what
+// attention_cudnn.cc runs.
 std::vector<int64_t> iota(int64_t n) {
   std::vector<int64_t> v;
   for (int64_t i = 0; i < n; ++i) v.push_back(i);
@@ -133,7 +113,7 @@ void expect_pieces_make_the_block(const AttentionMask& mask, int64_t sq, int64_t
   const Tensor dout = random_tensor({b, sq, hq, d}, DType::f32, {3, tensor_id("dout")});
   const AttentionOut whole = attention_block_forward(q, k, v, mask);
   Tensor out, lse;
-  forward_by_pieces(q, k, mask, host_library(q, k, v, whole.out, dout), out, lse);
+  forward_by_pieces(q, k, mask, own_piece_kernels(q, k, v, whole.out, dout), out, lse);
   // Rows that see nothing: out 0 and lse -inf on both sides.
   for (int64_t i = 0; i < lse.numel(); ++i)
     ASSERT_EQ(lse.at(i) == -INFINITY, whole.lse.at(i) == -INFINITY) << "lse entry " << i;
@@ -144,7 +124,7 @@ void expect_pieces_make_the_block(const AttentionMask& mask, int64_t sq, int64_t
   EXPECT_LT(rel(lse_finite, whole_finite), 1e-6);
   const AttentionGrads g = attention_block_backward(q, k, v, whole.out, whole.lse, dout, mask);
   Tensor dq = Tensor::zeros(q.shape(), DType::f32), dk = Tensor::zeros(k.shape(), DType::f32), dv = dk.clone();
-  backward_by_pieces(q, k, whole.lse, mask, host_library(q, k, v, whole.out, dout), dq, dk, dv);
+  backward_by_pieces(q, k, whole.lse, mask, own_piece_kernels(q, k, v, whole.out, dout), dq, dk, dv);
   EXPECT_LT(rel(dq, g.dq), 1e-5);
   EXPECT_LT(rel(dk, g.dk), 1e-5);
   EXPECT_LT(rel(dv, g.dv), 1e-5);

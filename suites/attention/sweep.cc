@@ -112,57 +112,73 @@ std::vector<CaseConfig> sweep(const Variant& v, const SweepRequest& req) {
   const std::vector<DType> dtypes =
       req.dtypes_or(req.fault.empty() ? std::vector<DType>{DType::f32, DType::bf16} : std::vector<DType>{DType::f32});
   // Packed sequences attend causally: a plain --set causal=false is refused by validate.
-  const std::string seq_lens_spec = seq_lens_option(req);
-  const std::vector<int64_t> seq_lens =
-      seq_lens_spec.empty() ? std::vector<int64_t>{} : cp::parse_seq_lens(seq_lens_spec, seq, req.seed);
+  // Without --set seq_lens the causal instances also run one packed stream of
+  // three sequences (5/8, 1/8 and 2/8 of --seq), padded to 2 cp rows each, so
+  // the sweep reaches the packed paths with padding between sequences.
+  struct Stream {
+    std::string spec;
+    std::vector<int64_t> lens;  // empty: one sequence
+  };
+  std::vector<Stream> streams;
+  const std::string user_spec = seq_lens_option(req);
+  if (!user_spec.empty()) streams.push_back({user_spec, cp::parse_seq_lens(user_spec, seq, req.seed)});
+  else {
+    streams.push_back({"", {}});
+    if (seq % 8 == 0 && seq >= 16) {
+      const std::string spec = cat(seq * 5 / 8, ",", seq / 8, ",", seq / 4);
+      streams.push_back({spec, cp::parse_seq_lens(spec, seq, req.seed)});
+    }
+  }
   const bool thd_padding = req.get<bool>("thd_padding", true);
   std::vector<bool> causals = {false, true};
   if (req.options.contains("causal")) causals = {req.get<bool>("causal", false)};
-  else if (!seq_lens.empty()) causals = {true};
+  else if (!user_spec.empty()) causals = {true};
   std::vector<CaseConfig> out;
   for (const ParallelConfig& parallel : parallel_configs(req)) {
     const auto [a2a, p2p] = split_of(v, req, parallel.cp);
-    for (bool causal : causals) {
-      std::vector<cp::Layout> layouts = {cp::Layout::contiguous};
-      if (req.options.contains("layout")) layouts = {cp::parse_layout(req.get<std::string>("layout", ""))};
-      else if (causal) layouts.push_back(cp::Layout::zigzag);
-      for (cp::Layout layout : layouts) {
-        const cp::FaultSite site = cp::fault_site(v, p2p, causal, layout, seq_lens.size());
-        if (!cp::faults().shows(cp::faults().parse(req.fault), site)) continue;
-        for (int64_t kv : kv_heads_list(req, heads, static_cast<int64_t>(a2a) * parallel.tp))
-          for (DType dtype : dtypes) {
-            const double size = static_cast<double>(batch) * heads * seq * seq * head_dim;
-            CaseConfig c;
-            c.params = {
-                {"variant", v.name},
-                {"layout", cp::layout_name(layout)},
-                {"causal", causal},
-                {"seq", seq},
-                {"batch", batch},
-                {"heads", heads},
-                {"kv_heads", kv},
-                {"head_dim", head_dim},
-                {"a2a_size", a2a},
-                {"p2p_size", p2p},
-                {"reference", req.get<std::string>(
-                                  "reference", reference_rows_name(size > kFullReferenceLimit ? ReferenceRows::spot
-                                                                                              : ReferenceRows::full))}};
-            ops::record_attention_impl(req, c.params);
-            if (!seq_lens.empty()) {
-              const cp::Packing packing = packing_for(seq_lens, thd_padding, parallel.cp);
-              c.params["seq_lens"] = seq_lens;
-              c.params["seq_lens_spec"] = seq_lens_spec;
-              c.params["thd_padding"] = thd_padding;
-              c.params["padded_seq_lens"] = packing.padded;
-              c.params["padding_rows"] = packing.padding();
+    for (const Stream& stream : streams)
+      for (bool causal : causals) {
+        if (!stream.lens.empty() && !causal) continue;
+        std::vector<cp::Layout> layouts = {cp::Layout::contiguous};
+        if (req.options.contains("layout")) layouts = {cp::parse_layout(req.get<std::string>("layout", ""))};
+        else if (causal) layouts.push_back(cp::Layout::zigzag);
+        for (cp::Layout layout : layouts) {
+          const cp::FaultSite site = cp::fault_site(v, p2p, causal, layout, stream.lens.size());
+          if (!cp::faults().shows(cp::faults().parse(req.fault), site)) continue;
+          for (int64_t kv : kv_heads_list(req, heads, static_cast<int64_t>(a2a) * parallel.tp))
+            for (DType dtype : dtypes) {
+              const double size = static_cast<double>(batch) * heads * seq * seq * head_dim;
+              CaseConfig c;
+              c.params = {
+                  {"variant", v.name},
+                  {"layout", cp::layout_name(layout)},
+                  {"causal", causal},
+                  {"seq", seq},
+                  {"batch", batch},
+                  {"heads", heads},
+                  {"kv_heads", kv},
+                  {"head_dim", head_dim},
+                  {"a2a_size", a2a},
+                  {"p2p_size", p2p},
+                  {"reference", req.get<std::string>("reference", reference_rows_name(size > kFullReferenceLimit
+                                                                                          ? ReferenceRows::spot
+                                                                                          : ReferenceRows::full))}};
+              ops::record_attention_impl(req, c.params);
+              if (!stream.lens.empty()) {
+                const cp::Packing packing = packing_for(stream.lens, thd_padding, parallel.cp);
+                c.params["seq_lens"] = stream.lens;
+                c.params["seq_lens_spec"] = stream.spec;
+                c.params["thd_padding"] = thd_padding;
+                c.params["padded_seq_lens"] = packing.padded;
+                c.params["padding_rows"] = packing.padding();
+              }
+              c.parallel = parallel;
+              c.ranks = req.ranks;
+              c.dtype = dtype;
+              out.push_back(c);
             }
-            c.parallel = parallel;
-            c.ranks = req.ranks;
-            c.dtype = dtype;
-            out.push_back(c);
-          }
+        }
       }
-    }
   }
   return out;
 }

@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "kernels/ops/attention_block.h"
+#include "kernels/ops/attention_pieces.h"
 #include "reference/attention.h"
 #include "suites/ops/ops.h"
 
@@ -93,6 +94,20 @@ Results computed(const State& s, ops::AttentionImpl impl) {
           on_host(grads.dv).to(s.k.dtype())};
 }
 
+// The same block through the piece driver cuDNN's path runs
+// (kernels/ops/attention_pieces.h), with our host kernels for each piece:
+// the pieces, their merge by LSE and the gradient accumulation, checked on
+// the host whatever device the case runs on.
+Results by_pieces(const State& s, const Results& whole) {
+  const Tensor& q = s.q;
+  const ops::PieceKernels kernels = ops::own_piece_kernels(q, s.k, s.v, whole.out, s.dout);
+  Tensor out, lse;
+  ops::forward_by_pieces(q, s.k, s.mask, kernels, out, lse);
+  Tensor dq = Tensor::zeros(q.shape(), DType::f32), dk = Tensor::zeros(s.k.shape(), DType::f32), dv = dk.clone();
+  ops::backward_by_pieces(q, s.k, whole.lse, s.mask, kernels, dq, dk, dv);
+  return {out.to(q.dtype()), lse, dq.to(q.dtype()), dk.to(s.k.dtype()), dv.to(s.k.dtype())};
+}
+
 void check(State& s, Checker& checker) {
   const Results r = computed(s, s.impl);
   // The baseline: our own kernels where cuDNN's ran, else the result itself.
@@ -108,6 +123,12 @@ void check(State& s, Checker& checker) {
     checker.compare("dq", OpClass::attention, dq, base.dq, g.dq);
     checker.compare("dk", OpClass::attention, r.dk, base.dk, g.dk);
     checker.compare("dv", OpClass::attention, r.dv, base.dv, g.dv);
+    const Results pieces = by_pieces(s, base);  // against the whole block as its baseline
+    checker.compare("out_by_pieces", OpClass::attention, pieces.out, base.out, f.out);
+    checker.compare("lse_by_pieces", OpClass::row_stat, pieces.lse, base.lse, f.lse);
+    checker.compare("dq_by_pieces", OpClass::attention, pieces.dq, base.dq, g.dq);
+    checker.compare("dk_by_pieces", OpClass::attention, pieces.dk, base.dk, g.dk);
+    checker.compare("dv_by_pieces", OpClass::attention, pieces.dv, base.dv, g.dv);
     return;
   }
   // An offset block: its rows of the whole-sequence reference (q and dout
@@ -120,6 +141,10 @@ void check(State& s, Checker& checker) {
   checker.compare("out", OpClass::attention, out, base.out, rows.out);
   checker.compare("lse", OpClass::row_stat, lse, base.lse, rows.lse);
   checker.compare("dq", OpClass::attention, dq, base.dq, rows.dq);
+  const Results pieces = by_pieces(s, base);
+  checker.compare("out_by_pieces", OpClass::attention, pieces.out, base.out, rows.out);
+  checker.compare("lse_by_pieces", OpClass::row_stat, pieces.lse, base.lse, rows.lse);
+  checker.compare("dq_by_pieces", OpClass::attention, pieces.dq, base.dq, rows.dq);
   checker.note("reference", "rows of the whole sequence: dk and dv need every query row and are not checked");
 }
 
@@ -136,7 +161,7 @@ CaseDef attention_case() {
       .summary = "attention block forward (out, LSE) and backward (dq, dk, dv): GQA, causal offsets, odd shapes",
       .options = {ops::attention_impl_option()},
       .kernel_faults = {KernelFault::attention_forward_scale, KernelFault::attention_backward_softmax_grad,
-                        KernelFault::causal_mask_diagonal},
+                        KernelFault::causal_mask_diagonal, KernelFault::attention_pieces_drop_last},
       .table_metrics = {"gflops"},
       .configs =
           [](const SweepRequest& req) {

@@ -2,6 +2,7 @@
 // the one-rank baseline. The loss and every weight gradient (each kind
 // stacked over the layers: dw1 is [layers, hidden, ffn]) are gathered on
 // the instance's rank 0 and compared there.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -221,6 +222,24 @@ void check_activations(PipelineState& s, Checker& checker) {
                      " chunk activations at once, the schedule implies ", expected));
 }
 
+// The schedule as a CSV file (the form a user's --set schedule_file takes)
+// must read back as the same schedule: every action of every rank counted.
+void check_csv_round_trip(const PipelineState& s, Checker& checker) {
+  const pp::Schedule back = pp::schedule_from_csv(pp::to_csv(s.schedule), s.schedule.microbatches, s.schedule.stages);
+  int64_t wrong = 0, checked = 0;
+  const size_t ranks = std::max(back.actions.size(), s.schedule.actions.size());
+  for (size_t r = 0; r < ranks; ++r) {
+    const std::vector<pp::Action> none;
+    const std::vector<pp::Action>& a = r < s.schedule.actions.size() ? s.schedule.actions[r] : none;
+    const std::vector<pp::Action>& b = r < back.actions.size() ? back.actions[r] : none;
+    for (size_t t = 0; t < std::max(a.size(), b.size()); ++t) {
+      ++checked;
+      wrong += t >= a.size() || t >= b.size() || !(a[t] == b[t]);
+    }
+  }
+  if (checker.is_root()) checker.exact("schedule_csv_round_trip", wrong, checked);
+}
+
 // The model of the instance as one device holds it: every layer, every
 // microbatch of the global batch.
 MlpStagesConfig whole_model(const PipelineState& s) {
@@ -242,6 +261,7 @@ MlpStagesConfig whole_model(const PipelineState& s) {
 void check(PipelineState& s, Checker& checker) {
   run_step(s);
   check_activations(s, checker);
+  check_csv_round_trip(s, checker);
   const Problem& p = s.p;
   // The loss lives on the last stage's ranks: summed over DP replicas and, under
   // SP, over the TP ranks' token shards (without SP every TP rank holds all of it).

@@ -74,10 +74,11 @@ nlohmann::json default_params(const SweepRequest& req) {
 
 // Together they exercise every dimension and variant: TP with SP, CP by
 // ring / all-to-all / all-gather / both, EP with and without ETP, PP with
-// 1F1B, interleaved, ZB-H1 and ZB-V (I/W split), DP with Adam and ZeRO-1,
-// gradient buckets reduced during the backward and ZeRO gathers during the
-// next forward (alone, and under pipelines whose backward splits I and W),
-// and all six at once from 16 ranks. ci keeps the first ones of each count.
+// 1F1B (over 2 and 4 stages), interleaved, ZB-H1 and ZB-V (I/W split), DP
+// with Adam and ZeRO-1, gradient buckets of several layers (bucket_mb 0.3)
+// reduced during the backward and ZeRO gathers during the next forward
+// (alone, and under pipelines whose backward splits I and W), and all six at
+// once from 16 ranks. ci keeps the first ones of each count.
 std::vector<Recipe> recipes(int ranks, Profile profile) {
   const bool sp = true;
   const nlohmann::json zero_overlap = {{"zero", true}, {"overlap_grad_reduce", true}, {"overlap_param_gather", true}};
@@ -90,18 +91,19 @@ std::vector<Recipe> recipes(int ranks, Profile profile) {
     case 1: all = {recipe(par(1, 1, 1, 1), {{"microbatches", 2}})}; break;
     case 2:
       all = {recipe(par(2, 1, 1, 1, 1, sp)), recipe(par(1, 2, 1, 1)), recipe(par(1, 1, 2, 1), {{"microbatches", 2}}),
-             recipe(par(1, 1, 1, 2, 2), zero_overlap)};
+             recipe(par(1, 1, 1, 2, 2), with(zero_overlap, {{"bucket_mb", 0.3}}))};
       break;
     case 4:
       all = {recipe(par(2, 2, 1, 1, 2, sp)),
              recipe(par(1, 1, 2, 2, 2), with({{"microbatches", 2}, {"schedule", "zb-h1"}}, zero_overlap)),
              recipe(par(2, 1, 2, 1, 1, sp, 2), {{"microbatches", 2}, {"schedule", "interleaved"}}),
-             recipe(par(1, 2, 1, 2), {{"cp_comm", "a2a"}})};
+             recipe(par(1, 2, 1, 2), {{"cp_comm", "a2a"}}),
+             recipe(par(1, 1, 4, 1), {{"microbatches", 4}, {"schedule", "1f1b"}})};
       break;
     case 8:
       all = {recipe(par(2, 2, 2, 1, 2, sp), {{"microbatches", 2}}),
              recipe(par(1, 4, 1, 2), {{"cp_comm", "a2a+p2p"}, {"a2a_size", 2}}),
-             recipe(par(1, 1, 1, 8), {{"overlap_grad_reduce", true}}),
+             recipe(par(1, 1, 1, 8), {{"overlap_grad_reduce", true}, {"bucket_mb", 0.3}}),
              recipe(par(2, 1, 2, 2, 4, sp, 2, 1), with({{"microbatches", 2}, {"schedule", "zb-v"}}, zero_overlap))};
       break;
     case 16:
