@@ -1,5 +1,9 @@
 #include "kernels/model/data.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
 #include <map>
 #include <mutex>
 
@@ -56,12 +60,53 @@ std::shared_ptr<const IndexedDataset> open_once(const std::string& prefix) {
   if (it == open.end()) it = open.emplace(prefix, IndexedDataset::open(prefix)).first;
   return it->second;
 }
+
+// The directory of the process's own datasets, removed when the process exits.
+struct OwnDatasets {
+  std::filesystem::path dir;
+  std::map<std::pair<int64_t, int64_t>, std::string> prefixes;  // (vocab, tokens) -> prefix
+  ~OwnDatasets() {
+    std::error_code ignored;
+    if (!dir.empty()) std::filesystem::remove_all(dir, ignored);
+  }
+};
 }  // namespace
 
+std::string own_dataset_prefix(int64_t vocab, int64_t per_row) {
+  require(vocab >= 2, cat("--set own_dataset=true needs --vocab of at least 2, not ", vocab));
+  static std::mutex mutex;
+  static OwnDatasets own;
+  std::lock_guard<std::mutex> lock(mutex);
+  const int64_t tokens = std::max<int64_t>(4096, 4 * per_row);
+  auto it = own.prefixes.find({vocab, tokens});
+  if (it != own.prefixes.end()) return it->second;
+  if (own.dir.empty()) {
+    own.dir = std::filesystem::temp_directory_path() / cat("sextant-dataset-", ::getpid());
+    std::filesystem::create_directories(own.dir);
+  }
+  std::vector<std::vector<int64_t>> documents;
+  const uint64_t id = tensor_id("step.own_dataset");
+  for (int64_t written = 0; written < tokens;) {
+    const uint64_t d = documents.size();
+    std::vector<int64_t> doc(1 + random_bits(0, id, d, 0) % 48);
+    for (size_t i = 0; i + 1 < doc.size(); ++i)
+      doc[i] = 1 + static_cast<int64_t>(random_bits(0, id, d, i + 1) % static_cast<uint64_t>(vocab - 1));
+    doc.back() = 0;  // end of document
+    written += static_cast<int64_t>(doc.size());
+    documents.push_back(std::move(doc));
+  }
+  const std::string prefix = (own.dir / cat("tokens-v", vocab, "-n", tokens)).string();
+  write_indexed_dataset(prefix, documents, vocab <= 65536 ? 8 : 4);
+  return own.prefixes[{vocab, tokens}] = prefix;
+}
+
 TokenSource token_source(const GptConfig& c, uint64_t seed) {
-  if (c.data.empty()) return TokenSource(seed);
-  std::shared_ptr<const IndexedDataset> d = open_once(c.data);
+  require(!(c.own_dataset && !c.data.empty()),
+          cat("--set own_dataset=true and --set data=", c.data, " name two token sources: give one"));
+  if (c.data.empty() && !c.own_dataset) return TokenSource(seed);
   const int64_t per_row = row_slots(c).per_row;
+  const std::string prefix = c.own_dataset ? own_dataset_prefix(c.vocab, per_row) : c.data;
+  std::shared_ptr<const IndexedDataset> d = open_once(prefix);
   require(d->max_token() < c.vocab, cat("--vocab ", c.vocab, " must exceed the largest token id ", d->max_token(),
                                         " in ", d->bin_path(), " (--set data=", c.data, ")"));
   require(d->tokens() >= per_row, cat("--set data=", c.data, " holds ", d->tokens(), " tokens, fewer than the ",

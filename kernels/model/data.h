@@ -21,7 +21,9 @@
 // concatenates them) and a window of a row's slots starting at an offset
 // drawn from (seed, step, row). Either way a token is a function of (seed,
 // step, row, slot) alone, so every rank and the float64 reference read the
-// same batch whatever the sharding.
+// same batch whatever the sharding. With --set own_dataset=true the process
+// first writes a dataset of its own (own_dataset_prefix) and reads it the
+// same way: the sweeps reach the reader without a user's files.
 #pragma once
 
 #include <cstdint>
@@ -56,6 +58,12 @@ class TokenSource {
   uint64_t seed_;
   std::shared_ptr<const IndexedDataset> dataset_;
 };
+
+// Where the process's own dataset lies, written on first use into a
+// temporary directory removed at exit: 4096+ tokens (enough for one row of
+// `per_row` slots) in documents of 1-48 tokens, ids in [1, vocab) and an
+// end-of-document 0, uint16 (int32 past 65535), drawn from a fixed seed.
+std::string own_dataset_prefix(int64_t vocab, int64_t per_row);
 
 // The source a config asks for: random tokens, or the dataset of c.data
 // (opened once per process), checked against the model: every token id

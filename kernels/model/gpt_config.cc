@@ -48,6 +48,7 @@ GptConfig gpt_config_from_json(const nlohmann::json& j) {
   c.dispatcher = moe::parse_dispatcher(j.value("dispatcher", std::string("alltoall")));
   c.batch = i64("batch", c.batch);
   c.data = j.value("data", c.data);
+  c.own_dataset = j.value("own_dataset", c.own_dataset);
   c.microbatches = static_cast<int>(i64("microbatches", c.microbatches));
   c.schedule = pp::parse_schedule(j.value("schedule", std::string("1f1b")));
   c.cp_comm = cp::parse_variant(j.value("cp_comm", std::string("p2p")), "--set cp_comm");

@@ -32,9 +32,10 @@ struct GptConfig {
   double eps = 1e-5;  // LayerNorm
 
   // The step.
-  int64_t batch = 16;    // global batch: sequences of seq + 1 tokens per step
-  std::string data;      // Megatron indexed dataset prefix ("": random tokens; kernels/model/data.h)
-  int microbatches = 1;  // per DP replica and step
+  int64_t batch = 16;        // global batch: sequences of seq + 1 tokens per step
+  std::string data;          // Megatron indexed dataset prefix ("": random tokens; kernels/model/data.h)
+  bool own_dataset = false;  // tokens from a dataset the process writes first (kernels/model/data.h)
+  int microbatches = 1;      // per DP replica and step
   pp::ScheduleId schedule = pp::ScheduleId::one_f_one_b;
   cp::Variant cp_comm = cp::Variant::p2p;  // how core attention runs over the CP group
   int a2a_size = 2;                        // a2a+p2p: Ulysses group size (cp = a2a_size x ring size)

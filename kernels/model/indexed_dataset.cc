@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <limits>
 
 #include "harness/error.h"
 #include "harness/strings.h"
@@ -194,6 +195,58 @@ void IndexedDataset::read(int64_t start, int64_t count, int64_t* out) const {
     while (at >= starts_[seq + 1]) ++seq;  // skips empty sequences too
     out[i] = token(seq, at - starts_[seq]);
   }
+}
+
+namespace {
+template <class T>
+void put(std::ofstream& out, T value) {
+  out.write(reinterpret_cast<const char*>(&value), sizeof value);  // little-endian host, little-endian file
+}
+
+template <class T>
+void put_token(std::ofstream& out, int64_t token, const std::string& file) {
+  if (token < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
+      token > static_cast<int64_t>(std::numeric_limits<T>::max()))
+    throw RuntimeError(cat("write_indexed_dataset ", file, ": token ", token, " does not fit its dtype"));
+  put(out, static_cast<T>(token));
+}
+}  // namespace
+
+void write_indexed_dataset(const std::string& prefix, const std::vector<std::vector<int64_t>>& documents,
+                           int dtype_code) {
+  const int64_t item = item_size_of(dtype_code);
+  if (item == 0 || dtype_code == 6 || dtype_code == 7)
+    throw RuntimeError(cat("write_indexed_dataset: dtype code ", dtype_code, " is not an integer dtype"));
+  const std::string bin_file = prefix + ".bin", idx_file = prefix + ".idx";
+  std::ofstream bin(bin_file, std::ios::binary | std::ios::trunc);
+  std::vector<int32_t> lengths;
+  std::vector<int64_t> pointers;
+  int64_t offset = 0;
+  for (const std::vector<int64_t>& doc : documents) {
+    lengths.push_back(static_cast<int32_t>(doc.size()));
+    pointers.push_back(offset);
+    offset += static_cast<int64_t>(doc.size()) * item;
+    for (int64_t t : doc) switch (dtype_code) {
+        case 1: put_token<uint8_t>(bin, t, bin_file); break;
+        case 2: put_token<int8_t>(bin, t, bin_file); break;
+        case 3: put_token<int16_t>(bin, t, bin_file); break;
+        case 4: put_token<int32_t>(bin, t, bin_file); break;
+        case 5: put_token<int64_t>(bin, t, bin_file); break;
+        default: put_token<uint16_t>(bin, t, bin_file); break;
+      }
+  }
+  std::ofstream idx(idx_file, std::ios::binary | std::ios::trunc);
+  idx.write(kMagic, sizeof kMagic);
+  put<uint64_t>(idx, 1);
+  put<uint8_t>(idx, static_cast<uint8_t>(dtype_code));
+  put<uint64_t>(idx, lengths.size());
+  put<uint64_t>(idx, lengths.size() + 1);
+  for (int32_t n : lengths) put(idx, n);
+  for (int64_t p : pointers) put(idx, p);
+  for (size_t d = 0; d <= lengths.size(); ++d) put<int64_t>(idx, static_cast<int64_t>(d));
+  bin.close();
+  idx.close();
+  if (!bin || !idx) throw RuntimeError(cat("write_indexed_dataset: cannot write ", prefix, ".{bin,idx}"));
 }
 
 std::string file_sha256(const std::string& path) {

@@ -1,5 +1,5 @@
-// Megatron-LM's indexed dataset (megatron/core/datasets/indexed_dataset.py),
-// read only: PREFIX.idx describes sequences of token ids that lie back to
+// Megatron-LM's indexed dataset (megatron/core/datasets/indexed_dataset.py):
+// PREFIX.idx describes sequences of token ids that lie back to
 // back in PREFIX.bin. Little-endian throughout:
 //
 //   .idx  magic "MMIDIDX\0\0" (9 bytes), version uint64 = 1, dtype code uint8
@@ -66,6 +66,13 @@ class IndexedDataset {
   const unsigned char* bin_ = nullptr;  // mapped .bin
   size_t bin_bytes_ = 0;
 };
+
+// Writes documents (one sequence each, as Megatron's preprocess_data.py
+// writes a document without sentence splitting) as PREFIX.idx and
+// PREFIX.bin in the integer dtype of `dtype_code` (1, 2, 3, 4, 5 or 8).
+// Throws RuntimeError when a file cannot be written or a token does not fit.
+void write_indexed_dataset(const std::string& prefix, const std::vector<std::vector<int64_t>>& documents,
+                           int dtype_code);
 
 // Hex SHA-256 of a file's bytes (OpenSSL), for the results.
 std::string file_sha256(const std::string& path);

@@ -128,6 +128,20 @@ TEST(IndexedDataset, MissingFilesAreUsageErrors) {
   EXPECT_THROW(IndexedDataset::open(prefix + "_nowhere"), UsageError);
 }
 
+// The writer lays out the bytes Megatron's writer does (the fixture above)
+// and the reader reads them back.
+TEST(IndexedDataset, WritesWhatMegatronWrites) {
+  const std::vector<std::vector<int64_t>> docs = {{1, 2, 3}, {256, 0}, {7}};
+  const Files megatron = Files::of<uint16_t>({{1, 2, 3}, {256, 0}, {7}}, 8);
+  const std::string theirs = megatron.write("theirs"), ours = (temp_dir() / "ours").string();
+  write_indexed_dataset(ours, docs, 8);
+  EXPECT_EQ(file_sha256(ours + ".idx"), file_sha256(theirs + ".idx"));
+  EXPECT_EQ(file_sha256(ours + ".bin"), file_sha256(theirs + ".bin"));
+  EXPECT_EQ(read_all(*IndexedDataset::open(ours)), (std::vector<int64_t>{1, 2, 3, 256, 0, 7}));
+  EXPECT_THROW(write_indexed_dataset(ours, {{70000}}, 8), RuntimeError);
+  EXPECT_THROW(write_indexed_dataset(ours, {{1}}, 7), RuntimeError);
+}
+
 TEST(IndexedDataset, Sha256OfAFile) {
   const std::string path = (temp_dir() / "abc").string();
   std::ofstream(path) << "abc";

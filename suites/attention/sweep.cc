@@ -138,7 +138,7 @@ std::vector<CaseConfig> sweep(const Variant& v, const SweepRequest& req) {
     const auto [a2a, p2p] = split_of(v, req, parallel.cp);
     for (const Stream& stream : streams)
       for (bool causal : causals) {
-        if (!stream.lens.empty() && !causal) continue;
+        if (!stream.lens.empty() && !causal && user_spec.empty()) continue;  // a user's is refused by validate
         std::vector<cp::Layout> layouts = {cp::Layout::contiguous};
         if (req.options.contains("layout")) layouts = {cp::parse_layout(req.get<std::string>("layout", ""))};
         else if (causal) layouts.push_back(cp::Layout::zigzag);

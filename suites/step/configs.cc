@@ -14,10 +14,10 @@ namespace {
 // defaults. ci: tiny, for two shared cores; default: a small MoE model
 // (h 64, 4 heads, 4 layers of which 2 MoE with 8 experts top-2, vocab 512,
 // seq 64); qualify: larger, still within reach of the f64 reference.
-const std::vector<std::string> kModelKeys = {"vocab",     "hidden",   "heads",      "head_dim",    "ffn",
-                                             "layers",    "seq",      "moe_every",  "moe_pattern", "experts",
-                                             "topk",      "moe_ffn",  "dispatcher", "batch",       "data",
-                                             "cp_layout", "regather", "lr",         "adam_eps",    "steps"};
+const std::vector<std::string> kModelKeys = {
+    "vocab",     "hidden",      "heads",     "head_dim", "ffn",     "layers",     "seq",
+    "moe_every", "moe_pattern", "experts",   "topk",     "moe_ffn", "dispatcher", "batch",
+    "data",      "own_dataset", "cp_layout", "regather", "lr",      "adam_eps",   "steps"};
 
 }  // namespace
 
@@ -47,6 +47,10 @@ ParallelConfig par(int tp, int cp, int pp, int dp, int ep = 1, bool sp = false, 
 }
 
 Recipe recipe(ParallelConfig p, nlohmann::json options = nlohmann::json::object()) { return {p, std::move(options)}; }
+
+// A recipe option, not a case parameter: rows pack two sequences of 5/8 and
+// 3/8 of --seq (where --seq is a multiple of 8 and the user gave no seq_lens).
+constexpr const char* kPackedRows = "packed_rows";
 
 }  // namespace
 
@@ -78,7 +82,9 @@ nlohmann::json default_params(const SweepRequest& req) {
 // with Adam and ZeRO-1, gradient buckets of several layers (bucket_mb 0.3)
 // reduced during the backward and ZeRO gathers during the next forward
 // (alone, and under pipelines whose backward splits I and W), and all six at
-// once from 16 ranks. ci keeps the first ones of each count.
+// once from 16 ranks; one recipe reads its tokens through the Megatron
+// dataset reader (own_dataset) and packs two sequences in a row. ci keeps the
+// first ones of each count.
 std::vector<Recipe> recipes(int ranks, Profile profile) {
   const bool sp = true;
   const nlohmann::json zero_overlap = {{"zero", true}, {"overlap_grad_reduce", true}, {"overlap_param_gather", true}};
@@ -90,7 +96,8 @@ std::vector<Recipe> recipes(int ranks, Profile profile) {
   switch (ranks) {
     case 1: all = {recipe(par(1, 1, 1, 1), {{"microbatches", 2}})}; break;
     case 2:
-      all = {recipe(par(2, 1, 1, 1, 1, sp)), recipe(par(1, 2, 1, 1)), recipe(par(1, 1, 2, 1), {{"microbatches", 2}}),
+      all = {recipe(par(2, 1, 1, 1, 1, sp)), recipe(par(1, 2, 1, 1), {{"own_dataset", true}, {kPackedRows, true}}),
+             recipe(par(1, 1, 2, 1), {{"microbatches", 2}}),
              recipe(par(1, 1, 1, 2, 2), with(zero_overlap, {{"bucket_mb", 0.3}}))};
       break;
     case 4:
@@ -212,6 +219,17 @@ CaseConfig make_config(const SweepRequest& req, const nlohmann::json& params, co
   for (auto it = r.options.begin(); it != r.options.end(); ++it) c.params[it.key()] = it.value();
   for (const std::string& key : step_keys())  // the user's choices win over a recipe's
     if (req.options.contains(key)) c.params[key] = req.options.at(key);
+  if (c.params.contains(kPackedRows)) {
+    c.params.erase(kPackedRows);
+    const int64_t seq = c.params.at("seq").get<int64_t>();
+    if (!req.options.contains("seq_lens") && seq % 8 == 0) {
+      c.params["seq_lens"] = std::vector<int64_t>{seq * 5 / 8, seq * 3 / 8};
+      c.params["seq_lens_spec"] = cat(seq * 5 / 8, ",", seq * 3 / 8);
+    }
+  }
+  // ... and so does the user's token source.
+  if (req.options.contains("own_dataset")) c.params["own_dataset"] = req.options.at("own_dataset");
+  else if (req.options.contains("data")) c.params.erase("own_dataset");
   c.parallel = r.parallel;
   c.ranks = req.ranks;
   c.dtype = dtype;
@@ -258,6 +276,7 @@ std::vector<OptionSpec> model_options(std::vector<OptionSpec> case_options) {
       OptionSpec::boolean("overlap_grad_reduce", "reduce each gradient bucket as soon as its gradients are final"),
       OptionSpec::boolean("overlap_param_gather", "ZeRO: gather each bucket's parameters during the next forward"),
       OptionSpec::text("data", "a Megatron indexed dataset prefix (PREFIX.idx, PREFIX.bin); default: random tokens"),
+      OptionSpec::boolean("own_dataset", "tokens from a Megatron indexed dataset the run writes first (not with data)"),
       peak_tflops_option()};
   options.insert(options.end(), case_options.begin(), case_options.end());
   return options;
