@@ -4,13 +4,15 @@
     python3 scripts/recheck_dump.py DUMP_DIR [--results RESULTS.json] [--json REPORT.json]
 
 For every case folder it covers (ops/attention, ops/layernorm, ops/gelu,
-ops/cross_entropy, the attention suite's CP variants, moe/layer; see
+ops/cross_entropy, the attention suite's CP variants with the full or the
+spot reference, attention/dynamic_cp, moe/layer with its routing table; see
 scripts/recheck/), it recomputes each checked tensor from the dumped inputs
 and prints, per tensor: `ref` the relative L2 difference between sextant's
 float64 reference (NAME.ref.npy) and this one, and `dist`, `base` the relative
 L2 errors of sextant's distributed and one-device results against this one
 (error(x) = ||x - own|| / ||own||, absolute when own is zero, inf with NaN or
-Inf). With --results, the `error` and `base_error` recorded in the results
+Inf); a table checked exactly (the routing) must equal sextant's reference.
+With --results, the `error` and `base_error` recorded in the results
 file for the same case id and tensor must agree with those. Other cases are
 listed as skipped (not re-implemented).
 
@@ -28,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from recheck.cases import Inconsistent, Skip, recompute  # noqa: E402
+from recheck.cases import EXACT, Inconsistent, Skip, recompute  # noqa: E402
 from sextant_results.load import ResultsError, expand_paths, read_document  # noqa: E402
 
 # Recorded and recomputed errors agree when they differ by less than this
@@ -113,6 +115,11 @@ def check_tensor(folder, name, mine, threshold, recorded):
                         f"recomputed {mine.shape}")
         return t, problems
     t.update(own_vs_ref=rel_l2(ref, mine), dist=rel_l2(dist, mine), base=rel_l2(base, mine))
+    if name in EXACT:  # a table: equal or not, and no recorded error to compare
+        t["exact"] = True
+        if t["own_vs_ref"] != 0:
+            problems.append(f"{name}: sextant's reference table differs from the one recomputed here")
+        return t, problems
     if not t["own_vs_ref"] <= threshold:
         problems.append(f"{name}: sextant's reference differs by {t['own_vs_ref']:.3g} > {threshold:g}")
     if recorded is not None:
@@ -150,7 +157,7 @@ def recheck_case(folder, threshold, results):
         if name not in own:
             report["problems"].append(f"{name}: checked by sextant, not recomputed here")
             continue
-        if results is not None and meta["id"] in results and name not in recorded:
+        if results is not None and meta["id"] in results and name not in recorded and name not in EXACT:
             report["problems"].append(f"{name}: not in the results record")
         t, problems = check_tensor(folder, name, own[name], threshold,
                                    recorded.get(name) if results is not None else None)

@@ -43,13 +43,20 @@ def ops_attention(params, read):
     result = attention.attention(q, k, v, dout, visible)
     if offset:  # dk and dv would need every query row of the sequence
         del result["dk"], result["dv"]
+    # The piece driver's results (NAME_by_pieces) are the same block by another path: the same math.
+    result.update({f"{name}_by_pieces": t for name, t in list(result.items())})
     return result
 
 
+# Tables checked exactly (an element differs or it does not), dumped as
+# NAME.dist, NAME.base and NAME.ref like a checked tensor but recorded in the
+# results as a pass or a failure, not as errors.
+EXACT = {"routing"}
+
+
 def cp_attention(params, read):
-    """The attention suite's whole-sequence check: every token row, padding dropped."""
-    if params.get("reference", "full") != "full":
-        raise Skip(f"reference={params['reference']}: sampled query rows, which the dump does not name")
+    """The attention suite's check: every token row, padding dropped; with
+    reference=spot only the sampled query rows (query_rows), for out, lse and dq."""
     q, k, v, dout = read("q"), read("k"), read("v"), read("dout")
     seq_lens = params.get("seq_lens")
     if seq_lens:
@@ -60,7 +67,32 @@ def cp_attention(params, read):
         visible = attention.causal_visible(np.arange(q.shape[1]), k.shape[1])
     else:
         visible = None
-    return attention.attention(q, k, v, dout, visible)
+    if params.get("reference", "full") == "full":
+        return attention.attention(q, k, v, dout, visible)
+    rows = read("query_rows").astype(np.int64)
+    if rows.min(initial=0) < 0 or rows.max(initial=0) >= q.shape[1]:
+        raise Inconsistent(f"query_rows outside the {q.shape[1]} token rows")
+    result = attention.attention(q[:, rows], k, v, dout[:, rows], None if visible is None else visible[rows])
+    return {name: result[name] for name in ("out", "lse", "dq")}  # dk and dv need every query row
+
+
+def dynamic_cp(params, read):
+    """Dynamic CP: every sequence of every microbatch end to end, attended on its own, once
+    for the static grouping and once for the dynamic one."""
+    q, k, v, dout = read("q"), read("k"), read("v"), read("dout")
+    seq_lens = read("seq_lens").astype(np.int64)
+    if seq_lens.sum() != q.shape[1]:
+        raise Inconsistent(f"seq_lens sum to {seq_lens.sum()}, not the {q.shape[1]} token rows of q")
+    result = attention.attention(q, k, v, dout, attention.packed_visible(seq_lens))
+    return {f"{grouping}.{name}": t for grouping in ("static", "dynamic") for name, t in result.items()}
+
+
+def routing_table(routing):
+    """[T, 2k]: each token's (expert, kept) pairs in ascending order, as sextant dumps them."""
+    experts, kept = routing["experts"], routing["kept"].astype(np.float64)
+    pairs = np.stack([experts.astype(np.float64), kept], axis=-1)  # [T, k, 2]
+    order = np.lexsort((pairs[..., 1], pairs[..., 0]), axis=-1)
+    return np.take_along_axis(pairs, order[..., None], axis=1).reshape(experts.shape[0], -1)
 
 
 def moe_layer(params, read, ranks):
@@ -73,7 +105,7 @@ def moe_layer(params, read, ranks):
                            capacity_factor=params["capacity_factor"] if drop != "none" else 0.0,
                            group=tokens // ranks,  # capacity groups are each rank's tokens
                            aux_coeff=params["aux_coeff"], z_coeff=params["z_coeff"])
-    del result["routing"]
+    result["routing"] = routing_table(result["routing"])
     # sextant checks the losses only when their coefficient is set.
     if not params["aux_coeff"] > 0:
         del result["aux_loss"]
@@ -113,6 +145,8 @@ def recompute(meta, read):
         return gelu(params, read)
     if suite == "ops" and case == "cross_entropy":
         return cross_entropy(params, read)
+    if suite == "attention" and case == "dynamic_cp":
+        return dynamic_cp(params, read)
     if is_cp_variant(suite, params):
         return cp_attention(params, read)
     if suite == "moe" and case == "layer":

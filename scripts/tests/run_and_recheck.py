@@ -21,7 +21,8 @@ import numpy as np
 from helpers import run_script
 
 SEXTANT = MPIEXEC = None
-COVERED = ["ops/attention", "ops/layernorm", "ops/gelu", "ops/cross_entropy", "attention/p2p", "moe/layer"]
+COVERED = ["ops/attention", "ops/layernorm", "ops/gelu", "ops/cross_entropy", "attention/p2p", "attention/dynamic_cp",
+           "moe/layer"]
 
 
 def sextant_run(folder, *args):
@@ -54,6 +55,8 @@ class Recheck(unittest.TestCase):
         cls.clean = os.path.join(cls.tmp.name, "clean")
         # ops/softmax is not re-implemented: it must be listed as skipped, not failed.
         cls.run_clean, cls.results_clean = sextant_run(cls.clean, *COVERED, "ops/softmax")
+        cls.spot = os.path.join(cls.tmp.name, "spot")
+        cls.run_spot, cls.results_spot = sextant_run(cls.spot, "attention/p2p", "--set", "reference=spot")
         cls.faulty = os.path.join(cls.tmp.name, "fault")
         cls.run_faulty, cls.results_faulty = sextant_run(cls.faulty, "ops/attention", "attention/p2p",
                                                          "--fault", "attention_backward_softmax_grad")
@@ -74,7 +77,23 @@ class Recheck(unittest.TestCase):
         self.assertGreater(len(tensors), 100)
         for t in tensors:
             self.assertLess(t["own_vs_ref"], 1e-12, t)
+            if t.get("exact"):  # the routing table: the same experts and drops everywhere
+                self.assertEqual((t["own_vs_ref"], t["dist"], t["base"]), (0, 0, 0), t)
+                continue
             self.assertIsNotNone(t["recorded_dist"], t)
+        names = {t["name"] for c in doc["cases"] for t in c["tensors"]}
+        self.assertTrue({"routing", "static.dq", "dynamic.dv"} <= names, names)
+
+    def test_spot_rows_are_rechecked(self):
+        self.assertEqual(self.run_spot.returncode, 0, self.run_spot.stdout + self.run_spot.stderr)
+        rc, out, doc = recheck(self.spot, self.results_spot)
+        self.assertEqual(rc, 0, out)
+        self.assertTrue(doc["cases"])
+        for case in doc["cases"]:
+            self.assertEqual(case["status"], "rechecked", case)
+            self.assertEqual({t["name"] for t in case["tensors"]}, {"out", "lse", "dq"}, case["id"])
+            for t in case["tensors"]:
+                self.assertLess(t["own_vs_ref"], 1e-12, (case["id"], t))
 
     def test_planted_fault_shows_against_its_own_math(self):
         self.assertEqual(self.run_faulty.returncode, 1, self.run_faulty.stdout + self.run_faulty.stderr)

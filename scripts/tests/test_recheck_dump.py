@@ -10,7 +10,7 @@ import unittest
 import numpy as np
 
 from helpers import run_script
-from recheck import attention, moe, ops
+from recheck import attention, cases, moe, ops
 
 
 def numeric_grad(f, x, h=1e-6):
@@ -162,6 +162,12 @@ class MoeMath(GradientTest):
                          [False, True, True, False])  # equal probabilities: the lower token
         self.assertEqual(moe.keep_mask(experts, probs, 2, "position", 0.5, 2).ravel().tolist(),
                          [True, False, True, False])
+
+    def test_routing_tables_compare_as_sets(self):
+        # Each token's (expert, kept) pairs in ascending order, as sextant dumps them.
+        table = cases.routing_table({"experts": np.array([[2, 0], [1, 3]]),
+                                     "kept": np.array([[True, False], [False, True]])})
+        self.assertEqual(table.tolist(), [[0, 0, 2, 1], [1, 0, 3, 1]])
 
 
 def write_case(root, folder, meta, arrays):

@@ -187,6 +187,9 @@ void check_spot(State& s, Checker& checker, const Results& dist, const Inputs& s
                   token_rows(p, stream.dout, 1)};
   for (auto [name, t] : {std::pair{"q", &in.q}, {"k", &in.k}, {"v", &in.v}, {"dout", &in.dout}})
     checker.input(name, *t);  // what the reference reads: every token row, padding dropped
+  // ... and which of those rows were sampled (token indices, in the order checked).
+  checker.input("query_rows", Tensor::from_values({static_cast<int64_t>(tokens.size())},
+                                                  std::vector<double>(tokens.begin(), tokens.end()), DType::f64));
   const ref::AttentionRows ref = p.packed() ? ref::packed_attention_rows(in.q, in.k, in.v, in.dout, p.seq_lens, tokens)
                                             : ref::attention_rows(in.q, in.k, in.v, in.dout, p.causal, tokens);
   const Results base = spot_baseline(stream, spot_rows(p, tokens), s.config.dtype, s.device, p.attention_impl);

@@ -178,6 +178,11 @@ void check(State& s, Checker& checker) {
   if (!checker.is_root()) return;
   const Inputs in = whole_inputs(s, Device::host);
   const std::vector<int64_t> lengths = s.problem.all_lengths();
+  // What the reference reads: every sequence of every microbatch laid end to end.
+  for (auto [name, t] : {std::pair{"q", &in.q}, {"k", &in.k}, {"v", &in.v}, {"dout", &in.dout}})
+    checker.input(name, *t);
+  checker.input("seq_lens", Tensor::from_values({static_cast<int64_t>(lengths.size())},
+                                                std::vector<double>(lengths.begin(), lengths.end()), DType::f64));
   const ref::AttentionResult fwd = ref::packed_attention_forward(in.q, in.k, in.v, lengths);
   const ref::AttentionGradients grads = ref::packed_attention_backward(in.q, in.k, in.v, in.dout, lengths);
   const Results base = baseline(s);

@@ -7,6 +7,7 @@
 // number and fails the case, and the per-expert loads and the dropped count
 // are exact checks.
 #include <algorithm>
+#include <tuple>
 
 #include "harness/assemble.h"
 #include "harness/strings.h"
@@ -20,6 +21,7 @@ namespace {
 struct Results {
   Tensor y, dx, router, w1, w2;
   double aux_loss = 0, z_loss = 0;
+  Tensor routing;  // the one-rank run's [T, 2k] table (baseline only)
 };
 
 Tensor gather(State& s, Checker& checker, const std::string& name, const std::vector<Block>& blocks,
@@ -90,7 +92,31 @@ Results baseline(State& s, const Tensor& x, const Tensor& dy) {
   r.w2 = concat(g.w2, 0);
   r.aux_loss = layer.routing().aux_loss;
   r.z_loss = layer.routing().z_loss;
+  r.routing = routing_table(layer.routing().slots);
   return r;
+}
+
+// A [T, 2k] routing table with each token's (expert, kept) pairs in
+// ascending order: the form in which two routings compare as sets.
+Tensor sorted_routing(const Tensor& table, int topk) {
+  Tensor out = table.clone();
+  double* v = out.data<double>();
+  for (int64_t t = 0; t < table.dim(0); ++t) {
+    std::vector<std::pair<double, double>> pairs;
+    for (int j = 0; j < topk; ++j) pairs.push_back({v[t * 2 * topk + 2 * j], v[t * 2 * topk + 2 * j + 1]});
+    std::sort(pairs.begin(), pairs.end());
+    for (int j = 0; j < topk; ++j) std::tie(v[t * 2 * topk + 2 * j], v[t * 2 * topk + 2 * j + 1]) = pairs[j];
+  }
+  return out;
+}
+
+Tensor routing_table(const ref::MoeRouting& r) {
+  Tensor t = Tensor::empty({r.tokens, 2 * r.topk}, DType::f64);
+  for (int64_t i = 0; i < r.tokens * r.topk; ++i) {
+    t.data<double>()[2 * i] = r.expert[i];
+    t.data<double>()[2 * i + 1] = r.kept[i] ? 1 : 0;
+  }
+  return t;
 }
 
 ref::MoeConfig ref_config(const Problem& p, int64_t capacity_group) {
@@ -190,6 +216,10 @@ void check(State& s, Checker& checker) {
   const double dropped = load.back();
   load.pop_back();
   check_routing(s, checker, table, fwd.routing, load, dropped, redrawn);
+  // The routing tables beside the checked tensors, so that a recomputation can check them exactly.
+  checker.input("routing.dist", sorted_routing(table, p.topk));
+  checker.input("routing.base", sorted_routing(base.routing, p.topk));
+  checker.input("routing.ref", sorted_routing(routing_table(fwd.routing), p.topk));
   checker.compare("y", OpClass::linear, dist.y, base.y, fwd.y);
   checker.compare("dx", OpClass::linear, dist.dx, base.dx, grads.dx);
   checker.compare("d_router", OpClass::linear, dist.router, base.router, grads.drouter);
