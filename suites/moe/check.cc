@@ -136,18 +136,13 @@ ref::MoeConfig ref_config(const Problem& p, int64_t capacity_group) {
 
 // Tokens whose set of (expert, kept) slots differs from the reference's.
 std::vector<int64_t> routing_differences(const Tensor& table, const ref::MoeRouting& want) {
+  const Tensor got = sorted_routing(table, want.topk), ref = sorted_routing(routing_table(want), want.topk);
+  const int64_t width = 2 * want.topk;
   std::vector<int64_t> tokens;
-  const int k = want.topk;
-  for (int64_t t = 0; t < want.tokens; ++t) {
-    std::vector<std::pair<int, int>> got, ref;
-    for (int j = 0; j < k; ++j) {
-      got.push_back({static_cast<int>(table.at(t * 2 * k + 2 * j)), static_cast<int>(table.at(t * 2 * k + 2 * j + 1))});
-      ref.push_back({want.expert[t * k + j], want.kept[t * k + j] ? 1 : 0});
-    }
-    std::sort(got.begin(), got.end());
-    std::sort(ref.begin(), ref.end());
-    if (got != ref) tokens.push_back(t);
-  }
+  for (int64_t t = 0; t < want.tokens; ++t)
+    if (!std::equal(got.data<double>() + t * width, got.data<double>() + (t + 1) * width,
+                    ref.data<double>() + t * width))
+      tokens.push_back(t);
   return tokens;
 }
 
