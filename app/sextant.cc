@@ -70,7 +70,16 @@ nlohmann::json tolerances_json() {
                                      {"norm_bound_only", norm_only},
                                      {"norm_bound_only_reason", sy.norm_bound_only_reason},
                                      {"min_effect", min_effect}};
-  return {{"gate_headroom", kGateHeadroom}, {"rows", rows}, {"systematic", systematic}, {"kernel_faults", faults}};
+  const TrainingGrowthRule& tg = training_growth_rule();
+  const nlohmann::json training = {{"per_layer", tg.per_layer},
+                                   {"lr_steps", tg.lr_steps},
+                                   {"depth_reason", tg.depth_reason},
+                                   {"steps_reason", tg.steps_reason}};
+  return {{"gate_headroom", kGateHeadroom},
+          {"rows", rows},
+          {"systematic", systematic},
+          {"training_growth", training},
+          {"kernel_faults", faults}};
 }
 
 int do_list(const std::vector<std::string>& selection, bool options, bool metrics, bool tolerances) {

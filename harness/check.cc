@@ -78,10 +78,30 @@ void Checker::dump(const std::string& file, const Tensor& t) {
 
 void Checker::compare(const std::string& name, OpClass op, const Tensor& dist, const Tensor& base, const Tensor& ref,
                       double growth) {
+  compare(name, op, dist, base, ref, ref, growth);
+}
+
+namespace {
+// dist - ref_dist + ref_base in f64: its difference from ref_base is dist's from its own reference.
+Tensor shifted_to(const Tensor& dist, const Tensor& ref_dist, const Tensor& ref_base) {
+  Tensor out = dist.to(DType::f64).clone();
+  const Tensor a = ref_dist.to(DType::f64), b = ref_base.to(DType::f64);
+  for (int64_t i = 0; i < out.numel(); ++i) out.data<double>()[i] += b.data<double>()[i] - a.data<double>()[i];
+  return out;
+}
+}  // namespace
+
+void Checker::compare(const std::string& name, OpClass op, const Tensor& dist, const Tensor& base,
+                      const Tensor& ref_dist, const Tensor& ref_base, double growth) {
   if (!(growth >= 1)) throw RuntimeError(cat("Checker::compare ", name, ": growth ", growth, " must be at least 1"));
   if (!is_root()) throw RuntimeError("Checker::compare is for the group's rank 0");
-  const ErrorStats d = sextant::compare(dist, ref);
-  const ErrorStats b = sextant::compare(base, ref);
+  if (ref_dist.shape() != ref_base.shape())
+    throw RuntimeError(cat("Checker::compare ", name, ": references of shapes ", shape_string(ref_dist.shape()),
+                           " and ", shape_string(ref_base.shape())));
+  const bool one_ref = &ref_dist == &ref_base;
+  const Tensor& ref = ref_base;
+  const ErrorStats d = sextant::compare(dist, ref_dist);
+  const ErrorStats b = sextant::compare(base, ref_base);
   TensorCheck c;
   c.name = name;
   c.op = op_class_name(op);
@@ -96,10 +116,12 @@ void Checker::compare(const std::string& name, OpClass op, const Tensor& dist, c
   c.count = d.count;
   c.base_pass = b.nonfinite == 0 && c.base_error <= c.base_bound;
   const SystematicRule& rule = systematic_rule();
-  if (rule.applies_to(op)) c.systematic = systematic_difference(dist, base, ref, rule.groups, rule.min_elements);
+  if (rule.applies_to(op))
+    c.systematic = systematic_difference(one_ref ? dist : shifted_to(dist, ref_dist, ref_base), base, ref, rule.groups,
+                                         rule.min_elements);
   if (c.systematic.estimated) {
     const double min_effect = growth * systematic_min_effect(dtype_, op);
-    c.dist_scale = scale_against(dist, ref);
+    c.dist_scale = scale_against(dist, ref_dist);
     c.base_scale = scale_against(base, ref);
     c.scale_limit = std::max(rule.k * c.systematic.scale_se, min_effect);
     c.offset_limit = std::max(rule.k * c.systematic.offset_se, min_effect);
@@ -130,7 +152,8 @@ void Checker::compare(const std::string& name, OpClass op, const Tensor& dist, c
   any_check_ = true;
   dump(name + ".dist", dist);
   dump(name + ".base", base);
-  dump(name + ".ref", ref);
+  dump(name + ".ref", ref_dist);
+  if (!one_ref) dump(name + ".ref_base", ref_base);
 }
 
 void Checker::exact(const std::string& name, int64_t wrong, int64_t checked) {

@@ -89,6 +89,12 @@ class Checker {
   // training steps that each add their rounding (the step suite).
   void compare(const std::string& name, OpClass op, const Tensor& dist, const Tensor& base, const Tensor& ref,
                double growth = 1.0);
+  // The same with a reference for each run: where the two runs took other
+  // discrete decisions that are both right to within rounding (MoE routing
+  // at a near tie), each is held to the exact computation of its own. The
+  // systematic check compares (dist - ref_dist) with (base - ref_base).
+  void compare(const std::string& name, OpClass op, const Tensor& dist, const Tensor& base, const Tensor& ref_dist,
+               const Tensor& ref_base, double growth);
   // Any rank: this rank's wrong-element count of an exact check.
   void exact(const std::string& name, int64_t wrong, int64_t checked);
   // Any rank: a failed invariant that is not a tensor error (e.g. a

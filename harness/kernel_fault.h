@@ -35,6 +35,7 @@ enum class KernelFault {
   embedding_backward_duplicates,    // a token seen twice overwrites its gradient row instead of adding
   adam_bias_correction,             // the second moment is not bias-corrected
   router_topk_repeats,         // top-k excludes only the choices before the previous one: choice 2 repeats choice 1
+  router_choice_bias,          // the top-k sees expert 0's logit raised by 1% of the token's largest |logit|
   moe_permute_order,           // rows grouped by expert in reverse token order while the map says forward
   moe_unpermute_order,         // grouped rows read back as if they were in token order
   moe_combine_twice,           // expert outputs weighted by the routing probability twice
@@ -81,6 +82,10 @@ inline const std::vector<KernelFaultInfo>& kernel_faults() {
        false},
       {KernelFault::router_topk_repeats, "router_topk_repeats", "router top-k",
        "choice j skips only the choices before j - 1, so the second choice repeats the first", true},
+      {KernelFault::router_choice_bias, "router_choice_bias", "router top-k",
+       "a selection bias applied where none is set (as aux-loss-free balancing adds one): the top-k sees expert "
+       "0's logit raised by 1% of the token's largest |logit|, the probabilities the true logits",
+       false},
       {KernelFault::moe_permute_order, "moe_permute_order", "MoE permute",
        "rows within an expert gathered in reverse token order while the map says token order", false},
       {KernelFault::moe_unpermute_order, "moe_unpermute_order", "MoE unpermute",

@@ -87,6 +87,23 @@ const SystematicRule& systematic_rule();
 // min_effect_fraction x expected_error(dtype, op): the smallest systematic difference that fails.
 double systematic_min_effect(DType dtype, OpClass op);
 
+// How the model row's budget grows in a trained model (the step suite): a
+// tensor d layers from the loss after k steps at learning rate lr gets
+//   max(sqrt(k), k lr / lr_steps) x per_layer^max(0, d - 1)
+// times the row's gate and floor; d is 0 for the head and the final
+// LayerNorm, L - l for layer l of L and L + 1 for the embedding. The shape is
+// that of Megatron's optimizer-gradient check, k C^(L+1-l) eps (arXiv
+// 2506.09280, Thm 5.3).
+struct TrainingGrowthRule {
+  double per_layer;  // C
+  double lr_steps;   // k lr past which the drift grows in proportion to k lr
+  const char* depth_reason;
+  const char* steps_reason;
+
+  double growth(double lr, int step, int depth) const;
+};
+const TrainingGrowthRule& training_growth_rule();
+
 const std::vector<ToleranceRow>& tolerance_table();
 const ToleranceRow& tolerance_row(OpClass op);
 std::string op_class_name(OpClass op);

@@ -44,5 +44,21 @@ TEST(Tolerance, GatesSitBetweenRoundoffAndVisibleErrors) {
     }
 }
 
+// The budget grows like sqrt(k) over steps, like k lr past lr_steps, and
+// with each layer below the last one; it never shrinks, and one step of the
+// head or the last layer keeps the row's numbers.
+TEST(Tolerance, TrainingGrowthRisesWithStepsAndDistanceFromTheLoss) {
+  const TrainingGrowthRule& rule = training_growth_rule();
+  EXPECT_DOUBLE_EQ(rule.growth(1e-3, 1, 0), 1.0);
+  EXPECT_DOUBLE_EQ(rule.growth(1e-3, 1, 1), 1.0);
+  EXPECT_DOUBLE_EQ(rule.growth(1e-3, 4, 0), 2.0);
+  EXPECT_DOUBLE_EQ(rule.growth(1e-3, 10, 1), 10.0 / 3);  // k lr / 3e-3 = 3.33 > sqrt(10)
+  EXPECT_DOUBLE_EQ(rule.growth(1e-4, 9, 1), 3.0);
+  EXPECT_DOUBLE_EQ(rule.growth(1e-3, 1, 3), rule.per_layer * rule.per_layer);
+  EXPECT_GT(rule.per_layer, 1.0);
+  for (int depth = 0; depth < 10; ++depth) EXPECT_LE(rule.growth(1e-3, 1, depth), rule.growth(1e-3, 1, depth + 1));
+  for (int step = 1; step < 100; ++step) EXPECT_LE(rule.growth(1e-3, step, 2), rule.growth(1e-3, step + 1, 2));
+}
+
 }  // namespace
 }  // namespace sextant

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "harness/error.h"
+#include "harness/strings.h"
 #include "reference/attention.h"
 #include "reference/cross_entropy.h"
 #include "reference/embedding.h"
@@ -117,16 +119,18 @@ Tensor attention_sublayer_backward(const GptDims& d, const GptLayer& p, const Te
 
 // The feed-forward sublayer: x + MLP(LN2(x)) or x + MoE(LN2(x)).
 // routing (optional): where a MoE layer sent each token.
-Tensor ffn_sublayer(const GptDims& d, const GptLayer& p, const Tensor& x, MoeRouting* routing = nullptr) {
+Tensor ffn_sublayer(const GptDims& d, const MoeConfig& moe_config, const GptLayer& p, const Tensor& x,
+                    MoeRouting* routing = nullptr) {
   if (!p.is_moe) return mlp_forward(x, {p.ln2_gamma, p.ln2_beta, p.w1, p.b1, p.w2, p.b2}, d.eps);
   const Tensor a = layernorm_forward(x, p.ln2_gamma, p.ln2_beta, d.eps).y;
   const int64_t tokens = rows_of(a);
-  MoeResult moe = moe_forward(a.reshape({tokens, d.hidden}), p.moe, d.moe);
+  MoeResult moe = moe_forward(a.reshape({tokens, d.hidden}), p.moe, moe_config);
   if (routing) *routing = std::move(moe.routing);
   return add(x, moe.y.reshape(x.shape()));
 }
 
-Tensor ffn_sublayer_backward(const GptDims& d, const GptLayer& p, const Tensor& x, const Tensor& dy, GptLayer& g) {
+Tensor ffn_sublayer_backward(const GptDims& d, const MoeConfig& moe_config, const GptLayer& p, const Tensor& x,
+                             const Tensor& dy, GptLayer& g) {
   if (!p.is_moe) {
     MlpGrads m = mlp_backward(dy, x, {p.ln2_gamma, p.ln2_beta, p.w1, p.b1, p.w2, p.b2}, d.eps);
     g.ln2_gamma = m.dln_gamma, g.ln2_beta = m.dln_beta, g.w1 = m.dw1, g.b1 = m.db1, g.w2 = m.dw2, g.b2 = m.db2;
@@ -134,7 +138,8 @@ Tensor ffn_sublayer_backward(const GptDims& d, const GptLayer& p, const Tensor& 
   }
   const Tensor a = layernorm_forward(x, p.ln2_gamma, p.ln2_beta, d.eps).y;
   const int64_t tokens = rows_of(a);
-  MoeGradients m = moe_backward(as_f64(dy).reshape({tokens, d.hidden}), a.reshape({tokens, d.hidden}), p.moe, d.moe);
+  MoeGradients m =
+      moe_backward(as_f64(dy).reshape({tokens, d.hidden}), a.reshape({tokens, d.hidden}), p.moe, moe_config);
   const LayerNormGrads ln = layernorm_backward(m.dx.reshape(x.shape()), x, p.ln2_gamma, d.eps);
   g.moe.router = m.drouter, g.moe.w1 = m.dw1, g.moe.w2 = m.dw2, g.ln2_gamma = ln.dgamma, g.ln2_beta = ln.dbeta;
   return add(dy, ln.dx);
@@ -166,18 +171,32 @@ double gpt_loss(const GptDims& d, const GptParams& p, std::span<const int64_t> t
 }
 
 GptStep gpt_forward_backward(const GptDims& d, const GptParams& p, std::span<const int64_t> inputs,
-                             std::span<const int64_t> targets, int64_t batch) {
+                             std::span<const int64_t> targets, int64_t batch, const RoutingFollow* follow) {
   const Batch b{{inputs.begin(), inputs.end()}, {targets.begin(), targets.end()}};
   GptStep step;
+  // Each layer's MoE config: the shared one, and the routing it follows.
+  std::vector<MoeConfig> moe_configs(p.layers.size(), d.moe);
+  if (follow) {
+    size_t moe_layer = 0;
+    for (size_t l = 0; l < p.layers.size(); ++l) {
+      if (!p.layers[l].is_moe) continue;
+      if (moe_layer >= follow->expert.size())
+        throw RuntimeError(cat("ref::gpt_forward_backward: the routing to follow has ", follow->expert.size(),
+                               " MoE layers, the model more"));
+      moe_configs[l].follow = &follow->expert[moe_layer++];
+      moe_configs[l].tie_band = follow->tie_band;
+    }
+  }
   // Forward, keeping each sublayer's input.
   std::vector<Tensor> sublayer_inputs;  // [2 L] inputs of the attention / ffn sublayers
   Tensor x = embedding_forward(b.inputs, p.embedding).reshape({batch, d.seq, d.hidden});
-  for (const GptLayer& layer : p.layers) {
+  for (size_t l = 0; l < p.layers.size(); ++l) {
+    const GptLayer& layer = p.layers[l];
     sublayer_inputs.push_back(x);
     x = attention_sublayer(d, layer, x);
     sublayer_inputs.push_back(x);
     if (layer.is_moe) step.routing.emplace_back();
-    x = ffn_sublayer(d, layer, x, layer.is_moe ? &step.routing.back() : nullptr);
+    x = ffn_sublayer(d, moe_configs[l], layer, x, layer.is_moe ? &step.routing.back() : nullptr);
   }
   const Tensor xf = layernorm_forward(x, p.lnf_gamma, p.lnf_beta, d.eps).y;
   const Tensor logits = linear_forward(xf, p.head);
@@ -192,7 +211,7 @@ GptStep gpt_forward_backward(const GptDims& d, const GptParams& p, std::span<con
   g.lnf_gamma = lnf.dgamma, g.lnf_beta = lnf.dbeta;
   Tensor dx = lnf.dx;
   for (int64_t l = d.layers - 1; l >= 0; --l) {
-    dx = ffn_sublayer_backward(d, p.layers[l], sublayer_inputs[2 * l + 1], dx, g.layers[l]);
+    dx = ffn_sublayer_backward(d, moe_configs[l], p.layers[l], sublayer_inputs[2 * l + 1], dx, g.layers[l]);
     dx = attention_sublayer_backward(d, p.layers[l], sublayer_inputs[2 * l], dx, g.layers[l]);
   }
   g.embedding = embedding_backward(b.inputs, dx.reshape({batch * d.seq, d.hidden}), d.vocab);
@@ -203,7 +222,7 @@ double gpt_loss(const GptDims& d, const GptParams& p, std::span<const int64_t> i
                 int64_t batch) {
   const Batch b{{inputs.begin(), inputs.end()}, {targets.begin(), targets.end()}};
   Tensor x = embedding_forward(b.inputs, p.embedding).reshape({batch, d.seq, d.hidden});
-  for (const GptLayer& layer : p.layers) x = ffn_sublayer(d, layer, attention_sublayer(d, layer, x));
+  for (const GptLayer& layer : p.layers) x = ffn_sublayer(d, d.moe, layer, attention_sublayer(d, layer, x));
   const Tensor logits = linear_forward(layernorm_forward(x, p.lnf_gamma, p.lnf_beta, d.eps).y, p.head);
   return cross_entropy_forward(logits, b.targets, Reduction::mean);
 }

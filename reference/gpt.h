@@ -64,9 +64,16 @@ struct GptStep {
 GptStep gpt_forward_backward(const GptDims& dims, const GptParams& params, std::span<const int64_t> tokens,
                              int64_t batch);
 double gpt_loss(const GptDims& dims, const GptParams& params, std::span<const int64_t> tokens, int64_t batch);
+// Another run's routing to follow at near ties (MoeConfig::follow): per MoE
+// layer, in layer order, [B s * k] expert ids.
+struct RoutingFollow {
+  std::vector<std::vector<int>> expert;
+  double tie_band = 0;
+};
+
 // inputs, targets: [B, s] row-major ids (packed rows give them apart).
 GptStep gpt_forward_backward(const GptDims& dims, const GptParams& params, std::span<const int64_t> inputs,
-                             std::span<const int64_t> targets, int64_t batch);
+                             std::span<const int64_t> targets, int64_t batch, const RoutingFollow* follow = nullptr);
 double gpt_loss(const GptDims& dims, const GptParams& params, std::span<const int64_t> inputs,
                 std::span<const int64_t> targets, int64_t batch);
 

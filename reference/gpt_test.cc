@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "harness/compare.h"
@@ -77,6 +78,42 @@ TEST(ReferenceGpt, BackwardMatchesFiniteDifferences) {
     params[i]->copy_from(original);
     EXPECT_LT(compare(*grads[i], numeric).rel_l2, kGradcheckTolerance) << "parameter tensor " << i;
   }
+}
+
+// Another run's routing with one token's second expert swapped for its
+// third: followed when the band covers the gap between their logits (and
+// the loss and gradients are those of the other routing), ignored when not.
+TEST(ReferenceGpt, FollowsAnotherRunsRoutingWithinTheTieBand) {
+  const GptDims d = tiny_dims();
+  const std::vector<int64_t> tokens = tiny_tokens(d, 2);
+  struct {
+    std::vector<int64_t> inputs, targets;
+  } b;
+  for (int64_t r = 0; r < 2; ++r)
+    for (int64_t i = 0; i < d.seq; ++i) {
+      b.inputs.push_back(tokens[r * (d.seq + 1) + i]);
+      b.targets.push_back(tokens[r * (d.seq + 1) + i + 1]);
+    }
+  GptParams p = tiny_params(d);
+  const GptStep own = gpt_forward_backward(d, p, b.inputs, b.targets, 2);
+  ASSERT_EQ(own.routing.size(), 1u);
+  RoutingFollow follow{{own.routing[0].expert}, 0};
+  const int k = d.moe.topk;
+  std::vector<int> others;  // token 0's experts not chosen
+  for (int e = 0; e < d.moe.experts; ++e)
+    if (e != follow.expert[0][0] && e != follow.expert[0][1]) others.push_back(e);
+  follow.expert[0][k - 1] = others[0];
+  EXPECT_EQ(gpt_forward_backward(d, p, b.inputs, b.targets, 2, &follow).routing[0].followed, 0);
+  follow.tie_band = 10;  // every logit within 10 x max |l|: any top k counts
+  const GptStep followed = gpt_forward_backward(d, p, b.inputs, b.targets, 2, &follow);
+  EXPECT_EQ(followed.routing[0].followed, 1);
+  std::vector<int> first(followed.routing[0].expert.begin(), followed.routing[0].expert.begin() + k);
+  std::vector<int> want(follow.expert[0].begin(), follow.expert[0].begin() + k);
+  std::sort(first.begin(), first.end());
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(first, want);
+  EXPECT_NE(compare(followed.grads.layers[1].moe.router, own.grads.layers[1].moe.router).rel_l2, 0.0);
+  EXPECT_GT(std::abs(followed.loss - own.loss), 0.0);
 }
 
 TEST(ReferenceGpt, AdamStepsLowerTheLoss) {

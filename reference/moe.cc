@@ -76,9 +76,37 @@ Tensor moe_router_logits(const Tensor& x_in, const Tensor& router_in) {
   return l;
 }
 
+namespace {
+
+// Whether `other` (k expert ids) is a top k of the e logits l to within
+// band x max|l| while `order` (all experts, by descending logit) starts with
+// another set; then order's first k become other's, by descending logit.
+bool follows_within_band(const double* l, int e, int k, const int* other, double band, std::vector<int>& order) {
+  std::vector<int> chosen(other, other + k), own(order.begin(), order.begin() + k);
+  std::sort(chosen.begin(), chosen.end());
+  std::sort(own.begin(), own.end());
+  if (chosen == own) return false;
+  double scale = 0, lowest_chosen = INFINITY, highest_other = -INFINITY;
+  for (int j = 0; j < e; ++j) {
+    scale = std::max(scale, std::abs(l[j]));
+    if (std::binary_search(chosen.begin(), chosen.end(), j)) lowest_chosen = std::min(lowest_chosen, l[j]);
+    else highest_other = std::max(highest_other, l[j]);
+  }
+  if (lowest_chosen < highest_other - band * scale) return false;
+  std::stable_partition(order.begin(), order.end(),
+                        [&](int j) { return std::binary_search(chosen.begin(), chosen.end(), j); });
+  std::stable_sort(order.begin(), order.begin() + k, [&](int a, int b) { return l[a] > l[b]; });
+  return true;
+}
+
+}  // namespace
+
 MoeRouting moe_route(const Tensor& logits, const MoeConfig& c) {
   const int64_t t = logits.dim(0), e = logits.dim(1);
   const int k = c.topk;
+  if (c.follow && static_cast<int64_t>(c.follow->size()) != t * k)
+    throw RuntimeError(
+        cat("ref::moe_route: the routing to follow has ", c.follow->size(), " slots, not ", t, " x ", k));
   MoeRouting r{t,
                k,
                std::vector<int>(t * k),
@@ -91,6 +119,7 @@ MoeRouting moe_route(const Tensor& logits, const MoeConfig& c) {
     std::vector<int> order(static_cast<size_t>(e));
     for (int j = 0; j < e; ++j) order[j] = j;
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return l[a] > l[b]; });
+    if (c.follow && follows_within_band(l, e, k, c.follow->data() + i * k, c.tie_band, order)) ++r.followed;
     const std::vector<double> s = softmax(l, e);
     double sum = 0;
     for (int j = 0; j < k; ++j) sum += std::exp(l[order[j]] - l[order[0]]);

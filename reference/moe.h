@@ -1,7 +1,9 @@
 // The MoE layer in float64, token by token and expert by expert:
 //
 //   l_t  = x_t W_r                       s_t = softmax(l_t) over all E experts
-//   the k largest logits of t (ties: lower expert index), with probabilities
+//   the k largest logits of t (ties: lower expert index; or another run's
+//     choice where that is a top k within tie_band, see MoeConfig::follow),
+//     with probabilities
 //     p_tj = softmax over the k selected logits, or s_t at them (pre_softmax)
 //   capacity: within each group of G consecutive tokens, expert e keeps
 //     C = ceil(G k / E * cf) of its slots: the highest p (ties: lower token)
@@ -32,6 +34,14 @@ struct MoeConfig {
   int64_t capacity_group = 0;  // tokens per capacity group (0: all tokens)
   double aux_coeff = 0;
   double z_coeff = 0;
+  // Another run's routing, [T * k] expert ids (null: none). Where it chose
+  // other experts for token t, and its choice is a top k of this run's
+  // logits to within tie_band x max_j |l_tj| (every chosen logit at least
+  // the largest unchosen one less that band), this run takes it: both are
+  // right to within the other run's rounding, and following it keeps the
+  // two runs' gradients comparable. Outside the band the own choice stands.
+  const std::vector<int>* follow = nullptr;
+  double tie_band = 0;
 };
 
 struct MoeParams {
@@ -48,6 +58,7 @@ struct MoeRouting {
   std::vector<char> kept;     // [T * k]
   std::vector<int64_t> load;  // [E] kept slots per expert
   int64_t dropped = 0;
+  int64_t followed = 0;  // tokens whose experts came from MoeConfig::follow
 };
 
 struct MoeResult {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "harness/compare.h"
+#include "harness/error.h"
 #include "harness/rng.h"
 #include "reference/gelu.h"
 #include "reference/gradcheck.h"
@@ -50,6 +51,30 @@ TEST(RefMoe, RoutesToTheLargestLogitsWithSoftmaxOverTheChosen) {
   const MoeRouting pre = moe_route(logits, c);
   const double sum = std::exp(0.1) + std::exp(2.0) + std::exp(1.0) + std::exp(-1.0);
   EXPECT_NEAR(pre.prob[0], std::exp(2.0) / sum, 1e-15);
+}
+
+TEST(RefMoe, FollowsAnotherRunsChoiceOnlyWithinTheTieBand) {
+  // Token 0: experts 1 and 2 are 1e-6 apart (of max |l| = 2); token 1: 0.5 apart.
+  const Tensor logits = Tensor::from_values({2, 3}, {2.0, 1.0, 1.0 - 1e-6, 2.0, 1.0, 0.5}, DType::f64);
+  MoeConfig c;
+  c.experts = 3;
+  c.topk = 2;
+  const std::vector<int> other{2, 0, 2, 0};  // takes expert 2 over 1 for both tokens
+  c.follow = &other;
+  c.tie_band = 1e-6;  // a band of 2e-6 in these logits
+  const MoeRouting r = moe_route(logits, c);
+  EXPECT_EQ(r.followed, 1);
+  EXPECT_EQ(r.expert, (std::vector<int>{0, 2, 0, 1}));  // token 0 follows, by descending logit; token 1 does not
+  EXPECT_NEAR(r.prob[1], std::exp(-1.0 - 1e-6) / (1.0 + std::exp(-1.0 - 1e-6)), 1e-15);
+  c.tie_band = 1e-7;  // now 1e-6 is wider than the band
+  EXPECT_EQ(moe_route(logits, c).followed, 0);
+  const std::vector<int> same{0, 1, 1, 0};  // the own choice in another order: nothing to follow
+  c.follow = &same;
+  c.tie_band = 1;
+  EXPECT_EQ(moe_route(logits, c).followed, 0);
+  const std::vector<int> short_table{0, 1};
+  c.follow = &short_table;
+  EXPECT_THROW(moe_route(logits, c), RuntimeError);
 }
 
 TEST(RefMoe, CapacityKeepsTheMostProbableOrTheFirstSlots) {

@@ -1,13 +1,12 @@
 #!/usr/bin/env python3
 """Margins of the conformance gates: for each tolerance row (op), dtype and
-profile, the largest one-device baseline error seen in the given results and
-the gate it is held to.
+profile, the smallest and the largest margin of a one-device baseline error
+below its gate in the given results (each tensor against its own gate).
 
     python3 scripts/gate_margins.py out/results/*.json
     python3 scripts/gate_margins.py --markdown results/runs/xeon-2core
 
-margin = gate / largest baseline error: how far a correct kernel sits below
-its gate (at least 3 is the aim; far above 1000 means the row could be
+margin = gate / baseline error: how far a correct kernel sits below its gate (at least 3 is the aim; far above 1000 means the row could be
 tighter for that dtype). Exit 0, or 2 on unreadable input.
 """
 import argparse
@@ -26,7 +25,11 @@ def profile_of(doc):
 
 
 def collect(paths):
-    rows = collections.defaultdict(lambda: {"worst": 0.0, "gate": None, "count": 0, "where": ""})
+    """{(op, dtype, profile): the tensors with the smallest and the largest margin}.
+
+    Each tensor has a gate of its own (the step suite scales the row's gate with
+    the steps and the distance from the loss), so margins are taken per tensor."""
+    rows = collections.defaultdict(lambda: {"count": 0, "exact": 0, "low": None, "high": None})
     for path in paths:
         doc = read_document(path)
         profile = profile_of(doc)
@@ -36,9 +39,15 @@ def collect(paths):
                     continue
                 r = rows[(t["op"], case["dtype"], profile)]
                 r["count"] += 1
-                r["gate"] = t["base_bound"]
-                if t["base_error"] >= r["worst"]:
-                    r["worst"], r["where"] = t["base_error"], f"{case['suite']}/{case['case']} {t['name']}"
+                if t["base_error"] <= 0:
+                    r["exact"] += 1
+                    continue
+                m = {"margin": t["base_bound"] / t["base_error"], "error": t["base_error"], "gate": t["base_bound"],
+                     "where": f"{case['suite']}/{case['case']} {t['name']}"}
+                if r["low"] is None or m["margin"] < r["low"]["margin"]:
+                    r["low"] = m
+                if r["high"] is None or m["margin"] > r["high"]["margin"]:
+                    r["high"] = m
     return rows
 
 
@@ -52,12 +61,16 @@ def main(argv=None):
     except ResultsError as e:
         print(f"gate_margins: {e}", file=sys.stderr)
         return 2
-    header = ["op", "dtype", "profile", "checks", "largest baseline error", "gate", "margin", "where"]
+    header = ["op", "dtype", "profile", "checks", "smallest margin", "its error", "its gate", "where",
+              "largest margin", "where"]
     lines = []
     for (op, dtype, profile), r in sorted(rows.items()):
-        margin = r["gate"] / r["worst"] if r["worst"] > 0 else float("inf")
-        lines.append([op, dtype, profile, str(r["count"]), f"{r['worst']:.3g}", f"{r['gate']:.3g}",
-                      "exact" if margin == float("inf") else f"{margin:.3g}", r["where"]])
+        low, high = r["low"], r["high"]
+        if low is None:  # every error exactly zero
+            lines.append([op, dtype, profile, str(r["count"]), "exact", "", "", "", "exact", ""])
+            continue
+        lines.append([op, dtype, profile, str(r["count"]), f"{low['margin']:.3g}", f"{low['error']:.3g}",
+                      f"{low['gate']:.3g}", low["where"], f"{high['margin']:.3g}", high["where"]])
     if args.markdown:
         print("| " + " | ".join(header) + " |")
         print("|" + "---|" * len(header))

@@ -68,6 +68,11 @@ def tolerance_tables(t):
               "| op | smallest failing difference f32 | bf16 | f16 |", "|---|---|---|---|"]
     for op, e in sy["min_effect"].items():
         lines.append(f"| `{op}` | {e['f32']:.3g} | {e['bf16']:.3g} | {e['f16']:.3g} |")
+    tg = t["training_growth"]
+    lines += ["", "The model row in a trained model (step/train): a tensor d layers from the loss after k steps at "
+              f"learning rate lr gets max(sqrt(k), k lr / {tg['lr_steps']:g}) x {tg['per_layer']:g}^max(0, d - 1) times "
+              "the row's gate and floor (d = 0: head and final LayerNorm; L - l: layer l of L; L + 1: embedding).",
+              "", f"Depth: {tg['depth_reason']}.", "", f"Steps: {tg['steps_reason']}."]
     lines += ["", "Planted faults inside kernels (`--fault NAME`; live in every run of the case, the one-device "
               "baseline included, except where the code is checked beside the baseline):", "",
               "| fault | op family | the bug | CUDA path | caught by |", "|---|---|---|---|---|"]

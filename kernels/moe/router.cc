@@ -40,12 +40,16 @@ void softmax_rows(const Tensor& logits, Tensor& scores, std::vector<float>& lse)
 // The k largest logits of one token, descending; ties go to the lower index.
 void top_k(const float* logits, int experts, int k, int32_t* chosen) {
   const bool repeats = kernel_fault_planted(KernelFault::router_topk_repeats);
+  float bias0 = 0;  // what the selection adds to expert 0's logit
+  if (kernel_fault_planted(KernelFault::router_choice_bias))
+    for (int i = 0; i < experts; ++i) bias0 = std::max(bias0, 0.01f * std::abs(logits[i]));
+  auto seen = [&](int i) { return i == 0 ? logits[0] + bias0 : logits[i]; };
   for (int j = 0; j < k; ++j) {
     int best = -1;
     const int excluded = repeats ? std::max(j - 1, 0) : j;  // choices already taken
     for (int i = 0; i < experts; ++i) {
       if (std::find(chosen, chosen + excluded, i) != chosen + excluded) continue;
-      if (best < 0 || logits[i] > logits[best]) best = i;
+      if (best < 0 || seen(i) > seen(best)) best = i;
     }
     chosen[j] = best;
   }

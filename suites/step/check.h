@@ -17,6 +17,7 @@ struct StepRecord {  // one step, whole tensors on root
   double loss = 0;
   std::map<std::string, Tensor> grads, params;  // by parameter name: summed gradients, values after Adam
   std::vector<Tensor> routing;                  // per MoE layer: [B s, k] expert ids of every token
+  int64_t ties_followed = 0;                    // a following reference: tokens routed as the tested run was
 };
 using RunRecord = std::vector<StepRecord>;
 
@@ -28,6 +29,13 @@ RunRecord run_steps(model::GptTrainer& trainer, Communicator& host, int steps, C
 // backend: host, or the GPU); host_self is a host communicator of this rank
 // alone for its bookkeeping (on the host it may be self itself).
 const RunRecord& reference_run(const model::GptConfig& c, uint64_t seed, int steps);
+// Root only. The reference that routes each token as `tested` did wherever
+// that is a top k of its own logits to within the tie band, or `plain`
+// itself where the two route every token alike. tested_dtype sets the band.
+RunRecord following_reference(const model::GptConfig& c, uint64_t seed, const RunRecord& tested, DType tested_dtype);
+// The tie band of step k (1-based): two routings whose logits differ by less
+// than this, relative to a token's largest logit, are both right.
+double routing_tie_band(const model::GptConfig& c, DType tested_dtype, int step);
 const RunRecord& baseline_run(const model::GptConfig& c, Communicator& self, Communicator& host_self, uint64_t seed,
                               int steps);
 // Tokens (rows) whose set of experts differs between two [T, k] tables.
