@@ -96,7 +96,7 @@ BAD_INPUT = [
     (4, ["step/train", "--cp", "4", "--seq", "36"], "2 x --cp 4 = 8 must divide --seq 36"),
     (4, ["step/train", "--ep", "4", "--experts", "6"], "--ep 4 must divide --experts 6"),
     (2, ["step/train", "--tp", "2"], "MoE layers with --tp 2 need --sp"),
-    (4, ["step/train", "--cp", "4", "--heads", "2", "--set", "cp_comm=a2a"], "--cp 4 must divide heads/tp = 2/1 = 2"),
+    (4, ["step/train", "--cp", "4", "--heads", "2", "--set", "cp_comm=a2a"], "--cp 4 must divide kv_heads/tp = 2/1 = 2"),
     (2, ["step/train", "--set", "cp_comm=ring"], "--set cp_comm 'ring' must be one of p2p, a2a, allgather, a2a+p2p"),
     (2, ["step/train", "--dtype", "f16"], "--dtype f16: step/train runs f32 or bf16"),
     (2, ["step/train", "--dtype", "bf16"], "--dtype bf16 needs a dense model (--set moe_every=0), not 2 MoE layers"),

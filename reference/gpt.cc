@@ -45,37 +45,50 @@ Tensor add(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-// [B, s, 3 H d] with columns (head, {q,k,v}, d) -> q, k, v [B, s, H, d], and back.
+// [B, s, (H + 2K) d] with columns (KV group g, {its H/K query heads, k, v}, d)
+// -> q [B, s, H, d], k, v [B, s, K, d], and back. Query head h = g H/K + i.
 struct Qkv {
   Tensor q, k, v;
 };
-Qkv split_heads(const Tensor& packed, int64_t heads, int64_t d) {
-  const int64_t rows = packed.numel() / (3 * heads * d);
-  Shape shape = packed.shape();
-  shape.back() = heads;
-  shape.push_back(d);
-  Qkv out{Tensor::empty(shape, DType::f64), Tensor::empty(shape, DType::f64), Tensor::empty(shape, DType::f64)};
+// Column of element e of query head i (i < H/K; i = H/K: k, H/K + 1: v) of group g.
+int64_t packed_column(int64_t g, int64_t i, int64_t e, int64_t per_group, int64_t d) {
+  return (g * (per_group + 2) + i) * d + e;
+}
+Qkv split_heads(const Tensor& packed, int64_t heads, int64_t kv_heads, int64_t d) {
+  const int64_t per_group = heads / kv_heads, width = (heads + 2 * kv_heads) * d, rows = packed.numel() / width;
+  Shape q_shape = packed.shape(), kv_shape = packed.shape();
+  q_shape.back() = heads, kv_shape.back() = kv_heads;
+  q_shape.push_back(d), kv_shape.push_back(d);
+  Qkv out{Tensor::empty(q_shape, DType::f64), Tensor::empty(kv_shape, DType::f64), Tensor::empty(kv_shape, DType::f64)};
   const double* src = packed.data<double>();
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t j = 0; j < d; ++j) {
-        const int64_t base = r * 3 * heads * d + h * 3 * d + j, dst = (r * heads + h) * d + j;
-        out.q.data<double>()[dst] = src[base];
-        out.k.data<double>()[dst] = src[base + d];
-        out.v.data<double>()[dst] = src[base + 2 * d];
+    for (int64_t g = 0; g < kv_heads; ++g)
+      for (int64_t e = 0; e < d; ++e) {
+        for (int64_t i = 0; i < per_group; ++i)
+          out.q.data<double>()[(r * heads + g * per_group + i) * d + e] =
+              src[r * width + packed_column(g, i, e, per_group, d)];
+        out.k.data<double>()[(r * kv_heads + g) * d + e] =
+            src[r * width + packed_column(g, per_group, e, per_group, d)];
+        out.v.data<double>()[(r * kv_heads + g) * d + e] =
+            src[r * width + packed_column(g, per_group + 1, e, per_group, d)];
       }
   return out;
 }
-Tensor merge_heads(const Qkv& g, const Shape& packed_shape) {
+Tensor merge_heads(const Qkv& parts, const Shape& packed_shape) {
   Tensor out = Tensor::empty(packed_shape, DType::f64);
-  const int64_t heads = g.q.dim(-2), d = g.q.dim(-1), rows = g.q.numel() / (heads * d);
+  const int64_t heads = parts.q.dim(-2), kv_heads = parts.k.dim(-2), d = parts.q.dim(-1);
+  const int64_t per_group = heads / kv_heads, width = (heads + 2 * kv_heads) * d, rows = out.numel() / width;
+  double* dst = out.data<double>();
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t j = 0; j < d; ++j) {
-        const int64_t base = r * 3 * heads * d + h * 3 * d + j, src = (r * heads + h) * d + j;
-        out.data<double>()[base] = g.q.data<double>()[src];
-        out.data<double>()[base + d] = g.k.data<double>()[src];
-        out.data<double>()[base + 2 * d] = g.v.data<double>()[src];
+    for (int64_t g = 0; g < kv_heads; ++g)
+      for (int64_t e = 0; e < d; ++e) {
+        for (int64_t i = 0; i < per_group; ++i)
+          dst[r * width + packed_column(g, i, e, per_group, d)] =
+              parts.q.data<double>()[(r * heads + g * per_group + i) * d + e];
+        dst[r * width + packed_column(g, per_group, e, per_group, d)] =
+            parts.k.data<double>()[(r * kv_heads + g) * d + e];
+        dst[r * width + packed_column(g, per_group + 1, e, per_group, d)] =
+            parts.v.data<double>()[(r * kv_heads + g) * d + e];
       }
   return out;
 }
@@ -93,7 +106,7 @@ AttentionGradients core_attention_backward(const GptDims& d, const Qkv& qkv, con
 // The attention sublayer: y = x + Wo attention(split(LN1(x) Wqkv + bqkv)) + bo.
 Tensor attention_sublayer(const GptDims& d, const GptLayer& p, const Tensor& x) {
   const Tensor a = layernorm_forward(x, p.ln1_gamma, p.ln1_beta, d.eps).y;
-  const Qkv qkv = split_heads(linear_forward(a, p.wqkv, p.bqkv), d.heads, d.head_dim);
+  const Qkv qkv = split_heads(linear_forward(a, p.wqkv, p.bqkv), d.heads, d.kv(), d.head_dim);
   Tensor o = core_attention(d, qkv);
   Shape flat = x.shape();
   flat.back() = d.heads * d.head_dim;
@@ -105,7 +118,7 @@ Tensor attention_sublayer_backward(const GptDims& d, const GptLayer& p, const Te
                                    GptLayer& g) {
   const Tensor a = layernorm_forward(x, p.ln1_gamma, p.ln1_beta, d.eps).y;
   const Tensor packed = linear_forward(a, p.wqkv, p.bqkv);
-  const Qkv qkv = split_heads(packed, d.heads, d.head_dim);
+  const Qkv qkv = split_heads(packed, d.heads, d.kv(), d.head_dim);
   const Tensor o = core_attention(d, qkv);
   Shape flat = x.shape();
   flat.back() = d.heads * d.head_dim;

@@ -5,8 +5,9 @@
 //
 //   x0 = E[tokens]                                         [B, s, h]
 //   for each layer l:
-//     a  = LN1(x); qkv = a Wqkv + bqkv                     Wqkv [h, 3 H d], columns (head, {q,k,v}, d)
-//     o  = attention(q, k, v, causal)                      [B, s, H, d]
+//     a  = LN1(x); qkv = a Wqkv + bqkv                     Wqkv [h, (H + 2K) d], columns
+//                                                            (KV group, {H/K query heads, k, v}, d)
+//     o  = attention(q, k, v, causal)                      [B, s, H, d]; query head h reads KV head h / (H/K)
 //     x  = x + o Wo + bo                                   Wo [H d, h], rows (head, d)
 //     x  = x + MLP(LN2(x))   (dense: W1 [h, ffn] + b1, gelu, W2 [ffn, h] + b2)
 //       or x + MoE(LN2(x))   (router [h, E], experts W1 [E, h, f], W2 [E, f, h])
@@ -31,6 +32,8 @@ namespace sextant::ref {
 
 struct GptDims {
   int64_t vocab = 0, hidden = 0, heads = 0, head_dim = 0, ffn = 0, layers = 0, seq = 0;
+  int64_t kv_heads = 0;  // GQA: query head h reads KV head h / (heads / kv_heads); 0: heads (MHA)
+  int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }
   std::vector<int64_t> seq_lens;  // packed rows: lengths summing to seq; empty: one sequence
   MoeConfig moe;                  // used by the layers with is_moe
   double eps = 1e-5;

@@ -25,14 +25,15 @@ Tensor rnd(const Shape& s, const char* name, double scale) {
 
 // Layer 0 dense, layer 1 MoE.
 GptParams tiny_params(const GptDims& d) {
-  const int64_t h = d.hidden, q = d.heads * d.head_dim, f = d.ffn, e = d.moe.experts;
+  const int64_t h = d.hidden, q = d.heads * d.head_dim, qkv = (d.heads + 2 * d.kv()) * d.head_dim, f = d.ffn,
+                e = d.moe.experts;
   GptParams p;
   p.embedding = rnd({d.vocab, h}, "emb", 1.0);
   for (int l = 0; l < d.layers; ++l) {
     GptLayer L;
     std::string n = "l" + std::to_string(l);
     L.ln1_gamma = rnd({h}, (n + "g1").c_str(), 1.0), L.ln1_beta = rnd({h}, (n + "b1").c_str(), 0.1);
-    L.wqkv = rnd({h, 3 * q}, (n + "wqkv").c_str(), 0.5), L.bqkv = rnd({3 * q}, (n + "bqkv").c_str(), 0.1);
+    L.wqkv = rnd({h, qkv}, (n + "wqkv").c_str(), 0.5), L.bqkv = rnd({qkv}, (n + "bqkv").c_str(), 0.1);
     L.wo = rnd({q, h}, (n + "wo").c_str(), 0.5), L.bo = rnd({h}, (n + "bo").c_str(), 0.1);
     L.ln2_gamma = rnd({h}, (n + "g2").c_str(), 1.0), L.ln2_beta = rnd({h}, (n + "b2").c_str(), 0.1);
     L.is_moe = l == 1;
@@ -57,9 +58,7 @@ std::vector<int64_t> tiny_tokens(const GptDims& d, int64_t batch) {
   return t;
 }
 
-// Every parameter tensor's gradient against central finite differences.
-TEST(ReferenceGpt, BackwardMatchesFiniteDifferences) {
-  const GptDims d = tiny_dims();
+void check_gradients(const GptDims& d) {
   const int64_t batch = 2;
   const std::vector<int64_t> tokens = tiny_tokens(d, batch);
   GptParams p = tiny_params(d);
@@ -77,6 +76,59 @@ TEST(ReferenceGpt, BackwardMatchesFiniteDifferences) {
         original);
     params[i]->copy_from(original);
     EXPECT_LT(compare(*grads[i], numeric).rel_l2, kGradcheckTolerance) << "parameter tensor " << i;
+  }
+}
+
+// Every parameter tensor's gradient against central finite differences,
+// with multi-head and grouped-query (4 query heads over 2 KV heads) attention.
+TEST(ReferenceGpt, BackwardMatchesFiniteDifferences) {
+  for (const int64_t kv_heads : {0, 2}) {
+    GptDims d = tiny_dims();
+    d.heads = 4, d.kv_heads = kv_heads;
+    check_gradients(d);
+  }
+}
+
+// Grouped-query attention is multi-head attention whose query heads of a
+// group share one k and v: the MHA model with each group's k, v columns
+// repeated for its query heads has the same loss, and each shared k, v
+// gradient is the sum of the repeated heads' gradients.
+TEST(ReferenceGpt, GroupedQueryAttentionIsMhaWithSharedKeysAndValues) {
+  GptDims gqa = tiny_dims();
+  gqa.heads = 4, gqa.kv_heads = 2;
+  GptDims mha = gqa;
+  mha.kv_heads = 0;
+  const int64_t dh = gqa.head_dim, r = 2, h = gqa.hidden;
+  const GptParams pg = tiny_params(gqa);
+  GptParams pm = pg;
+  // MHA column of (head, part, e) from GQA column of (group, part', e).
+  auto repeat = [&](const Tensor& w, int64_t rows) {
+    Tensor out = Tensor::zeros({rows, 3 * gqa.heads * dh}, DType::f64);
+    for (int64_t row = 0; row < rows; ++row)
+      for (int64_t head = 0; head < gqa.heads; ++head)
+        for (int64_t part = 0; part < 3; ++part)
+          for (int64_t e = 0; e < dh; ++e) {
+            const int64_t g = head / r, src_part = part == 0 ? head % r : r + part - 1;
+            out.set(row * 3 * gqa.heads * dh + (head * 3 + part) * dh + e,
+                    w.at(row * (gqa.heads + 2 * 2) * dh + (g * (r + 2) + src_part) * dh + e));
+          }
+    return out;
+  };
+  for (size_t l = 0; l < pm.layers.size(); ++l) {
+    pm.layers[l].wqkv = repeat(pg.layers[l].wqkv, h);
+    pm.layers[l].bqkv = repeat(pg.layers[l].bqkv.reshape({1, pg.layers[l].bqkv.numel()}), 1).reshape({3 * 4 * dh});
+  }
+  const std::vector<int64_t> tokens = tiny_tokens(gqa, 2);
+  const GptStep sg = gpt_forward_backward(gqa, pg, tokens, 2), sm = gpt_forward_backward(mha, pm, tokens, 2);
+  EXPECT_NEAR(sg.loss, sm.loss, 1e-12);
+  // d bqkv of group 0's k: the sum over its query heads 0 and 1 of the MHA k bias gradients.
+  const Tensor& bg = sg.grads.layers[0].bqkv;
+  const Tensor& bm = sm.grads.layers[0].bqkv;
+  for (int64_t e = 0; e < dh; ++e) {
+    EXPECT_NEAR(bg.at((0 * (r + 2) + r) * dh + e), bm.at((0 * 3 + 1) * dh + e) + bm.at((1 * 3 + 1) * dh + e), 1e-12);
+    EXPECT_NEAR(bg.at((1 * (r + 2) + r + 1) * dh + e), bm.at((2 * 3 + 2) * dh + e) + bm.at((3 * 3 + 2) * dh + e),
+                1e-12);
+    EXPECT_NEAR(bg.at((1 * (r + 2) + 1) * dh + e), bm.at((3 * 3 + 0) * dh + e), 1e-12);  // query head 3
   }
 }
 

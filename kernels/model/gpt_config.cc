@@ -36,6 +36,7 @@ GptConfig gpt_config_from_json(const nlohmann::json& j) {
   c.vocab = i64("vocab", c.vocab);
   c.hidden = i64("hidden", c.hidden);
   c.heads = i64("heads", c.heads);
+  c.kv_heads = i64("kv_heads", c.heads);
   c.head_dim = i64("head_dim", c.heads > 0 ? c.hidden / c.heads : c.head_dim);
   c.ffn = i64("ffn", 4 * c.hidden);
   c.layers = i64("layers", c.layers);
@@ -73,6 +74,7 @@ void validate_sizes(const GptConfig& c) {
   for (auto [name, value] : {std::pair{"--vocab", c.vocab},
                              {"--hidden", c.hidden},
                              {"--heads", c.heads},
+                             {"--kv-heads", c.kv_heads},
                              {"--head-dim", c.head_dim},
                              {"--ffn", c.ffn},
                              {"--layers", c.layers},
@@ -80,6 +82,8 @@ void validate_sizes(const GptConfig& c) {
                              {"--batch", c.batch},
                              {"--microbatches", int64_t{c.microbatches}}})
     require_positive(name, value);
+  require(c.heads % c.kv_heads == 0, cat("--kv-heads ", c.kv_heads, " must divide --heads ", c.heads,
+                                         " (each KV head serves heads / kv_heads query heads)"));
   require(static_cast<int64_t>(c.moe.size()) == c.layers,
           cat("the MoE layer pattern has ", c.moe.size(), " entries but --layers is ", c.layers));
   if (c.moe_layer_count() == 0) return;
@@ -90,6 +94,7 @@ void validate_sizes(const GptConfig& c) {
 
 void validate_tp(const GptConfig& c, const ParallelConfig& p) {
   require_divides("--tp", p.tp, "--heads", c.heads);
+  require_divides("--tp", p.tp, "--kv-heads", c.kv_heads);  // TP splits whole KV groups (Megatron's rule)
   require_divides("--tp", p.tp, "--ffn", c.ffn);
   require_divides("--tp", p.tp, "--vocab", c.vocab);
   if (c.moe_layer_count() > 0 && p.tp > 1)
@@ -123,16 +128,17 @@ void validate_cp(const GptConfig& c, const ParallelConfig& p) {
   if (p.sp && p.tp > 1)
     require(local % p.tp == 0, cat("--tp ", p.tp, " must divide seq/cp = ", c.seq, "/", p.cp, " = ", local,
                                    " under --sp (each TP rank holds a sequence shard)"));
-  const int64_t local_heads = c.heads / p.tp;
+  // Ulysses scatters the KV heads as well as the query heads.
+  const int64_t local_kv_heads = c.kv_heads / p.tp;
   const cp::VariantInfo& v = cp::variant_info(c.cp_comm);
   if (v.a2a && !v.kv)
-    require(local_heads % p.cp == 0, cat("--cp ", p.cp, " must divide heads/tp = ", c.heads, "/", p.tp, " = ",
-                                         local_heads, " for cp_comm ", v.name, " (Ulysses scatters heads)"));
+    require(local_kv_heads % p.cp == 0, cat("--cp ", p.cp, " must divide kv_heads/tp = ", c.kv_heads, "/", p.tp, " = ",
+                                            local_kv_heads, " for cp_comm ", v.name, " (Ulysses scatters heads)"));
   if (v.split()) {
     require(c.a2a_size >= 1 && p.cp % c.a2a_size == 0,
             cat("--set a2a_size=", c.a2a_size, " must divide --cp ", p.cp, " for cp_comm ", v.name));
-    require(local_heads % c.a2a_size == 0,
-            cat("--set a2a_size=", c.a2a_size, " must divide heads/tp = ", local_heads, " for cp_comm ", v.name));
+    require(local_kv_heads % c.a2a_size == 0,
+            cat("--set a2a_size=", c.a2a_size, " must divide kv_heads/tp = ", local_kv_heads, " for cp_comm ", v.name));
   }
 }
 

@@ -22,6 +22,7 @@ namespace sextant::model {
 struct GptConfig {
   // The model (global sizes), as reference/gpt.h defines it.
   int64_t vocab = 512, hidden = 64, heads = 4, head_dim = 16, ffn = 256, layers = 4, seq = 64;
+  int64_t kv_heads = 4;  // GQA: key/value heads, each read by heads / kv_heads query heads (= heads: MHA)
   // Packed rows (THD): the lengths of the sequences of every row, summing to
   // seq; attention within each (kernels/model/data.h). Empty: one sequence.
   std::vector<int64_t> seq_lens;
@@ -67,7 +68,7 @@ struct GptConfig {
 // when the pattern does not fit the layer count.
 std::vector<bool> moe_layer_pattern(int64_t layers, int64_t every, const std::string& pattern);
 
-// From a step case's params (keys: vocab, hidden, heads, head_dim, ffn,
+// From a step case's params (keys: vocab, hidden, heads, kv_heads, head_dim, ffn,
 // layers, seq, seq_lens (list), moe_every, moe_pattern, experts, topk,
 // moe_ffn, dispatcher, batch, data, microbatches, schedule, cp_comm,
 // a2a_size, cp_layout, attention_impl, regather, zero, overlap_grad_reduce,

@@ -63,7 +63,12 @@ TEST(GptConfig, EachRuleNamesItsNumbers) {
   EXPECT_NE(rule(c, sp).find("--tp 4 must divide seq/cp = 24/4 = 6"), std::string::npos) << rule(c, sp);
   c.seq = 16;
   c.cp_comm = cp::Variant::a2a;
-  EXPECT_NE(rule(c, {1, 8, 1, 1}).find("--cp 8 must divide heads/tp"), std::string::npos);
+  EXPECT_NE(rule(c, {1, 8, 1, 1}).find("--cp 8 must divide kv_heads/tp"), std::string::npos);
+  c = tiny();
+  c.kv_heads = 3;
+  EXPECT_NE(rule(c, {1, 1, 1, 1}).find("--kv-heads 3 must divide --heads"), std::string::npos);
+  c.kv_heads = 1;  // GQA 4:1: TP splits whole KV groups
+  EXPECT_EQ(rule(c, {2, 1, 1, 1, 1}), "--tp 2 must divide --kv-heads 1");
   c = tiny();
   c.schedule = pp::ScheduleId::zb_v;
   EXPECT_NE(rule(c, {1, 1, 2, 1}).find("--vpp 1 must be 2 for schedule zb-v"), std::string::npos);

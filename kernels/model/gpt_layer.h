@@ -3,7 +3,7 @@
 // gradient) and W (weight gradients) for zero-bubble schedules:
 //
 //   a  = LN1(x)                              x, a: [b, s/tp | s, h]   (SP: sequence shard)
-//   q, k, v = split(a Wqkv + bqkv)           [b, s, H/tp, d]          column-parallel by heads
+//   q, k, v = split(a Wqkv + bqkv)           [b, s, H/tp | K/tp, d]   column-parallel by KV groups
 //   o  = attention(q, k, v)                  [b, s, H/tp, d]          causal, over CP (s = seq/cp rows)
 //   x' = x + o Wo + bo                       [b, s/tp | s, h]         row-parallel, residual
 //   y  = x' + MLP(LN2(x'))                   dense: column W1, gelu, row W2
@@ -29,7 +29,7 @@ namespace sextant::model {
 
 // One layer's shards on this rank; the tensors share storage with the parameter store.
 struct LayerWeights {
-  tp::AttentionProjWeights attn;  // ln1, Wqkv / bqkv (heads/tp), Wo (heads/tp rows), bo
+  tp::AttentionProjWeights attn;  // ln1, Wqkv / bqkv (KV groups/tp), Wo (heads/tp rows), bo
   Tensor ln2_gamma, ln2_beta;     // [h]
   tp::ColumnParallelLinear fc1;   // dense: w [h, ffn/tp], b [ffn/tp]
   tp::RowParallelLinear fc2;      // dense: w [ffn/tp, h], b [h]

@@ -28,11 +28,12 @@ ParamSpec split(std::string name, Shape shape, int layer, double scale, int tp_d
 // LayerNorm gains near 1 (a fresh model's), biases small.
 void add_layer(std::vector<ParamSpec>& out, const GptConfig& c, int l) {
   const std::string n = cat("layers.", l, ".");
-  const int64_t h = c.hidden, q = c.heads * c.head_dim;
+  const int64_t h = c.hidden, q = c.heads * c.head_dim, qkv = (c.heads + 2 * c.kv_heads) * c.head_dim;
   out.push_back(replicated(n + "ln1_gamma", h, l, 1.0, 0.1, true));
   out.push_back(replicated(n + "ln1_beta", h, l, 0.0, 0.1, true));
-  out.push_back(split(n + "wqkv", {h, 3 * q}, l, inv_sqrt(h), 1));  // columns (head, {q,k,v}, d): heads over TP
-  out.push_back(split(n + "bqkv", {3 * q}, l, 0.1, 0));
+  // Columns (KV group, {its query heads, k, v}, d): whole groups over TP.
+  out.push_back(split(n + "wqkv", {h, qkv}, l, inv_sqrt(h), 1));
+  out.push_back(split(n + "bqkv", {qkv}, l, 0.1, 0));
   out.push_back(split(n + "wo", {q, h}, l, inv_sqrt(q), 0));
   out.push_back(replicated(n + "bo", h, l, 0.0, 0.1, false));
   out.push_back(replicated(n + "ln2_gamma", h, l, 1.0, 0.1, true));

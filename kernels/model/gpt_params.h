@@ -7,8 +7,8 @@
 //   name                    global shape     sharded over            gradient summed over
 //   embedding               [V, h]           TP rows (vocab)         dp x cp
 //   layers.i.ln1_gamma/beta [h]              -                       (tp under SP) + dp x cp
-//   layers.i.wqkv           [h, 3 H d]       TP columns (heads)      dp x cp
-//   layers.i.bqkv           [3 H d]          TP                      dp x cp
+//   layers.i.wqkv           [h, (H+2K) d]    TP columns (KV groups)  dp x cp
+//   layers.i.bqkv           [(H+2K) d]       TP                      dp x cp
 //   layers.i.wo             [H d, h]         TP rows (heads)         dp x cp
 //   layers.i.bo             [h]              -                       (tp under SP) + dp x cp
 //   layers.i.ln2_gamma/beta [h]              -                       (tp under SP) + dp x cp

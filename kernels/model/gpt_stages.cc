@@ -30,6 +30,7 @@ LayerWeights layer_weights(ParamStore& store, const GptConfig& c, int layer, int
   w.attn.qkv = {v("wqkv"), v("bqkv")};
   w.attn.out = {v("wo"), v("bo")};
   w.attn.local_heads = c.heads / tp_size;
+  w.attn.local_kv_heads = c.kv_heads / tp_size;
   w.attn.head_dim = c.head_dim;
   w.ln2_gamma = v("ln2_gamma"), w.ln2_beta = v("ln2_beta");
   if (!c.moe[layer]) {

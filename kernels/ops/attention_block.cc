@@ -164,9 +164,14 @@ struct ForwardArgs {
   float* lse;  // [b, hq, sq]
 };
 
+// The KV head query head h reads: consecutive query heads share one.
+int64_t kv_head_of(const Dims& g, int64_t h) {
+  return kernel_fault_planted(KernelFault::attention_gqa_head_map) ? h % g.hk : h / g.group;
+}
+
 int64_t forward_head(const ForwardArgs& a, int64_t bi, int64_t h, std::vector<float>& s, std::vector<float>& acc) {
   const Dims& g = a.g;
-  const int64_t kvh = h / g.group;
+  const int64_t kvh = kv_head_of(g, h);
   int64_t scores = 0;
   float m[kTileQ], l[kTileQ];
   for (const Tile& qt : a.q_tiles) {
@@ -212,7 +217,7 @@ struct BackwardArgs {
 
 int64_t backward_head(const BackwardArgs& a, int64_t bi, int64_t h, std::vector<float>& p, std::vector<float>& dp) {
   const Dims& g = a.g;
-  const int64_t kvh = h / g.group;
+  const int64_t kvh = kv_head_of(g, h);
   int64_t scores = 0;
   for (const Tile& qt : a.q_tiles) {
     const float* qp = a.q + g.q_row(bi, qt.start, h);

@@ -2,17 +2,18 @@
 // the core attention left to the caller (CP attention in a model; a
 // token-local stand-in in suites/tp_sp):
 //   ln      = LayerNorm(x)                     x: [b, s/tp | s, h]
-//   q, k, v = split(ln Wqkv + bqkv)            each [b, s, heads/tp, d]   (column-parallel, by heads)
+//   q, k, v = split(ln Wqkv + bqkv)            q [b, s, heads/tp, d], k, v [b, s, kv/tp, d] (column-parallel)
 //   o       = core(q, k, v)                    [b, s, heads/tp, d]        (the caller's)
 //   y       = o Wo + bo                        [b, s/tp | s, h]           (row-parallel, by heads)
 // and the caller adds the residual x + y.
 //
-// Layouts. Wqkv is [h, 3 heads d] with its output columns ordered
-// (head, {q, k, v}, d) -- Megatron's interleaved layout -- so that a
-// contiguous column block is whole heads: rank r holds heads
-// [r heads/tp, (r+1) heads/tp) as Wqkv_r [h, 3 heads/tp d]. Wo is
-// [heads d, h] with rows ordered (head, d); rank r holds the same heads'
-// rows Wo_r [heads/tp d, h]. bo [h] is replicated.
+// Layouts. Wqkv is [h, (heads + 2 kv) d] with its output columns ordered
+// (KV group, {the group's heads/kv query heads, k, v}, d) -- Megatron's
+// interleaved layout; with kv = heads (MHA) it is (head, {q, k, v}, d) -- so
+// that a contiguous column block is whole groups: rank r holds groups
+// [r kv/tp, (r+1) kv/tp) and their query heads. Query head j reads KV head
+// j / (heads/kv). Wo is [heads d, h] with rows ordered (head, d); rank r
+// holds its query heads' rows Wo_r [heads/tp d, h]. bo [h] is replicated.
 #pragma once
 
 #include <cstddef>
@@ -26,13 +27,15 @@ namespace sextant::tp {
 
 struct AttentionDims {
   int64_t hidden = 0, heads = 0, head_dim = 0;  // heads * head_dim need not equal hidden
+  int64_t kv_heads = 0;                         // GQA; 0: heads (MHA)
+  int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }
 };
 
 struct AttentionProjWeights {
   Tensor ln_gamma, ln_beta;  // [h], replicated
-  ColumnParallelLinear qkv;  // w [h, 3 heads/tp d], b [3 heads/tp d]
+  ColumnParallelLinear qkv;  // w [h, (heads + 2 kv)/tp d], b [(heads + 2 kv)/tp d]
   RowParallelLinear out;     // w [heads/tp d, h], b [h] replicated
-  int64_t local_heads = 0, head_dim = 0;
+  int64_t local_heads = 0, local_kv_heads = 0, head_dim = 0;
 };
 
 struct AttentionProjGrads {
@@ -43,7 +46,8 @@ struct AttentionProjGrads {
 };
 
 struct Qkv {
-  Tensor q, k, v;  // each [b, s, heads/tp, d]
+  Tensor q;     // [b, s, heads/tp, d]
+  Tensor k, v;  // [b, s, kv/tp, d]
 };
 
 // Held between forward and backward (the core's own activations are the caller's).
@@ -55,9 +59,9 @@ struct AttentionProjSaved {
   size_t layernorm_bytes() const { return ln.bytes(); }
 };
 
-// x: [b, s/tp, h] (SP) or [b, s, h] -> q, k, v of this rank's heads.
+// x: [b, s/tp, h] (SP) or [b, s, h] -> q, k, v of this rank's groups.
 Qkv qkv_forward(const TpGroup& g, const AttentionProjWeights& w, const Tensor& x, AttentionProjSaved& saved);
-// dq, dk, dv: [b, s, heads/tp, d] -> dx of the LayerNorm branch: like x (the
+// dq, dk, dv: like q, k, v -> dx of the LayerNorm branch: like x (the
 // caller adds the residual's gradient). Writes grads.ln_*, grads.qkv.
 Tensor qkv_backward(const TpGroup& g, const AttentionProjWeights& w, const AttentionProjSaved& saved, const Qkv& dqkv,
                     AttentionProjGrads& grads);
@@ -67,8 +71,9 @@ Tensor out_proj_forward(const TpGroup& g, const AttentionProjWeights& w, const T
 Tensor out_proj_backward(const TpGroup& g, const AttentionProjWeights& w, const AttentionProjSaved& saved,
                          const Tensor& dy, AttentionProjGrads& grads);
 
-// [b, s, heads, 3 d] (columns (head, {q,k,v}, d)) <-> q, k, v [b, s, heads, d].
-Qkv split_qkv(const Tensor& packed, int64_t heads, int64_t head_dim);
+// [b, s, (heads + 2 kv) d] (columns (group, {q heads, k, v}, d)) <-> q [b, s,
+// heads, d], k, v [b, s, kv, d]; merge_qkv reads kv from k.
+Qkv split_qkv(const Tensor& packed, int64_t heads, int64_t kv_heads, int64_t head_dim);
 Tensor merge_qkv(const Qkv& parts);
 
 // Shards of deterministic random weights named prefix + ".ln_gamma",
@@ -80,7 +85,7 @@ AttentionProjWeights init_attention_proj_weights(const AttentionDims& dims, int 
 
 // Matrix-product FLOPs of forward + backward of both projections on `tokens` tokens.
 inline double attention_proj_flops(int64_t tokens, const AttentionDims& d) {
-  return 3 * 2.0 * tokens * d.hidden * (4 * d.heads * d.head_dim);
+  return 3 * 2.0 * tokens * d.hidden * (2 * d.heads + 2 * d.kv()) * d.head_dim;
 }
 
 }  // namespace sextant::tp

@@ -182,6 +182,7 @@ RunRecord reference_steps(const model::GptConfig& c, uint64_t seed, int steps, c
                           DType tested_dtype) {
   ref::GptDims dims;
   dims.vocab = c.vocab, dims.hidden = c.hidden, dims.heads = c.heads, dims.head_dim = c.head_dim, dims.ffn = c.ffn;
+  dims.kv_heads = c.kv_heads;
   dims.layers = c.layers, dims.seq = c.seq, dims.eps = c.eps;
   dims.seq_lens = c.seq_lens;
   dims.moe.experts = c.experts, dims.moe.topk = c.topk;  // dropless, aux and z losses off

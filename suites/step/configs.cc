@@ -15,9 +15,9 @@ namespace {
 // (h 64, 4 heads, 4 layers of which 2 MoE with 8 experts top-2, vocab 512,
 // seq 64); qualify: larger, still within reach of the f64 reference.
 const std::vector<std::string> kModelKeys = {
-    "vocab",     "hidden",      "heads",     "head_dim", "ffn",     "layers",     "seq",
-    "moe_every", "moe_pattern", "experts",   "topk",     "moe_ffn", "dispatcher", "batch",
-    "data",      "own_dataset", "cp_layout", "regather", "lr",      "adam_eps",   "steps"};
+    "vocab",       "hidden",      "heads",    "kv_heads", "head_dim", "ffn",        "layers", "seq",
+    "moe_every",   "moe_pattern", "experts",  "topk",     "moe_ffn",  "dispatcher", "batch",  "data",
+    "own_dataset", "cp_layout",   "regather", "lr",       "adam_eps", "steps"};
 
 }  // namespace
 
@@ -51,6 +51,9 @@ Recipe recipe(ParallelConfig p, nlohmann::json options = nlohmann::json::object(
 // A recipe option, not a case parameter: rows pack two sequences of 5/8 and
 // 3/8 of --seq (where --seq is a multiple of 8 and the user gave no seq_lens).
 constexpr const char* kPackedRows = "packed_rows";
+// A recipe option: grouped-query attention with this many query heads per KV
+// head, where the user gave no kv_heads and the model and config allow it.
+constexpr const char* kGroupedKv = "grouped_kv";
 
 }  // namespace
 
@@ -83,8 +86,9 @@ nlohmann::json default_params(const SweepRequest& req) {
 // reduced during the backward and ZeRO gathers during the next forward
 // (alone, and under pipelines whose backward splits I and W), and all six at
 // once from 16 ranks; one recipe reads its tokens through the Megatron
-// dataset reader (own_dataset) and packs two sequences in a row. ci keeps the
-// first ones of each count.
+// dataset reader (own_dataset) and packs two sequences in a row; grouped-
+// query attention runs under TP (2:1), the ring (4:1), Ulysses and a2a+p2p
+// (2:1). ci keeps the first ones of each count.
 std::vector<Recipe> recipes(int ranks, Profile profile) {
   const bool sp = true;
   const nlohmann::json zero_overlap = {{"zero", true}, {"overlap_grad_reduce", true}, {"overlap_param_gather", true}};
@@ -96,7 +100,8 @@ std::vector<Recipe> recipes(int ranks, Profile profile) {
   switch (ranks) {
     case 1: all = {recipe(par(1, 1, 1, 1), {{"microbatches", 2}})}; break;
     case 2:
-      all = {recipe(par(2, 1, 1, 1, 1, sp)), recipe(par(1, 2, 1, 1), {{"own_dataset", true}, {kPackedRows, true}}),
+      all = {recipe(par(2, 1, 1, 1, 1, sp), {{kGroupedKv, 2}}),
+             recipe(par(1, 2, 1, 1), {{"own_dataset", true}, {kPackedRows, true}, {kGroupedKv, 4}}),
              recipe(par(1, 1, 2, 1), {{"microbatches", 2}}),
              recipe(par(1, 1, 1, 2, 2), with(zero_overlap, {{"bucket_mb", 0.3}}))};
       break;
@@ -104,12 +109,12 @@ std::vector<Recipe> recipes(int ranks, Profile profile) {
       all = {recipe(par(2, 2, 1, 1, 2, sp)),
              recipe(par(1, 1, 2, 2, 2), with({{"microbatches", 2}, {"schedule", "zb-h1"}}, zero_overlap)),
              recipe(par(2, 1, 2, 1, 1, sp, 2), {{"microbatches", 2}, {"schedule", "interleaved"}}),
-             recipe(par(1, 2, 1, 2), {{"cp_comm", "a2a"}}),
+             recipe(par(1, 2, 1, 2), {{"cp_comm", "a2a"}, {kGroupedKv, 2}}),
              recipe(par(1, 1, 4, 1), {{"microbatches", 4}, {"schedule", "1f1b"}})};
       break;
     case 8:
       all = {recipe(par(2, 2, 2, 1, 2, sp), {{"microbatches", 2}}),
-             recipe(par(1, 4, 1, 2), {{"cp_comm", "a2a+p2p"}, {"a2a_size", 2}}),
+             recipe(par(1, 4, 1, 2), {{"cp_comm", "a2a+p2p"}, {"a2a_size", 2}, {kGroupedKv, 2}}),
              recipe(par(1, 1, 1, 8), {{"overlap_grad_reduce", true}, {"bucket_mb", 0.3}}),
              recipe(par(2, 1, 2, 2, 4, sp, 2, 1), with({{"microbatches", 2}, {"schedule", "zb-v"}}, zero_overlap))};
       break;
@@ -227,6 +232,19 @@ CaseConfig make_config(const SweepRequest& req, const nlohmann::json& params, co
       c.params["seq_lens_spec"] = cat(seq * 5 / 8, ",", seq * 3 / 8);
     }
   }
+  if (c.params.contains(kGroupedKv)) {
+    const int64_t ratio = c.params.at(kGroupedKv).get<int64_t>(), heads = c.params.at("heads").get<int64_t>();
+    c.params.erase(kGroupedKv);
+    if (!req.options.contains("kv_heads") && heads % ratio == 0) {
+      nlohmann::json grouped = c.params;
+      grouped["kv_heads"] = heads / ratio;
+      try {  // the user's sizes may leave too few KV heads for this config's TP or Ulysses split
+        model::validate(model::gpt_config_from_json(grouped), r.parallel);
+        c.params = std::move(grouped);
+      } catch (const UsageError&) {
+      }
+    }
+  }
   // ... and so does the user's token source.
   if (req.options.contains("own_dataset")) c.params["own_dataset"] = req.options.at("own_dataset");
   else if (req.options.contains("data")) c.params.erase("own_dataset");
@@ -249,6 +267,7 @@ std::vector<OptionSpec> model_options(std::vector<OptionSpec> case_options) {
       OptionSpec::size("vocab", "vocabulary size"),
       OptionSpec::size("hidden", "hidden size"),
       OptionSpec::size("heads", "attention heads"),
+      OptionSpec::size("kv_heads", "key/value heads (GQA; default heads): each serves heads / kv_heads query heads"),
       OptionSpec::size("head_dim", "head dimension (default hidden / heads)"),
       OptionSpec::size("ffn", "dense FFN size"),
       OptionSpec::size("layers", "transformer layers"),
@@ -285,8 +304,10 @@ std::vector<OptionSpec> model_options(std::vector<OptionSpec> case_options) {
 MemoryEstimate step_memory(const CaseConfig& c) {
   const model::GptConfig m = model::gpt_config_from_json(c.params);
   const double h = static_cast<double>(m.hidden), q = static_cast<double>(m.heads) * m.head_dim;
+  const double kv = static_cast<double>(m.kv_heads) * m.head_dim;
   const int moe_layers = m.moe_layer_count();
-  const double layer_params = 4 * h * q + (m.layers - moe_layers) * 2 * h * m.ffn / std::max<int64_t>(m.layers, 1);
+  const double layer_params =
+      h * (2 * q + 2 * kv) + (m.layers - moe_layers) * 2 * h * m.ffn / std::max<int64_t>(m.layers, 1);
   const double params = 2 * m.vocab * h + m.layers * layer_params + moe_layers * 2.0 * m.experts * h * m.moe_ffn;
   const double tokens = static_cast<double>(m.batch) * m.seq;
   const double activations = tokens * (m.layers * (12 * h + 2 * std::max<int64_t>(m.ffn, m.moe_ffn)) + m.vocab);

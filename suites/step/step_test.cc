@@ -67,13 +67,15 @@ void expect_every_record_passes(const std::vector<CaseRecord>& records, Device d
   }
 }
 
-// Every config against every other that reads the same tokens: the same
-// losses, step by step (f32).
+// Every config against every other that trains the same model (KV heads)
+// on the same tokens: the same losses, step by step (f32).
 void expect_equal_losses(const std::vector<CaseRecord>& records) {
-  const auto tokens = [](const CaseRecord& r) { return r.config.params.value("own_dataset", false); };
+  const auto model = [](const CaseRecord& r) {
+    return std::pair{r.config.params.value("own_dataset", false), r.config.params.value("kv_heads", int64_t{0})};
+  };
   for (const CaseRecord& a : records)
     for (const CaseRecord& b : records)
-      for (size_t k = 0; k < 3 && tokens(a) == tokens(b); ++k)
+      for (size_t k = 0; k < 3 && model(a) == model(b); ++k)
         EXPECT_NEAR(loss_at(a, k), loss_at(b, k), 1e-5 * std::abs(loss_at(b, k)))
             << a.config.id() << " vs " << b.config.id() << " step " << k + 1;
 }
