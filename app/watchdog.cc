@@ -73,6 +73,7 @@ void Watchdog::loop() {
     }
     if (std::isinf(limit)) continue;
     const RankPosition self = heartbeat_.read(heartbeat_.slot());
+    if (!self.consistent) continue;  // a write in progress all along: read again on the next tick
     if (!self.armed || self.armed_s <= limit) {
       reported = false;
       continue;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <thread>
 
 #include "harness/error.h"
 #include "harness/strings.h"
@@ -125,11 +126,17 @@ void Heartbeat::exit_call() {
 
 RankPosition Heartbeat::read(int slot) const {
   const HeartbeatSlot& s = slots_base_[slot];
-  HeartbeatSlot copy;
+  HeartbeatSlot copy{};  // zeros, should no attempt succeed
   uint64_t before = 0;
-  for (int attempt = 0; attempt < 1000; ++attempt) {
+  bool consistent = false;
+  // The writer may be descheduled between its two increments (ranks
+  // oversubscribing the cores): yield to it rather than give up at once.
+  for (int attempt = 0; attempt < 20000 && !consistent; ++attempt) {
     before = s.sequence.load(std::memory_order_acquire);
-    if (before % 2 == 1) continue;  // a write in progress
+    if (before % 2 == 1) {  // a write in progress
+      if (attempt >= 100) std::this_thread::yield();
+      continue;
+    }
     copy.world_rank = s.world_rank;
     copy.pid = s.pid;
     copy.case_index = s.case_index;
@@ -140,7 +147,12 @@ RankPosition Heartbeat::read(int slot) const {
     std::memcpy(copy.phase, s.phase, sizeof copy.phase);
     std::memcpy(copy.call, s.call, sizeof copy.call);
     std::atomic_thread_fence(std::memory_order_acquire);
-    if (s.sequence.load(std::memory_order_relaxed) == before) break;
+    consistent = s.sequence.load(std::memory_order_relaxed) == before;
+  }
+  if (!consistent) {
+    RankPosition unread;
+    unread.consistent = false;
+    return unread;
   }
   copy.phase[sizeof copy.phase - 1] = copy.call[sizeof copy.call - 1] = '\0';
   RankPosition p;

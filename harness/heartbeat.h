@@ -27,8 +27,9 @@ struct RankPosition {
   std::string phase;   // setup, check, a timed region, metrics, ...
   std::string call;    // communicator call in progress, or the last one ("all_reduce", "wait recv from 1")
   bool in_call = false;
-  uint64_t calls = 0;     // communicator calls since the case started
-  uint64_t sequence = 0;  // changes on every update: equal in two reads = no progress between them
+  uint64_t calls = 0;      // communicator calls since the case started
+  uint64_t sequence = 0;   // changes on every update: equal in two reads = no progress between them
+  bool consistent = true;  // false: every read attempt met a write in progress (the fields are empty)
 };
 
 // The raw slot in shared memory (fixed size, no pointers).
