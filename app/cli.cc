@@ -84,6 +84,9 @@ void add_run_flags(CLI::App& run, RunFlags& f) {
          },
          "Untimed iterations before timing")
       ->group(where);
+  run.add_flag("--per-iteration", f.per_iteration,
+               "Record every timed iteration of every rank (times.<region>.per_iteration), as nccl-tests -I")
+      ->group(where);
   run.add_option_function<std::string>(
          "--seed",
          [&f](const std::string& text) {
@@ -284,6 +287,7 @@ RunOptions to_run_options(const RunFlags& f) {
   const TimingPlan preset = profile_timing(o.profile);
   o.timing.iters = static_cast<int>(f.iters.value_or(preset.iters));
   o.timing.warmup = static_cast<int>(f.warmup.value_or(preset.warmup));
+  o.timing.per_iteration = f.per_iteration;
   o.timeout_s = timeout_seconds(f);
   o.blas_threads = f.blas_threads;
   o.junit = f.junit;

@@ -26,7 +26,7 @@ struct RunFlags {
   bool order_given = false;  // --order on the command line or in --config (else node-aware on several nodes)
   std::optional<int64_t> iters, warmup, blas_threads;
   uint64_t seed = 1234;
-  bool no_check = false, no_results = false, quiet = false;
+  bool no_check = false, no_results = false, quiet = false, per_iteration = false;
   std::string out = "out", dump, junit, traces;
   std::string timeout = "900";     // seconds, or inf
   std::vector<RawOption> problem;  // problem flags and --set, in the order given

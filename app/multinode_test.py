@@ -12,7 +12,11 @@ host name of its own (unshare --uts), and the ranks talk over TCP
   * node-aware grids: tp2 pp2 gets the order that keeps TP inside a node,
     and an --order that puts TP across nodes is warned about in the results;
   * collectives say whether their group spans nodes (group_nodes);
-  * sextant qualify judges inter-node criteria from the inter-node groups.
+  * sextant qualify judges inter-node criteria from the inter-node groups;
+  * on five one-rank nodes, one node's link shaped with tc (netem delay and
+    rate where the kernel has sch_netem, else a tbf rate limit, on both ends
+    of its veth): the link screen names that
+    node's four links and nothing else, while an unshaped run names nobody.
 
 Needs root (CAP_NET_ADMIN) and ip/unshare: where namespaces cannot be
 created the test says why and exits 77, which ctest reports as skipped.
@@ -34,9 +38,10 @@ def run(cmd, **kw):
 
 
 class Namespaces:
-    """Two namespaces <prefix>n1, <prefix>n2 on a bridge, 10.213.<k>.0/24."""
+    """Namespaces <prefix>n1 .. <prefix>n<count> on a bridge, 10.213.<k>.0/24."""
 
-    def __init__(self):
+    def __init__(self, count=2):
+        self.count = count
         k = os.getpid() % 200 + 20
         self.prefix = f"sx{os.getpid() % 100000}"
         self.subnet = f"10.213.{k}.0/24"
@@ -55,7 +60,7 @@ class Namespaces:
         self.created.append(("link", self.bridge))
         self.ip("addr", "add", self.address(254) + "/24", "dev", self.bridge)
         self.ip("link", "set", self.bridge, "up")
-        for i in (1, 2):
+        for i in range(1, self.count + 1):
             ns, veth = f"{self.prefix}n{i}", f"{self.prefix}v{i}"
             self.ip("netns", "add", ns)
             self.created.append(("netns", ns))
@@ -67,6 +72,29 @@ class Namespaces:
             self.ip("link", "set", "eth0", "up", netns=ns)
             self.ip("link", "set", "lo", "up", netns=ns)
         return self
+
+    def shape(self, i):
+        """Slows node i's link on both ends of its veth (its eth0 and the
+        bridge's end): tc netem delay and rate where the kernel has netem,
+        else a tbf rate limit (a kernel without sch_netem). Returns the qdisc."""
+        shapes = [["netem", "delay", "3ms", "rate", "50mbit"],
+                  ["tbf", "rate", "50mbit", "burst", "32kbit", "latency", "400ms"]]
+        for qdisc in shapes:
+            for dev, netns in (("eth0", f"{self.prefix}n{i}"), (f"{self.prefix}v{i}", None)):
+                cmd = (["ip", "netns", "exec", netns] if netns else []) + ["tc", "qdisc", "add", "dev", dev,
+                                                                            "root", *qdisc]
+                r = run(cmd)
+                if r.returncode != 0 and "unknown" in r.stderr and qdisc[0] == "netem":
+                    break
+                if r.returncode != 0:
+                    raise RuntimeError(f"{' '.join(cmd)}: {r.stderr.strip()}")
+            else:
+                return " ".join(qdisc)
+        raise RuntimeError("no qdisc could shape the link")
+
+    def unshape(self, i):
+        for dev, netns in (("eth0", f"{self.prefix}n{i}"), (f"{self.prefix}v{i}", None)):
+            run((["ip", "netns", "exec", netns] if netns else []) + ["tc", "qdisc", "del", "dev", dev, "root"])
 
     def __exit__(self, *exc):
         for kind, name in reversed(self.created):
@@ -95,21 +123,22 @@ def why_namespaces_cannot_work():
 
 
 class Cluster:
-    def __init__(self, sextant, mpiexec, ns, tmp):
+    def __init__(self, sextant, mpiexec, ns, tmp, slots=2):
         self.sextant, self.mpiexec, self.ns, self.tmp = sextant, mpiexec, ns, tmp
+        self.ranks = ns.count * slots
         self.agent = os.path.join(tmp, "agent.sh")
         with open(self.agent, "w") as f:
             f.write(AGENT.format(prefix=ns.prefix))
         os.chmod(self.agent, 0o755)
         self.hosts = os.path.join(tmp, "hosts")
         with open(self.hosts, "w") as f:
-            f.write("n1 slots=2\nn2 slots=2\n")
+            f.write("".join(f"n{i} slots={slots}\n" for i in range(1, ns.count + 1)))
 
     def sextant_run(self, args, out):
         env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                    OPENBLAS_NUM_THREADS="1")
         forward = [a for v in ("OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE") if v in env for a in ("-x", v)]
-        cmd = [self.mpiexec, "--hostfile", self.hosts, "-np", "4", "--oversubscribe",
+        cmd = [self.mpiexec, "--hostfile", self.hosts, "-np", str(self.ranks), "--oversubscribe",
                "--mca", "plm_rsh_agent", self.agent, "--mca", "btl", "tcp,self",
                "--mca", "oob_tcp_if_include", self.ns.subnet, "--mca", "btl_tcp_if_include", self.ns.subnet,
                # Packets between namespaces are delivered in softirq context on
@@ -184,6 +213,31 @@ def test_qualify_judges_inter_node(c):
     print(r.stdout[r.stdout.find("# qualify:"):])
 
 
+def test_screen_names_the_shaped_node(c):
+    """Node n5 (rank 4) gets a slow link; the screen must name its links only."""
+    def screen(out):
+        r = c.sextant_run(["run", "screen/links", "--profile", "ci", "--ranks", "5", "--iters", "5", "--warmup", "1"], out)
+        doc = c.results(out)
+        case = doc["cases"][0]
+        return r, case["perf"]["metrics"]["suspects"], case["perf"]["metrics"]["link_matrix"]
+
+    r, named, matrix = screen(os.path.join(c.tmp, "screen-clean"))
+    check(r.returncode == 0 and named == [], f"unshaped: the screen names nobody (exit {r.returncode}) {named}")
+    check(matrix["hosts"] == ["n1", "n2", "n3", "n4", "n5"] and matrix["rounds"] == 5,
+          f"5 one-rank nodes, 5 tournament rounds: {matrix['hosts']} {matrix['rounds']}")
+    qdisc = c.ns.shape(5)
+    print("shaped n5 with tc", qdisc)
+    try:
+        r, named, matrix = screen(os.path.join(c.tmp, "screen-shaped"))
+    finally:
+        c.ns.unshape(5)
+    links = sorted(tuple(s["ranks"]) for s in named)
+    check(r.returncode == 1, f"shaped: the run fails (exit {r.returncode}): {matrix['bandwidth_GBps']}")
+    check(links == [(0, 4), (1, 4), (2, 4), (3, 4)], f"shaped: exactly n5's four links are named: {links}")
+    check(all("n5" in s["host"] and s["class"] == "other_node" for s in named), "each named by host, other-node class")
+    print("\n".join(line for line in r.stdout.splitlines() if line.startswith("# suspect")))
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__)
@@ -198,6 +252,8 @@ def main():
         test_nodes_and_placement(c)
         test_tp_across_nodes_is_warned(c)
         test_qualify_judges_inter_node(c)
+    with tempfile.TemporaryDirectory() as tmp, Namespaces(5) as ns:
+        test_screen_names_the_shaped_node(Cluster(sextant, mpiexec, ns, tmp, slots=1))
     return 0
 
 

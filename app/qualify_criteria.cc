@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "harness/results.h"
 #include "harness/strings.h"
 
 namespace sextant::qualify {
@@ -223,6 +224,8 @@ Verdict judge(const nlohmann::json& doc, const Expectations& e) {
     }
     v.outcomes.push_back(o);
   }
+  v.suspects = suspects_of(doc.at("cases"));
+  v.pass = v.pass && v.suspects.empty();
   return v;
 }
 
@@ -257,8 +260,9 @@ nlohmann::json to_json(const Verdict& v, const Expectations& e) {
             {"version", e.version},
             {"gemm_dtype", e.dtypes.gemm},
             {"attention_dtype", e.dtypes.attention}}},
-          {"counts", {{"pass", passed}, {"fail", failed}, {"not_judged", unmeasured}}},
-          {"criteria", rows}};
+          {"counts", {{"pass", passed}, {"fail", failed}, {"not_judged", unmeasured}, {"suspects", v.suspects.size()}}},
+          {"criteria", rows},
+          {"suspects", v.suspects}};
 }
 
 namespace {
@@ -290,6 +294,11 @@ std::string verdict_table(const nlohmann::json& q) {
     out += line;
     if (!r["note"].get<std::string>().empty()) out += cat("      ", r["note"].get<std::string>(), "\n");
   }
+  const nlohmann::json suspects = q.value("suspects", nlohmann::json::array());
+  out +=
+      cat("# suspects: ", suspects.size(), suspects.empty() ? " (the screen named no rank, link or node)" : "", "\n");
+  for (const nlohmann::json& s : suspects)
+    out += cat("  ", describe_suspect(s), "\n      from ", s.value("case", ""), "\n");
   return out;
 }
 
@@ -338,8 +347,17 @@ std::string verdict_html(const nlohmann::json& doc) {
             r["note"].get<std::string>().empty() ? "" : "<br><i>" + xml_escape(r["note"].get<std::string>()) + "</i>",
             "<br><small>", xml_escape(r["threshold_source"].get<std::string>()), "</small></td></tr>");
   }
+  out += "</table>";
+  const nlohmann::json suspects = q.value("suspects", nlohmann::json::array());
+  out += cat("<h2>Suspects: ", suspects.size(), "</h2>");
+  if (suspects.empty()) out += "<p>The screen named no rank, link or node.</p>";
+  else out += "<table><tr><th>suspect</th><th>case</th></tr>";
+  for (const nlohmann::json& s : suspects)
+    out += cat("<tr><td class=FAIL>", xml_escape(describe_suspect(s)), "</td><td>", xml_escape(s.value("case", "")),
+               "</td></tr>");
+  if (!suspects.empty()) out += "</table>";
   out +=
-      "</table><p><small>Written by sextant qualify (app/qualify_criteria.cc); the full report: "
+      "<p><small>Written by sextant qualify (app/qualify_criteria.cc); the full report: "
       "python3 scripts/report.py RESULTS.json -o DIR.</small></p></body></html>\n";
   return out;
 }

@@ -85,8 +85,11 @@ struct Outcome {
   std::string from, threshold_source, note;
 };
 struct Verdict {
-  bool pass = true;  // no criterion failed
+  bool pass = true;  // no criterion failed and no suspect was named
   std::vector<Outcome> outcomes;
+  // The ranks, links and nodes the screen suite named (harness/results.h
+  // suspects_of): each fails the cluster, as it names a part to replace or fix.
+  nlohmann::json suspects = nlohmann::json::array();
 };
 
 // Judges a results document (its cases; conformance counts every case).

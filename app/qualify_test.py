@@ -8,7 +8,9 @@
   * the one-page HTML verdict is written beside the results, and
     scripts/report.py puts the verdict at the top of its report;
   * --baseline with the run's own results as the golden run, and thresholds
-    it cannot meet, fail with exit 1; bad expectations files exit 2.
+    it cannot meet, fail with exit 1; bad expectations files exit 2;
+  * the screen runs first and its suspects are a section of the verdict: a
+    planted bit flip fails the cluster, naming the rank, tensor and element.
 
     python3 qualify_test.py SEXTANT MPIEXEC
 """
@@ -93,6 +95,20 @@ def main():
         check(r.returncode == 1 and "# qualify: FAIL" in r.stdout, f"a golden run 1000x faster fails (exit {r.returncode})")
         check("golden run" in r.stdout or "golden" in open(only(os.path.join(tmp, "strict"), ".json")).read(),
               "thresholds cite the golden run")
+
+        first_case = doc["cases"][0]
+        check(first_case["suite"] == "screen", f"the screen runs first: {first_case['id']}")
+        check(isinstance(q["suspects"], list) and q["counts"]["suspects"] == len(q["suspects"]),
+              f"the verdict lists its suspects: {len(q['suspects'])}")
+        flip = os.path.join(tmp, "bitflip")
+        r = qualify(sextant, mpiexec, flip, "screen", "--fault", "bitflip", "--set", "fault_rank=1")
+        named = json.load(open(only(flip, ".json")))["qualification"]["suspects"]
+        check(r.returncode == 1 and "# qualify: FAIL" in r.stdout, f"a planted bit flip fails the cluster (exit {r.returncode})")
+        check(len(named) == 1 and named[0]["kind"] == "sdc" and named[0]["rank"] == 1 and named[0]["tensor"] == "gemm.c",
+              f"and names rank 1's gemm.c: {named}")
+        check("# suspects: 1" in r.stdout and "sdc rank 1" in r.stdout, "the suspect is printed with the verdict")
+        with open(only(flip, "-verdict.html")) as f:
+            check("Suspects: 1" in f.read(), "and heads a section of the HTML verdict")
 
         bad = os.path.join(tmp, "bad.toml")
         with open(bad, "w") as f:

@@ -178,7 +178,11 @@ int write_complete(RunEnd& end, const std::vector<PlannedCase>& plan, const RunS
   if (!resumed.cases.empty())
     std::cout << "# with the " << resumed.cases.size() << " finished before: " << summary["cases"] << " cases, "
               << summary["pass"] << " pass, " << summary["fail"] << " fail, " << summary["error"] << " errors\n";
-  const int cases_status = summary["fail"].get<int>() + summary["error"].get<int>() > 0 ? 1 : 0;
+  const nlohmann::json suspects = suspects_of(doc["cases"]);
+  for (const nlohmann::json& s : suspects) std::cout << "# suspect: " << describe_suspect(s) << "\n";
+  // A named suspect fails the run as a failed case does: the cluster has a part to look at.
+  const int cases_status =
+      summary["fail"].get<int>() + summary["error"].get<int>() + static_cast<int>(suspects.size()) > 0 ? 1 : 0;
   const int status = judge ? judge(doc, end.journal ? end.journal->base() : std::string()) : cases_status;
   end.finalizer.complete([&] {
     if (end.journal) {

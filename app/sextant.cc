@@ -16,6 +16,7 @@
 #include "harness/error.h"
 #include "harness/kernel_fault.h"
 #include "harness/strings.h"
+#include "harness/suspects.h"
 #include "harness/tolerance.h"
 
 using namespace sextant;
@@ -38,7 +39,8 @@ void list_options(const std::vector<const CaseDef*>& cases) {
   }
 }
 
-// `sextant list --tolerances`: the tolerance table and the planted kernel faults, as JSON.
+// `sextant list --tolerances`: the tolerance table, the planted kernel faults
+// and the suspect rules of the screen, as JSON.
 nlohmann::json tolerances_json() {
   nlohmann::json rows = nlohmann::json::array(), faults = nlohmann::json::array();
   for (const ToleranceRow& r : tolerance_table()) {
@@ -75,11 +77,18 @@ nlohmann::json tolerances_json() {
                                    {"lr_steps", tg.lr_steps},
                                    {"depth_reason", tg.depth_reason},
                                    {"steps_reason", tg.steps_reason}};
-  return {{"gate_headroom", kGateHeadroom},
-          {"rows", rows},
-          {"systematic", systematic},
-          {"training_growth", training},
-          {"kernel_faults", faults}};
+  nlohmann::json suspects = nlohmann::json::array();
+  for (const SuspectRule& r : suspect_rules())
+    suspects.push_back({{"figure", r.figure},
+                        {"device", rule_device_name(r.device)},
+                        {"min_effect", r.min_effect},
+                        {"mad_k", r.mad_k},
+                        {"worse", r.worse == Worse::lower ? "lower" : "higher"},
+                        {"rule", describe_rule(r)},
+                        {"reason", r.reason}});
+  return {{"gate_headroom", kGateHeadroom}, {"rows", rows},
+          {"systematic", systematic},       {"training_growth", training},
+          {"kernel_faults", faults},        {"suspect_rules", suspects}};
 }
 
 int do_list(const std::vector<std::string>& selection, bool options, bool metrics, bool tolerances) {
@@ -142,7 +151,8 @@ int main(int argc, char** argv) {
   list->add_option("selection", list_selection, "Suites or suite/case");
   list->add_flag("--options", list_opts, "Each case's options: name, rule (type, range or choices) and help");
   list->add_flag("--metrics", list_metrics, "Every metric definition as JSON (unit, better, description)");
-  list->add_flag("--tolerances", list_tolerances, "The tolerance table and the planted kernel faults as JSON");
+  list->add_flag("--tolerances", list_tolerances,
+                 "The tolerance table, the planted kernel faults and the suspect rules as JSON");
   RunFlags flags;
   CLI::App* run = app.add_subcommand("run", "Run cases: check against the reference, time, write results JSON");
   add_run_flags(*run, flags);

@@ -60,6 +60,7 @@ Assembled assemble(Communicator& comm, const std::vector<Block>& blocks, const S
   out.tensor = Tensor::zeros(global, dtype);
   const size_t elem = dtype_size(dtype);
   std::vector<char> covered(static_cast<size_t>(out.tensor.numel()), 0);
+  auto owners = std::make_shared<std::vector<int32_t>>(static_cast<size_t>(out.tensor.numel()), -1);
   std::vector<int64_t> stride(nd, 1);
   for (int d = static_cast<int>(nd) - 2; d >= 0; --d) stride[d] = stride[d + 1] * global[d + 1];
   auto* dst = static_cast<char*>(out.tensor.raw());
@@ -88,6 +89,7 @@ Assembled assemble(Communicator& comm, const std::vector<Block>& blocks, const S
         }
         std::memcpy(cell, src + i * elem, elem);
         covered[flat] = std::max<char>(covered[flat], 1);
+        if ((*owners)[flat] < 0) (*owners)[flat] = r;
         for (int d = static_cast<int>(nd) - 1; d >= 0; --d) {
           if (++idx[d] < shape[d]) break;
           idx[d] = 0;
@@ -96,6 +98,7 @@ Assembled assemble(Communicator& comm, const std::vector<Block>& blocks, const S
     }
   }
   for (char c : covered) out.uncovered += c ? 0 : 1;
+  out.tensor.set_owner_ranks(std::move(owners));
   return out;
 }
 

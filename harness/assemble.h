@@ -16,7 +16,7 @@ struct Block {
 };
 
 struct Assembled {
-  Tensor tensor;           // root: the global tensor (host); others: undefined
+  Tensor tensor;           // root: the global tensor (host), with its owner_ranks(); others: undefined
   int64_t uncovered = 0;   // root: elements no rank provided
   int64_t mismatched = 0;  // root: elements where replicas disagree bit for bit
 };

@@ -109,6 +109,9 @@ class CaseState {
 };
 struct CaseDef {
   std::string suite, name, summary;
+  // Runs before every other case, at each of its rank counts, so that a
+  // run (and qualify) first says which rank, link or node to look at.
+  bool runs_first = false;
   std::vector<OptionSpec> options;         // what --set / flags / --config may give it
   std::vector<FaultDoc> faults;            // planted distributed-only faults it understands (fault_table.h)
   std::vector<KernelFault> kernel_faults;  // shared-kernel faults its runs can show
@@ -131,6 +134,7 @@ struct CaseDef {
 template <class State>
 struct CaseTable {
   std::string suite{}, name{}, summary{};
+  bool runs_first = false;
   std::vector<OptionSpec> options{};
   std::vector<FaultDoc> faults{};
   std::vector<KernelFault> kernel_faults{};
@@ -155,6 +159,7 @@ CaseDef make_case(CaseTable<State> t) {
   def.suite = t.suite;
   def.name = t.name;
   def.summary = t.summary;
+  def.runs_first = t.runs_first;
   def.options = t.options;
   def.faults = t.faults;
   def.kernel_faults = t.kernel_faults;

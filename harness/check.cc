@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "harness/error.h"
 #include "harness/npy.h"
@@ -36,6 +37,12 @@ void to_json(nlohmann::json& j, const TensorCheck& c) {
        {"base_pass", c.base_pass},
        {"pass", c.pass}};
   if (c.growth != 1) j["growth"] = c.growth;
+  if (!c.off_by_rank.empty()) {
+    nlohmann::json shares = nlohmann::json::array();
+    for (const TensorCheck::RankShare& r : c.off_by_rank)
+      shares.push_back({{"rank", r.rank}, {"off", r.off}, {"owned", r.owned}});
+    j["off_by_rank"] = shares;
+  }
   if (c.systematic.estimated)
     j["systematic"] = {
         {"scale", c.systematic.scale},        {"scale_se", c.systematic.scale_se},   {"scale_limit", c.scale_limit},
@@ -89,6 +96,38 @@ Tensor shifted_to(const Tensor& dist, const Tensor& ref_dist, const Tensor& ref_
   for (int64_t i = 0; i < out.numel(); ++i) out.data<double>()[i] += b.data<double>()[i] - a.data<double>()[i];
   return out;
 }
+// Which ranks own the elements where dist misses (see TensorCheck::off_by_rank).
+std::vector<TensorCheck::RankShare> off_by_rank(const Tensor& dist, const Tensor& base, const Tensor& ref,
+                                                double floor) {
+  const std::vector<int32_t>* owners = dist.owner_ranks();
+  if (!owners || static_cast<int64_t>(owners->size()) != dist.numel()) return {};
+  const Tensor d = dist.to(DType::f64), b = base.to(DType::f64), r = ref.to(DType::f64);
+  const double *pd = d.data<double>(), *pb = b.data<double>(), *pr = r.data<double>();
+  double sum = 0;
+  for (int64_t i = 0; i < r.numel(); ++i) sum += pr[i] * pr[i];
+  const double scale = floor * std::sqrt(sum / std::max<int64_t>(1, r.numel()));
+  std::map<int, TensorCheck::RankShare> by_rank;
+  for (int64_t i = 0; i < d.numel(); ++i) {
+    const int owner = (*owners)[i];
+    TensorCheck::RankShare& share = by_rank[owner];
+    share.rank = owner;
+    ++share.owned;
+    const double error = std::abs(pd[i] - pr[i]);
+    if (!std::isfinite(pd[i]) || error > std::max(2 * std::abs(pb[i] - pr[i]), scale)) ++share.off;
+  }
+  std::vector<TensorCheck::RankShare> out;
+  for (const auto& [rank, share] : by_rank)
+    if (share.off > 0) out.push_back(share);
+  return out;
+}
+
+std::string describe_shares(const std::vector<TensorCheck::RankShare>& shares) {
+  std::vector<std::string> parts;
+  for (const TensorCheck::RankShare& s : shares)
+    parts.push_back(cat(s.rank < 0 ? std::string("no rank") : cat("rank ", s.rank), " ", s.off, " of ", s.owned));
+  return join(parts, ", ");
+}
+
 }  // namespace
 
 void Checker::compare(const std::string& name, OpClass op, const Tensor& dist, const Tensor& base,
@@ -130,6 +169,9 @@ void Checker::compare(const std::string& name, OpClass op, const Tensor& dist, c
   }
   const bool norm_pass = d.nonfinite == 0 && c.error <= c.bound;
   c.pass = c.base_pass && norm_pass && c.systematic_pass;
+  if (!norm_pass || !c.systematic_pass) c.off_by_rank = off_by_rank(dist, base, ref_dist, c.floor);
+  const std::string owners =
+      c.off_by_rank.empty() ? std::string() : cat("; off elements by owning rank: ", describe_shares(c.off_by_rank));
   if (!c.base_pass)
     result_.failures.push_back(cat(name, ": baseline (one device) error ", c.base_error, " > gate ", c.base_bound,
                                    " of the ", c.op, " row for ", dtype_name(dtype_),
@@ -138,7 +180,7 @@ void Checker::compare(const std::string& name, OpClass op, const Tensor& dist, c
   if (!norm_pass)
     result_.failures.push_back(cat(name, ": distributed error ", c.error, " > bound ", c.bound, " = max(2 x baseline ",
                                    c.base_error, ", floor ", c.floor, ")",
-                                   d.nonfinite ? cat(" (", d.nonfinite, " NaN/Inf)") : std::string()));
+                                   d.nonfinite ? cat(" (", d.nonfinite, " NaN/Inf)") : std::string(), owners));
   if (!c.systematic_pass) {
     const Systematic& sy = c.systematic;
     const bool scale = std::abs(sy.scale) > c.scale_limit;
@@ -146,7 +188,7 @@ void Checker::compare(const std::string& name, OpClass op, const Tensor& dist, c
                                    " differs from the one-device run's by ", scale ? sy.scale : sy.offset, " (",
                                    std::abs(scale ? sy.scale / sy.scale_se : sy.offset / sy.offset_se),
                                    " standard errors; limit ", scale ? c.scale_limit : c.offset_limit,
-                                   "): a systematic error below what the norm bound sees"));
+                                   "): a systematic error below what the norm bound sees", norm_pass ? owners : ""));
   }
   result_.tensors.push_back(c);
   any_check_ = true;

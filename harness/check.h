@@ -40,6 +40,15 @@ struct TensorCheck {
   double scale_limit = 0;   // what |systematic.scale| must not exceed
   double offset_limit = 0;  // what |systematic.offset| must not exceed
   bool systematic_pass = true;
+  // Where the distributed result misses and it was assembled from ranks
+  // (Tensor::owner_ranks): for each rank owning off elements, how many of
+  // its elements are off and how many it owns. An element is off where its
+  // error exceeds max(2 x the baseline's error there, floor x rms(ref)).
+  struct RankShare {
+    int rank = 0;
+    int64_t off = 0, owned = 0;
+  };
+  std::vector<RankShare> off_by_rank;
   bool base_pass = false;
   bool pass = false;  // every rule holds
   // Which side missed: "baseline", "distributed", "both"; "" on a pass.

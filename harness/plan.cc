@@ -213,9 +213,13 @@ std::vector<PlannedCase> plan_run(const Registry& registry, const RunOptions& o,
     if (runnable == 0 && !first_problem.empty()) throw UsageError(first_problem);
     for (PlannedCase& p : mine) plan.push_back(std::move(p));
   }
-  // Rank counts ascending, cases in registry order within each (the order execute_plan runs them).
-  std::stable_sort(plan.begin(), plan.end(),
-                   [](const PlannedCase& a, const PlannedCase& b) { return a.config.ranks < b.config.ranks; });
+  // The cases that run first (the screen), then the others; rank counts
+  // ascending within each, cases in registry order within a rank count (the
+  // order execute_plan runs them).
+  std::stable_sort(plan.begin(), plan.end(), [](const PlannedCase& a, const PlannedCase& b) {
+    if (a.def->runs_first != b.def->runs_first) return a.def->runs_first;
+    return a.config.ranks < b.config.ranks;
+  });
   return plan;
 }
 

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iomanip>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -136,8 +137,54 @@ nlohmann::json results_document(nlohmann::json run, nlohmann::json system, nlohm
     else if (status == kFail) ++fail;
     else ++skip;
   }
-  run["summary"] = {{"cases", cases.size()}, {"pass", pass}, {"fail", fail}, {"skip", skip}, {"error", errors}};
+  run["summary"] = {{"cases", cases.size()}, {"pass", pass},    {"fail", fail},
+                    {"skip", skip},          {"error", errors}, {"suspects", suspects_of(cases).size()}};
   return {{"schema", kResultSchema}, {"run", run}, {"system", system}, {"cases", cases}};
+}
+
+nlohmann::json suspects_of(const nlohmann::json& cases) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const nlohmann::json& c : cases) {
+    const nlohmann::json* named = nullptr;
+    if (c.contains("perf") && c["perf"].contains("metrics") && c["perf"]["metrics"].contains("suspects"))
+      named = &c["perf"]["metrics"]["suspects"];
+    if (!named || !named->is_array()) continue;
+    for (nlohmann::json s : *named) {
+      s["case"] = c.value("id", "");
+      out.push_back(std::move(s));
+    }
+  }
+  return out;
+}
+
+namespace {
+std::string number_text(const nlohmann::json& v) {
+  if (!v.is_number()) return "-";
+  std::ostringstream out;
+  out << std::setprecision(4) << v.get<double>();
+  return out.str();
+}
+}  // namespace
+
+std::string describe_suspect(const nlohmann::json& s) {
+  std::ostringstream out;
+  out << s.value("kind", "?");
+  if (s.contains("ranks")) out << " ranks " << s["ranks"][0].get<int>() << "<->" << s["ranks"][1].get<int>();
+  else if (s.contains("rank")) out << " rank " << s["rank"].get<int>();
+  else out << " node " << s.value("node", -1);
+  out << " (host " << s.value("host", "?");
+  if (s.contains("gpu") && s["gpu"].is_number()) out << ", gpu " << s["gpu"].get<int>();
+  if (s.contains("gpu_uuid") && s["gpu_uuid"].is_string()) out << " " << s["gpu_uuid"].get<std::string>();
+  out << "): ";
+  if (s.contains("tensor"))
+    out << s["tensor"].get<std::string>() << " differs from the majority in " << s.value("repeats_bad", 0) << " of "
+        << s.value("repeats", 0) << " repeats, " << s.value("differing_elements", 0) << " elements, the first at "
+        << s.value("first_index", -1);
+  else
+    out << s.value("figure", "?") << " " << number_text(s.value("value", nlohmann::json())) << " against the "
+        << s.value("class", "?") << " median " << number_text(s.value("class_median", nlohmann::json()));
+  out << "; rule: " << s.value("rule", "?");
+  return out.str();
 }
 
 namespace {

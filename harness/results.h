@@ -34,6 +34,13 @@ nlohmann::json describe_system(Communicator& world, Device device, const std::st
 nlohmann::json results_document(nlohmann::json run, nlohmann::json system, const std::vector<CaseRecord>& records);
 nlohmann::json results_document(nlohmann::json run, nlohmann::json system, nlohmann::json cases);
 
+// The suspects every case named (perf.metrics.suspects: the screen suite),
+// each with "case" set to the case id that named it.
+nlohmann::json suspects_of(const nlohmann::json& cases);
+// One line for a suspect, e.g. "slow_rank rank 7 (host a, gpu 3): tflops 41.9
+// against the class median 74.1 (host); rule: ...".
+std::string describe_suspect(const nlohmann::json& suspect);
+
 // Throws UsageError unless dir exists (or can be created) and a file can be
 // created in it (a probe file is created and removed: permissions alone do
 // not tell, e.g. /proc or a read-only mount as root).

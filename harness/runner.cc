@@ -185,15 +185,19 @@ std::vector<CaseRecord> execute_plan(const std::vector<PlannedCase>& plan, MpiCo
                                      const RunHooks& hooks, const CommFactory& make_kernel_comm) {
   std::vector<CaseRecord> records;
   size_t index = 0;
-  for (int g : plan_rank_counts(plan)) {
+  // Blocks of consecutive cases at one rank count, in plan order.
+  for (size_t begin = 0; begin < plan.size();) {
+    const int g = plan[begin].config.ranks;
+    size_t end = begin;
+    while (end < plan.size() && plan[end].config.ranks == g) ++end;
     // The first g ranks form the group; the others sleep at the world barrier.
     heartbeat_begin(static_cast<int>(index), "form the group");
     std::unique_ptr<Communicator> group_comm = world.split(world.rank() < g ? 0 : -1, world.rank());
     heartbeat_end();
     auto* group = static_cast<MpiCommunicator*>(group_comm.get());
     std::map<std::string, std::unique_ptr<GroupEnv>> envs;
-    for (const PlannedCase& p : plan) {
-      if (p.config.ranks != g) continue;
+    for (; begin < end; ++begin) {
+      const PlannedCase& p = plan[begin];
       ++index;
       if (!group) continue;
       std::string key = to_string(p.config.parallel) + " " + p.config.parallel.order;

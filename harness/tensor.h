@@ -59,6 +59,13 @@ class Tensor {
   void zero();
   void copy_from(const Tensor& src);  // same shape and dtype, any devices
 
+  // The rank that provided each element, where the tensor was assembled
+  // from the ranks' blocks (assemble.h: the lowest rank of replicas, -1
+  // where none did); nullptr otherwise. Copies of the handle and reshape()
+  // keep it; anything that makes new storage drops it.
+  const std::vector<int32_t>* owner_ranks() const { return owners_.get(); }
+  void set_owner_ranks(std::shared_ptr<const std::vector<int32_t>> owners) { owners_ = std::move(owners); }
+
   // Slow element access for tests and checks (host only).
   double at(int64_t flat_index) const;
   void set(int64_t flat_index, double value);
@@ -73,6 +80,7 @@ class Tensor {
   void check_type(DType requested) const;
 
   std::shared_ptr<Storage> storage_;
+  std::shared_ptr<const std::vector<int32_t>> owners_;
   Shape shape_;
   DType dtype_ = DType::f32;
   Device device_ = Device::host;

@@ -60,6 +60,7 @@ ScopedTimer::~ScopedTimer() {
 }
 
 namespace {
+// q-th percentile of sorted samples, interpolated linearly (numpy's default).
 double percentile(const std::vector<double>& sorted, double q) {
   if (sorted.empty()) return 0;
   double pos = q * static_cast<double>(sorted.size() - 1);
@@ -90,9 +91,54 @@ TimeStats summarize(std::vector<double> samples, int warmup) {
   return s;
 }
 
+double percentile_of(std::vector<double> samples, double q) {
+  std::sort(samples.begin(), samples.end());
+  return percentile(samples, q);
+}
+
+RankTimes rank_times(const std::vector<std::vector<double>>& by_rank, bool keep_samples) {
+  RankTimes t;
+  for (const std::vector<double>& own : by_rank) {
+    const TimeStats s = summarize(own);
+    t.median.push_back(s.median);
+    t.p10.push_back(s.p10);
+    t.p90.push_back(s.p90);
+    t.p99.push_back(percentile_of(own, 0.99));
+    t.cv_pct.push_back(s.cv_pct);
+  }
+  const double typical = percentile_of(t.median, 0.5);
+  for (double m : t.median) t.straggler_score.push_back(typical > 0 ? m / typical : 0);
+  // Each iteration's wait: every rank waits for the slowest one (the next
+  // barrier), and that wait is charged to the slowest rank.
+  t.wait_share.assign(by_rank.size(), 0.0);
+  const size_t iters = by_rank.empty() ? 0 : by_rank.front().size();
+  double total = 0;
+  for (size_t i = 0; i < iters; ++i) {
+    size_t slowest = 0;
+    for (size_t r = 1; r < by_rank.size(); ++r)
+      if (by_rank[r][i] > by_rank[slowest][i]) slowest = r;
+    double wait = 0;
+    for (const std::vector<double>& own : by_rank) wait += by_rank[slowest][i] - own[i];
+    t.wait_share[slowest] += wait;
+    total += wait;
+  }
+  for (double& w : t.wait_share) w = total > 0 ? w / total : 0;
+  if (keep_samples) t.samples = by_rank;
+  return t;
+}
+
 void to_json(nlohmann::json& j, const TimeStats& s) {
   j = {{"unit", "s"},  {"median", s.median}, {"p10", s.p10},       {"p90", s.p90},     {"min", s.min},
        {"max", s.max}, {"mean", s.mean},     {"cv_pct", s.cv_pct}, {"iters", s.iters}, {"warmup", s.warmup}};
+  if (!s.per_rank.empty())
+    j["per_rank"] = {{"median", s.per_rank.median},
+                     {"p10", s.per_rank.p10},
+                     {"p90", s.per_rank.p90},
+                     {"p99", s.per_rank.p99},
+                     {"cv_pct", s.per_rank.cv_pct},
+                     {"straggler_score", s.per_rank.straggler_score},
+                     {"wait_share", s.per_rank.wait_share}};
+  if (!s.per_rank.samples.empty()) j["per_iteration"] = {{"max", s.iteration_max}, {"by_rank", s.per_rank.samples}};
 }
 
 IterationClock wall_clock(std::function<void()> sync) {
@@ -126,15 +172,26 @@ TimeStats time_iterations(Communicator& comm, const TimingPlan& plan, const std:
   }
   // Stats traffic must not pollute the case's communication counters.
   CommStats saved = comm.stats();
+  const size_t n = static_cast<size_t>(comm.size()), iters = samples.size();
+  std::vector<double> all(n * iters);
   if (comm.device() == Device::host) {
-    comm.all_reduce(samples.data(), samples.data(), samples.size(), DType::f64, ReduceOp::max);
+    comm.all_gather(samples.data(), all.data(), iters, DType::f64);
   } else {
-    Tensor t = Tensor::from_values({plan.iters}, samples, DType::f64).to(comm.device());
-    comm.all_reduce(t, ReduceOp::max);
-    samples = t.to(Device::host).to_vector();
+    Tensor mine = Tensor::from_values({plan.iters}, samples, DType::f64).to(comm.device());
+    Tensor gathered = Tensor::zeros({static_cast<int64_t>(n * iters)}, DType::f64, comm.device());
+    comm.all_gather(mine.raw(), gathered.raw(), iters, DType::f64);
+    all = gathered.to(Device::host).to_vector();
   }
   comm.stats() = saved;
-  return summarize(samples, plan.warmup);
+  std::vector<std::vector<double>> by_rank(n);
+  for (size_t r = 0; r < n; ++r) by_rank[r].assign(all.begin() + r * iters, all.begin() + (r + 1) * iters);
+  std::vector<double> slowest(iters, 0.0);
+  for (size_t i = 0; i < iters; ++i)
+    for (size_t r = 0; r < n; ++r) slowest[i] = std::max(slowest[i], by_rank[r][i]);
+  TimeStats stats = summarize(slowest, plan.warmup);
+  stats.per_rank = rank_times(by_rank, plan.per_iteration);
+  if (plan.per_iteration) stats.iteration_max = slowest;
+  return stats;
 }
 
 }  // namespace sextant

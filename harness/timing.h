@@ -1,5 +1,9 @@
 // Timing and statistics. Each iteration is timed on every rank; the
 // iteration's time is the max over ranks (the slowest rank sets the pace).
+// Each rank's own figures are kept beside it, so a slow rank can be named:
+// its median and spread, and a straggler score in the manner of
+// nvidia-resiliency-ext's straggler detection (a rank's time relative to the
+// others').
 #pragma once
 
 #include <chrono>
@@ -14,24 +18,48 @@
 
 namespace sextant {
 
+// Each rank's own figures of a timed region, indexed by rank in the group.
+struct RankTimes {
+  std::vector<double> median, p10, p90, p99, cv_pct;  // seconds (cv_pct: percent)
+  // A rank's median over the median of the ranks' medians: 1 is typical, 2 twice as slow.
+  std::vector<double> straggler_score;
+  // Of the time ranks spent waiting for the slowest rank of an iteration
+  // (the sum over ranks of max - own), the share each rank caused by being
+  // that slowest rank. Sums to 1, or is all 0 when no rank waited.
+  std::vector<double> wait_share;
+  // Every iteration of every rank ([rank][iteration], seconds): kept only
+  // with TimingPlan::per_iteration.
+  std::vector<std::vector<double>> samples;
+  bool empty() const { return median.empty(); }
+};
+
 struct TimeStats {
   double median = 0, p10 = 0, p90 = 0, min = 0, max = 0, mean = 0, cv_pct = 0;  // seconds
   int iters = 0, warmup = 0;
+  RankTimes per_rank;                 // empty when not measured across ranks
+  std::vector<double> iteration_max;  // with TimingPlan::per_iteration: each iteration's max over ranks
 };
 
 // Summary of raw samples (seconds); percentiles interpolate linearly as numpy does.
 TimeStats summarize(std::vector<double> samples, int warmup = 0);
+// Linear-interpolated percentile q in [0, 1] of `samples` (need not be sorted).
+double percentile_of(std::vector<double> samples, double q);
+// The figures of each rank from its samples ([rank][iteration]).
+RankTimes rank_times(const std::vector<std::vector<double>>& by_rank, bool keep_samples);
 void to_json(nlohmann::json& j, const TimeStats& s);
 
 struct TimingPlan {
   int warmup = 2;
   int iters = 10;
+  bool per_iteration = false;  // keep every iteration's time of every rank (--per-iteration)
 };
 
 // Runs fn warmup + iters times on every rank of comm. A barrier precedes each
 // iteration (outside the timed span); `sync` (e.g. a device synchronize) runs
-// inside it so asynchronous work is counted. The per-rank samples are reduced
-// with one max all-reduce after the loop, so the loop itself adds nothing.
+// inside it so asynchronous work is counted. The per-rank samples are
+// gathered once after the loop, so the loop itself adds nothing; the
+// result summarises each iteration's max over ranks and keeps each rank's
+// own figures in per_rank.
 TimeStats time_iterations(Communicator& comm, const TimingPlan& plan, const std::function<void()>& fn,
                           const std::function<void()>& sync = {});
 

@@ -57,5 +57,28 @@ TEST(ScopedTimer, PicksTheHostClocksOnTheHost) {
   EXPECT_GT(thread_cpu_seconds(), t0);
 }
 
+// Three ranks; rank 2 is the slowest in every iteration but the last.
+TEST(RankTimes, ScoresEachRankAgainstTheOthersAndChargesTheWait) {
+  const std::vector<std::vector<double>> by_rank = {{1.0, 1.0, 1.0, 1.2}, {1.0, 1.1, 0.9, 1.0}, {2.0, 2.0, 2.0, 1.0}};
+  const RankTimes t = rank_times(by_rank, false);
+  ASSERT_EQ(t.median.size(), 3u);
+  EXPECT_DOUBLE_EQ(t.median[2], 2.0);
+  EXPECT_DOUBLE_EQ(t.straggler_score[0], 1.0);  // the median of the medians is rank 0's 1.0
+  EXPECT_DOUBLE_EQ(t.straggler_score[2], 2.0);
+  // Waits: iterations 0-2 charge rank 2 with 2.0, 1.9, 2.1; iteration 3 charges rank 0 with 0.2 + 0.2.
+  EXPECT_NEAR(t.wait_share[2], 6.0 / 6.4, 1e-12);
+  EXPECT_NEAR(t.wait_share[0], 0.4 / 6.4, 1e-12);
+  EXPECT_DOUBLE_EQ(t.wait_share[1], 0.0);
+  EXPECT_NEAR(t.p99[0], 1.194, 1e-12);
+  EXPECT_TRUE(t.samples.empty());
+  EXPECT_EQ(rank_times(by_rank, true).samples, by_rank);
+}
+
+TEST(RankTimes, EqualRanksWaitForNobody) {
+  const RankTimes t = rank_times({{1.0, 2.0}, {1.0, 2.0}}, false);
+  EXPECT_EQ(t.wait_share, (std::vector<double>{0.0, 0.0}));
+  EXPECT_EQ(t.straggler_score, (std::vector<double>{1.0, 1.0}));
+}
+
 }  // namespace
 }  // namespace sextant

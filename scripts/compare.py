@@ -10,6 +10,14 @@ fault. Prints conformance problems, metrics that moved beyond their threshold
 (direction-aware: bandwidth, TFLOP/s, MFU, tokens/s higher is better; times
 and bubbles lower), and cases found on one side only.
 
+Beside the gate, never deciding it: "stragglers", the matched cases whose
+primary region has per-rank timings in both runs and whose slowest rank's
+straggler_score (its median time over the median rank's) exceeds 1.5 in the
+candidate, with the baseline's largest score beside it (--all lists every
+such case); and "suspects", the ranks, links and nodes the candidate's cases
+name (the screen suite): case, kind, rank(s) or node, host, the rule broken,
+and whether the baseline named it too.
+
 Exit status 1 (gate fails) when a candidate case fails conformance or could
 not run, a planted fault is not caught, a check was dropped, a metric
 regresses beyond its threshold (default 5%), a metric measured in the baseline
@@ -33,7 +41,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from sextant_results.compare import DEFAULT_THRESHOLD_PCT, Thresholds, compare_docs  # noqa: E402
-from sextant_results.load import ResultsError, Run  # noqa: E402
+from sextant_results.load import STRAGGLER_LIMIT, ResultsError, Run, suspect_where  # noqa: E402
 from sextant_results.schema import load_schema, read_valid_document  # noqa: E402
 
 LIST_LIMIT = 25  # ids listed per one-side group before "... and N more"
@@ -99,6 +107,41 @@ def id_list(ids):
     return "\n".join(shown + ([f"  ... and {len(ids) - LIST_LIMIT} more"] if len(ids) > LIST_LIMIT else []))
 
 
+def straggler_rows(stragglers):
+    return [[s.case_id, s.region, f"{s.base:.3g} (rank {s.base_rank})", f"{s.cand:.3g} (rank {s.cand_rank})"]
+            for s in stragglers]
+
+
+def suspect_rows(found):
+    rows = []
+    for f in found:
+        s = f.suspect
+        value = "" if s.get("value") is None else fmt_value(s["value"])
+        if s.get("class_median") is not None:
+            value += f" (class median {fmt_value(s['class_median'])})"
+        rows.append([f.case_id, s["kind"], suspect_where(s), s["figure"], value.strip() or "-",
+                     "no" if f.new else "yes", s["rule"]])
+    return rows
+
+
+def print_findings(result, show_all):
+    """Stragglers and suspects: reported, not gated."""
+    slow = result.slow_stragglers()
+    shown = sorted(result.stragglers, key=lambda s: -s.cand) if show_all else slow
+    if shown:
+        print(f"\nstragglers ({len(slow)} of {len(result.stragglers)} cases with per-rank timings exceed "
+              f"straggler_score {STRAGGLER_LIMIT:g} in the candidate; not gated):")
+        print(table(straggler_rows(shown[:LIST_LIMIT]), ["case", "region", "baseline max", "candidate max"]))
+        if len(shown) > LIST_LIMIT:
+            print(f"  ... and {len(shown) - LIST_LIMIT} more")
+    if result.suspects:
+        new = sum(f.new for f in result.suspects)
+        print(f"\nsuspects named by the candidate ({len(result.suspects)}, {new} not named by the baseline; "
+              f"not gated):")
+        print(table(suspect_rows(result.suspects), ["case", "kind", "where", "figure", "value",
+                                                     "in baseline", "rule"]))
+
+
 def print_report(result, base_run, cand_run, show_all):
     print(f"baseline:  {base_run.path}\n           {base_run.describe()}")
     print(f"candidate: {cand_run.path}\n           {cand_run.describe()}")
@@ -132,6 +175,7 @@ def print_report(result, base_run, cand_run, show_all):
         print(f"\nonly in the baseline ({len(result.only_base)}{note}):\n{id_list(result.only_base)}")
     if result.only_cand:
         print(f"\nonly in the candidate ({len(result.only_cand)}; new, not compared):\n{id_list(result.only_cand)}")
+    print_findings(result, show_all)
     gated = [c for c in result.changes if c.direction != "info"]
     print(f"\nsummary: {result.matched} cases matched, {len(gated)} performance metrics compared: "
           f"{len(result.of('regressed'))} regressed, {len(result.of('improved'))} improved, "
@@ -159,7 +203,9 @@ def main(argv=None):
                              "they are counted as noise (default 0: gate everything)")
     parser.add_argument("--allow-missing", action="store_true",
                         help="baseline cases absent from the candidate are listed but do not fail the gate")
-    parser.add_argument("--all", action="store_true", help="also list metrics that stayed within threshold")
+    parser.add_argument("--all", action="store_true",
+                        help="also list metrics that stayed within threshold, and every case's largest "
+                             f"straggler_score (not only those above {STRAGGLER_LIMIT:g})")
     args = parser.parse_args(argv)
     try:
         thresholds = parse_thresholds(args.threshold)

@@ -10,8 +10,13 @@ cannot be read, is not UTF-8, is not JSON or holds NaN or Infinity (not JSON,
 though Python writes them) is INVALID too, with the reason. Exit status 0
 when every file is valid, 1 when any is not, 2 on bad usage (no results
 files, an unusable --schema), with one line on stderr. After the schema,
-checks what a schema cannot: unique ids, the run summary matches the cases,
-and tp*cp*pp*dp equals the case's rank count.
+checks what a schema cannot: unique ids, the run summary matches the cases
+(run.summary.suspects, where present, counts every case's
+perf.metrics.suspects), tp*cp*pp*dp equals the case's rank count, and the
+per-rank figures fit the case's group: every time.<region>.per_rank array
+and per_iteration.by_rank has one entry per rank, each by_rank row one per
+iteration (as long as per_iteration.max), and the screen suite's per-rank
+metrics, link matrix and suspects stay within its ranks.
 """
 import argparse
 import os
@@ -32,8 +37,9 @@ def check_file(path, schema, show_all=False):
     problems = validate_document(doc, schema)
     if not problems:
         summary = doc["run"]["summary"]
+        named = f"; {summary['suspects']} suspects" if "suspects" in summary else ""
         return True, (f"{path}: ok ({summary['cases']} cases: {summary['pass']} pass, {summary['fail']} fail, "
-                      f"{summary['skip']} skip, {summary['error']} error)")
+                      f"{summary['skip']} skip, {summary['error']} error{named})")
     line = f"{path}: INVALID {first_problem_text(problems)}"
     if show_all:
         line += "".join(f"\n    {w}: {m}" for w, m in problems[1:])

@@ -15,13 +15,20 @@ harness writes null where it measured NaN or Inf) is "lost" and fails the gate.
 Documents must satisfy results/schema.json (schema.read_valid_document);
 compare_docs refuses numbers that are not finite (NaN, Inf) in either, since
 NaN compares false both ways and would pass the gate silently.
+
+Two findings are reported beside the gate and never decide it: stragglers
+(matched cases whose primary region has per-rank timings on both sides: the
+largest straggler_score, a rank's median over the median rank's, in each)
+and the suspects the candidate's cases name (perf.metrics.suspects, the
+screen suite), each marked new or also named by the baseline's instance.
 """
 import fnmatch
 import json
 import os
 from dataclasses import dataclass, field
 
-from .load import ResultsError, json_path, non_json_problem, non_json_values, status
+from .load import (STRAGGLER_LIMIT, ResultsError, json_path, max_straggler, non_json_problem, non_json_values,
+                   primary_region, status, suspects)
 
 HIGHER, LOWER, INFO = "higher", "lower", "info"
 DEFAULT_THRESHOLD_PCT = 5.0
@@ -107,6 +114,25 @@ class Change:
 
 
 @dataclass
+class Straggler:
+    """The slowest rank of a matched case's primary region, on each side."""
+    case_id: str
+    region: str
+    base: float       # largest straggler_score in the baseline
+    base_rank: int
+    cand: float
+    cand_rank: int
+
+
+@dataclass
+class Suspect:
+    """A rank, link or node a candidate case names; new unless the baseline's instance names it too."""
+    case_id: str
+    suspect: dict
+    new: bool
+
+
+@dataclass
 class Comparison:
     matched: int = 0
     changes: list = field(default_factory=list)
@@ -114,9 +140,15 @@ class Comparison:
     only_base: list = field(default_factory=list)     # case ids
     only_cand: list = field(default_factory=list)
     allow_missing: bool = False
+    stragglers: list = field(default_factory=list)    # Straggler per matched case with per-rank timings on both sides
+    suspects: list = field(default_factory=list)      # Suspect per suspect the candidate names
 
     def of(self, verdict):
         return [c for c in self.changes if c.verdict == verdict]
+
+    def slow_stragglers(self, limit=STRAGGLER_LIMIT):
+        """The stragglers whose candidate score exceeds limit, worst first."""
+        return sorted((s for s in self.stragglers if s.cand > limit), key=lambda s: -s.cand)
 
     @property
     def failed(self):
@@ -175,13 +207,28 @@ def conformance_problem(base_case, cand_case):
     if s == "error":
         return f"could not run: {cand_case['error']}"
     if fault:
-        return None if s == "fail" else f"planted fault {fault!r} was not caught (status {s})"
+        # A screen fault is caught when the case names a suspect (a slow rank or link passes conformance).
+        named = cand_case.get("perf", {}).get("metrics", {}).get("suspects")
+        return None if s == "fail" or named else f"planted fault {fault!r} was not caught (status {s})"
     if s == "fail":
         lines = cand_case.get("conformance", {}).get("failures", [])
         return "conformance failed: " + ("; ".join(lines[:3]) or "no failure lines")
     if s == "skip" and base_case is not None and status(base_case) in ("pass", "fail"):
         return "not checked in the candidate, checked in the baseline"
     return None
+
+
+def straggler(base_case, cand_case):
+    """Straggler of a matched pair, or None unless both have per-rank timings of the primary region."""
+    (base, base_rank), (cand, cand_rank) = max_straggler(base_case), max_straggler(cand_case)
+    if base is None or cand is None:
+        return None
+    return Straggler(cand_case["id"], primary_region(cand_case)[0], base, base_rank, cand, cand_rank)
+
+
+def suspect_identity(s):
+    """What a suspect names, to find it again in another run: its kind and rank(s) or node."""
+    return s.get("kind"), s.get("rank"), tuple(s.get("ranks", ())), s.get("node")
 
 
 def compare_docs(base_doc, cand_doc, thresholds=None, only=None, allow_missing=False, min_time=0.0):
@@ -201,9 +248,14 @@ def compare_docs(base_doc, cand_doc, thresholds=None, only=None, allow_missing=F
         problem = conformance_problem(base.get(key), c)
         if problem:
             result.conformance.append((c["id"], problem))
+        known = {suspect_identity(s) for s in suspects(base[key])} if key in base else set()
+        result.suspects += [Suspect(c["id"], s, suspect_identity(s) not in known) for s in suspects(c)]
         if key not in base:
             continue
         result.matched += 1
+        slowest = straggler(base[key], c)
+        if slowest:
+            result.stragglers.append(slowest)
         bv, cv = values(base[key]), values(c)
         noisy = (primary_time(base[key]) or 0.0) < min_time
         for name in sorted(set(bv) & set(cv)):

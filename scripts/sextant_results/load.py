@@ -308,3 +308,47 @@ def distinguishing_params(cases, same_point, exclude=()):
             if k not in exclude:
                 values.setdefault((k, same_point(c)), set()).add(json.dumps(v, sort_keys=True))
     return sorted({k for (k, _), vals in values.items() if len(vals) > 1})
+
+
+# ---- per-rank timings and suspects (the screen suite) ----------------------
+
+STRAGGLER_LIMIT = 1.5  # a straggler_score above this (rank median / typical) is worth a look
+
+
+def primary_region(case):
+    """(region name, time_stats) of the case's first timed region, or (None, None)."""
+    times = case.get("perf", {}).get("time", {})
+    return next(iter(times.items())) if times else (None, None)
+
+
+def per_rank(case):
+    """time.<primary region>.per_rank (each rank's own figures), or None."""
+    _, stats = primary_region(case)
+    return stats.get("per_rank") if stats else None
+
+
+def max_straggler(case):
+    """(largest straggler_score, its rank) of the primary region, or (None, None)."""
+    scores = (per_rank(case) or {}).get("straggler_score") or []
+    if not scores:
+        return None, None
+    rank = max(range(len(scores)), key=lambda r: scores[r])
+    return scores[rank], rank
+
+
+def suspects(case):
+    """perf.metrics.suspects: the ranks, links and nodes the case names ([] when none)."""
+    found = extra(case, "suspects")
+    return found if isinstance(found, list) else []
+
+
+def suspect_where(s):
+    """'rank 5 (nodeB)', 'ranks 1<->6 (nodeA<->nodeB)', 'node 1 (nodeB)': who a suspect names."""
+    if s.get("kind") == "slow_link" and s.get("ranks"):
+        who = "ranks " + "<->".join(str(r) for r in s["ranks"])
+    elif s.get("kind") == "slow_node" or s.get("rank") is None:
+        who = f"node {s.get('node', '?')}"
+    else:
+        who = f"rank {s['rank']}"
+    gpu = f", gpu {s['gpu']}" if s.get("gpu") is not None else ""
+    return f"{who} ({s.get('host', '?')}{gpu})"

@@ -1,7 +1,7 @@
 """Validation of results documents: results/schema.json (JSON Schema draft
 2020-12) with every number finite, then the consistency rules a schema
 cannot state (ids unique, the summary matches the cases, parallel sizes
-multiply to the rank count).
+multiply to the rank count, per-rank figures have one entry per rank).
 
 JSON Schema has no word for "finite": Python's json reads NaN and Infinity
 and jsonschema counts them as numbers. So the schema check here also walks
@@ -11,7 +11,8 @@ Where the schema allows null for a number, null stays allowed."""
 import re
 import reprlib
 
-from .load import SCHEMA_PATH, ResultsError, json_path, non_json_problem, non_json_values, read_document, read_json
+from .load import (SCHEMA_PATH, ResultsError, json_path, non_json_problem, non_json_values, read_document, read_json,
+                   suspects)
 
 try:
     import jsonschema
@@ -86,7 +87,61 @@ def consistency_problems(doc):
         if c["ranks"] > doc["system"]["world_size"]:
             problems.append((f"$.cases[{i}].ranks",
                              f"ranks {c['ranks']} exceeds the world size {doc['system']['world_size']}"))
+        problems += _timing_shape_problems(i, c) + _screen_shape_problems(i, c)
     problems += _summary_problems(doc)
+    return problems
+
+
+def _length_problem(parts, values, n, what):
+    """[(path, message)] when the list at parts does not have n entries."""
+    if len(values) == n:
+        return []
+    return [(json_path(parts), f"has {len(values)} entries but {what} {n}")]
+
+
+def _timing_shape_problems(i, case):
+    """per_rank arrays and per_iteration rows: one per rank of the group, each row one per iteration."""
+    n, problems = case["ranks"], []
+    for region, stats in case["perf"]["time"].items():
+        at = ["cases", i, "perf", "time", region]
+        for name, values in stats.get("per_rank", {}).items():
+            problems += _length_problem(at + ["per_rank", name], values, n, "the case has ranks")
+        per_iteration = stats.get("per_iteration")
+        if per_iteration:
+            iters = len(per_iteration["max"])
+            problems += _length_problem(at + ["per_iteration", "max"], per_iteration["max"], stats["iters"],
+                                        "the region has iters")
+            problems += _length_problem(at + ["per_iteration", "by_rank"], per_iteration["by_rank"], n,
+                                        "the case has ranks")
+            for r, row in enumerate(per_iteration["by_rank"]):
+                problems += _length_problem(at + ["per_iteration", "by_rank", r], row, iters,
+                                            "per_iteration.max has")
+    return problems
+
+
+def _screen_shape_problems(i, case):
+    """The screen's per-rank figures and the ranks its suspects name lie within the case's group."""
+    n, problems = case["ranks"], []
+    metrics = case["perf"]["metrics"]
+    at = ["cases", i, "perf", "metrics"]
+    for name in ("tflops_per_rank", "output_hash_per_rank"):
+        if case["suite"] == "screen" and isinstance(metrics.get(name), list):
+            problems += _length_problem(at + [name], metrics[name], n, "the case has ranks")
+    matrix = metrics.get("link_matrix") if case["suite"] == "screen" else None
+    if matrix:
+        if matrix["ranks"] != n:
+            problems.append((json_path(at + ["link_matrix", "ranks"]),
+                             f"is {matrix['ranks']} but the case has ranks {n}"))
+        problems += _length_problem(at + ["link_matrix", "hosts"], matrix["hosts"], n, "the case has ranks")
+        for name in ("bandwidth_GBps", "latency_us", "class"):
+            problems += _length_problem(at + ["link_matrix", name], matrix[name], n, "the case has ranks")
+            for r, row in enumerate(matrix[name]):
+                problems += _length_problem(at + ["link_matrix", name, r], row, n, "the case has ranks")
+    for k, s in enumerate(suspects(case)):
+        named = ([s["rank"]] if "rank" in s else []) + s.get("ranks", [])
+        if any(r >= n for r in named):
+            problems.append((json_path(at + ["suspects", k]),
+                             f"names rank {max(named)} but the case has ranks {n} (0 to {n - 1})"))
     return problems
 
 
@@ -95,8 +150,13 @@ def _summary_problems(doc):
     for c in doc["cases"]:
         counts["error" if c.get("error") else c["conformance"]["status"]] += 1
     summary = doc["run"]["summary"]
-    return [(f"$.run.summary.{k}", f"says {summary[k]} but the cases give {v}")
-            for k, v in counts.items() if summary[k] != v]
+    problems = [(f"$.run.summary.{k}", f"says {summary[k]} but the cases give {v}")
+                for k, v in counts.items() if summary[k] != v]
+    named = sum(len(suspects(c)) for c in doc["cases"])
+    if "suspects" in summary and summary["suspects"] != named:
+        problems.append(("$.run.summary.suspects", f"says {summary['suspects']} but the cases name {named} "
+                                                   f"(perf.metrics.suspects)"))
+    return problems
 
 
 def validate_document(doc, schema):

@@ -12,6 +12,7 @@ REPO = os.path.dirname(SCRIPTS)
 FIXTURES = os.path.join(TESTS, "fixtures")
 REAL_FIXTURE = os.path.join(FIXTURES, "real-collectives-cpu-np4-ci.json")
 SYNTHETIC_FIXTURE = os.path.join(FIXTURES, "synthetic-suites.json")
+SCREEN_FIXTURE = os.path.join(FIXTURES, "synthetic-screen.json")  # two nodes, suspects, per-rank timings
 
 sys.path.insert(0, SCRIPTS)
 

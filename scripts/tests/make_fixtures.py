@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Writes SYNTHETIC results fixtures for the suites that do not run yet
-(tp_sp, attention, moe, pipeline, step), shaped exactly as results/METRICS.md
-promises, so that every figure of report.py has data today.
+(tp_sp, attention, moe, pipeline, step; and a two-node screen run with
+suspects and per-rank timings, from screen_fixture.py), shaped exactly as
+results/METRICS.md and results/schema.json promise, so that every figure of
+report.py has data today.
 
     python3 scripts/tests/make_fixtures.py      # rewrites scripts/tests/fixtures/synthetic-*.json
 
@@ -308,7 +310,9 @@ def fixtures():
     rng = random.Random(20260101)
     cases = tp_sp_cases(rng) + attention_cases(rng) + moe_cases(rng) + pipeline_cases(rng) + step_cases(rng)
     cases += dynamic_cp_cases()
-    return {"synthetic-suites.json": document("suites", cases)}
+    import screen_fixture  # after this module is loaded: it builds on its helpers
+    return {"synthetic-suites.json": document("suites", cases),
+            "synthetic-screen.json": screen_fixture.screen_document(sys.modules[__name__])}
 
 
 def rounded(x):

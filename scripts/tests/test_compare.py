@@ -1,10 +1,13 @@
 """compare.py as a CI gate, on candidates derived from a real run: an
 unchanged file passes; a 20% slowdown, a conformance failure, an uncaught
-planted fault and a missing case fail it; directions and thresholds hold."""
+planted fault and a missing case fail it; directions and thresholds hold;
+stragglers and suspects are listed beside the gate, never deciding it."""
+import re
 import tempfile
 import unittest
 
-from helpers import REAL_FIXTURE, SYNTHETIC_FIXTURE, derived, load, recount, run_script, stored_results, write
+from helpers import (REAL_FIXTURE, SCREEN_FIXTURE, SYNTHETIC_FIXTURE, derived, load, recount, run_script,
+                     stored_results, write)
 from sextant_results.compare import HIGHER, INFO, LOWER, Thresholds, compare_docs, direction
 
 
@@ -32,7 +35,7 @@ class Gate(unittest.TestCase):
         return write(derived(path, edit), self.tmp.name, "candidate.json")
 
     def test_unchanged_file_passes(self):
-        for path in (REAL_FIXTURE, SYNTHETIC_FIXTURE):
+        for path in (REAL_FIXTURE, SYNTHETIC_FIXTURE, SCREEN_FIXTURE):
             with self.subTest(path):
                 rc, out, err = run_script("compare.py", path, path)
                 self.assertEqual(rc, 0, out + err)
@@ -147,6 +150,83 @@ class Gate(unittest.TestCase):
         rc, _, err = run_script("compare.py", REAL_FIXTURE, "/nonexistent.json")
         self.assertEqual(rc, 2)
         self.assertIn("cannot read", err)
+
+
+def section(out, title):
+    """The lines of one printed section, from its title to the blank line after it."""
+    return out.split("\n" + title)[1].split("\n\n")[0]
+
+
+def slow_rank_down(case, rank, factor):
+    """The primary region as if rank ran factor x slower: its median and straggler_score."""
+    ranks = next(iter(case["perf"]["time"].values()))["per_rank"]
+    ranks["median"][rank] *= factor
+    ranks["straggler_score"][rank] *= factor
+
+
+class Findings(unittest.TestCase):
+    """Stragglers and suspects: printed for the cases that have them, not gated."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+        self.doc = load(SCREEN_FIXTURE)
+        self.ids = {c["case"]: c["id"] for c in self.doc["cases"]}
+
+    def test_the_screen_run_lists_its_suspects_and_stragglers(self):
+        rc, out, err = run_script("compare.py", SCREEN_FIXTURE, SCREEN_FIXTURE)
+        self.assertEqual(rc, 0, out + err)  # planted faults caught: the gate passes
+        stragglers = section(out, "stragglers (1 of 3 cases with per-rank timings exceed straggler_score 1.5")
+        self.assertIn(self.ids["links"], stragglers)
+        self.assertRegex(stragglers, r"tournament +1\.8\d \(rank 1\) +1\.8\d \(rank 1\)")
+        self.assertNotIn(self.ids["compute"], stragglers)
+        suspects = section(out, "suspects named by the candidate (2, 0 not named by the baseline; not gated)")
+        self.assertRegex(suspects, re.escape(self.ids["compute"]) + r" +sdc +rank 5 \(nodeB\) +output_hash .* yes +"
+                         r"output_hash differs from the majority's")
+        self.assertRegex(suspects, re.escape(self.ids["links"]) + r" +slow_link +ranks 1<->6 \(nodeA<->nodeB\) +"
+                         r"p2p_bandwidth_GBps +0\.9 \(class median 4\.8\d*\) +yes +p2p_bandwidth_GBps below 0\.5")
+        self.assertIn("verdict: PASS", out)
+
+    def test_a_new_straggler_and_a_new_suspect_are_listed_but_do_not_fail_the_gate(self):
+        def worse(doc):
+            nodes = next(c for c in doc["cases"] if c["case"] == "nodes")
+            slow_rank_down(nodes, 4, 2.0)
+            nodes["perf"]["metrics"]["suspects"].append(
+                {"kind": "slow_node", "node": 1, "host": "nodeB", "figure": "node_busbw_GBps", "value": 1.0,
+                 "class_median": 3.1, "class": "4 ranks", "rule": "node_busbw_GBps below 0.75 x the class median"})
+            doc["run"]["summary"]["suspects"] += 1
+        cand = write(derived(SCREEN_FIXTURE, worse), self.tmp.name, "cand.json")
+        rc, out, err = run_script("compare.py", SCREEN_FIXTURE, cand, "--only", "busbw*")
+        self.assertEqual(rc, 0, out + err)
+        stragglers = section(out, "stragglers (2 of 3")
+        self.assertRegex(stragglers, re.escape(self.ids["nodes"]) + r" +all_reduce +1\.\d+ \(rank \d\) +2\.\d+ "
+                         r"\(rank 4\)")
+        self.assertLess(stragglers.find(self.ids["nodes"]), stragglers.find(self.ids["links"]))  # worst first
+        suspects = section(out, "suspects named by the candidate (3, 1 not named by the baseline")
+        self.assertRegex(suspects, re.escape(self.ids["nodes"]) + r" +slow_node +node 1 \(nodeB\) +node_busbw_GBps "
+                         r"+1 \(class median 3\.1\) +no +node_busbw_GBps below 0\.75")
+
+    def test_all_lists_every_case_with_per_rank_timings(self):
+        rc, out, _ = run_script("compare.py", SCREEN_FIXTURE, SCREEN_FIXTURE, "--all")
+        self.assertEqual(rc, 0, out)
+        stragglers = section(out, "stragglers (1 of 3")
+        for case_id in self.ids.values():
+            self.assertIn(case_id, stragglers)
+
+    def test_no_stragglers_without_per_rank_timings_on_both_sides(self):
+        def old(doc):  # as written before per-rank timings existed
+            for c in doc["cases"]:
+                for t in c["perf"]["time"].values():
+                    t.pop("per_rank")
+                    t.pop("per_iteration", None)
+        base = write(derived(SCREEN_FIXTURE, old), self.tmp.name, "old.json")
+        rc, out, _ = run_script("compare.py", base, SCREEN_FIXTURE)
+        self.assertEqual(rc, 0, out)
+        self.assertNotIn("stragglers", out)
+        self.assertIn("suspects named by the candidate (2, 0 not named", out)
+        result = compare_docs(load(REAL_FIXTURE), load(REAL_FIXTURE))
+        self.assertEqual((result.stragglers, result.suspects), ([], []))
+        self.assertNotIn("straggler", run_script("compare.py", REAL_FIXTURE, REAL_FIXTURE)[1])
 
 
 @unittest.skipUnless(stored_results(), "no stored real runs under results/ (results/<machine>/*.json)")

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
 
 import helpers
-from helpers import REAL_FIXTURE, SYNTHETIC_FIXTURE, run_script, write
+from helpers import REAL_FIXTURE, SCREEN_FIXTURE, SYNTHETIC_FIXTURE, run_script, write
 from sextant_results.compare import compare_docs, judge, Thresholds
 from sextant_results.load import ResultsError
 from sextant_results.schema import load_schema, read_valid_document, validate_document
@@ -68,6 +68,7 @@ BASES = {
     "collectives": multi_rank_collectives(),
     "pipeline+step": small_document(SYNTHETIC_FIXTURE, ("pipeline", "step"), 1),
     "tp_sp+attention+moe": small_document(SYNTHETIC_FIXTURE, ("tp_sp", "attention", "moe"), 1),
+    "screen": helpers.load(SCREEN_FIXTURE),  # per-rank timings, a link matrix, suspects
 }
 
 

@@ -1,6 +1,7 @@
-"""report.py: every figure from the fixtures (a real collectives run and the
-synthetic suites), a self-contained non-empty index.html and summary.md;
-missing suites are skipped with a reason, never an exception."""
+"""report.py: every figure from the fixtures (a real collectives run, the
+synthetic suites and a synthetic two-node screen run), a self-contained
+non-empty index.html and summary.md; missing suites are skipped with a
+reason, never an exception."""
 import base64
 import os
 import re
@@ -8,14 +9,15 @@ import tempfile
 import unittest
 
 import helpers
-from helpers import REAL_FIXTURE, SYNTHETIC_FIXTURE, derived, run_script, write
+from helpers import REAL_FIXTURE, SCREEN_FIXTURE, SYNTHETIC_FIXTURE, derived, load, run_script, write
 from sextant_results.load import load_runs
-from sextant_results.report import SECTIONS, build_report, conformance, pipeline, step
+from sextant_results.report import SECTIONS, build_report, common, conformance, pipeline, screen, step
 
 EVERY_FIGURE = ["conformance_0.png", "conformance_1.png", "collectives_busbw_f32.png", "collectives_busbw_bf16.png",
                 "collectives_peak_busbw.png", "tp_sp.png", "attention_cp.png", "attention_dynamic_cp.png", "moe_bandwidth.png",
                 "moe_imbalance.png", "pipeline_bubble.png", "pipeline_agreement.png", "pipeline_gantt.png",
-                "step_mfu.png", "scaling.png"]
+                "step_mfu.png", "scaling.png",
+                "screen_links.png", "screen_compute.png", "screen_rank_times.png"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -26,7 +28,7 @@ class FullReport(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         cls.out = cls.tmp.name
-        cls.inputs = [REAL_FIXTURE, SYNTHETIC_FIXTURE]  # every suite; the stored runs: StoredRuns below
+        cls.inputs = [REAL_FIXTURE, SYNTHETIC_FIXTURE, SCREEN_FIXTURE]  # every suite; stored runs: StoredRuns below
         cls.rc, cls.stdout, cls.stderr = run_script("report.py", *cls.inputs, "-o", cls.out)
         with open(os.path.join(cls.out, "index.html"), encoding="utf-8") as f:
             cls.html = f.read()
@@ -75,6 +77,17 @@ class FullReport(unittest.TestCase):
             self.assertIn(f"]({name})", md)
         self.assertIn("| run | system |", md)
         self.assertIn("### Peak busbw", md)
+        self.assertIn("### Suspects", md)
+        self.assertRegex(md, r"\| sdc \| rank 5 \(nodeB\) \| output_hash \|")
+        self.assertRegex(md, r"\| slow_link \| ranks 1<->6 \(nodeA<->nodeB\) \| p2p_bandwidth_GBps \| 0\.9 \|")
+
+    def test_html_has_the_suspects_and_stragglers_tables(self):
+        suspects = self.html.split("<h3>Suspects</h3>")[1].split("</table>")[0]
+        self.assertEqual(suspects.count("<tr>"), 3)  # the header and two suspects
+        self.assertIn("<td>slow_link</td><td>ranks 1&lt;-&gt;6 (nodeA&lt;-&gt;nodeB)</td>", suspects)
+        stragglers = self.html.split("<h3>Stragglers (straggler_score &gt; 1.5)</h3>")[1].split("</table>")[0]
+        self.assertIn("tournament", stragglers)
+        self.assertNotIn("gemm", stragglers)
 
 
 def expected_figures(runs):
@@ -100,7 +113,16 @@ def expected_figures(runs):
         names.append("step_overlap.png")
     if len({c["ranks"] for c in cases if c["suite"] in ("tp_sp", "attention", "moe", "step")}) > 1:
         names.append("scaling.png")
+    names += ["screen_links.png"] if screen.link_pairs(runs) else []
+    names += ["screen_compute.png"] if screen.compute_pairs(runs) else []
+    names += ["screen_rank_times.png"] if screen.timed_pairs(runs) else []
     return names
+
+
+def has_screen_data(runs):
+    """The screen section draws for screen cases, suspects or per-rank timings."""
+    return bool(screen.link_pairs(runs) or screen.compute_pairs(runs) or screen.timed_pairs(runs)
+                or screen.named_suspects(runs))
 
 
 @unittest.skipUnless(helpers.stored_results(), "no stored real runs under results/ (results/<machine>/*.json)")
@@ -123,10 +145,13 @@ class StoredRuns(unittest.TestCase):
 
     def test_every_section_draws_without_warnings(self):
         self.assertEqual(self.rc, 0, self.stdout + self.stderr)
-        self.assertNotIn("skipped", self.stdout)
         self.assertEqual(self.stderr.strip(), "", "report.py warned or failed")  # e.g. a collapsed layout
+        # Runs stored before per-rank timings and the screen suite existed have nothing for its section.
+        absent = [] if has_screen_data(self.runs) else [screen]
+        self.assertEqual(self.stdout.count("skipped"), len(absent), self.stdout)
         for module in SECTIONS:
-            self.assertRegex(self.stdout, rf"report: {re.escape(module.TITLE)}: [1-9]\d* figure")
+            drawn = r"skipped: no screen cases" if module in absent else r"[1-9]\d* figure"
+            self.assertRegex(self.stdout, rf"report: {re.escape(module.TITLE)}: {drawn}")
 
     def test_every_expected_figure_is_drawn_and_embedded(self):
         with open(os.path.join(self.out, "index.html"), encoding="utf-8") as f:
@@ -252,6 +277,61 @@ class ConformanceCells(unittest.TestCase):
         t["systematic"] = {"scale": 9e-4, "scale_limit": 1e-3, "offset": 0.0, "offset_limit": 1e-3, "pass": True}
         self.assertAlmostEqual(conformance.margin(c), 1e-3 / 9e-4)
         self.assertIn("systematic scale 9.00e-04 (limit 0.001)", conformance.cell_title(c))
+
+
+class ScreenSection(unittest.TestCase):
+    """The screen section: its figures from what the results hold, and the
+    per-rank bars for a case of any suite that has per-rank timings."""
+
+    def test_screen_figures_are_drawn_and_marked(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            result = build_report(load_runs([SCREEN_FIXTURE]), tmp)
+            self.assertEqual(result.errors, [])
+            section = next(s for s in result.sections if s.title == screen.TITLE)
+            self.assertEqual([f.file for f in section.figures],
+                             ["screen_links.png", "screen_compute.png", "screen_rank_times.png"])
+            for f in section.figures:
+                with open(os.path.join(tmp, f.file), "rb") as png:
+                    self.assertEqual(png.read(8), PNG_MAGIC)
+            self.assertIn("Red boxes: links the screen names slow", section.figures[0].caption)
+            self.assertRegex(section.notes[0], r"^2 suspects: sdc rank 5 \(nodeB\) in screen/compute")
+            self.assertEqual([t.title for t in section.tables], ["Suspects", "Stragglers (straggler_score > 1.5)"])
+            self.assertEqual([row[3] for row in section.tables[1].rows], ["1"])  # the slow link's first end
+
+    def test_ranks_are_labelled_with_their_hosts(self):
+        run = load_runs([SCREEN_FIXTURE])[0]
+        compute, links, _ = run.cases
+        hosts = ["nodeA"] * 4 + ["nodeB"] * 4
+        self.assertEqual(screen.rank_hosts(run, links), hosts)    # the link matrix says
+        self.assertEqual(screen.rank_hosts(run, compute), hosts)  # system.topology says
+
+    def test_per_rank_timings_of_another_suite_draw_the_rank_times_only(self):
+        doc = load(REAL_FIXTURE)
+        multi = [i for i, c in enumerate(doc["cases"]) if c["ranks"] == 4][:3]
+
+        def add_per_rank(d):
+            for k, i in enumerate(multi):
+                stats = d["cases"][i]["perf"]["time"]["run"]
+                medians = [stats["median"] * (2.0 if (k, r) == (1, 2) else 1.0) for r in range(4)]
+                typical = sorted(medians)[1] / 2 + sorted(medians)[2] / 2
+                stats["per_rank"] = {"median": medians, "p10": medians, "p90": medians, "p99": medians,
+                                     "cv_pct": [1.0] * 4, "straggler_score": [m / typical for m in medians],
+                                     "wait_share": [1.0 if m > typical else 0.0 for m in medians]}
+            d["cases"] = [d["cases"][i] for i in multi]
+            helpers.recount(d)
+        with tempfile.TemporaryDirectory() as tmp:
+            runs = load_runs([write(derived(REAL_FIXTURE, add_per_rank), tmp, "per_rank.json")])
+            self.assertEqual(screen.rank_time_choice(screen.timed_pairs(runs)), [(runs[0], runs[0].cases[1])])
+            section = screen.build(runs, common.FigureWriter(tmp))
+            self.assertEqual([f.file for f in section.figures], ["screen_rank_times.png"])
+            self.assertIn("2 more instances with per-rank timings", section.figures[0].caption)
+            self.assertEqual([t.title for t in section.tables], ["Stragglers (straggler_score > 1.5)"])
+            self.assertEqual(section.tables[0].rows[0][1:4], [runs[0].cases[1]["id"], "run", "2"])
+            self.assertTrue(os.path.isfile(os.path.join(tmp, "screen_rank_times.png")))
+
+    def test_no_screen_and_no_per_rank_timings_skips(self):
+        section = screen.build(load_runs([REAL_FIXTURE]), None)
+        self.assertEqual(section.skipped, "no screen cases and no per-rank timings in the results")
 
 
 class Captions(unittest.TestCase):

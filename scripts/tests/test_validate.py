@@ -1,6 +1,7 @@
 """validate.py and results/schema.json: real files pass; each kind of broken
 file fails with the JSON path of the problem; the synthetic fixtures are
-valid and up to date."""
+valid and up to date; per-rank figures and suspects are checked against the
+case's ranks and the run summary."""
 import json
 import os
 import shutil
@@ -9,7 +10,7 @@ import unittest
 
 import helpers
 import validate
-from helpers import REAL_FIXTURE, SYNTHETIC_FIXTURE, derived, run_script, write
+from helpers import REAL_FIXTURE, SCREEN_FIXTURE, SYNTHETIC_FIXTURE, derived, load, run_script, write
 from sextant_results.schema import load_schema, validate_document
 
 
@@ -20,7 +21,7 @@ def first_problem(doc):
 
 class AcceptsRealFiles(unittest.TestCase):
     def test_real_and_synthetic_files_are_valid(self):
-        paths = helpers.real_results() + [SYNTHETIC_FIXTURE]
+        paths = helpers.real_results() + [SYNTHETIC_FIXTURE, SCREEN_FIXTURE]
         rc, out, err = run_script("validate.py", *paths)
         self.assertEqual(rc, 0, out + err)
         self.assertEqual(len(out.splitlines()), len(paths), out)
@@ -30,7 +31,7 @@ class AcceptsRealFiles(unittest.TestCase):
     def test_a_folder_is_read_file_by_file(self):
         rc, out, _ = run_script("validate.py", os.path.dirname(REAL_FIXTURE))
         self.assertEqual(rc, 0, out)
-        self.assertEqual(len(out.splitlines()), 2)
+        self.assertEqual(len(out.splitlines()), 3)
 
     def test_a_folder_skips_json_without_a_schema_and_searches_subfolders(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -143,6 +144,102 @@ class RejectsBrokenFiles(unittest.TestCase):
             self.assertEqual(rc, 1)
             self.assertIn("(+1 more)", out)
             self.assertIn("$.cases[9].conformance.status", out)
+
+
+def case_index(doc, name):
+    return next(i for i, c in enumerate(doc["cases"]) if (c["suite"], c["case"]) == ("screen", name))
+
+
+def per_rank_of(doc, name):
+    """The per_rank figures of a screen case's primary region."""
+    return next(iter(doc["cases"][case_index(doc, name)]["perf"]["time"].values()))["per_rank"]
+
+
+class ScreenFiles(unittest.TestCase):
+    """The screen run: per-rank timings, per-iteration samples, link matrix
+    and suspects must fit the case's ranks; the summary counts the suspects."""
+
+    def test_the_screen_fixture_is_valid_and_counts_its_suspects(self):
+        doc = load(SCREEN_FIXTURE)
+        self.assertEqual(doc["run"]["summary"]["suspects"], 2)
+        self.assertEqual(sorted(s["kind"] for c in doc["cases"] for s in c["perf"]["metrics"]["suspects"]),
+                         ["sdc", "slow_link"])
+        self.assertTrue(any("per_iteration" in t for c in doc["cases"] for t in c["perf"]["time"].values()))
+        self.assertTrue(all("per_rank" in t for c in doc["cases"] for t in c["perf"]["time"].values()))
+        ok, line = validate.check_file(SCREEN_FIXTURE, load_schema())
+        self.assertTrue(ok, line)
+        self.assertIn("; 2 suspects)", line)
+
+    def test_old_files_without_the_new_fields_stay_valid(self):
+        def strip(doc):
+            doc["run"]["summary"].pop("suspects")
+            for c in doc["cases"]:
+                c["perf"]["metrics"].pop("suspects")
+                for t in c["perf"]["time"].values():
+                    t.pop("per_rank")
+                    t.pop("per_iteration", None)
+        self.assertIsNone(first_problem(derived(SCREEN_FIXTURE, strip)))
+
+    CASES = [
+        ("per_rank array of the wrong length", lambda d: per_rank_of(d, "compute")["median"].pop(),
+         "$.cases[0].perf.time.gemm.per_rank.median", "has 7 entries but the case has ranks 8"),
+        ("per_rank without straggler_score", lambda d: per_rank_of(d, "links").pop("straggler_score"),
+         "$.cases[1].perf.time.tournament.per_rank", "'straggler_score' is a required property"),
+        ("wait share above 1", lambda d: per_rank_of(d, "links")["wait_share"].__setitem__(0, 1.5),
+         "$.cases[1].perf.time.tournament.per_rank.wait_share[0]", "greater than the maximum"),
+        ("per_iteration with a rank missing",
+         lambda d: d["cases"][2]["perf"]["time"]["all_reduce"]["per_iteration"]["by_rank"].pop(),
+         "$.cases[2].perf.time.all_reduce.per_iteration.by_rank", "has 7 entries but the case has ranks 8"),
+        ("per_iteration row of the wrong length",
+         lambda d: d["cases"][2]["perf"]["time"]["all_reduce"]["per_iteration"]["by_rank"][3].append(1e-3),
+         "$.cases[2].perf.time.all_reduce.per_iteration.by_rank[3]", "has 6 entries but per_iteration.max has 5"),
+        ("wrong summary suspects", lambda d: d["run"]["summary"].update(suspects=3), "$.run.summary.suspects",
+         "says 3 but the cases name 2"),
+        ("negative summary suspects", lambda d: d["run"]["summary"].update(suspects=-1), "$.run.summary.suspects",
+         "less than the minimum"),
+        ("unknown suspect kind", lambda d: d["cases"][0]["perf"]["metrics"]["suspects"][0].update(kind="slow_disk"),
+         "$.cases[0].perf.metrics.suspects[0].kind", "is not one of"),
+        ("slow_link without its ranks", lambda d: d["cases"][1]["perf"]["metrics"]["suspects"][0].pop("ranks"),
+         "$.cases[1].perf.metrics.suspects[0]", "'ranks' is a required property"),
+        ("sdc without the element", lambda d: d["cases"][0]["perf"]["metrics"]["suspects"][0].pop("first_index"),
+         "$.cases[0].perf.metrics.suspects[0]", "'first_index' is a required property"),
+        ("suspect beyond the group", lambda d: d["cases"][0]["perf"]["metrics"]["suspects"][0].update(rank=8),
+         "$.cases[0].perf.metrics.suspects[0]", "names rank 8 but the case has ranks 8"),
+        ("tflops per rank short", lambda d: d["cases"][0]["perf"]["metrics"]["tflops_per_rank"].pop(),
+         "$.cases[0].perf.metrics.tflops_per_rank", "has 7 entries"),
+        ("link matrix row short", lambda d: d["cases"][1]["perf"]["metrics"]["link_matrix"]["latency_us"][2].pop(),
+         "$.cases[1].perf.metrics.link_matrix.latency_us[2]", "has 7 entries"),
+        ("link class unknown",
+         lambda d: d["cases"][1]["perf"]["metrics"]["link_matrix"]["class"][0].__setitem__(1, "same_rack"),
+         "$.cases[1].perf.metrics.link_matrix.class[0][1]", "is not one of"),
+        ("node busbw in text", lambda d: d["cases"][2]["perf"]["metrics"]["node_busbw_GBps"].__setitem__(0, "fast"),
+         "$.cases[2].perf.metrics.node_busbw_GBps[0]", "is not of type 'number'"),
+    ]
+
+    def test_each_broken_screen_file_is_rejected_with_its_path(self):
+        schema = load_schema()
+        doc = load(SCREEN_FIXTURE)
+        self.assertEqual([case_index(doc, n) for n in ("compute", "links", "nodes")], [0, 1, 2])  # as CASES assume
+        with tempfile.TemporaryDirectory() as tmp:
+            for what, edit, where, message in self.CASES:
+                with self.subTest(what):
+                    ok, line = validate.check_file(write(derived(SCREEN_FIXTURE, edit), tmp, "broken.json"), schema)
+                    self.assertFalse(ok, line)
+                    self.assertIn(f"INVALID at {where}: ", line)
+                    self.assertIn(message, line)
+
+    def test_qualification_lists_suspects_with_their_case(self):
+        def qualify(with_case):
+            def edit(doc):
+                named = [dict(s, case=c["id"]) if with_case else dict(s)
+                         for c in doc["cases"] for s in c["perf"]["metrics"]["suspects"]]
+                doc["qualification"] = {"verdict": "FAIL", "counts": {"pass": 0, "fail": 1, "not_judged": 0},
+                                        "expectations": {"path": "x.toml", "name": "x", "version": "1"},
+                                        "criteria": [], "suspects": named}
+            return edit
+        self.assertIsNone(first_problem(derived(SCREEN_FIXTURE, qualify(True))))
+        self.assertEqual(first_problem(derived(SCREEN_FIXTURE, qualify(False))),
+                         ("$.qualification.suspects[0]", "'case' is a required property"))
 
 
 class Fixtures(unittest.TestCase):

@@ -9,11 +9,11 @@ import os
 import traceback
 from dataclasses import dataclass, field
 
-from . import attention, collectives, conformance, moe, pipeline, scaling, step, tp_sp
+from . import attention, collectives, conformance, moe, pipeline, scaling, screen, step, tp_sp
 from .common import FigureWriter, Section
 from .page import write_html, write_markdown
 
-SECTIONS = [conformance, collectives, tp_sp, attention, moe, pipeline, step, scaling]
+SECTIONS = [conformance, screen, collectives, tp_sp, attention, moe, pipeline, step, scaling]
 
 
 @dataclass

@@ -1,0 +1,92 @@
+#include "harness/suspects.h"
+
+#include <cmath>
+#include <map>
+
+#include "harness/error.h"
+#include "harness/strings.h"
+#include "harness/timing.h"
+
+namespace sextant {
+
+const std::vector<SuspectRule>& suspect_rules() {
+  // Effects are the smallest loss worth a ticket; MAD multiples keep a
+  // clean run (measured: docs/SCREEN.md) from naming its ordinary spread.
+  static const std::vector<SuspectRule> rules = {
+      {"tflops", RuleDevice::cuda, 0.25, 3, Worse::lower,
+       "GPUs of one SKU run one gemm within a few percent; a quarter slower is a throttled or degraded device"},
+      {"tflops", RuleDevice::host, 0.5, 3, Worse::lower,
+       "ranks oversubscribing a host's cores, timed by CPU seconds (a shared VM's steal time and shared caches "
+       "count in them): clean runs measured ranks at 0.67 and 0.56 x their class, so only a rank at half is named"},
+      {"p2p_bandwidth_GBps", RuleDevice::cuda, 0.5, 3, Worse::lower,
+       "links of one class (same node, other node) carry the same message at similar speed; half the class median "
+       "is a degraded link (a PCIe link at half width, a NIC at half rate), not noise"},
+      {"p2p_bandwidth_GBps", RuleDevice::host, 0.8, 3, Worse::lower,
+       "ranks oversubscribing a host's cores: a pair that shares one core measured 0.37 x its class median in clean "
+       "runs, so only a link at a fifth of its class is named"},
+      {"p2p_latency_us", RuleDevice::cuda, 0.5, 3, Worse::higher,
+       "a round trip twice the class median is a congested or mis-routed link"},
+      {"p2p_latency_us", RuleDevice::host, 0.8, 3, Worse::higher,
+       "as host bandwidth: a round trip 5 x its class median, since ranks sharing a core wait for each other's slice"},
+      {"node_busbw_GBps", RuleDevice::any, 0.25, 3, Worse::lower,
+       "nodes of the same size run the same all_reduce at the same bus bandwidth; a quarter below is a slow node"},
+  };
+  return rules;
+}
+
+const SuspectRule& suspect_rule(const std::string& figure, Device device) {
+  const RuleDevice kind = device == Device::host ? RuleDevice::host : RuleDevice::cuda;
+  for (const SuspectRule& r : suspect_rules())
+    if (figure == r.figure && (r.device == RuleDevice::any || r.device == kind)) return r;
+  throw RuntimeError(cat("no suspect rule for '", figure, "' on ", device_name(device)));
+}
+
+std::string rule_device_name(RuleDevice d) {
+  switch (d) {
+    case RuleDevice::host: return "host";
+    case RuleDevice::cuda: return "cuda";
+    default: return "any";
+  }
+}
+
+std::string describe_rule(const SuspectRule& r) {
+  const bool low = r.worse == Worse::lower;
+  return cat(r.figure, low ? " below " : " above ", low ? 1 - r.min_effect : 1 / (1 - r.min_effect),
+             " x the class median and ", r.mad_k, " scaled MAD ", low ? "below" : "above", " it");
+}
+
+std::vector<Outlier> outliers(const std::vector<double>& values, const std::vector<std::string>& classes,
+                              const SuspectRule& r) {
+  require(values.size() == classes.size(), "outliers: one class per value");
+  std::map<std::string, std::vector<double>> by_class;
+  for (size_t i = 0; i < values.size(); ++i)
+    if (values[i] >= 0) by_class[classes[i]].push_back(values[i]);
+  std::vector<Outlier> out;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (values[i] < 0) continue;
+    const std::vector<double>& peers = by_class[classes[i]];
+    if (peers.size() < 3) continue;  // two members: no majority to say which one is slow
+    // Two passes: the members within the effect of the whole class's median
+    // are its healthy part, and the verdict is against their median and
+    // spread. A bad node holds 2/N of the other-node links; counted in, they
+    // would drag the median and inflate the MAD until they hid themselves.
+    auto worse_than = [&](double v, double median) {
+      return r.worse == Worse::lower ? v < (1 - r.min_effect) * median : v * (1 - r.min_effect) > median;
+    };
+    const double all_median = percentile_of(peers, 0.5);
+    std::vector<double> healthy;
+    for (double v : peers)
+      if (!worse_than(v, all_median)) healthy.push_back(v);
+    const double median = percentile_of(healthy, 0.5);
+    std::vector<double> deviations;
+    for (double v : healthy) deviations.push_back(std::abs(v - median));
+    const double mad = percentile_of(deviations, 0.5);
+    const double gap = r.worse == Worse::lower ? median - values[i] : values[i] - median;
+    const bool effect = worse_than(values[i], median);
+    const bool spread = gap > r.mad_k * 1.4826 * mad;
+    if (effect && spread) out.push_back({i, values[i], median, mad, classes[i]});
+  }
+  return out;
+}
+
+}  // namespace sextant

@@ -1,0 +1,266 @@
+// screen/links: point-to-point bandwidth and latency of every pair of ranks.
+//
+// A round-robin tournament: n - 1 rounds (n rounds for odd n), each of n / 2
+// disjoint pairs that measure at once, so every pair meets exactly once and
+// the whole screen costs n - 1 pair measurements, not n (n - 1) / 2. In each
+// pair: a ping-pong of one small message (latency: half the round trip), then
+// one large message each way with a one-element acknowledgement (bandwidth:
+// the message over the time until the acknowledgement is back). Links are
+// judged against their class: same node or other node.
+#include <chrono>
+#include <thread>
+
+#include "harness/device.h"
+#include "harness/strings.h"
+#include "suites/screen/screen.h"
+
+namespace sextant::screen {
+namespace {
+
+const MetricDef& kMatrix = define_metric(
+    {"screen", "link_matrix", "json", Better::neither,
+     "links: bandwidth_GBps and latency_us [sender][receiver] (null on the diagonal), class, hosts, rounds"});
+
+struct State {
+  Communicator* comm = nullptr;  // the kernel backend: what the links carry
+  Communicator* host = nullptr;
+  Device device = Device::host;
+  std::vector<RankIdentity> who;
+  std::vector<std::vector<Pair>> rounds;
+  int64_t bytes = 0;
+  int latency_reps = 0, bandwidth_reps = 0;
+  Tensor send, recv, ping, pong;  // send holds pattern(rank, i); ping/pong: 2 elements
+  bool delayed_pair = false;      // slow_link planted on one of this rank's links
+  int delayed_peer = -1;
+  double delay_ms = 0;
+  std::vector<std::vector<double>> latency, bandwidth;  // [peer] samples: us, GB/s
+};
+
+float pattern(int rank, int64_t i) { return static_cast<float>((rank * 131 + i * 7) % 9) - 4.0f; }
+
+double elapsed_since(double start, Device device) {
+  if (device == Device::cuda) cuda_synchronize();
+  return now_seconds() - start;
+}
+
+void send_to(State& s, const Tensor& t, int peer) {
+  if (s.delayed_pair && peer == s.delayed_peer)
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(s.delay_ms));
+  s.comm->group_start();
+  RequestPtr r = s.comm->isend(t.raw(), static_cast<size_t>(t.numel()), t.dtype(), peer, 0);
+  s.comm->group_end();
+  r->wait();
+}
+void receive_from(State& s, Tensor& t, int peer) {
+  s.comm->group_start();
+  RequestPtr r = s.comm->irecv(t.raw(), static_cast<size_t>(t.numel()), t.dtype(), peer, 0);
+  s.comm->group_end();
+  r->wait();
+}
+
+// One pair's measurement; the lower rank leads. Returns the wrong payload
+// elements this rank received (checked only when `verify`).
+int64_t measure_pair(State& s, int peer, bool verify) {
+  const int me = s.comm->rank();
+  const bool lead = me < peer;
+  // Every round trip is a sample: on shared cores one descheduled rank
+  // delays a single trip, which the median then ignores.
+  for (int i = 0; i < s.latency_reps; ++i) {
+    const double start = now_seconds();
+    if (lead) {
+      send_to(s, s.ping, peer);
+      receive_from(s, s.pong, peer);
+    } else {
+      receive_from(s, s.pong, peer);
+      send_to(s, s.ping, peer);
+    }
+    s.latency[peer].push_back(elapsed_since(start, s.device) / 2 * 1e6);
+  }
+  int64_t wrong = 0;
+  // Both directions: the lead sends first.
+  for (bool my_turn : {lead, !lead})
+    for (int i = 0; i < s.bandwidth_reps; ++i) {
+      if (my_turn) {
+        const double t0 = now_seconds();
+        send_to(s, s.send, peer);
+        receive_from(s, s.pong, peer);
+        s.bandwidth[peer].push_back(static_cast<double>(s.bytes) / elapsed_since(t0, s.device) / 1e9);
+      } else {
+        receive_from(s, s.recv, peer);
+        send_to(s, s.ping, peer);
+        if (verify && i == 0) {
+          const Tensor got = s.recv.to(Device::host);
+          for (int64_t e = 0; e < got.numel(); ++e)
+            if (got.data<float>()[e] != pattern(peer, e)) ++wrong;
+        }
+      }
+    }
+  return wrong;
+}
+
+// The whole tournament; the rounds are separated by barriers so that only
+// one round's pairs share the network at a time.
+std::vector<std::pair<int, int64_t>> tournament(State& s, bool verify) {
+  const int me = s.comm->rank();
+  std::vector<std::pair<int, int64_t>> wrong;  // (peer, wrong elements received)
+  for (const std::vector<Pair>& round : s.rounds) {
+    for (const auto& [a, b] : round)
+      if (a == me || b == me) {
+        const int peer = a == me ? b : a;
+        wrong.emplace_back(peer, measure_pair(s, peer, verify));
+      }
+    s.host->barrier();
+  }
+  return wrong;
+}
+
+State setup(CaseContext& ctx) {
+  const CaseConfig& c = ctx.config;
+  State s;
+  s.comm = &ctx.comm;
+  s.host = &ctx.host_comm;
+  s.device = ctx.device;
+  s.who = identify_ranks(ctx);
+  const int n = ctx.comm.size(), me = ctx.comm.rank();
+  s.rounds = round_robin(n);
+  s.bytes = c.i("bytes");
+  s.latency_reps = static_cast<int>(c.i("latency_reps"));
+  s.bandwidth_reps = static_cast<int>(c.i("bandwidth_reps"));
+  const int64_t elements = s.bytes / 4;
+  Tensor mine = Tensor::empty({elements}, DType::f32);
+  for (int64_t i = 0; i < elements; ++i) mine.data<float>()[i] = pattern(me, i);
+  s.send = mine.to(ctx.device);
+  s.recv = Tensor::zeros({elements}, DType::f32, ctx.device);
+  s.ping = Tensor::zeros({2}, DType::f32, ctx.device);
+  s.pong = Tensor::zeros({2}, DType::f32, ctx.device);
+  if (screen_faults().parse(c.fault) == ScreenFault::slow_link) {
+    const int a = fault_rank(c), b = fault_peer(c);
+    s.delayed_pair = me == a || me == b;
+    s.delayed_peer = me == a ? b : a;
+    s.delay_ms = c.fault_magnitude > 0 ? c.fault_magnitude : screen_faults().row(ScreenFault::slow_link).magnitude;
+  }
+  s.latency.assign(static_cast<size_t>(n), {});
+  s.bandwidth.assign(static_cast<size_t>(n), {});
+  return s;
+}
+
+void check(State& s, Checker& checker) {
+  for (const auto& [peer, wrong] : tournament(s, true)) {
+    checker.exact(cat("payload ", peer, " -> ", s.comm->rank()), wrong, s.bytes / 4);
+    if (wrong > 0)
+      checker.fail(cat("link ", peer, " (", s.who[peer].host, ") -> ", s.comm->rank(), " (", s.who[s.comm->rank()].host,
+                       "): ", wrong, " of ", s.bytes / 4, " elements arrived wrong"));
+  }
+  for (auto& v : s.latency) v.clear();  // the check's samples are not the timed ones
+  for (auto& v : s.bandwidth) v.clear();
+}
+
+// [sender][receiver] of every rank's row; null where unmeasured.
+std::vector<std::vector<double>> gather_matrix(State& s, const std::vector<std::vector<double>>& samples) {
+  const size_t n = samples.size();
+  std::vector<double> row(n, -1.0), all(n * n);
+  for (size_t p = 0; p < n; ++p)
+    if (!samples[p].empty()) row[p] = percentile_of(samples[p], 0.5);
+  s.host->all_gather(row.data(), all.data(), n, DType::f64);
+  std::vector<std::vector<double>> m(n);
+  for (size_t r = 0; r < n; ++r) m[r].assign(all.begin() + r * n, all.begin() + (r + 1) * n);
+  return m;
+}
+
+nlohmann::json nulls_for_unmeasured(const std::vector<std::vector<double>>& m) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& row : m) {
+    nlohmann::json r = nlohmann::json::array();
+    for (double v : row) r.push_back(v < 0 ? nlohmann::json(nullptr) : nlohmann::json(v));
+    out.push_back(r);
+  }
+  return out;
+}
+
+Metrics metrics(State& s, const RegionTimes&) {
+  const auto bandwidth = gather_matrix(s, s.bandwidth), latency = gather_matrix(s, s.latency);
+  const size_t n = bandwidth.size();
+  std::vector<double> bw_values, lat_values;
+  std::vector<std::string> classes;
+  std::vector<Pair> edges;  // (sender, receiver)
+  nlohmann::json class_matrix = nlohmann::json::array();
+  for (size_t a = 0; a < n; ++a) {
+    nlohmann::json row = nlohmann::json::array();
+    for (size_t b = 0; b < n; ++b) {
+      if (a == b) {
+        row.push_back(nullptr);
+        continue;
+      }
+      const std::string kind = s.who[a].node == s.who[b].node ? "same_node" : "other_node";
+      row.push_back(kind);
+      edges.emplace_back(static_cast<int>(a), static_cast<int>(b));
+      bw_values.push_back(bandwidth[a][b]);
+      lat_values.push_back(latency[a][b]);
+      classes.push_back(kind);
+    }
+    class_matrix.push_back(row);
+  }
+  // A link is named once, by the first of its figures that breaks a rule.
+  std::map<Pair, nlohmann::json> named;
+  for (const char* figure : {"p2p_bandwidth_GBps", "p2p_latency_us"}) {
+    const SuspectRule& r = suspect_rule(figure, s.device);
+    const bool is_bandwidth = std::string(figure) == "p2p_bandwidth_GBps";
+    for (const Outlier& o : outliers(is_bandwidth ? bw_values : lat_values, classes, r)) {
+      const auto [from, to] = edges[o.index];
+      const Pair link{std::min(from, to), std::max(from, to)};
+      if (named.count(link)) continue;
+      nlohmann::json j = suspect_json("slow_link", s.who[link.first], figure);
+      j.erase("rank");
+      j["ranks"] = {link.first, link.second};
+      j["host"] = cat(s.who[link.first].host, "<->", s.who[link.second].host);
+      j.update({{"value", o.value},
+                {"class_median", o.class_median},
+                {"class", o.class_name},
+                {"direction", cat(from, " -> ", to)},
+                {"rule", describe_rule(r)}});
+      named[link] = j;
+    }
+  }
+  nlohmann::json suspects = nlohmann::json::array();
+  for (auto& [link, j] : named) suspects.push_back(j);
+  nlohmann::json hosts = nlohmann::json::array();
+  for (const RankIdentity& w : s.who) hosts.push_back(w.host);
+  Metrics out;
+  out.add_json(kMatrix, {{"ranks", n},
+                         {"bytes", s.bytes},
+                         {"bandwidth_GBps", nulls_for_unmeasured(bandwidth)},
+                         {"latency_us", nulls_for_unmeasured(latency)},
+                         {"class", class_matrix},
+                         {"hosts", hosts},
+                         {"rounds", s.rounds.size()}});
+  out.add_json(suspects_metric(), suspects);
+  return out;
+}
+
+CaseDef links_case() {
+  std::vector<OptionSpec> options = fault_options();
+  options.push_back(OptionSpec::bytes("link_bytes", 4, int64_t{1} << 32, "links: the bandwidth message, e.g. 1M"));
+  return make_case(CaseTable<State>{
+      .suite = "screen",
+      .name = "links",
+      .summary = "every pair of ranks in a round-robin tournament: point-to-point bandwidth and latency",
+      .runs_first = true,
+      .options = options,
+      .faults = screen_faults().docs_where({{"links"}}),
+      .configs =
+          [](const SweepRequest& req) {
+            const int64_t bytes = message_bytes(req, "link_bytes", int64_t{64} << 20);
+            return screen_configs(req, {{"bytes", bytes}, {"latency_reps", 10}, {"bandwidth_reps", 3}}, DType::f32);
+          },
+      .validate = validate_fault_params,
+      .memory = message_memory,
+      .setup = setup,
+      .timed = {{"tournament", [](State& s) { tournament(s, false); }}},
+      .check = check,
+      .metrics = metrics,
+  });
+}
+SEXTANT_REGISTER_CASE(kSuiteOrder, 20, links_case);
+
+}  // namespace
+}  // namespace sextant::screen
