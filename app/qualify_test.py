@@ -31,10 +31,10 @@ def check(condition, message):
     print("ok:", message)
 
 
-def qualify(sextant, mpiexec, out, *extra):
+def qualify(sextant, mpiexec, out, *extra, ranks=2):
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_rmaps_base_oversubscribe="1", OPENBLAS_NUM_THREADS="1")
-    cmd = [mpiexec, "-np", "2", sextant, "qualify", "--profile", "ci", "-q", "-o", out, *extra]
+    cmd = [mpiexec, "-np", str(ranks), sextant, "qualify", "--profile", "ci", "-q", "-o", out, *extra]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
 
 
@@ -101,7 +101,8 @@ def main():
         check(isinstance(q["suspects"], list) and q["counts"]["suspects"] == len(q["suspects"]),
               f"the verdict lists its suspects: {len(q['suspects'])}")
         flip = os.path.join(tmp, "bitflip")
-        r = qualify(sextant, mpiexec, flip, "screen", "--fault", "bitflip", "--set", "fault_rank=1")
+        # Three ranks: two agree, so the third's bits are the odd ones out.
+        r = qualify(sextant, mpiexec, flip, "screen", "--fault", "bitflip", "--set", "fault_rank=1", ranks=3)
         named = json.load(open(only(flip, ".json")))["qualification"]["suspects"]
         check(r.returncode == 1 and "# qualify: FAIL" in r.stdout, f"a planted bit flip fails the cluster (exit {r.returncode})")
         check(len(named) == 1 and named[0]["kind"] == "sdc" and named[0]["rank"] == 1 and named[0]["tensor"] == "gemm.c",

@@ -7,7 +7,8 @@ with the planted rank chosen anew each run; the run must exit 1 and its
 results must name exactly one suspect: the planted rank (slow_rank), the
 planted pair (slow_link), or the planted rank with its tensor and first
 differing element (bitflip). Clean runs at 8 ranks must exit 0 and name
-nobody. A rank the group does not have is refused with exit 2.
+nobody; two ranks whose bits differ name nobody (no majority) but fail. A
+rank the group does not have is refused with exit 2.
 
     screen_test.py SEXTANT MPIEXEC [RUNS]    (RUNS per fault and rank count, default 3)
 """
@@ -39,6 +40,18 @@ def run_screen(ranks, *args):
         return p.returncode, doc, p.stdout + p.stderr
 
 
+def digest(doc):
+    """The figures the suspects were judged on, for a failure message."""
+    keys = ("tflops_per_rank", "tflops_attention_per_rank", "node_busbw_GBps")
+    out = []
+    for case in doc["cases"]:
+        m = case.get("perf", {}).get("metrics", {})
+        out += [f"{case['case']} {k} {m[k]}" for k in keys if k in m]
+        if "link_matrix" in m:
+            out.append(f"{case['case']} bandwidth {m['link_matrix']['bandwidth_GBps']}")
+    return "\n".join(out)
+
+
 def suspects(doc):
     found = []
     for case in doc["cases"]:
@@ -59,7 +72,7 @@ class PlantedFaults(unittest.TestCase):
         status, doc, output = run_screen(ranks, *args)
         self.assertEqual(status, 1, output)
         named = suspects(doc)
-        self.assertEqual(len(named), 1, f"{fault} at {ranks} ranks, run {run}: {named}\n{output}")
+        self.assertEqual(len(named), 1, f"{fault} at {ranks} ranks, run {run}: {named}\n{digest(doc)}\n{output}")
         s = named[0]
         self.assertIn(f"# suspect: {s['kind']}", output)
         self.assertEqual(doc["run"]["summary"]["suspects"], 1)
@@ -86,11 +99,19 @@ class PlantedFaults(unittest.TestCase):
     def test_clean_runs_name_nobody(self):
         for run in range(RUNS):
             status, doc, output = run_screen(8)
-            self.assertEqual(suspects(doc), [], output)
+            self.assertEqual(suspects(doc), [], f"{digest(doc)}\n{output}")
             self.assertEqual(status, 0, output)
             for case in doc["cases"]:
                 per_rank = case["perf"]["time"][next(iter(case["perf"]["time"]))]["per_rank"]
                 self.assertEqual(len(per_rank["straggler_score"]), 8)
+
+    def test_two_ranks_that_disagree_name_nobody(self):
+        # One of two ranks flips a bit: there is no majority to say which.
+        status, doc, output = run_screen(2, "--fault", "bitflip", "--set", "fault_rank=0")
+        self.assertEqual(status, 1, output)
+        self.assertEqual(suspects(doc), [], output)
+        failures = next(c for c in doc["cases"] if c["case"] == "compute")["conformance"]["failures"]
+        self.assertTrue(any("no strict majority" in f for f in failures), failures)
 
     def test_a_rank_outside_the_group_is_refused(self):
         status, doc, output = run_screen(4, "--fault", "slow_rank", "--set", "fault_rank=4")

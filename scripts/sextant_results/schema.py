@@ -124,7 +124,7 @@ def _screen_shape_problems(i, case):
     n, problems = case["ranks"], []
     metrics = case["perf"]["metrics"]
     at = ["cases", i, "perf", "metrics"]
-    for name in ("tflops_per_rank", "output_hash_per_rank"):
+    for name in ("tflops_per_rank", "tflops_attention_per_rank", "output_hash_per_rank"):
         if case["suite"] == "screen" and isinstance(metrics.get(name), list):
             problems += _length_problem(at + [name], metrics[name], n, "the case has ranks")
     matrix = metrics.get("link_matrix") if case["suite"] == "screen" else None

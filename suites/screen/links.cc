@@ -177,7 +177,17 @@ nlohmann::json nulls_for_unmeasured(const std::vector<std::vector<double>>& m) {
   return out;
 }
 
-Metrics metrics(State& s, const RegionTimes&) {
+// Each peer's samples of the timed tournaments, without the warm-up's.
+void drop_warmup(std::vector<std::vector<double>>& samples, const TimeStats& t) {
+  for (std::vector<double>& v : samples) {
+    const size_t skip = static_cast<size_t>(t.warmup) * (v.size() / (t.warmup + t.iters));
+    v.erase(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(std::min(skip, v.size())));
+  }
+}
+
+Metrics metrics(State& s, const RegionTimes& times) {
+  drop_warmup(s.latency, times.at("tournament"));
+  drop_warmup(s.bandwidth, times.at("tournament"));
   const auto bandwidth = gather_matrix(s, s.bandwidth), latency = gather_matrix(s, s.latency);
   const size_t n = bandwidth.size();
   std::vector<double> bw_values, lat_values;
@@ -210,8 +220,13 @@ Metrics metrics(State& s, const RegionTimes&) {
       const Pair link{std::min(from, to), std::max(from, to)};
       if (named.count(link)) continue;
       nlohmann::json j = suspect_json("slow_link", s.who[link.first], figure);
+      // A link has two ends: their nodes, and no single GPU.
       j.erase("rank");
+      j.erase("node");
+      j["gpu"] = nullptr;
+      j["gpu_uuid"] = nullptr;
       j["ranks"] = {link.first, link.second};
+      j["nodes"] = {s.who[link.first].node, s.who[link.second].node};
       j["host"] = cat(s.who[link.first].host, "<->", s.who[link.second].host);
       j.update({{"value", o.value},
                 {"class_median", o.class_median},

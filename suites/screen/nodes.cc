@@ -70,9 +70,15 @@ void check(State& s, Checker& checker) {
   checker.exact(cat("node ", s.who[s.host->rank()].node, " all_reduce"), wrong, got.numel());
 }
 
-Metrics metrics(State& s, const RegionTimes&) {
+Metrics metrics(State& s, const RegionTimes& times) {
+  const TimeStats& t = times.at("all_reduce");
+  // The timed iterations' all_reduces, without the warm-up's.
+  const std::vector<double> timed(
+      s.seconds.begin() + std::min<std::ptrdiff_t>(static_cast<std::ptrdiff_t>(s.seconds.size()),
+                                                   static_cast<std::ptrdiff_t>(t.warmup) * s.reps),
+      s.seconds.end());
   const int k = s.node->size();
-  const double median = percentile_of(s.seconds, 0.5);
+  const double median = percentile_of(timed, 0.5);
   const double busbw = k > 1 && median > 0 ? 2.0 * (k - 1) / k * static_cast<double>(s.bytes) / median / 1e9 : -1;
   const int n = s.host->size();
   std::vector<double> all(static_cast<size_t>(n));

@@ -99,13 +99,14 @@ const FaultTable<ScreenFault, ScreenSite>& screen_faults() {
           {ScreenFault::slow_rank, "slow_rank",
            "rank fault_rank (--set fault_rank=R, default the last) runs each kernel 1 + magnitude times per repeat",
            "screen/compute at 3 ranks or more: names that rank slow",
-           [](const ScreenSite& s) { return s.case_name == "compute"; }, 2.0},
+           [](const ScreenSite& s) { return s.case_name == "compute"; }, 4.0},
           {ScreenFault::slow_link, "slow_link",
            "messages between fault_rank and fault_peer (--set fault_peer=P) wait magnitude ms before they leave",
            "screen/links at 3 ranks or more: names that link slow",
            [](const ScreenSite& s) { return s.case_name == "links"; }, 5.0},
           {ScreenFault::bitflip, "bitflip",
-           "bit 20 of one output element (a third of the way in) flips on fault_rank after every gemm",
+           "one mantissa bit (bit 20 of f32, bit 4 of bf16 or f16) of the gemm output's element a third of the way "
+           "in flips on fault_rank after every gemm",
            "screen/compute at 2 ranks or more (3 for a majority): names that rank, the tensor and the element",
            [](const ScreenSite& s) { return s.case_name == "compute"; }},
       });
