@@ -100,7 +100,10 @@ void check_outputs(const RunOptions& o, const std::string& junit, int rank) {
   if (rank == 0 && !o.out_dir.empty()) require_writable_dir(o.out_dir, "--out");
   if (rank == 0 && !o.trace_dir.empty()) require_writable_dir(o.trace_dir, "--traces");
   if (rank == 0 && !junit.empty()) require_writable_junit(junit);
-  if (!o.dump_dir.empty()) require_writable_dir(o.dump_dir, "--dump");
+  // Only rank 0 writes dumps (Checker). Probing on every rank raced: one
+  // rank's probe removed the folder it had created while rank 0 probed
+  // --traces inside it.
+  if (rank == 0 && !o.dump_dir.empty()) require_writable_dir(o.dump_dir, "--dump");
 }
 
 // The finished cases of the run being resumed: the whole snapshot on rank 0,
