@@ -257,16 +257,10 @@ std::vector<double> judge_speed(State& s, const std::vector<double>& mine, doubl
   return tflops;
 }
 
-// The timed iterations' repeats of a log, without the warm-up's.
-std::vector<double> timed_only(const std::vector<double>& log, const TimeStats& t) {
-  const size_t skip = std::min(log.size(), static_cast<size_t>(t.warmup) * (log.size() / (t.warmup + t.iters)));
-  return {log.begin() + static_cast<std::ptrdiff_t>(skip), log.end()};
-}
-
 Metrics metrics(State& s, const RegionTimes& times) {
   const TimeStats& t = times.at("gemm");
-  s.seconds = timed_only(s.seconds, t);
-  s.attention_seconds = timed_only(s.attention_seconds, t);
+  s.seconds = without_warmup(s.seconds, t);
+  s.attention_seconds = without_warmup(s.attention_seconds, t);
   nlohmann::json suspects = nlohmann::json::array();
   const double gemm_flops = 2.0 * static_cast<double>(s.n) * static_cast<double>(s.n) * static_cast<double>(s.n);
   std::set<size_t> named;
@@ -289,15 +283,9 @@ Metrics metrics(State& s, const RegionTimes& times) {
                 {"repeats", s.repeats}});
       suspects.push_back(j);
     }
-  // Unmeasured (negative) figures are null in the results.
-  auto figures = [](const std::vector<double>& v) {
-    nlohmann::json out = nlohmann::json::array();
-    for (double x : v) out.push_back(x < 0 ? nlohmann::json(nullptr) : nlohmann::json(x));
-    return out;
-  };
   Metrics out;
-  out.add_json(kTflops, figures(gemm));
-  out.add_json(kAttentionTflops, figures(attention));
+  out.add_json(kTflops, nulls_for_unmeasured(gemm));
+  out.add_json(kAttentionTflops, nulls_for_unmeasured(attention));
   if (!s.last_hash.empty()) out.add_json(kHashes, s.last_hash);
   out.add_json(kClock, clock_name(s.clock));
   out.add_json(suspects_metric(), suspects);

@@ -29,14 +29,12 @@ struct State {
   std::vector<std::vector<Pair>> rounds;
   int64_t bytes = 0;
   int latency_reps = 0, bandwidth_reps = 0;
-  Tensor send, recv, ping, pong;  // send holds pattern(rank, i); ping/pong: 2 elements
+  Tensor send, recv, ping, pong;  // send holds payload(rank, i); ping/pong: 2 elements
   bool delayed_pair = false;      // slow_link planted on one of this rank's links
   int delayed_peer = -1;
   double delay_ms = 0;
   std::vector<std::vector<double>> latency, bandwidth;  // [peer] samples: us, GB/s
 };
-
-float pattern(int rank, int64_t i) { return static_cast<float>((rank * 131 + i * 7) % 9) - 4.0f; }
 
 double elapsed_since(double start, Device device) {
   if (device == Device::cuda) cuda_synchronize();
@@ -91,7 +89,7 @@ int64_t measure_pair(State& s, int peer, bool verify) {
         if (verify && i == 0) {
           const Tensor got = s.recv.to(Device::host);
           for (int64_t e = 0; e < got.numel(); ++e)
-            if (got.data<float>()[e] != pattern(peer, e)) ++wrong;
+            if (got.data<float>()[e] != payload(peer, e)) ++wrong;
         }
       }
     }
@@ -128,7 +126,7 @@ State setup(CaseContext& ctx) {
   s.bandwidth_reps = static_cast<int>(c.i("bandwidth_reps"));
   const int64_t elements = s.bytes / 4;
   Tensor mine = Tensor::empty({elements}, DType::f32);
-  for (int64_t i = 0; i < elements; ++i) mine.data<float>()[i] = pattern(me, i);
+  for (int64_t i = 0; i < elements; ++i) mine.data<float>()[i] = payload(me, i);
   s.send = mine.to(ctx.device);
   s.recv = Tensor::zeros({elements}, DType::f32, ctx.device);
   s.ping = Tensor::zeros({2}, DType::f32, ctx.device);
@@ -167,27 +165,16 @@ std::vector<std::vector<double>> gather_matrix(State& s, const std::vector<std::
   return m;
 }
 
-nlohmann::json nulls_for_unmeasured(const std::vector<std::vector<double>>& m) {
+nlohmann::json matrix_json(const std::vector<std::vector<double>>& m) {
   nlohmann::json out = nlohmann::json::array();
-  for (const auto& row : m) {
-    nlohmann::json r = nlohmann::json::array();
-    for (double v : row) r.push_back(v < 0 ? nlohmann::json(nullptr) : nlohmann::json(v));
-    out.push_back(r);
-  }
+  for (const auto& row : m) out.push_back(nulls_for_unmeasured(row));
   return out;
 }
 
-// Each peer's samples of the timed tournaments, without the warm-up's.
-void drop_warmup(std::vector<std::vector<double>>& samples, const TimeStats& t) {
-  for (std::vector<double>& v : samples) {
-    const size_t skip = static_cast<size_t>(t.warmup) * (v.size() / (t.warmup + t.iters));
-    v.erase(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(std::min(skip, v.size())));
-  }
-}
-
 Metrics metrics(State& s, const RegionTimes& times) {
-  drop_warmup(s.latency, times.at("tournament"));
-  drop_warmup(s.bandwidth, times.at("tournament"));
+  // Each peer's samples of the timed tournaments only.
+  for (auto* samples : {&s.latency, &s.bandwidth})
+    for (std::vector<double>& v : *samples) v = without_warmup(v, times.at("tournament"));
   const auto bandwidth = gather_matrix(s, s.bandwidth), latency = gather_matrix(s, s.latency);
   const size_t n = bandwidth.size();
   std::vector<double> bw_values, lat_values;
@@ -243,8 +230,8 @@ Metrics metrics(State& s, const RegionTimes& times) {
   Metrics out;
   out.add_json(kMatrix, {{"ranks", n},
                          {"bytes", s.bytes},
-                         {"bandwidth_GBps", nulls_for_unmeasured(bandwidth)},
-                         {"latency_us", nulls_for_unmeasured(latency)},
+                         {"bandwidth_GBps", matrix_json(bandwidth)},
+                         {"latency_us", matrix_json(latency)},
                          {"class", class_matrix},
                          {"hosts", hosts},
                          {"rounds", s.rounds.size()}});

@@ -22,11 +22,9 @@ struct State {
   std::vector<RankIdentity> who;
   int64_t bytes = 0;
   int reps = 0;
-  Tensor buffer, input;  // input: pattern(rank in node, i)
+  Tensor buffer, input;  // input: payload(rank in node, i)
   std::vector<double> seconds;
 };
-
-float pattern(int rank, int64_t i) { return static_cast<float>((rank * 131 + i * 7) % 9) - 4.0f; }
 
 State setup(CaseContext& ctx) {
   State s;
@@ -39,7 +37,7 @@ State setup(CaseContext& ctx) {
   s.reps = static_cast<int>(ctx.config.i("reps"));
   const int64_t elements = s.bytes / 4;
   Tensor in = Tensor::empty({elements}, DType::f32);
-  for (int64_t i = 0; i < elements; ++i) in.data<float>()[i] = pattern(s.node->rank(), i);
+  for (int64_t i = 0; i < elements; ++i) in.data<float>()[i] = payload(s.node->rank(), i);
   s.input = in.to(ctx.device);
   s.buffer = Tensor::zeros({elements}, DType::f32, ctx.device);
   return s;
@@ -64,7 +62,7 @@ void check(State& s, Checker& checker) {
   int64_t wrong = 0;
   for (int64_t i = 0; i < got.numel(); ++i) {
     double expected = 0;
-    for (int r = 0; r < s.node->size(); ++r) expected += pattern(r, i);
+    for (int r = 0; r < s.node->size(); ++r) expected += payload(r, i);
     if (got.data<float>()[i] != expected) ++wrong;
   }
   checker.exact(cat("node ", s.who[s.host->rank()].node, " all_reduce"), wrong, got.numel());
@@ -73,10 +71,7 @@ void check(State& s, Checker& checker) {
 Metrics metrics(State& s, const RegionTimes& times) {
   const TimeStats& t = times.at("all_reduce");
   // The timed iterations' all_reduces, without the warm-up's.
-  const std::vector<double> timed(
-      s.seconds.begin() + std::min<std::ptrdiff_t>(static_cast<std::ptrdiff_t>(s.seconds.size()),
-                                                   static_cast<std::ptrdiff_t>(t.warmup) * s.reps),
-      s.seconds.end());
+  const std::vector<double> timed = without_warmup(s.seconds, t);
   const int k = s.node->size();
   const double median = percentile_of(timed, 0.5);
   const double busbw = k > 1 && median > 0 ? 2.0 * (k - 1) / k * static_cast<double>(s.bytes) / median / 1e9 : -1;
@@ -110,10 +105,8 @@ Metrics metrics(State& s, const RegionTimes& times) {
         {{"value", o.value}, {"class_median", o.class_median}, {"class", o.class_name}, {"rule", describe_rule(r)}});
     suspects.push_back(j);
   }
-  nlohmann::json figures = nlohmann::json::array();
-  for (double v : per_node) figures.push_back(v < 0 ? nlohmann::json(nullptr) : nlohmann::json(v));
   Metrics out;
-  out.add_json(kNodeBusbw, figures);
+  out.add_json(kNodeBusbw, nulls_for_unmeasured(per_node));
   out.add_json(kNodeHosts, hosts);
   out.add_json(suspects_metric(), suspects);
   return out;

@@ -80,6 +80,15 @@ int64_t message_bytes(const SweepRequest& req, const std::string& option, int64_
 // Memory of a case with a send, a receive and a host copy of params "bytes".
 MemoryEstimate message_memory(const CaseConfig& c);
 
+// The exact payload of links and nodes: small integers in [-4, 4], exact in
+// f32 sums.
+float payload(int rank, int64_t i);
+// The samples of a log that the timed iterations made (the log holds the
+// same number per iteration, warm-up first).
+std::vector<double> without_warmup(const std::vector<double>& log, const TimeStats& t);
+// Figures as the results hold them: unmeasured (negative) ones are null.
+nlohmann::json nulls_for_unmeasured(const std::vector<double>& figures);
+
 // A stable 64-bit hash of a tensor's bytes (FNV-1a), as 16 hex digits.
 std::string content_hash(const Tensor& host);
 

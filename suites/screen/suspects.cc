@@ -167,6 +167,20 @@ MemoryEstimate message_memory(const CaseConfig& c) {
   return {bytes, c.device == Device::host ? 0 : 2 * bytes / 3};
 }
 
+float payload(int rank, int64_t i) { return static_cast<float>((rank * 131 + i * 7) % 9) - 4.0f; }
+
+std::vector<double> without_warmup(const std::vector<double>& log, const TimeStats& t) {
+  const size_t per_iteration = log.size() / static_cast<size_t>(std::max(1, t.warmup + t.iters));
+  const size_t skip = std::min(log.size(), static_cast<size_t>(t.warmup) * per_iteration);
+  return {log.begin() + static_cast<std::ptrdiff_t>(skip), log.end()};
+}
+
+nlohmann::json nulls_for_unmeasured(const std::vector<double>& figures) {
+  nlohmann::json out = nlohmann::json::array();
+  for (double v : figures) out.push_back(v < 0 ? nlohmann::json(nullptr) : nlohmann::json(v));
+  return out;
+}
+
 std::string content_hash(const Tensor& host) {
   const auto* bytes = static_cast<const unsigned char*>(host.raw());
   uint64_t h = 1469598103934665603ull;
