@@ -231,10 +231,13 @@ def test_screen_names_the_shaped_node(c):
         r, named, matrix = screen(os.path.join(c.tmp, "screen-shaped"))
     finally:
         c.ns.unshape(5)
-    links = sorted(tuple(s["ranks"]) for s in named)
+    links = sorted(tuple(s["ranks"]) for s in named if s["kind"] == "slow_link")
+    nodes = [(s["node"], s["host"]) for s in named if s["kind"] == "slow_node"]
     check(r.returncode == 1, f"shaped: the run fails (exit {r.returncode}): {matrix['bandwidth_GBps']}")
     check(links == [(0, 4), (1, 4), (2, 4), (3, 4)], f"shaped: exactly n5's four links are named: {links}")
-    check(all("n5" in s["host"] and s["class"] == "other_node" for s in named), "each named by host, other-node class")
+    check(nodes == [(4, "n5")], f"and n5 itself, the one node all of whose links are named: {nodes}")
+    check(len(named) == 5 and all("n5" in s["host"] and s["class"] == "other_node" for s in named),
+          "each named by host, other-node class")
     print("\n".join(line for line in r.stdout.splitlines() if line.startswith("# suspect")))
 
 

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <set>
 
 #include "app/qualify_criteria.h"
@@ -15,6 +16,7 @@
 #include "harness/error.h"
 #include "harness/peaks.h"
 #include "harness/strings.h"
+#include "harness/suspects.h"
 #include "harness/topology.h"
 
 namespace fs = std::filesystem;
@@ -98,6 +100,33 @@ qualify::Expectations agreed_expectations(MpiCommunicator& world, const QualifyF
   return e;
 }
 
+// The user's --set values of suspect rule options (they win over the
+// expectations file's).
+std::map<std::string, double> given_rule_options(const RunFlags& flags) {
+  std::map<std::string, double> out;
+  for (const RawOption& r : flags.problem)
+    for (const std::string& key : suspect_rule_keys())
+      if (r.key == key + "_effect" || r.key == key + "_mad_k") try {
+          out[r.key] = r.value.is_number() ? r.value.get<double>() : std::stod(r.value.get<std::string>());
+        } catch (const std::exception&) {
+          out[r.key] = 0;  // the run refuses it with its rule
+        }
+  return out;
+}
+
+// The expectations' suspect rules as options of the screen cases, the same
+// on every rank (only rank 0 read the file).
+void add_suspect_rule_options(MpiCommunicator& world, const qualify::Expectations& e, RunFlags& flags) {
+  std::vector<std::string> given;
+  for (const auto& [key, value] : given_rule_options(flags)) given.push_back(key);
+  nlohmann::json settings = nlohmann::json::object();
+  if (world.rank() == 0)
+    for (const auto& [option, value] : qualify::suspect_rule_settings(e, given)) settings[option] = value;
+  settings = nlohmann::json::parse(all_gather_strings(world, settings.dump()).front());
+  for (auto it = settings.begin(); it != settings.end(); ++it)
+    flags.problem.push_back({it.key(), it.value(), cat(e.path, ": suspects (", it.key(), ")"), true});
+}
+
 // 1, the first node's ranks and the world: single-device ops, an
 // intra-node group, and (on several nodes) an inter-node one.
 std::string default_rank_counts(const NodeMap& nodes) {
@@ -138,11 +167,14 @@ int run_qualify_command(RunFlags flags, const QualifyFlags& q, const std::string
     flags.profile = profile_name(device == Device::cuda ? Profile::qualify : Profile::standard);
   if (!flags.ranks) flags.ranks = default_rank_counts(detect_nodes(*world));
   const qualify::Expectations expectations = agreed_expectations(*world, q, device);
+  const std::map<std::string, double> given_rules = given_rule_options(flags);
+  add_suspect_rule_options(*world, expectations, flags);
   const std::string header =
       cat("# qualify: profile ", flags.profile, ", ranks ", *flags.ranks, ", expectations ", expectations.path);
-  auto judge = [&expectations](nlohmann::json& doc, const std::string& base) {
+  auto judge = [&](nlohmann::json& doc, const std::string& base) {
     const qualify::Verdict verdict = qualify::judge(doc, expectations);
     doc["qualification"] = qualify::to_json(verdict, expectations);
+    doc["qualification"]["suspect_rules"] = qualify::suspect_rules_json(expectations, device, given_rules);
     std::cout << qualify::verdict_table(doc["qualification"]);
     if (!base.empty()) {
       const std::string html = base + "-verdict.html";

@@ -299,6 +299,10 @@ std::string verdict_table(const nlohmann::json& q) {
       cat("# suspects: ", suspects.size(), suspects.empty() ? " (the screen named no rank, link or node)" : "", "\n");
   for (const nlohmann::json& s : suspects)
     out += cat("  ", describe_suspect(s), "\n      from ", s.value("case", ""), "\n");
+  const nlohmann::json rules = q.value("suspect_rules", nlohmann::json::array());
+  if (!rules.empty()) out += "# suspect rules (a member is named when its figure is worse than its class by both):\n";
+  for (const nlohmann::json& r : rules)
+    out += cat("  ", r["rule"].get<std::string>(), "\n      ", r["source"].get<std::string>(), "\n");
   return out;
 }
 
@@ -356,6 +360,12 @@ std::string verdict_html(const nlohmann::json& doc) {
     out += cat("<tr><td class=FAIL>", xml_escape(describe_suspect(s)), "</td><td>", xml_escape(s.value("case", "")),
                "</td></tr>");
   if (!suspects.empty()) out += "</table>";
+  const nlohmann::json rules = q.value("suspect_rules", nlohmann::json::array());
+  if (!rules.empty()) out += "<h3>Suspect rules</h3><table><tr><th>rule</th><th>source</th></tr>";
+  for (const nlohmann::json& r : rules)
+    out += cat("<tr><td>", xml_escape(r["rule"].get<std::string>()), "</td><td><small>",
+               xml_escape(r["source"].get<std::string>()), "</small></td></tr>");
+  if (!rules.empty()) out += "</table>";
   out +=
       "<p><small>Written by sextant qualify (app/qualify_criteria.cc); the full report: "
       "python3 scripts/report.py RESULTS.json -o DIR.</small></p></body></html>\n";

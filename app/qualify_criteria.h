@@ -22,6 +22,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/device.h"
+
 namespace sextant::qualify {
 
 enum class Bound { at_least, at_most };
@@ -53,18 +55,38 @@ struct Threshold {
   std::string source;  // how it was set, with the public source of the peak
 };
 
+// A suspect rule of the screen suite (harness/suspects.h) as an
+// expectations file sets it: [suspects.<key>] with min_effect and/or mad_k,
+// and a note saying why.
+struct SuspectOverride {
+  std::optional<double> min_effect, mad_k;
+  std::string note;
+};
+
 struct Expectations {
   std::string path;     // the file (or the golden run)
   std::string name;     // what cluster it describes
   std::string version;  // of the file
   Dtypes dtypes;
-  std::map<std::string, Threshold> thresholds;  // by criterion name
+  std::map<std::string, Threshold> thresholds;           // by criterion name
+  std::map<std::string, SuspectOverride> suspect_rules;  // by rule key
 };
 
 // Parses an expectations file (TOML, toml++). UsageError with one line for
-// a syntax error, an unknown criterion or key, a threshold that is neither
-// `threshold = X` nor `fraction = F` of a peak, or a peak without a source.
+// a syntax error, an unknown criterion, rule or key, a threshold that is
+// neither `threshold = X` nor `fraction = F` of a peak, a peak without a
+// source, or a suspect rule without a note or out of its range.
 Expectations read_expectations(const std::string& path);
+
+// The screen's options that carry the expectations' suspect rules into a
+// run (<key>_effect, <key>_mad_k), except those in `given` (the user's
+// --set wins).
+std::vector<std::pair<std::string, double>> suspect_rule_settings(const Expectations& e,
+                                                                  const std::vector<std::string>& given);
+// The suspect rules a run on `device` judges by: each figure's effect and
+// MAD multiple and where they come from (the expectations file with its
+// note, the command line, or the rule table with its reason).
+nlohmann::json suspect_rules_json(const Expectations& e, Device device, const std::map<std::string, double>& given);
 
 // The expectations file in `dir` whose `match` strings occur in the device
 // name (e.g. "H200" in "NVIDIA H200"); device "host" matches host.toml.

@@ -52,6 +52,7 @@ TEST(Expectations, ShippedFilesParseAndCite) {
   const Expectations h200 = read_expectations(kShipped + "/h200.toml");
   EXPECT_DOUBLE_EQ(h200.thresholds.at("all_reduce_busbw_intra_GBps").value, 0.85 * 450);
   EXPECT_NE(h200.thresholds.at("all_reduce_busbw_intra_GBps").source.find("NVIDIA H200 datasheet"), std::string::npos);
+  EXPECT_EQ(*h200.suspect_rules.at("p2p_bandwidth").min_effect, 0.25);
 }
 
 TEST(Expectations, MatchedByDeviceName) {
@@ -86,6 +87,43 @@ TEST(Expectations, BadFilesAreRefused) {
   EXPECT_NE(error("colour = 3\n[criteria.gemm_tflops]\nthreshold = 1\n").find("unknown key 'colour'"),
             std::string::npos);
   EXPECT_NE(error("[criteria.gemm_tflops\n").find("line 4"), std::string::npos);
+  const std::string criterion = "[criteria.gemm_tflops]\nthreshold = 1\n";
+  EXPECT_NE(error(criterion + "[suspects.tflop]\nmin_effect = 0.3\nnote = \"x\"\n").find("did you mean 'tflops'"),
+            std::string::npos);
+  EXPECT_NE(error(criterion + "[suspects.tflops]\nmin_effect = 0.3\n").find("note must say why"), std::string::npos);
+  EXPECT_NE(error(criterion + "[suspects.tflops]\nmin_effect = 1.5\nnote = \"x\"\n").find("[0.01, 0.99]"),
+            std::string::npos);
+  EXPECT_NE(error(criterion + "[suspects.tflops]\nnote = \"x\"\n").find("min_effect or mad_k"), std::string::npos);
+  EXPECT_NE(error(criterion + "[suspects.tflops]\nmad_k = 3\nnote = \"x\"\nmin = 2\n").find("unknown key 'min'"),
+            std::string::npos);
+}
+
+TEST(Expectations, SuspectRulesBecomeTheScreensOptionsUnlessTheUserSetThem) {
+  const std::string path = write_temp(
+      "schema = \"sextant.expectations/1\"\nname = \"x\"\nversion = \"1\"\n[criteria.gemm_tflops]\nthreshold = "
+      "1\n[suspects.p2p_bandwidth]\nmin_effect = 0.25\nnote = \"one NVSwitch path per pair\"\n"
+      "[suspects.tflops]\nmin_effect = 0.1\nmad_k = 4\nnote = \"one SKU\"\n");
+  const Expectations e = read_expectations(path);
+  fs::remove(path);
+  ASSERT_EQ(e.suspect_rules.size(), 2u);
+  EXPECT_EQ(*e.suspect_rules.at("p2p_bandwidth").min_effect, 0.25);
+  EXPECT_FALSE(e.suspect_rules.at("p2p_bandwidth").mad_k.has_value());
+  using Settings = std::vector<std::pair<std::string, double>>;
+  EXPECT_EQ(suspect_rule_settings(e, {}),
+            (Settings{{"p2p_bandwidth_effect", 0.25}, {"tflops_effect", 0.1}, {"tflops_mad_k", 4}}));
+  EXPECT_EQ(suspect_rule_settings(e, {"tflops_mad_k"}),
+            (Settings{{"p2p_bandwidth_effect", 0.25}, {"tflops_effect", 0.1}}));
+  // The verdict's rules: the file's where it sets one, the user's --set over it, else the table's.
+  const nlohmann::json rules = suspect_rules_json(e, Device::cuda, {{"tflops_effect", 0.2}});
+  std::map<std::string, nlohmann::json> by_key;
+  for (const nlohmann::json& r : rules) by_key[r["key"]] = r;
+  EXPECT_EQ(by_key.size(), 4u);
+  EXPECT_EQ(by_key["p2p_bandwidth"]["min_effect"], 0.25);
+  EXPECT_NE(by_key["p2p_bandwidth"]["source"].get<std::string>().find("one NVSwitch path per pair"), std::string::npos);
+  EXPECT_EQ(by_key["tflops"]["min_effect"], 0.2);
+  EXPECT_EQ(by_key["tflops"]["mad_k"], 4);
+  EXPECT_NE(by_key["tflops"]["source"].get<std::string>().find("--set tflops_effect"), std::string::npos);
+  EXPECT_EQ(by_key["node_busbw"]["source"].get<std::string>().rfind("rule table: ", 0), 0u);
 }
 
 nlohmann::json results(nlohmann::json cases) {

@@ -27,6 +27,7 @@
 #include "harness/error.h"
 #include "harness/options.h"
 #include "harness/strings.h"
+#include "harness/suspects.h"
 
 namespace fs = std::filesystem;
 
@@ -34,8 +35,8 @@ namespace sextant::qualify {
 
 namespace {
 
-const std::vector<std::string> kTopKeys = {"schema",          "name",  "version", "match", "gemm_dtype",
-                                           "attention_dtype", "peaks", "criteria"};
+const std::vector<std::string> kTopKeys = {"schema",          "name",  "version",  "match",   "gemm_dtype",
+                                           "attention_dtype", "peaks", "criteria", "suspects"};
 
 void require_known_keys(const toml::table& t, const std::vector<std::string>& known, const std::string& where) {
   for (const auto& [key, node] : t) {
@@ -102,7 +103,79 @@ Threshold read_threshold(const toml::table& t, const std::map<std::string, Peak>
                                              " (", peak->second.source, ")", suffix)};
 }
 
+std::map<std::string, SuspectOverride> read_suspect_rules(const toml::table& root, const std::string& path) {
+  std::map<std::string, SuspectOverride> out;
+  const toml::table* table = root["suspects"].as_table();
+  if (!table) return out;
+  const std::vector<std::string> known = suspect_rule_keys();
+  for (const auto& [key, node] : *table) {
+    const std::string name(key.str()), where = cat(path, ": suspects.", name);
+    require(is_suspect_rule_key(name),
+            cat(where, ": no such suspect rule", did_you_mean(name, known), " (known: ", join(known, ", "), ")"));
+    const toml::table* t = node.as_table();
+    require(t != nullptr, cat(where, " must be a table with min_effect and/or mad_k, and a note"));
+    require_known_keys(*t, {"min_effect", "mad_k", "note"}, where);
+    SuspectOverride o;
+    if (t->contains("min_effect")) {
+      o.min_effect = positive((*t)["min_effect"], where + ".min_effect");
+      require(*o.min_effect >= 0.01 && *o.min_effect <= 0.99, cat(where, ".min_effect must be in [0.01, 0.99]"));
+    }
+    if (t->contains("mad_k")) {
+      o.mad_k = positive((*t)["mad_k"], where + ".mad_k");
+      require(*o.mad_k <= 1000, cat(where, ".mad_k must be in [0, 1000]"));
+    }
+    require(o.min_effect || o.mad_k, cat(where, " must set min_effect or mad_k"));
+    o.note = text(*t, "note", where, false);
+    require(!o.note.empty(), cat(where, ".note must say why these values"));
+    out[name] = o;
+  }
+  return out;
+}
+
 }  // namespace
+
+std::vector<std::pair<std::string, double>> suspect_rule_settings(const Expectations& e,
+                                                                  const std::vector<std::string>& given) {
+  std::vector<std::pair<std::string, double>> out;
+  auto add = [&](const std::string& option, const std::optional<double>& v) {
+    if (v && std::find(given.begin(), given.end(), option) == given.end()) out.emplace_back(option, *v);
+  };
+  for (const auto& [key, o] : e.suspect_rules) {
+    add(key + "_effect", o.min_effect);
+    add(key + "_mad_k", o.mad_k);
+  }
+  return out;
+}
+
+nlohmann::json suspect_rules_json(const Expectations& e, Device device, const std::map<std::string, double>& given) {
+  nlohmann::json out = nlohmann::json::array();
+  const RuleDevice kind = device == Device::host ? RuleDevice::host : RuleDevice::cuda;
+  for (const SuspectRule& table : suspect_rules()) {
+    if (table.device != RuleDevice::any && table.device != kind) continue;
+    SuspectRule r = table;
+    std::vector<std::string> sources;
+    if (auto it = e.suspect_rules.find(r.key); it != e.suspect_rules.end()) {
+      if (it->second.min_effect) r.min_effect = *it->second.min_effect;
+      if (it->second.mad_k) r.mad_k = *it->second.mad_k;
+      sources.push_back(cat(e.path, " [suspects.", r.key, "]: ", it->second.note));
+    }
+    if (auto it = given.find(r.key + "_effect"); it != given.end()) {
+      r.min_effect = it->second;
+      sources.push_back(cat("--set ", it->first));
+    }
+    if (auto it = given.find(r.key + "_mad_k"); it != given.end()) {
+      r.mad_k = it->second;
+      sources.push_back(cat("--set ", it->first));
+    }
+    out.push_back({{"figure", r.figure},
+                   {"key", r.key},
+                   {"min_effect", r.min_effect},
+                   {"mad_k", r.mad_k},
+                   {"rule", describe_rule(r)},
+                   {"source", sources.empty() ? cat("rule table: ", table.reason) : join(sources, "; ")}});
+  }
+  return out;
+}
 
 Expectations read_expectations(const std::string& path) {
   std::error_code ec;
@@ -136,6 +209,7 @@ Expectations read_expectations(const std::string& path) {
     require(t != nullptr, cat(where, " must be a table"));
     e.thresholds[name] = read_threshold(*t, peaks, where);
   }
+  e.suspect_rules = read_suspect_rules(root, path);
   return e;
 }
 

@@ -10,7 +10,9 @@
   * --baseline with the run's own results as the golden run, and thresholds
     it cannot meet, fail with exit 1; bad expectations files exit 2;
   * the screen runs first and its suspects are a section of the verdict: a
-    planted bit flip fails the cluster, naming the rank, tensor and element.
+    planted bit flip fails the cluster, naming the rank, tensor and element;
+  * the expectations file's [suspects.<rule>] tables set the screen's rules,
+    the verdict lists each rule with its source, and --set overrides them.
 
     python3 qualify_test.py SEXTANT MPIEXEC
 """
@@ -110,6 +112,30 @@ def main():
         check("# suspects: 1" in r.stdout and "sdc rank 1" in r.stdout, "the suspect is printed with the verdict")
         with open(only(flip, "-verdict.html")) as f:
             check("Suspects: 1" in f.read(), "and heads a section of the HTML verdict")
+
+        # Suspect rules from the expectations file: an effect no planted
+        # slow rank reaches names nobody; the user's --set wins over the file.
+        lenient = os.path.join(tmp, "lenient.toml")
+        with open(os.path.join(os.path.dirname(HERE), "results", "expectations", "host.toml")) as f:
+            host_toml = f.read()
+        with open(lenient, "w") as f:
+            f.write(host_toml + '\n[suspects.tflops]\nmin_effect = 0.95\nnote = "only a rank at a twentieth"\n')
+        slow = ("screen/compute", "--fault", "slow_rank", "--expectations", lenient)
+        r = qualify(sextant, mpiexec, os.path.join(tmp, "lenient"), *slow, ranks=3)
+        q = json.load(open(only(os.path.join(tmp, "lenient"), ".json")))["qualification"]
+        rule = [x for x in q["suspect_rules"] if x["key"] == "tflops"][0]
+        check(r.returncode == 0 and q["suspects"] == [], f"the file's rule names no 5x-slow rank (exit {r.returncode})")
+        check(rule["min_effect"] == 0.95 and "lenient.toml [suspects.tflops]: only a rank" in rule["source"]
+              and "only a rank at a twentieth" in r.stdout, f"the verdict says the rule and its source: {rule}")
+        r = qualify(sextant, mpiexec, os.path.join(tmp, "strict_rule"), *slow, "--set", "tflops_effect=0.5", ranks=3)
+        q = json.load(open(only(os.path.join(tmp, "strict_rule"), ".json")))["qualification"]
+        check(r.returncode == 1 and [x["rank"] for x in q["suspects"]] == [2],
+              f"--set tflops_effect=0.5 wins over the file and names rank 2 (exit {r.returncode})")
+        with open(lenient, "a") as f:
+            f.write('[suspects.tflopz]\nmin_effect = 0.5\nnote = "x"\n')
+        r = qualify(sextant, mpiexec, os.path.join(tmp, "bad_rule"), "--expectations", lenient)
+        check(r.returncode == 2 and "no such suspect rule (did you mean 'tflops'?)" in r.stderr,
+              f"an unknown suspect rule exits 2: {r.stderr.strip()}")
 
         bad = os.path.join(tmp, "bad.toml")
         with open(bad, "w") as f:

@@ -80,6 +80,7 @@ nlohmann::json tolerances_json() {
   nlohmann::json suspects = nlohmann::json::array();
   for (const SuspectRule& r : suspect_rules())
     suspects.push_back({{"figure", r.figure},
+                        {"key", r.key},
                         {"device", rule_device_name(r.device)},
                         {"min_effect", r.min_effect},
                         {"mad_k", r.mad_k},

@@ -94,6 +94,7 @@ nlohmann::json resolve_options(const std::vector<const CaseDef*>& cases, const R
   }
   for (const RawOption& raw : o.raw_options) {
     const std::vector<const OptionSpec*> specs = declarations(cases, raw.key);
+    if (specs.empty() && raw.where_declared) continue;
     require(!specs.empty(), unknown_option(cases, raw.key, raw.source));
     typed[raw.key] = checked(specs, raw.value, raw.source);
   }

@@ -180,6 +180,8 @@ std::string describe_suspect(const nlohmann::json& s) {
     out << s["tensor"].get<std::string>() << " differs from the majority in " << s.value("repeats_bad", 0) << " of "
         << s.value("repeats", 0) << " repeats, " << s.value("differing_elements", 0) << " elements, the first at "
         << s.value("first_index", -1);
+  else if (s.value("class_median", nlohmann::json()).is_null())
+    out << s.value("figure", "?") << " " << number_text(s.value("value", nlohmann::json()));
   else
     out << s.value("figure", "?") << " " << number_text(s.value("value", nlohmann::json())) << " against the "
         << s.value("class", "?") << " median " << number_text(s.value("class_median", nlohmann::json()));

@@ -22,6 +22,9 @@ struct RawOption {
   std::string key;
   nlohmann::json value;
   std::string source;
+  // Given for whichever selected case declares it (an expectations file's
+  // suspect rules), not refused when none does.
+  bool where_declared = false;
 };
 
 struct RunOptions {

@@ -1,5 +1,6 @@
 #include "harness/suspects.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -13,23 +14,23 @@ const std::vector<SuspectRule>& suspect_rules() {
   // Effects are the smallest loss worth a ticket; MAD multiples keep a
   // clean run (measured: docs/SCREEN.md) from naming its ordinary spread.
   static const std::vector<SuspectRule> rules = {
-      {"tflops", RuleDevice::cuda, 0.25, 3, Worse::lower,
+      {"tflops", "tflops", RuleDevice::cuda, 0.25, 3, Worse::lower,
        "GPUs of one SKU run one gemm within a few percent; a quarter slower is a throttled or degraded device"},
-      {"tflops", RuleDevice::host, 0.5, 3, Worse::lower,
+      {"tflops", "tflops", RuleDevice::host, 0.5, 3, Worse::lower,
        "ranks oversubscribing a host's cores, timed by CPU seconds (a shared VM's steal time and shared caches "
        "count in them): clean runs measured ranks at 0.67 and 0.56 x their class, so only a rank at half is named"},
-      {"p2p_bandwidth_GBps", RuleDevice::cuda, 0.5, 3, Worse::lower,
+      {"p2p_bandwidth_GBps", "p2p_bandwidth", RuleDevice::cuda, 0.5, 3, Worse::lower,
        "links of one class (same node, other node) carry the same message at similar speed; half the class median "
        "is a degraded link (a PCIe link at half width, a NIC at half rate), not noise"},
-      {"p2p_bandwidth_GBps", RuleDevice::host, 0.8, 3, Worse::lower,
+      {"p2p_bandwidth_GBps", "p2p_bandwidth", RuleDevice::host, 0.8, 3, Worse::lower,
        "ranks oversubscribing a host's cores: a pair that shares one core measured 0.37 x its class median in clean "
        "runs, so only a link at a fifth of its class is named"},
-      {"p2p_latency_us", RuleDevice::cuda, 0.5, 3, Worse::higher,
+      {"p2p_latency_us", "p2p_latency", RuleDevice::cuda, 0.5, 3, Worse::higher,
        "a round trip twice the class median is a congested or mis-routed link"},
-      {"p2p_latency_us", RuleDevice::host, 0.95, 3, Worse::higher,
+      {"p2p_latency_us", "p2p_latency", RuleDevice::host, 0.95, 3, Worse::higher,
        "a round trip needs both ranks on a core: with a compile sharing the host, clean round trips measured 9 x "
        "their class median, so only a link 20 x its class is named (a planted 5 ms delay is 500 x)"},
-      {"node_busbw_GBps", RuleDevice::any, 0.25, 3, Worse::lower,
+      {"node_busbw_GBps", "node_busbw", RuleDevice::any, 0.25, 3, Worse::lower,
        "nodes of the same size run the same all_reduce at the same bus bandwidth; a quarter below is a slow node"},
   };
   return rules;
@@ -48,6 +49,45 @@ std::string rule_device_name(RuleDevice d) {
     case RuleDevice::cuda: return "cuda";
     default: return "any";
   }
+}
+
+bool is_suspect_rule_key(const std::string& key) {
+  for (const SuspectRule& r : suspect_rules())
+    if (r.key == key) return true;
+  return false;
+}
+
+std::vector<std::string> suspect_rule_keys() {
+  std::vector<std::string> keys;
+  for (const SuspectRule& r : suspect_rules())
+    if (std::find(keys.begin(), keys.end(), r.key) == keys.end()) keys.push_back(r.key);
+  return keys;
+}
+
+std::vector<OptionSpec> suspect_rule_options(const std::vector<std::string>& figures) {
+  std::vector<OptionSpec> out;
+  for (const std::string& figure : figures) {
+    const SuspectRule& r = suspect_rule(figure, Device::host);
+    out.push_back(OptionSpec::number(r.key + "_effect", 0.01, 0.99,
+                                     cat("the smallest effect (fraction of the class median) that names a ", figure,
+                                         " suspect; default: the rule table's (sextant list --tolerances)")));
+    out.push_back(OptionSpec::number(
+        r.key + "_mad_k", 0, 1000,
+        cat("how many scaled MADs of its class a ", figure, " suspect must lie beyond; default: the rule table's")));
+  }
+  return out;
+}
+
+SuspectRule configured_rule(const std::string& figure, Device device, const nlohmann::json& params) {
+  SuspectRule r = suspect_rule(figure, device);
+  const std::string effect = r.key + "_effect", mad_k = r.key + "_mad_k";
+  if (!params.contains(effect) && !params.contains(mad_k)) return r;
+  const double table_effect = r.min_effect, table_mad_k = r.mad_k;
+  if (params.contains(effect)) r.min_effect = params.at(effect).get<double>();
+  if (params.contains(mad_k)) r.mad_k = params.at(mad_k).get<double>();
+  r.reason = cat("set for this run (", effect, " ", r.min_effect, ", ", mad_k, " ", r.mad_k,
+                 "; the table's: ", table_effect, ", ", table_mad_k, ")");
+  return r;
 }
 
 std::string describe_rule(const SuspectRule& r) {

@@ -13,7 +13,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "harness/device.h"
+#include "harness/options.h"
 
 namespace sextant {
 
@@ -24,18 +27,32 @@ enum class Worse { lower, higher };  // which way a figure is bad (bandwidth: lo
 enum class RuleDevice { any, host, cuda };
 
 struct SuspectRule {
-  const char* figure;  // what is judged, e.g. "tflops"
+  std::string figure;  // what is judged, e.g. "tflops"
+  // The name a run overrides it by: options <key>_effect and <key>_mad_k
+  // (--set; qualify sets them from the expectations file's [suspects.<key>]).
+  std::string key;
   RuleDevice device;
   double min_effect;  // worse than the class median by at least this fraction
   double mad_k;       // and by more than mad_k scaled MADs (1.4826 MAD: sigma for normal data)
   Worse worse;
-  const char* reason;  // why these values
+  std::string reason;  // why these values
 };
-// Every rule, one row per judged figure.
+// Every rule, one row per judged figure and device.
 const std::vector<SuspectRule>& suspect_rules();
 // The rule of `figure` on `device` (RuntimeError for an unknown figure).
 const SuspectRule& suspect_rule(const std::string& figure, Device device);
 std::string rule_device_name(RuleDevice d);  // "any", "host", "cuda"
+// Whether `key` names a rule (of any device).
+bool is_suspect_rule_key(const std::string& key);
+std::vector<std::string> suspect_rule_keys();
+
+// The options that override the rules of `figures` for one run:
+// <key>_effect and <key>_mad_k of each.
+std::vector<OptionSpec> suspect_rule_options(const std::vector<std::string>& figures);
+// The rule a case is judged by: the table's, with <key>_effect and
+// <key>_mad_k taken from `params` where they are set (the reason then says
+// so, and what the table's values were).
+SuspectRule configured_rule(const std::string& figure, Device device, const nlohmann::json& params);
 
 struct Outlier {
   size_t index = 0;  // into the values judged

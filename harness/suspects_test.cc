@@ -79,5 +79,26 @@ TEST(SuspectRules, EveryRuleHasAReasonAndAnEffectBelowOne) {
             suspect_rule("p2p_bandwidth_GBps", Device::host).min_effect);
 }
 
+TEST(SuspectRules, ARunOverridesARuleByItsKeyAndSaysSo) {
+  const SuspectRule& table = suspect_rule("p2p_latency_us", Device::host);
+  EXPECT_EQ(configured_rule("p2p_latency_us", Device::host, nlohmann::json::object()).reason, table.reason);
+  const SuspectRule r = configured_rule("p2p_latency_us", Device::host, {{"p2p_latency_effect", 0.6}, {"n", 3}});
+  EXPECT_EQ(r.min_effect, 0.6);
+  EXPECT_EQ(r.mad_k, table.mad_k);
+  EXPECT_NE(r.reason.find("set for this run (p2p_latency_effect 0.6"), std::string::npos) << r.reason;
+  // The override judges: a round trip 3 x its class is named at effect 0.6, not by the table's 0.95.
+  const std::vector<double> v = {10, 10.2, 9.9, 10.1, 30};
+  const std::vector<std::string> c(5, "same_node");
+  EXPECT_TRUE(outliers(v, c, table).empty());
+  ASSERT_EQ(outliers(v, c, r).size(), 1u);
+  // Every figure's options, with the rule's key.
+  std::vector<std::string> names;
+  for (const OptionSpec& o : suspect_rule_options({"tflops", "node_busbw_GBps"})) names.push_back(o.name);
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"tflops_effect", "tflops_mad_k", "node_busbw_effect", "node_busbw_mad_k"}));
+  EXPECT_TRUE(is_suspect_rule_key("p2p_bandwidth"));
+  EXPECT_FALSE(is_suspect_rule_key("p2p_bandwidth_GBps"));
+}
+
 }  // namespace
 }  // namespace sextant

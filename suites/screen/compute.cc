@@ -9,6 +9,7 @@
 // identical, so every rank must produce the same bits. A rank whose hash
 // differs from the majority's is a silent-data-corruption suspect, named
 // with the tensor, how many elements differ and the first that does.
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <set>
@@ -34,6 +35,8 @@ const MetricDef& kHashes =
                    "compute: each rank's gemm output hash (FNV-1a of the bits) of the last repeat"});
 const MetricDef& kClock = define_metric({"screen", "compute_clock", "json", Better::neither,
                                          "compute: what timed the repeats: device, wall or process_cpu"});
+
+const char* const kFigure = "tflops";
 
 struct Mismatch {
   int repeats_bad = 0;
@@ -62,6 +65,7 @@ struct State {
   std::vector<double> attention_seconds;  // every timed attention forward
   std::vector<Mismatch> mismatches[2];    // each rank's, per output (kOutputs), after check
   std::vector<std::string> last_hash;     // each rank's last gemm output hash
+  SuspectRule slow_rule;                  // what names a slow rank
 };
 
 const char* clock_name(TimerClock c) {
@@ -137,36 +141,43 @@ State setup(CaseContext& ctx) {
   s.device_class = ctx.device == Device::host
                        ? "host"
                        : cat("cuda ", describe_cuda_devices().at(static_cast<size_t>(cuda_current_device())).name);
+  s.slow_rule = configured_rule(kFigure, ctx.device, c.params);
   return s;
 }
 
-// One output's hash on every rank; where one differs from the majority,
-// the differing ranks compare their output with a majority rank's.
-// Returns every rank's hash.
-// Without a strict majority nobody is named: `no_majority` is set and the
-// ranks' outputs are reported as differing (every rank decides from the
-// same gathered hashes, so all take the same branch).
-std::vector<std::string> compare_output(Communicator& host, const Tensor& output, std::vector<Mismatch>& found,
-                                        bool& no_majority) {
+// One output's hash on every rank, held to the majority of the rank's class
+// (same device kind: another GPU model may run another kernel and round
+// otherwise, and still be right). A rank that differs compares its output
+// with a majority rank's of its class. Returns every rank's hash.
+// A class without a strict majority names nobody: it goes into
+// `no_majority` (every rank decides from the same gathered hashes, so all
+// take the same branch).
+std::vector<std::string> compare_output(Communicator& host, const std::vector<std::string>& classes,
+                                        const Tensor& output, std::vector<Mismatch>& found,
+                                        std::set<std::string>& no_majority) {
   const int n = host.size(), me = host.rank();
   const Tensor out = output.to(Device::host);
   const std::vector<std::string> hashes = all_gather_strings(host, content_hash(out));
-  std::map<std::string, int> votes;
-  for (const std::string& h : hashes) ++votes[h];
-  std::string majority = hashes.front();
-  for (const auto& [h, count] : votes)
-    if (count > votes[majority]) majority = h;
-  if (votes[majority] == n) return hashes;
-  if (2 * votes[majority] <= n) {
-    no_majority = true;
-    return hashes;
-  }
-  int reference = 0;
-  while (hashes[reference] != majority) ++reference;
-  Tensor theirs = out.clone();
-  host.broadcast(theirs.raw(), static_cast<size_t>(theirs.numel()), theirs.dtype(), reference);
+  const Vote vote = vote_by_class(hashes, classes);
+  no_majority.insert(vote.no_majority.begin(), vote.no_majority.end());
+  std::map<std::string, std::string> majority = vote.majority;
+  auto differs = [&](int q) { return majority.count(classes[q]) && hashes[q] != majority[classes[q]]; };
+  bool any = false;
+  for (int q = 0; q < n; ++q) any = any || differs(q);
+  if (!any) return hashes;
   int64_t differing = 0, first = -1;
-  if (hashes[me] != majority) {
+  Tensor theirs = out.clone();
+  for (const auto& [cls, hash] : majority) {  // the same order on every rank
+    int reference = -1;
+    bool bad = false;
+    for (int q = 0; q < n; ++q) {
+      if (classes[q] != cls) continue;
+      if (hashes[q] == hash && reference < 0) reference = q;
+      bad = bad || hashes[q] != hash;
+    }
+    if (!bad) continue;
+    host.broadcast(theirs.raw(), static_cast<size_t>(theirs.numel()), theirs.dtype(), reference);
+    if (classes[me] != cls || hashes[me] == hash) continue;
     const size_t size = dtype_size(out.dtype());
     const auto* mine = static_cast<const char*>(out.raw());
     const auto* good = static_cast<const char*>(theirs.raw());
@@ -178,7 +189,7 @@ std::vector<std::string> compare_output(Communicator& host, const Tensor& output
   }
   const std::vector<std::string> diffs = all_gather_strings(host, cat(differing, " ", first));
   for (int q = 0; q < n; ++q) {
-    if (hashes[q] == majority) continue;
+    if (!differs(q)) continue;
     Mismatch& m = found[q];
     if (m.repeats_bad++ == 0) {
       const std::vector<std::string> fields = split(diffs[q], ' ');
@@ -194,18 +205,19 @@ void check(State& s, Checker& checker) {
   Communicator& host = *s.host;
   const int me = host.rank();
   for (auto& found : s.mismatches) found.assign(static_cast<size_t>(host.size()), {});
-  bool no_majority[2] = {false, false};
+  const std::vector<std::string> classes = all_gather_strings(host, s.device_class);
+  std::set<std::string> no_majority[2];
   for (int r = 0; r < s.repeats; ++r) {
     repeat(s, false);
-    s.last_hash = compare_output(host, s.c, s.mismatches[0], no_majority[0]);
-    compare_output(host, s.attention.out, s.mismatches[1], no_majority[1]);
+    s.last_hash = compare_output(host, classes, s.c, s.mismatches[0], no_majority[0]);
+    compare_output(host, classes, s.attention.out, s.mismatches[1], no_majority[1]);
   }
   for (size_t o = 0; o < 2; ++o)
-    if (no_majority[o] && checker.is_root())
-      checker.fail(cat(kOutputs[o],
-                       ": the ranks' output bits differ and no strict majority agrees, so no rank "
-                       "can be named (",
-                       host.size(), " ranks)"));
+    for (const std::string& cls : no_majority[o])
+      if (checker.is_root())
+        checker.fail(cat(kOutputs[o], ": the output bits of the ranks of class '", cls,
+                         "' differ and no strict majority of them agrees, so no rank can be named (",
+                         std::count(classes.begin(), classes.end(), cls), " ranks)"));
   for (size_t o = 0; o < 2; ++o) {
     const Mismatch& mine = s.mismatches[o][me];
     const int64_t elements = o == 0 ? s.c.numel() : s.attention.out.numel();
@@ -235,7 +247,7 @@ std::vector<double> judge_speed(State& s, const std::vector<double>& mine, doubl
     tflops[r] = median > 0 ? flops / median / 1e12 : -1;
   }
   const std::vector<std::string> classes = all_gather_strings(host, s.device_class);
-  const SuspectRule& slow = suspect_rule("tflops", s.device);
+  const SuspectRule& slow = s.slow_rule;
   for (const Outlier& o : outliers(tflops, classes, slow)) {
     if (!named.insert(o.index).second) continue;
     // In how many repeats this rank was worse than the repeat's median by the effect.
@@ -293,7 +305,7 @@ Metrics metrics(State& s, const RegionTimes& times) {
 }
 
 CaseDef compute_case() {
-  std::vector<OptionSpec> options = fault_options();
+  std::vector<OptionSpec> options = screen_options({kFigure});
   options.push_back(OptionSpec::integer("screen_n", 8, 65536, "compute: the gemm's m = n = k"));
   options.push_back(OptionSpec::integer("repeats", 1, 1000, "compute: hashed repeats per rank"));
   options.push_back(OptionSpec::choice("compute_clock", {"auto", "wall"},
@@ -315,7 +327,7 @@ CaseDef compute_case() {
             const int64_t repeats = req.get<int64_t>("repeats", req.profile == Profile::qualify ? 10 : 5);
             const std::string clock = req.get<std::string>("compute_clock", "auto");
             return screen_configs(req, {{"n", n}, {"repeats", repeats}, {"clock", clock}},
-                                  gpu ? DType::bf16 : DType::f32);
+                                  gpu ? DType::bf16 : DType::f32, {kFigure});
           },
       .validate = validate_fault_params,
       .memory =

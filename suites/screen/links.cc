@@ -8,6 +8,7 @@
 // the message over the time until the acknowledgement is back). Links are
 // judged against their class: same node or other node.
 #include <chrono>
+#include <set>
 #include <thread>
 
 #include "harness/device.h"
@@ -20,6 +21,9 @@ namespace {
 const MetricDef& kMatrix = define_metric(
     {"screen", "link_matrix", "json", Better::neither,
      "links: bandwidth_GBps and latency_us [sender][receiver] (null on the diagonal), class, hosts, rounds"});
+
+// What names a slow link: its bandwidth, else its latency.
+const std::vector<std::string> kFigures = {"p2p_bandwidth_GBps", "p2p_latency_us"};
 
 struct State {
   Communicator* comm = nullptr;  // the kernel backend: what the links carry
@@ -34,6 +38,7 @@ struct State {
   int delayed_peer = -1;
   double delay_ms = 0;
   std::vector<std::vector<double>> latency, bandwidth;  // [peer] samples: us, GB/s
+  std::vector<SuspectRule> rules;                       // of kFigures, in order
 };
 
 double elapsed_since(double start, Device device) {
@@ -137,6 +142,7 @@ State setup(CaseContext& ctx) {
     s.delayed_peer = me == a ? b : a;
     s.delay_ms = c.fault_magnitude > 0 ? c.fault_magnitude : screen_faults().row(ScreenFault::slow_link).magnitude;
   }
+  for (const std::string& figure : kFigures) s.rules.push_back(configured_rule(figure, ctx.device, c.params));
   s.latency.assign(static_cast<size_t>(n), {});
   s.bandwidth.assign(static_cast<size_t>(n), {});
   return s;
@@ -199,9 +205,9 @@ Metrics metrics(State& s, const RegionTimes& times) {
   }
   // A link is named once, by the first of its figures that breaks a rule.
   std::map<Pair, nlohmann::json> named;
-  for (const char* figure : {"p2p_bandwidth_GBps", "p2p_latency_us"}) {
-    const SuspectRule& r = suspect_rule(figure, s.device);
-    const bool is_bandwidth = std::string(figure) == "p2p_bandwidth_GBps";
+  for (const SuspectRule& r : s.rules) {
+    const std::string& figure = r.figure;
+    const bool is_bandwidth = figure == kFigures[0];
     for (const Outlier& o : outliers(is_bandwidth ? bw_values : lat_values, classes, r)) {
       const auto [from, to] = edges[o.index];
       const Pair link{std::min(from, to), std::max(from, to)};
@@ -225,6 +231,9 @@ Metrics metrics(State& s, const RegionTimes& times) {
   }
   nlohmann::json suspects = nlohmann::json::array();
   for (auto& [link, j] : named) suspects.push_back(j);
+  std::set<Pair> named_links;
+  for (const auto& [link, j] : named) named_links.insert(link);
+  for (nlohmann::json& j : nodes_behind_links(s.who, named_links)) suspects.push_back(j);
   nlohmann::json hosts = nlohmann::json::array();
   for (const RankIdentity& w : s.who) hosts.push_back(w.host);
   Metrics out;
@@ -240,7 +249,7 @@ Metrics metrics(State& s, const RegionTimes& times) {
 }
 
 CaseDef links_case() {
-  std::vector<OptionSpec> options = fault_options();
+  std::vector<OptionSpec> options = screen_options(kFigures);
   options.push_back(OptionSpec::bytes("link_bytes", 4, int64_t{1} << 32, "links: the bandwidth message, e.g. 1M"));
   return make_case(CaseTable<State>{
       .suite = "screen",
@@ -252,7 +261,8 @@ CaseDef links_case() {
       .configs =
           [](const SweepRequest& req) {
             const int64_t bytes = message_bytes(req, "link_bytes", int64_t{64} << 20);
-            return screen_configs(req, {{"bytes", bytes}, {"latency_reps", 10}, {"bandwidth_reps", 3}}, DType::f32);
+            return screen_configs(req, {{"bytes", bytes}, {"latency_reps", 10}, {"bandwidth_reps", 3}}, DType::f32,
+                                  kFigures);
           },
       .validate = validate_fault_params,
       .memory = message_memory,

@@ -15,6 +15,8 @@ const MetricDef& kNodeBusbw = define_metric({"screen", "node_busbw_GBps", "json"
 const MetricDef& kNodeHosts =
     define_metric({"screen", "node_hosts", "json", Better::neither, "nodes: the host of each node, in node order"});
 
+const char* const kFigure = "node_busbw_GBps";
+
 struct State {
   Communicator* host = nullptr;
   std::unique_ptr<Communicator> node;  // this rank's node, kernel backend
@@ -24,6 +26,7 @@ struct State {
   int reps = 0;
   Tensor buffer, input;  // input: payload(rank in node, i)
   std::vector<double> seconds;
+  SuspectRule rule;  // what names a slow node
 };
 
 State setup(CaseContext& ctx) {
@@ -35,6 +38,7 @@ State setup(CaseContext& ctx) {
   s.node = ctx.comm.split(me.node, me.rank);
   s.bytes = ctx.config.i("bytes");
   s.reps = static_cast<int>(ctx.config.i("reps"));
+  s.rule = configured_rule(kFigure, ctx.device, ctx.config.params);
   const int64_t elements = s.bytes / 4;
   Tensor in = Tensor::empty({elements}, DType::f32);
   for (int64_t i = 0; i < elements; ++i) in.data<float>()[i] = payload(s.node->rank(), i);
@@ -94,7 +98,7 @@ Metrics metrics(State& s, const RegionTimes& times) {
     return m;
   }());
   for (int size : sizes) classes.push_back(cat("nodes of ", size, " ranks"));
-  const SuspectRule& r = suspect_rule("node_busbw_GBps", s.device);
+  const SuspectRule& r = s.rule;
   nlohmann::json suspects = nlohmann::json::array();
   for (const Outlier& o : outliers(per_node, classes, r)) {
     nlohmann::json j = suspect_json("slow_node", s.who[first_rank[o.index]], r.figure);
@@ -113,7 +117,7 @@ Metrics metrics(State& s, const RegionTimes& times) {
 }
 
 CaseDef nodes_case() {
-  std::vector<OptionSpec> options = fault_options();
+  std::vector<OptionSpec> options = screen_options({kFigure});
   options.push_back(OptionSpec::bytes("node_bytes", 4, int64_t{1} << 34, "nodes: the all_reduce message, e.g. 1M"));
   return make_case(CaseTable<State>{
       .suite = "screen",
@@ -125,7 +129,7 @@ CaseDef nodes_case() {
       .configs =
           [](const SweepRequest& req) {
             const int64_t bytes = message_bytes(req, "node_bytes", int64_t{256} << 20);
-            return screen_configs(req, {{"bytes", bytes}, {"reps", 3}}, DType::f32);
+            return screen_configs(req, {{"bytes", bytes}, {"reps", 3}}, DType::f32, {kFigure});
           },
       .validate = validate_fault_params,
       .memory = message_memory,

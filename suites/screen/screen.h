@@ -14,7 +14,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -52,6 +54,13 @@ using Pair = std::pair<int, int>;  // (lower rank, higher rank)
 // sits out each round) of disjoint pairs; every pair meets exactly once.
 std::vector<std::vector<Pair>> round_robin(int n);
 
+// The nodes whose every link to the other nodes is among `named` (the
+// links a screen named, (lower, higher) rank): the NIC, cable or switch
+// port is the one part those links share, so the node is a slow_node
+// suspect too. With two nodes every other-node link touches both, and
+// neither can be told apart: nobody is named.
+std::vector<nlohmann::json> nodes_behind_links(const std::vector<RankIdentity>& who, const std::set<Pair>& named);
+
 // ---- Planted faults of the suite. They take their rank from the case
 // options fault_rank (default: the last rank) and fault_peer (slow_link;
 // default: rank 0, or 1 when fault_rank is 0).
@@ -60,7 +69,6 @@ struct ScreenSite {
   std::string case_name;  // compute, links, nodes
 };
 const FaultTable<ScreenFault, ScreenSite>& screen_faults();
-std::vector<OptionSpec> fault_options();
 // The planted rank and peer of a config (params fault_rank, fault_peer).
 int fault_rank(const CaseConfig& c);
 int fault_peer(const CaseConfig& c);
@@ -69,9 +77,14 @@ int fault_peer(const CaseConfig& c);
 void plant_fault_params(const SweepRequest& req, CaseConfig& c);
 void validate_fault_params(const CaseConfig& c);
 
+// The options of a screen case that judges `figures`: the planted faults'
+// and the overrides of those figures' suspect rules.
+std::vector<OptionSpec> screen_options(const std::vector<std::string>& figures);
 // The configs of a screen case at the request's rank count: one per dtype,
-// with `params`. Nothing at one rank: a rank is judged against the others.
-std::vector<CaseConfig> screen_configs(const SweepRequest& req, const nlohmann::json& params, DType dtype);
+// with `params` and the request's overrides of the suspect rules of
+// `figures`. Nothing at one rank: a rank is judged against the others.
+std::vector<CaseConfig> screen_configs(const SweepRequest& req, const nlohmann::json& params, DType dtype,
+                                       const std::vector<std::string>& figures);
 
 // The message of links and nodes: the option `option` or the profile's
 // size (ci 64 KiB, default 1 MiB, qualify 4 MiB on a host and `qualify_gpu`
@@ -88,6 +101,16 @@ float payload(int rank, int64_t i);
 std::vector<double> without_warmup(const std::vector<double>& log, const TimeStats& t);
 // Figures as the results hold them: unmeasured (negative) ones are null.
 nlohmann::json nulls_for_unmeasured(const std::vector<double>& figures);
+
+// The bits a class of ranks agrees on: each class's strict-majority hash,
+// and the classes without one (two ranks that disagree: neither is the odd
+// one out). Classes are device kinds: another GPU model may run another
+// kernel and round otherwise, and still be right.
+struct Vote {
+  std::map<std::string, std::string> majority;  // class: hash
+  std::set<std::string> no_majority;
+};
+Vote vote_by_class(const std::vector<std::string>& hashes, const std::vector<std::string>& classes);
 
 // A stable 64-bit hash of a tensor's bytes (FNV-1a), as 16 hex digits.
 std::string content_hash(const Tensor& host);

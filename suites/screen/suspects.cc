@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "harness/device.h"
 #include "harness/error.h"
@@ -92,6 +93,38 @@ std::vector<std::vector<Pair>> round_robin(int n) {
   return rounds;
 }
 
+std::vector<nlohmann::json> nodes_behind_links(const std::vector<RankIdentity>& who, const std::set<Pair>& named) {
+  std::map<int, std::pair<int, int>> links_of;  // node: (its other-node links, named ones)
+  std::set<int> nodes;
+  for (const RankIdentity& w : who) nodes.insert(w.node);
+  if (nodes.size() < 3) return {};
+  for (size_t a = 0; a < who.size(); ++a)
+    for (size_t b = a + 1; b < who.size(); ++b) {
+      if (who[a].node == who[b].node) continue;
+      const bool bad = named.count({static_cast<int>(a), static_cast<int>(b)}) > 0;
+      for (int node : {who[a].node, who[b].node}) {
+        ++links_of[node].first;
+        links_of[node].second += bad ? 1 : 0;
+      }
+    }
+  std::vector<nlohmann::json> out;
+  for (const auto& [node, counts] : links_of) {
+    if (counts.second < counts.first) continue;
+    const RankIdentity& first =
+        *std::find_if(who.begin(), who.end(), [&](const RankIdentity& w) { return w.node == node; });
+    nlohmann::json j = suspect_json("slow_node", first, "other_node_links_named");
+    j.erase("rank");
+    j["gpu"] = nullptr;
+    j["gpu_uuid"] = nullptr;
+    j.update({{"value", counts.second},
+              {"class_median", nullptr},
+              {"class", "other_node"},
+              {"rule", cat("every one of the node's ", counts.first, " links to other nodes is a suspect")}});
+    out.push_back(j);
+  }
+  return out;
+}
+
 const FaultTable<ScreenFault, ScreenSite>& screen_faults() {
   static const FaultTable<ScreenFault, ScreenSite> table(
       "screen",
@@ -113,10 +146,13 @@ const FaultTable<ScreenFault, ScreenSite>& screen_faults() {
   return table;
 }
 
-std::vector<OptionSpec> fault_options() {
-  return {OptionSpec::integer("fault_rank", 0, 1 << 20, "the rank a planted screen fault acts on (default: the last)"),
-          OptionSpec::integer("fault_peer", 0, 1 << 20,
-                              "slow_link: the other end (default: 0, or 1 when fault_rank is 0)")};
+std::vector<OptionSpec> screen_options(const std::vector<std::string>& figures) {
+  std::vector<OptionSpec> out = {
+      OptionSpec::integer("fault_rank", 0, 1 << 20, "the rank a planted screen fault acts on (default: the last)"),
+      OptionSpec::integer("fault_peer", 0, 1 << 20,
+                          "slow_link: the other end (default: 0, or 1 when fault_rank is 0)")};
+  for (OptionSpec& o : suspect_rule_options(figures)) out.push_back(std::move(o));
+  return out;
 }
 
 int fault_rank(const CaseConfig& c) { return static_cast<int>(c.i("fault_rank")); }
@@ -138,12 +174,15 @@ void validate_fault_params(const CaseConfig& c) {
   require(fault_peer(c) != fault_rank(c), cat("fault_peer ", fault_peer(c), " must differ from fault_rank"));
 }
 
-std::vector<CaseConfig> screen_configs(const SweepRequest& req, const nlohmann::json& params, DType dtype) {
+std::vector<CaseConfig> screen_configs(const SweepRequest& req, const nlohmann::json& params, DType dtype,
+                                       const std::vector<std::string>& figures) {
   if (req.ranks < 2) return {};
   std::vector<CaseConfig> out;
   for (DType d : req.dtypes_or({dtype})) {
     CaseConfig c;
     c.params = params;
+    for (const OptionSpec& o : suspect_rule_options(figures))
+      if (req.has(o.name)) c.params[o.name] = req.get<double>(o.name, 0);
     c.parallel = ParallelConfig{1, 1, 1, req.ranks};
     c.ranks = req.ranks;
     c.dtype = d;
@@ -178,6 +217,24 @@ std::vector<double> without_warmup(const std::vector<double>& log, const TimeSta
 nlohmann::json nulls_for_unmeasured(const std::vector<double>& figures) {
   nlohmann::json out = nlohmann::json::array();
   for (double v : figures) out.push_back(v < 0 ? nlohmann::json(nullptr) : nlohmann::json(v));
+  return out;
+}
+
+Vote vote_by_class(const std::vector<std::string>& hashes, const std::vector<std::string>& classes) {
+  require(hashes.size() == classes.size(), "vote_by_class: one class per hash");
+  std::map<std::string, std::map<std::string, int>> votes;  // class: hash: ranks
+  std::map<std::string, int> members;
+  for (size_t q = 0; q < hashes.size(); ++q) {
+    ++votes[classes[q]][hashes[q]];
+    ++members[classes[q]];
+  }
+  Vote out;
+  for (const auto& [cls, counts] : votes) {
+    auto best = std::max_element(counts.begin(), counts.end(),
+                                 [](const auto& a, const auto& b) { return a.second < b.second; });
+    if (2 * best->second > members[cls]) out.majority[cls] = best->first;
+    else out.no_majority.insert(cls);
+  }
   return out;
 }
 
