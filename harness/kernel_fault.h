@@ -27,6 +27,7 @@ enum class KernelFault {
   attention_backward_softmax_grad,  // dS = P * dP: the - rowsum(dO * O) term is missing
   attention_merge_lse,              // merged LSE = max(lse_a, lse_b), without the log1p(exp(min - max)) term
   causal_mask_diagonal,             // a query does not see its own key (k < q instead of k <= q)
+  attention_window_off_by_one,      // a sliding window one key wider than asked (left + 1)
   attention_gqa_head_map,           // query head h reads KV head h % kv instead of h / (heads / kv)
   layernorm_forward_variance,       // variance divided by h - 1 (unbiased) instead of h
   layernorm_backward_mean_term,     // dx misses the - xhat * mean(g * xhat) term
@@ -67,6 +68,8 @@ inline const std::vector<KernelFaultInfo>& kernel_faults() {
        "merged LSE is max(lse_a, lse_b), missing log1p(exp(min - max))", false},
       {KernelFault::causal_mask_diagonal, "causal_mask_diagonal", "causal mask",
        "a query does not see its own key (k < q instead of k <= q)", true},
+      {KernelFault::attention_window_off_by_one, "attention_window_off_by_one", "sliding-window mask",
+       "the window is one key wider than asked: a query also sees the key window + 1 before it", true},
       {KernelFault::attention_gqa_head_map, "attention_gqa_head_map", "attention (GQA)",
        "query head h reads KV head h % kv (heads repeated) instead of h / (heads / kv) (each KV head's own "
        "consecutive query heads)",

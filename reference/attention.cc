@@ -15,6 +15,7 @@ struct Attention {
   int64_t b = 0, s = 0, hq = 0, hk = 0, d = 0;
   double scale = 1;  // 1/sqrt(d)
   bool causal = false;
+  int64_t window = -1;  // causal sliding window: keys at most this far before the query; -1: none
   Tensor q, k, v;
 
   // Row i of head h in batch bi; k and v rows are those of the kv head h reads.
@@ -26,7 +27,9 @@ struct Attention {
     return v.data<double>() + ((bi * s + j) * hk + kv(h)) * d;
   }
   int64_t kv(int64_t h) const { return h / (hq / hk); }  // the kv head query head h reads
-  int64_t keys_seen(int64_t i) const { return causal ? i + 1 : s; }
+  // Query i sees keys [first_key(i), last_key(i)).
+  int64_t first_key(int64_t i) const { return causal && window >= 0 ? std::max<int64_t>(0, i - window) : 0; }
+  int64_t last_key(int64_t i) const { return causal ? i + 1 : s; }
 };
 
 Tensor f64(const Tensor& t, const char* name) {
@@ -34,7 +37,7 @@ Tensor f64(const Tensor& t, const char* name) {
   return t.to(DType::f64);
 }
 
-Attention load(const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
+Attention load(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, int64_t window) {
   if (q.ndim() != 4 || k.ndim() != 4 || v.shape() != k.shape() || k.dim(0) != q.dim(0) || k.dim(1) != q.dim(1) ||
       k.dim(3) != q.dim(3) || q.dim(2) % k.dim(2) != 0)
     throw RuntimeError(cat("reference attention: q ", shape_string(q.shape()), ", k ", shape_string(k.shape()), ", v ",
@@ -43,6 +46,8 @@ Attention load(const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
   a.b = q.dim(0), a.s = q.dim(1), a.hq = q.dim(2), a.hk = k.dim(2), a.d = q.dim(3);
   a.scale = 1.0 / std::sqrt(static_cast<double>(a.d));
   a.causal = causal;
+  if (window >= 0 && !causal) throw RuntimeError("reference attention: a sliding window needs a causal mask");
+  a.window = window;
   a.q = f64(q, "q"), a.k = f64(k, "k"), a.v = f64(v, "v");
   return a;
 }
@@ -55,18 +60,20 @@ double dot(const double* x, const double* y, int64_t n) {
 
 // Softmax of query row i of (batch bi, head h) over the keys it sees.
 struct SoftmaxRow {
-  std::vector<double> p;  // P_ij for j < keys_seen(i)
+  int64_t j0 = 0;         // the first key it sees
+  std::vector<double> p;  // P_ij for j in [j0, j0 + p.size())
   double lse = 0;         // log sum_j exp(S_ij)
 };
 
 SoftmaxRow softmax_row(const Attention& a, int64_t bi, int64_t h, int64_t i) {
-  const int64_t n = a.keys_seen(i);
+  const int64_t j0 = a.first_key(i), n = a.last_key(i) - j0;
   std::vector<double> scores(n);
-  for (int64_t j = 0; j < n; ++j) scores[j] = a.scale * dot(a.q_row(bi, i, h), a.k_row(bi, j, h), a.d);
+  for (int64_t j = 0; j < n; ++j) scores[j] = a.scale * dot(a.q_row(bi, i, h), a.k_row(bi, j0 + j, h), a.d);
   const double max = *std::max_element(scores.begin(), scores.end());
   double sum = 0;
   for (double x : scores) sum += std::exp(x - max);
   SoftmaxRow row;
+  row.j0 = j0;
   row.lse = max + std::log(sum);
   row.p.resize(n);
   for (int64_t j = 0; j < n; ++j) row.p[j] = std::exp(scores[j] - max) / sum;
@@ -80,7 +87,7 @@ std::vector<double> score_grads(const Attention& a, const SoftmaxRow& row, const
   std::vector<double> dp(n);
   double p_dot_dp = 0;
   for (int64_t j = 0; j < n; ++j) {
-    dp[j] = dot(dout_i, a.v_row(bi, j, h), a.d);
+    dp[j] = dot(dout_i, a.v_row(bi, row.j0 + j, h), a.d);
     p_dot_dp += row.p[j] * dp[j];
   }
   std::vector<double> ds(n);
@@ -90,8 +97,8 @@ std::vector<double> score_grads(const Attention& a, const SoftmaxRow& row, const
 
 }  // namespace
 
-AttentionResult attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
-  const Attention a = load(q, k, v, causal);
+AttentionResult attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, int64_t window) {
+  const Attention a = load(q, k, v, causal, window);
   AttentionResult r{Tensor::zeros(q.shape(), DType::f64), Tensor::zeros({a.b, a.hq, a.s}, DType::f64)};
   double* out = r.out.data<double>();
   for (int64_t bi = 0; bi < a.b; ++bi)
@@ -100,15 +107,15 @@ AttentionResult attention_forward(const Tensor& q, const Tensor& k, const Tensor
         const SoftmaxRow row = softmax_row(a, bi, h, i);
         double* o = out + ((bi * a.s + i) * a.hq + h) * a.d;  // O_i = sum_j P_ij V_j
         for (size_t j = 0; j < row.p.size(); ++j)
-          for (int64_t x = 0; x < a.d; ++x) o[x] += row.p[j] * a.v_row(bi, static_cast<int64_t>(j), h)[x];
+          for (int64_t x = 0; x < a.d; ++x) o[x] += row.p[j] * a.v_row(bi, row.j0 + static_cast<int64_t>(j), h)[x];
         r.lse.data<double>()[(bi * a.hq + h) * a.s + i] = row.lse;
       }
   return r;
 }
 
 AttentionGradients attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
-                                      bool causal) {
-  const Attention a = load(q, k, v, causal);
+                                      bool causal, int64_t window) {
+  const Attention a = load(q, k, v, causal, window);
   if (dout.shape() != q.shape()) throw RuntimeError("reference attention: dout must have the shape of q");
   const Tensor dO = f64(dout, "dout");
   AttentionGradients g{Tensor::zeros(q.shape(), DType::f64), Tensor::zeros(k.shape(), DType::f64),
@@ -121,8 +128,9 @@ AttentionGradients attention_backward(const Tensor& q, const Tensor& k, const Te
         const std::vector<double> ds = score_grads(a, row, dout_i, bi, h);
         double* dq_i = g.dq.data<double>() + ((bi * a.s + i) * a.hq + h) * a.d;
         for (size_t j = 0; j < ds.size(); ++j) {
-          const int64_t kv_row = ((bi * a.s + static_cast<int64_t>(j)) * a.hk + a.kv(h)) * a.d;
-          const double* k_j = a.k_row(bi, static_cast<int64_t>(j), h);
+          const int64_t key = row.j0 + static_cast<int64_t>(j);
+          const int64_t kv_row = ((bi * a.s + key) * a.hk + a.kv(h)) * a.d;
+          const double* k_j = a.k_row(bi, key, h);
           double* dk_j = g.dk.data<double>() + kv_row;
           double* dv_j = g.dv.data<double>() + kv_row;
           for (int64_t x = 0; x < a.d; ++x) {
@@ -136,8 +144,8 @@ AttentionGradients attention_backward(const Tensor& q, const Tensor& k, const Te
 }
 
 AttentionRows attention_rows(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout, bool causal,
-                             const std::vector<int64_t>& rows) {
-  const Attention a = load(q, k, v, causal);
+                             const std::vector<int64_t>& rows, int64_t window) {
+  const Attention a = load(q, k, v, causal, window);
   const Tensor dO = f64(dout, "dout");
   const int64_t n = static_cast<int64_t>(rows.size());
   AttentionRows r{Tensor::zeros({a.b, n, a.hq, a.d}, DType::f64), Tensor::zeros({a.b, a.hq, n}, DType::f64),
@@ -154,8 +162,8 @@ AttentionRows attention_rows(const Tensor& q, const Tensor& k, const Tensor& v, 
         double* dq = r.dq.data<double>() + ((bi * n + ri) * a.hq + h) * a.d;
         for (size_t j = 0; j < row.p.size(); ++j)
           for (int64_t x = 0; x < a.d; ++x) {
-            o[x] += row.p[j] * a.v_row(bi, static_cast<int64_t>(j), h)[x];
-            dq[x] += a.scale * ds[j] * a.k_row(bi, static_cast<int64_t>(j), h)[x];
+            o[x] += row.p[j] * a.v_row(bi, row.j0 + static_cast<int64_t>(j), h)[x];
+            dq[x] += a.scale * ds[j] * a.k_row(bi, row.j0 + static_cast<int64_t>(j), h)[x];
           }
         r.lse.data<double>()[(bi * a.hq + h) * n + ri] = row.lse;
       }

@@ -1,6 +1,7 @@
 // Float64 reference attention over the whole sequence: plain softmax, no
 // blocking, no LSE tricks, no shared kernel code. It reads like the math:
-//   S = Q K^T / sqrt(d)  (causal: S_ij = -inf for j > i)
+//   S = Q K^T / sqrt(d)  (causal: S_ij = -inf for j > i; a sliding window of
+//   `window` keys also for j < i - window)
 //   P = softmax_j(S),  O = P V,  LSE_i = log sum_j exp(S_ij)
 //   dV = P^T dO,  dP = dO V^T,  dS_ij = P_ij (dP_ij - sum_l P_il dP_il),
 //   dQ = dS K / sqrt(d),  dK = dS^T Q / sqrt(d).
@@ -22,7 +23,8 @@ struct AttentionResult {
   Tensor out;  // [b, s, hq, d]
   Tensor lse;  // [b, hq, s]
 };
-AttentionResult attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool causal);
+AttentionResult attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
+                                  int64_t window = -1);
 
 struct AttentionGradients {
   Tensor dq;  // [b, s, hq, d]
@@ -30,7 +32,7 @@ struct AttentionGradients {
   Tensor dv;  // [b, s, hk, d]
 };
 AttentionGradients attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
-                                      bool causal);
+                                      bool causal, int64_t window = -1);
 
 // Spot check for sequences too long for the whole reference: the query rows
 // at sequence positions `rows` (every batch and head), each computed from its
@@ -41,6 +43,6 @@ struct AttentionRows {
   Tensor dq;   // [b, rows, hq, d]
 };
 AttentionRows attention_rows(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout, bool causal,
-                             const std::vector<int64_t>& rows);
+                             const std::vector<int64_t>& rows, int64_t window = -1);
 
 }  // namespace sextant::ref

@@ -67,6 +67,8 @@ Dims check_dims(const char* op, const Tensor& q, const Tensor& k, const Tensor& 
                         static_cast<int64_t>(mask.k_seq.size()) != g.sk))
     throw RuntimeError(cat(op, ": a packed mask needs causal positions and ", g.sq, " query and ", g.sk,
                            " key sequence names, not ", mask.q_seq.size(), " and ", mask.k_seq.size()));
+  if (mask.window_left != AttentionMask::kNoWindow && (!mask.causal || mask.window_left < 0))
+    throw RuntimeError(cat(op, ": a sliding window (", mask.window_left, ") needs a causal mask and left >= 0"));
   g.group = g.hq / g.hk;
   g.scale = g.d > 0 ? 1.0f / std::sqrt(static_cast<float>(g.d)) : 1.0f;
   return g;
@@ -93,44 +95,66 @@ std::vector<Tile> tiles_of(const std::vector<int64_t>& pos, const std::vector<in
   return tiles;
 }
 
-Visibility classify(bool causal, const Tile& q, const Tile& k) {
-  if (!causal) return Visibility::full;
+// The causal mask's shape as the tiles see it: its sliding window, if any.
+struct TileMask {
+  bool causal = false;
+  int64_t window = AttentionMask::kNoWindow;  // keys at most this far before the query
+  bool windowed() const { return causal && window != AttentionMask::kNoWindow; }
+};
+
+Visibility classify(const TileMask& m, const Tile& q, const Tile& k) {
+  if (!m.causal) return Visibility::full;
   if (q.seq == AttentionMask::kPaddingRow || k.seq != q.seq) return Visibility::none;  // another sequence, or padding
-  if (k.pos + k.rows - 1 <= q.pos) return Visibility::full;
-  if (k.pos > q.pos + q.rows - 1) return Visibility::none;
+  const int64_t q_last = q.pos + q.rows - 1, k_last = k.pos + k.rows - 1;
+  if (k.pos > q_last) return Visibility::none;                        // after every query
+  if (m.windowed() && k_last < q.pos - m.window) return Visibility::none;  // before every query's window
+  const bool inside_window = !m.windowed() || k.pos >= q_last - m.window;
+  if (k_last <= q.pos && inside_window) return Visibility::full;
   return Visibility::partial;
 }
 
+// The keys of tile k that query row r of tile q may see: columns [begin, end)
+// of the tile, one stretch (the window's start to the diagonal).
+struct Columns {
+  int64_t begin = 0, end = 0;
+};
+Columns visible_range(const TileMask& m, Visibility tm, const Tile& q, int64_t r, const Tile& k) {
+  if (tm == Visibility::full) return {0, k.rows};
+  const int64_t pos = q.pos + r;
+  const int64_t end = std::clamp<int64_t>(pos - k.pos + 1, 0, k.rows);
+  const int64_t begin = m.windowed() ? std::clamp<int64_t>(pos - m.window - k.pos, 0, end) : 0;
+  return {begin, end};
+}
+
 // The columns of key tile k that some row of query tile q may see: the
-// whole tile unless the diagonal crosses it, then the prefix up to the last
-// query's position (the rest would be computed only to be masked).
-Tile visible_columns(Visibility tm, const Tile& q, const Tile& k) {
+// whole tile unless the diagonal or the window's edge crosses it, then the
+// stretch from the first row's window start to the last row's diagonal (the
+// rest would be computed only to be masked).
+Tile visible_columns(const TileMask& m, Visibility tm, const Tile& q, const Tile& k) {
   if (tm != Visibility::partial) return k;
-  return {k.start, std::min(k.rows, q.pos + q.rows - k.pos), k.pos};
+  const int64_t begin = visible_range(m, tm, q, 0, k).begin, end = visible_range(m, tm, q, q.rows - 1, k).end;
+  return {k.start + begin, end - begin, k.pos + begin, k.seq};
 }
 
-// Keys of tile k that query row r of tile q may see: always a prefix.
-int64_t visible_prefix(Visibility tm, const Tile& q, int64_t r, const Tile& k) {
-  if (tm == Visibility::full) return k.rows;
-  return std::clamp<int64_t>(q.pos + r - k.pos + 1, 0, k.rows);
-}
-
-// Online softmax of one score row s[0..n) whose first `limit` entries are
+// Online softmax of one score row s[0..n) whose entries [begin, end) are
 // visible: updates the running max m and sum l, leaves P = exp(s - m) in s
 // (0 where masked) and returns the factor that rescales the row's output.
-SEXTANT_ROW_LOOP float softmax_update(float* s, int64_t n, int64_t limit, float& m, float& l) {
-  if (limit == 0) {
+SEXTANT_ROW_LOOP float softmax_update(float* s, int64_t n, Columns visible, float& m, float& l) {
+  if (visible.end <= visible.begin) {
     std::fill(s, s + n, 0.0f);
     return 1.0f;
   }
-  const float m_new = std::max(m, lane_max(s, limit));
+  float* row = s + visible.begin;
+  const int64_t count = visible.end - visible.begin;
+  const float m_new = std::max(m, lane_max(row, count));
   const float alpha = m == kNegInf ? 0.0f : vexp(m - m_new);
-  const float sum = lane_sum<float>(limit, [&](int64_t j) {
-    float p = vexp(s[j] - m_new);
-    s[j] = p;
+  const float sum = lane_sum<float>(count, [&](int64_t j) {
+    float p = vexp(row[j] - m_new);
+    row[j] = p;
     return p;
   });
-  std::fill(s + limit, s + n, 0.0f);
+  std::fill(s, row, 0.0f);
+  std::fill(s + visible.end, s + n, 0.0f);
   l = l * alpha + sum;
   m = m_new;
   return alpha;
@@ -140,12 +164,13 @@ SEXTANT_ROW_LOOP void scale_row(float* x, int64_t n, float factor) {
   for (int64_t j = 0; j < n; ++j) x[j] *= factor;
 }
 
-// P = exp(s - lse) on the visible prefix, 0 elsewhere (and for rows that see
-// no key at all, lse = -inf).
-SEXTANT_ROW_LOOP void probabilities(float* s, int64_t n, int64_t limit, float lse) {
-  if (lse == kNegInf) limit = 0;
-  for (int64_t j = 0; j < limit; ++j) s[j] = vexp(s[j] - lse);
-  std::fill(s + limit, s + n, 0.0f);
+// P = exp(s - lse) on the visible columns, 0 elsewhere (and for rows that
+// see no key at all, lse = -inf).
+SEXTANT_ROW_LOOP void probabilities(float* s, int64_t n, Columns visible, float lse) {
+  if (lse == kNegInf) visible.end = visible.begin;
+  std::fill(s, s + visible.begin, 0.0f);
+  for (int64_t j = visible.begin; j < visible.end; ++j) s[j] = vexp(s[j] - lse);
+  std::fill(s + std::max(visible.begin, visible.end), s + n, 0.0f);
 }
 
 // dS = P * (dP - D), written over dP.
@@ -159,7 +184,7 @@ struct ForwardArgs {
   const float *q, *k, *v;
   const std::vector<Tile>& q_tiles;
   const std::vector<Tile>& k_tiles;
-  bool causal;
+  TileMask mask;
   float* out;  // f32 [b, sq, hq, d]
   float* lse;  // [b, hq, sq]
 };
@@ -180,15 +205,15 @@ int64_t forward_head(const ForwardArgs& a, int64_t bi, int64_t h, std::vector<fl
     std::fill(l, l + qt.rows, 0.0f);
     const float* qp = a.q + g.q_row(bi, qt.start, h);
     for (const Tile& k_tile : a.k_tiles) {
-      const Visibility tm = classify(a.causal, qt, k_tile);
+      const Visibility tm = classify(a.mask, qt, k_tile);
       if (tm == Visibility::none) continue;
-      const Tile kt = visible_columns(tm, qt, k_tile);
+      const Tile kt = visible_columns(a.mask, tm, qt, k_tile);
       const float* kp = a.k + g.k_row(bi, kt.start, kvh);
       const float* vp = a.v + g.k_row(bi, kt.start, kvh);
       // s: [q rows, k rows] = scale * Q K^T
       gemm_f32(false, true, qt.rows, kt.rows, g.d, g.scale, qp, g.ldq(), kp, g.ldk(), 0.0f, s.data(), kTileK);
       for (int64_t r = 0; r < qt.rows; ++r) {
-        float alpha = softmax_update(&s[r * kTileK], kt.rows, visible_prefix(tm, qt, r, kt), m[r], l[r]);
+        float alpha = softmax_update(&s[r * kTileK], kt.rows, visible_range(a.mask, tm, qt, r, kt), m[r], l[r]);
         if (alpha != 1.0f) scale_row(&acc[r * g.d], g.d, alpha);
       }
       // acc: [q rows, d] += P V
@@ -211,7 +236,7 @@ struct BackwardArgs {
   const float *q, *k, *v, *dout, *lse, *delta;
   const std::vector<Tile>& q_tiles;
   const std::vector<Tile>& k_tiles;
-  bool causal;
+  TileMask mask;
   float *dq, *dk, *dv;
 };
 
@@ -226,14 +251,14 @@ int64_t backward_head(const BackwardArgs& a, int64_t bi, int64_t h, std::vector<
     const float* lse = a.lse + g.stat(bi, h, qt.start);
     const float* delta = a.delta + g.stat(bi, h, qt.start);
     for (const Tile& k_tile : a.k_tiles) {
-      const Visibility tm = classify(a.causal, qt, k_tile);
+      const Visibility tm = classify(a.mask, qt, k_tile);
       if (tm == Visibility::none) continue;
-      const Tile kt = visible_columns(tm, qt, k_tile);
+      const Tile kt = visible_columns(a.mask, tm, qt, k_tile);
       const int64_t krow = g.k_row(bi, kt.start, kvh);
       // p: [q rows, k rows] = exp(scale * Q K^T - LSE)
       gemm_f32(false, true, qt.rows, kt.rows, g.d, g.scale, qp, g.ldq(), a.k + krow, g.ldk(), 0.0f, p.data(), kTileK);
       for (int64_t r = 0; r < qt.rows; ++r)
-        probabilities(&p[r * kTileK], kt.rows, visible_prefix(tm, qt, r, kt), lse[r]);
+        probabilities(&p[r * kTileK], kt.rows, visible_range(a.mask, tm, qt, r, kt), lse[r]);
       // dV += P^T dO;  dP = dO V^T;  dS = P * (dP - D)
       gemm_f32(true, false, kt.rows, g.d, qt.rows, 1.0f, p.data(), kTileK, dop, g.ldq(), 1.0f, a.dv + krow, g.ldk());
       gemm_f32(false, true, qt.rows, kt.rows, g.d, 1.0f, dop, g.ldq(), a.v + krow, g.ldk(), 0.0f, dp.data(), kTileK);
@@ -253,12 +278,19 @@ int64_t backward_head(const BackwardArgs& a, int64_t bi, int64_t h, std::vector<
 // The mask a kernel applies: the caller's, or under the planted fault
 // causal_mask_diagonal one whose keys sit a position later, so that a query
 // no longer sees its own key.
+// Under attention_window_off_by_one, a windowed mask's window is one key wider.
 const AttentionMask& applied_mask(const AttentionMask& mask, AttentionMask& shifted) {
-  if (!mask.causal || !kernel_fault_planted(KernelFault::causal_mask_diagonal)) return mask;
+  const bool diagonal = mask.causal && kernel_fault_planted(KernelFault::causal_mask_diagonal);
+  const bool window = mask.windowed() && kernel_fault_planted(KernelFault::attention_window_off_by_one);
+  if (!diagonal && !window) return mask;
   shifted = mask;
-  for (int64_t& pos : shifted.k_pos) ++pos;
+  if (diagonal)
+    for (int64_t& pos : shifted.k_pos) ++pos;
+  if (window) ++shifted.window_left;
   return shifted;
 }
+
+TileMask tile_mask(const AttentionMask& mask) { return {mask.causal, mask.window_left}; }
 
 void require_f32(const char* op, const char* name, const Tensor& t, const Shape& shape) {
   require_shape(op, name, t, shape);
@@ -278,7 +310,7 @@ AttentionOut attention_block_forward(const Tensor& q, const Tensor& k, const Ten
   if (!q.is_host()) {  // f32 out, rounded once to out_dtype as HostOut does below
     Tensor out32 = Tensor::empty(q.shape(), DType::f32, q.device());
     result.lse = Tensor::empty({g.b, g.hq, g.sq}, DType::f32, q.device());
-    if (impl == AttentionImpl::cudnn && fused_attention_supports(q.dtype(), g.d))
+    if (impl == AttentionImpl::cudnn && fused_attention_supports(q.dtype(), g.d) && !mask.windowed())
       result.scores = SEXTANT_CUDA_CALL(cuda::attention_forward_cudnn(q, k, v, mask, out32, result.lse));
     else result.scores = SEXTANT_CUDA_CALL(cuda::attention_forward(q, k, v, mask, out32, result.lse));
     result.out = out_dtype == DType::f32 ? out32 : out32.to(out_dtype);
@@ -291,7 +323,7 @@ AttentionOut attention_block_forward(const Tensor& q, const Tensor& k, const Ten
   const std::vector<Tile> q_tiles = tiles_of(mask.q_pos, mask.q_seq, g.sq, kTileQ);
   const std::vector<Tile> k_tiles = tiles_of(mask.k_pos, mask.k_seq, g.sk, kTileK);
   ForwardArgs args{
-      g, q32.get(), k32.get(), v32.get(), q_tiles, k_tiles, mask.causal, out32.get(), result.lse.data<float>()};
+      g, q32.get(), k32.get(), v32.get(), q_tiles, k_tiles, tile_mask(mask), out32.get(), result.lse.data<float>()};
   std::vector<float> s(kTileQ * kTileK), acc(kTileQ * std::max<int64_t>(g.d, 1));
   for (int64_t bi = 0; bi < g.b; ++bi)
     for (int64_t h = 0; h < g.hq; ++h) result.scores += forward_head(args, bi, h, s, acc);
@@ -340,7 +372,7 @@ int64_t attention_block_backward_accumulate(const Tensor& q, const Tensor& k, co
   require_f32(op, "dq", dq, q.shape());
   require_f32(op, "dk", dk, k.shape());
   require_f32(op, "dv", dv, k.shape());
-  if (!q.is_host() && impl == AttentionImpl::cudnn && fused_attention_supports(q.dtype(), g.d)) {
+  if (!q.is_host() && impl == AttentionImpl::cudnn && fused_attention_supports(q.dtype(), g.d) && !mask.windowed()) {
     require_one_device(op, {{"q", &q}, {"out", &out}});
     require_shape(op, "out", out, q.shape());
     return SEXTANT_CUDA_CALL(
@@ -353,7 +385,7 @@ int64_t attention_block_backward_accumulate(const Tensor& q, const Tensor& k, co
   const std::vector<Tile> k_tiles = tiles_of(mask.k_pos, mask.k_seq, g.sk, kTileK);
   BackwardArgs args{
       g,       q32.get(), k32.get(),   v32.get(),        do32.get(),       lse.data<float>(), delta.data<float>(),
-      q_tiles, k_tiles,   mask.causal, dq.data<float>(), dk.data<float>(), dv.data<float>()};
+      q_tiles, k_tiles,   tile_mask(mask), dq.data<float>(), dk.data<float>(), dv.data<float>()};
   std::vector<float> p(kTileQ * kTileK), dp(kTileQ * kTileK);
   int64_t scores = 0;
   for (int64_t bi = 0; bi < g.b; ++bi)

@@ -17,6 +17,9 @@
 // sub-matrices with an online softmax, so memory is O(tile), never O(sq*sk).
 // Tiles that the causal mask hides completely are skipped, which is what
 // makes a zigzag-sharded ring do half a block of work per step.
+// A sliding window (attention_mask.h) skips the tiles wholly before every
+// query's window the same way; cuDNN's path (AttentionImpl::cudnn) hands
+// windowed blocks to our kernels, as its pieces know only the diagonal.
 // CUDA (kernels/ops/cuda/attention*.cu): the same functions on device
 // tensors (q, k, v, dout of one dtype): a flash-style tensor-core kernel for
 // bf16 / f16 with head_dim <= 128 (P and dS rounded to 16 bits before their

@@ -55,6 +55,40 @@ TEST(AttentionBlock, MatchesTheReference) {
     }
 }
 
+// A causal sliding window against the float64 reference: windows of 0 (a
+// query sees itself only), narrower than a tile, across tile edges and
+// wider than the sequence (the plain causal mask); the tiles before every
+// window are skipped, so fewer scores are computed than causal alone needs.
+TEST(AttentionBlock, SlidingWindowMatchesTheReference) {
+  const int64_t s = 300;
+  const Inputs x = make_inputs(DType::f32, 1, s, 4, 2, 16);
+  const AttentionOut causal = attention_block_forward(x.q, x.k, x.v, mask_for(true, s));
+  for (int64_t window : {0, 5, 63, 64, 130, 400}) {
+    const AttentionMask mask = mask_for(true, s).with_window(window);
+    AttentionOut f = attention_block_forward(x.q, x.k, x.v, mask);
+    AttentionGrads g = attention_block_backward(x.q, x.k, x.v, f.out, f.lse, x.dout, mask);
+    ref::AttentionResult rf = ref::attention_forward(x.q, x.k, x.v, true, window);
+    ref::AttentionGradients rg = ref::attention_backward(x.q, x.k, x.v, x.dout, true, window);
+    const std::string what = "window=" + std::to_string(window);
+    EXPECT_LT(err(f.out, rf.out), 2e-6) << what;
+    EXPECT_LT(err(f.lse, rf.lse), 2e-6) << what;
+    EXPECT_LT(err(g.dq, rg.dq), 1e-5) << what;
+    EXPECT_LT(err(g.dk, rg.dk), 1e-5) << what;
+    EXPECT_LT(err(g.dv, rg.dv), 1e-5) << what;
+    if (window < 130) EXPECT_LT(f.scores, causal.scores) << what;
+    if (window >= s) EXPECT_EQ(f.scores, causal.scores) << what;
+    // The mask's own count: a query at i sees min(i, window) + 1 keys.
+    int64_t pairs = 0;
+    for (int64_t i = 0; i < s; ++i) pairs += std::min(i, window) + 1;
+    EXPECT_EQ(visible_pairs(mask, s, s), pairs) << what;
+  }
+  // Blocks of a sharded sequence: a key block wholly before a query block's window is hidden.
+  EXPECT_EQ(visibility(AttentionMask::causal_blocks(100, 10, 0, 50).with_window(49)), Visibility::none);
+  EXPECT_EQ(visibility(AttentionMask::causal_blocks(100, 10, 0, 51).with_window(50)), Visibility::partial);
+  EXPECT_EQ(visibility(AttentionMask::causal_blocks(100, 10, 60, 40).with_window(50)), Visibility::full);
+  EXPECT_THROW(attention_block_forward(x.q, x.k, x.v, AttentionMask::none().with_window(3)), RuntimeError);
+}
+
 // bf16 and f16 storage: f32 inside, one rounding of the output.
 TEST(AttentionBlock, LowPrecisionStorageRoundsOnce) {
   for (DType dt : {DType::bf16, DType::f16}) {

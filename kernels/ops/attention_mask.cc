@@ -34,27 +34,37 @@ AttentionMask AttentionMask::causal_packed(std::vector<int64_t> q_pos, std::vect
   return m;
 }
 
+AttentionMask AttentionMask::with_window(int64_t left) const {
+  AttentionMask m = *this;
+  m.window_left = left;
+  return m;
+}
+
 bool key_visible(const AttentionMask& m, size_t i, size_t j) {
   if (!m.causal) return true;
   if (m.packed() && (m.q_seq[i] == AttentionMask::kPaddingRow || m.k_seq[j] != m.q_seq[i])) return false;
+  if (m.windowed() && m.k_pos[j] < m.q_pos[i] - m.window_left) return false;
   return m.k_pos[j] <= m.q_pos[i];
 }
 
 namespace {
 
-// Visible pairs of a packed mask: the keys of each sequence sorted by
-// position, each query counting those of its own sequence up to its position.
-int64_t packed_visible_pairs(const AttentionMask& mask) {
+// Visible pairs of a causal mask: the keys of each sequence sorted by
+// position, each query counting those of its own sequence up to its
+// position (and from the start of its window).
+int64_t positional_visible_pairs(const AttentionMask& mask) {
+  const bool packed = mask.packed();
   std::vector<std::pair<int64_t, int64_t>> keys;  // (sequence, position)
   for (size_t j = 0; j < mask.k_pos.size(); ++j)
-    if (mask.k_seq[j] != AttentionMask::kPaddingRow) keys.emplace_back(mask.k_seq[j], mask.k_pos[j]);
+    if (!packed || mask.k_seq[j] != AttentionMask::kPaddingRow) keys.emplace_back(packed ? mask.k_seq[j] : 0, mask.k_pos[j]);
   std::sort(keys.begin(), keys.end());
   int64_t pairs = 0;
   for (size_t i = 0; i < mask.q_pos.size(); ++i) {
-    const int64_t seq = mask.q_seq[i];
+    const int64_t seq = packed ? mask.q_seq[i] : 0;
     if (seq == AttentionMask::kPaddingRow) continue;
-    auto first = std::lower_bound(keys.begin(), keys.end(),
-                                  std::pair<int64_t, int64_t>{seq, std::numeric_limits<int64_t>::min()});
+    const int64_t lowest =
+        mask.windowed() ? mask.q_pos[i] - mask.window_left : std::numeric_limits<int64_t>::min();
+    auto first = std::lower_bound(keys.begin(), keys.end(), std::pair<int64_t, int64_t>{seq, lowest});
     auto last = std::upper_bound(keys.begin(), keys.end(), std::pair<int64_t, int64_t>{seq, mask.q_pos[i]});
     pairs += last - first;
   }
@@ -66,8 +76,8 @@ int64_t packed_visible_pairs(const AttentionMask& mask) {
 Visibility visibility(const AttentionMask& mask) {
   if (!mask.causal) return Visibility::full;
   if (mask.q_pos.empty() || mask.k_pos.empty()) return Visibility::none;
-  if (mask.packed()) {
-    const int64_t pairs = packed_visible_pairs(mask);
+  if (mask.packed() || mask.windowed()) {
+    const int64_t pairs = positional_visible_pairs(mask);
     const int64_t all = static_cast<int64_t>(mask.q_pos.size() * mask.k_pos.size());
     return pairs == 0 ? Visibility::none : pairs == all ? Visibility::full : Visibility::partial;
   }
@@ -80,7 +90,7 @@ Visibility visibility(const AttentionMask& mask) {
 
 int64_t visible_pairs(const AttentionMask& mask, int64_t sq, int64_t sk) {
   if (!mask.causal) return sq * sk;
-  if (mask.packed()) return packed_visible_pairs(mask);
+  if (mask.packed() || mask.windowed()) return positional_visible_pairs(mask);
   std::vector<int64_t> keys = mask.k_pos;
   std::sort(keys.begin(), keys.end());
   int64_t pairs = 0;

@@ -22,16 +22,24 @@ namespace sextant::ops {
 // seen by no query (its out is 0 and its lse -inf). Sequences must occupy
 // disjoint ranges of positions, each starting at its name: the CUDA kernels
 // read "same sequence, causal" as the window [q_seq[i], q_pos[i]].
+// Sliding window (causal only, TransformerEngine's window_size (left, 0)):
+// query i also sees no key more than window_left positions before it, so
+// its keys are those at positions [q_pos[i] - window_left, q_pos[i]].
 struct AttentionMask {
   static constexpr int64_t kPaddingRow = -1;
+  static constexpr int64_t kNoWindow = -1;
 
   bool causal = false;
+  int64_t window_left = kNoWindow;  // causal only; kNoWindow: every earlier key
   std::vector<int64_t> q_pos;  // [sq] global positions of the query rows (causal only)
   std::vector<int64_t> k_pos;  // [sk] global positions of the key rows (causal only)
   std::vector<int64_t> q_seq;  // [sq] sequence of each query row (packed only; empty: one sequence)
   std::vector<int64_t> k_seq;  // [sk] sequence of each key row (packed only)
 
   bool packed() const { return !q_seq.empty(); }
+  bool windowed() const { return causal && window_left != kNoWindow; }
+  // The same mask with a sliding window of `left` keys before each query.
+  AttentionMask with_window(int64_t left) const;
 
   static AttentionMask none() { return {}; }
   // Query rows at q_start.., key rows at k_start.. (contiguous blocks).

@@ -55,6 +55,17 @@ void cut_pair(const Run& q, const Run& k, std::vector<AttentionPiece>& out) {
     out.push_back({q.start + first + side, q.len - first - side, k.start + lead, k.len - lead, false});
 }
 
+// A sliding window's band of one run pair, one row at a time: row i sees
+// the keys at positions [q.pos + i - window, q.pos + i] of the run, a
+// rectangle of one row (coalesce joins rows whose keys are the same).
+void cut_pair_windowed(const Run& q, const Run& k, int64_t window, std::vector<AttentionPiece>& out) {
+  for (int64_t i = 0; i < q.len; ++i) {
+    const int64_t pos = q.pos + i;
+    const int64_t first = std::max(k.pos, pos - window), last = std::min(k.pos + k.len - 1, pos);
+    if (first <= last) out.push_back({q.start + i, 1, k.start + first - k.pos, last - first + 1, false});
+  }
+}
+
 // Joins no-mask pieces over the same keys and adjacent queries, then over
 // the same queries and adjacent keys: fewer, larger calls.
 std::vector<AttentionPiece> coalesce(std::vector<AttentionPiece> pieces) {
@@ -103,12 +114,14 @@ std::vector<AttentionPiece> attention_pieces(const AttentionMask& mask, int64_t 
   if (sq == 0 || sk == 0) return {};
   if (!mask.causal || visibility(mask) == Visibility::full) return {{0, sq, 0, sk, false}};
   if (visibility(mask) == Visibility::none) return {};
-  if (index_causal(mask)) return {{0, sq, 0, sk, sq > 1}};
+  if (!mask.windowed() && index_causal(mask)) return {{0, sq, 0, sk, sq > 1}};
   std::vector<AttentionPiece> pieces;
   const std::vector<Run> q_runs = runs_of(mask.q_pos, mask.q_seq), k_runs = runs_of(mask.k_pos, mask.k_seq);
   for (const Run& q : q_runs)
     for (const Run& k : k_runs)
-      if (q.seq == k.seq) cut_pair(q, k, pieces);
+      if (q.seq != k.seq) continue;
+      else if (mask.windowed()) cut_pair_windowed(q, k, mask.window_left, pieces);
+      else cut_pair(q, k, pieces);
   std::vector<AttentionPiece> out = coalesce(std::move(pieces));
   if (kernel_fault_planted(KernelFault::attention_pieces_drop_last) && out.size() > 1) out.pop_back();
   return out;

@@ -8,7 +8,8 @@
 // with an earlier block one no-mask piece over the lower half of the keys,
 // a step with a later block one no-mask piece over the upper half of the
 // queries. Any other mask (contiguous shards at an offset, packed sequences)
-// is cut along its runs of consecutive positions.
+// is cut along its runs of consecutive positions; a sliding window's band
+// into rectangles of one query row each (joined where rows see the same keys).
 #pragma once
 
 #include <cstdint>

@@ -50,6 +50,11 @@ MaskRuns mask_runs(const AttentionMask& mask) {
   MaskRuns m;
   m.causal = mask.causal ? 1 : 0;
   m.packed = mask.packed() ? 1 : 0;
+  if (mask.windowed()) {
+    if (mask.window_left > (int64_t{1} << 30))
+      throw RuntimeError(cat("attention on CUDA: window ", mask.window_left, " is out of range"));
+    m.window = static_cast<int>(mask.window_left);
+  }
   if (mask.causal) m.q = runs_of(mask.q_pos, mask.q_seq, "query"), m.k = runs_of(mask.k_pos, mask.k_seq, "key");
   return m;
 }
@@ -93,10 +98,12 @@ int64_t tile_scores(const AttentionMask& mask, int64_t sq, int64_t sk, int64_t t
   for (int64_t q0 = 0; q0 < sq; q0 += tq) {
     const int64_t q1 = std::min(sq, q0 + tq);
     Range window;  // lowest window start, highest position of the real queries
+    int64_t lowest = kNone;
     for (int64_t i = q0; i < q1; ++i)
       if (!padding(mask.q_seq, i))
         window.lo = std::min(window.lo, packed ? mask.q_seq[i] : -kNone),
-        window.hi = std::max(window.hi, mask.q_pos[i]);
+        window.hi = std::max(window.hi, mask.q_pos[i]), lowest = std::min(lowest, mask.q_pos[i]);
+    if (mask.windowed() && lowest != kNone) window.lo = std::max(window.lo, lowest - mask.window_left);
     for (size_t t = 0; t < keys.size(); ++t) {
       const bool hidden =
           window.lo > window.hi || keys[t].lo > keys[t].hi || keys[t].lo > window.hi || keys[t].hi < window.lo;

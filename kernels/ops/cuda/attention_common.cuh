@@ -38,7 +38,8 @@ struct PositionRuns {
 
 struct MaskRuns {
   int causal = 0;
-  int packed = 0;  // seq of the runs is set
+  int packed = 0;   // seq of the runs is set
+  int window = -1;  // sliding window (causal only): keys at most this far before the query; -1: none
   PositionRuns q, k;
 };
 
@@ -80,7 +81,9 @@ __device__ __forceinline__ Window query_window(const MaskRuns& m, int i, int sq)
   if (!m.causal) return {kAnyKey, kAnyQuery};
   const int r = run_of(m.q, i);
   if (m.packed && m.q.seq[r] == kPaddingRun) return kEmptyWindow;
-  return {m.packed ? m.q.seq[r] : kNoStart, m.q.pos[r] + (i - m.q.start[r])};
+  const int pos = m.q.pos[r] + (i - m.q.start[r]);
+  const int start = m.packed ? m.q.seq[r] : kNoStart;
+  return {m.window >= 0 ? max(start, pos - m.window) : start, pos};
 }
 
 __device__ __forceinline__ int key_position(const MaskRuns& m, int j, int sk) {
@@ -108,14 +111,21 @@ __device__ __forceinline__ void run_range(const PositionRuns& runs, bool packed,
 }
 
 // Whether no key of rows [k0, k1) is visible to any query of rows [q0, q1):
-// a causal tile wholly above the diagonal, or wholly in other sequences
-// (packed), skipped.
+// a causal tile wholly above the diagonal, wholly before every query's
+// sliding window, or wholly in other sequences (packed), skipped. With a
+// window every row's window starts at or after max(lowest start, lowest
+// position - window), so that bound never hides a visible key.
 __device__ __forceinline__ bool tile_hidden(const MaskRuns& m, int q0, int q1, int k0, int k1) {
   if (!m.causal) return false;
   int q_lo, q_hi, k_lo, k_hi;
   run_range(m.q, m.packed, true, q0, q1, q_lo, q_hi);
   run_range(m.k, m.packed, false, k0, k1, k_lo, k_hi);
   if (q_lo > q_hi || k_lo > k_hi) return true;  // only padding on one side
+  if (m.window >= 0) {
+    int pos_lo, pos_hi;
+    run_range(m.q, m.packed, false, q0, q1, pos_lo, pos_hi);
+    q_lo = max(q_lo, pos_lo - m.window);
+  }
   return k_lo > q_hi || k_hi < q_lo;
 }
 
