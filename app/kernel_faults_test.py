@@ -29,6 +29,8 @@ ROWS = [
     ("causal_mask_diagonal", "step/train", 1, "baseline"),
     ("causal_mask_diagonal", "ops", 1, "baseline"),
     ("attention_gqa_head_map", "attention", 1, "baseline"),
+    ("attention_window_off_by_one", "attention", 1, "baseline"),
+    ("attention_window_off_by_one", "ops", 1, "baseline"),
     ("attention_gqa_head_map", "step/train", 2, "baseline"),  # the 2-rank recipes group the KV heads
     ("layernorm_forward_variance", "tp_sp", 1, "baseline"),
     ("layernorm_forward_variance", "step/train", 1, "baseline"),

@@ -23,8 +23,7 @@ struct AttentionResult {
   Tensor out;  // [b, s, hq, d]
   Tensor lse;  // [b, hq, s]
 };
-AttentionResult attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
-                                  int64_t window = -1);
+AttentionResult attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, int64_t window = -1);
 
 struct AttentionGradients {
   Tensor dq;  // [b, s, hq, d]

@@ -25,9 +25,11 @@ std::vector<int64_t> key_positions(const BlockPlan& plan, int q_member, int k_me
 ops::AttentionMask BlockPlan::mask(int q_member, int k_member) const {
   if (!causal) return ops::AttentionMask::none();
   if (sequences.empty())
-    return ops::AttentionMask::causal_positions(positions.at(q_member), key_positions(*this, q_member, k_member));
+    return ops::AttentionMask::causal_positions(positions.at(q_member), key_positions(*this, q_member, k_member))
+        .with_window(window);
   return ops::AttentionMask::causal_packed(positions.at(q_member), sequences.at(q_member),
-                                           key_positions(*this, q_member, k_member), sequences.at(k_member));
+                                           key_positions(*this, q_member, k_member), sequences.at(k_member))
+      .with_window(window);
 }
 
 ops::AttentionMask BlockPlan::mask_all(int q_member) const {
@@ -38,9 +40,11 @@ ops::AttentionMask BlockPlan::mask_all(int q_member) const {
     keys.insert(keys.end(), mine.begin(), mine.end());
     if (!sequences.empty()) key_sequences.insert(key_sequences.end(), sequences[m].begin(), sequences[m].end());
   }
-  if (sequences.empty()) return ops::AttentionMask::causal_positions(positions.at(q_member), std::move(keys));
+  if (sequences.empty())
+    return ops::AttentionMask::causal_positions(positions.at(q_member), std::move(keys)).with_window(window);
   return ops::AttentionMask::causal_packed(positions.at(q_member), sequences.at(q_member), std::move(keys),
-                                           std::move(key_sequences));
+                                           std::move(key_sequences))
+      .with_window(window);
 }
 
 void count_work(Stats* stats, int64_t scores, const ops::AttentionMask& mask, const Tensor& q, const Tensor& k) {

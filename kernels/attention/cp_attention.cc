@@ -48,6 +48,7 @@ Packing mask_packing(const Options& o) {
 // consecutive CP ranks), in group order.
 BlockPlan plan_for(const Options& o, const Geometry& g, Stats* stats) {
   BlockPlan plan{o.causal, MemberPositions(g.kv_size), {}, o.fault, o.fault_magnitude, stats, o.attention_impl};
+  plan.window = o.window;
   const bool packed = o.causal && o.packing.packed() && o.fault != Fault::thd_cross_boundary;
   if (packed) plan.sequences.resize(g.kv_size);
   for (int m = 0; m < g.kv_size; ++m)
@@ -66,6 +67,8 @@ void check_inputs(const char* op, const Options& o, const Geometry& g, const Ten
   for (const Tensor* t : {&q, &k, &v})
     if (!t->defined() || t->device() != q.device() || t->ndim() != 4)
       throw RuntimeError(cat(op, ": q, k, v must be tensors [b, n, h, d] on one device"));
+  if (o.window != ops::AttentionMask::kNoWindow && (!o.causal || o.window < 0))
+    throw RuntimeError(cat(op, ": a sliding window (", o.window, ") needs a causal mask and left >= 0"));
   if (o.packing.packed() && (!o.causal || o.packing.rows() != o.seq))
     throw RuntimeError(
         cat(op, ": packed sequences need a causal mask and seq ", o.seq, " = the packed rows ", o.packing.rows()));

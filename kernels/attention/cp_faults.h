@@ -26,6 +26,7 @@ enum class Fault {
   thd_zigzag_stream,      // packed: the stream zigzagged as one sequence, not each sequence on its own
   cu_seqlens_off_by_one,  // packed: every boundary between sequences sits one row late in the mask
   dkv_scale,              // the ring's dK/dV come home scaled by 1 + magnitude (a systematic error, default 1e-3)
+  window_skip_partial,    // windowed: the ring skips every step whose block the window only partly covers
 };
 
 // What a config of CP attention looks like to its faults.
@@ -36,6 +37,7 @@ struct FaultSite {
   bool causal = false;
   Layout layout = Layout::contiguous;
   size_t sequences = 0;  // packed sequences in a batch row (0: not packed)
+  int64_t window = -1;   // causal sliding window (-1: none)
 };
 
 namespace rules {
@@ -44,15 +46,19 @@ inline bool ring(const FaultSite& s) { return s.kv == KvExchange::ring && s.kv_s
 // The ring's last step brings a rank the block of the member after it: in a
 // causal contiguous layout only the last member's (rank 0's block) carries
 // work, and none does when the stream packs 2+ sequences (the first and the
-// last member hold different sequences).
+// last member hold different sequences) or, from three members on, when a
+// sliding window ends before rank 0's block (as the sweep's seq/8 does).
 inline bool ring_last_step_has_work(const FaultSite& s) {
-  return ring(s) && !(s.sequences >= 2 && s.layout == Layout::contiguous);
+  const bool contiguous = s.layout == Layout::contiguous;
+  return ring(s) && !(s.sequences >= 2 && contiguous) && !(s.window >= 0 && contiguous && s.kv_size >= 3);
 }
 inline bool kv_blocks(const FaultSite& s) { return s.kv.has_value() && s.kv_size >= 2 && s.causal; }
 inline bool zigzag(const FaultSite& s) { return s.causal && s.layout == Layout::zigzag; }
 inline bool ulysses(const FaultSite& s) { return s.a2a; }
 inline bool packed(const FaultSite& s) { return s.sequences >= 2; }
 inline bool packed_zigzag(const FaultSite& s) { return packed(s) && s.layout == Layout::zigzag; }
+// Every windowed ring has a partly covered step: the diagonal (its own block).
+inline bool windowed_ring(const FaultSite& s) { return ring(s) && s.causal && s.window >= 0; }
 
 }  // namespace rules
 
@@ -61,7 +67,9 @@ inline const FaultTable<Fault, FaultSite>& faults() {
       "attention",
       {
           {Fault::ring_skip_step, "ring_skip_step", "the ring stops one K/V block short",
-           "a ring of 2+ members, unless it packs 2+ sequences in contiguous layout", rules::ring_last_step_has_work},
+           "a ring of 2+ members, unless it packs 2+ sequences or (3+ members) holds a sliding window in contiguous "
+           "layout",
+           rules::ring_last_step_has_work},
           {Fault::lse_add, "lse_add", "partial results merged by adding their LSEs, not by log-sum-exp",
            "a ring of 2+ members", rules::ring},
           {Fault::mask_off_by_one, "mask_off_by_one",
@@ -88,6 +96,9 @@ inline const FaultTable<Fault, FaultSite>& faults() {
            "the ring's dK/dV come home scaled by 1 + magnitude (--fault-magnitude, default 1e-3): a systematic error "
            "below bf16's rounding",
            "a ring of 2+ members", rules::ring, 1e-3},
+          {Fault::window_skip_partial, "window_skip_partial",
+           "the ring skips every step whose K/V block the sliding window only partly covers (as if outside it)",
+           "a causal sliding window on a ring of 2+ members", rules::windowed_ring},
       });
   return table;
 }

@@ -16,6 +16,7 @@ struct Stats {
   double compute_s = 0;
   int64_t scores = 0;  // score entries computed (tiles not fully masked; includes masked waste)
   int64_t pairs = 0;   // visible (query, key) pairs x batch x heads: the work the layout hands out
+  int64_t ring_steps = 0, ring_steps_skipped = 0;  // ring steps taken, and those whose block the mask hides wholly
 };
 // Where a compute timer adds its seconds (stats may be null: nowhere). The
 // clock is compute_clock_on(device) (harness/timing.h): this process's CPU

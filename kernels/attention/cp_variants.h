@@ -41,6 +41,7 @@ Variant parse_variant(const std::string& name, const std::string& parameter);
 std::vector<std::string> variant_names();
 
 // The site its faults see (cp_faults.h) for one config of the variant.
-FaultSite fault_site(const VariantInfo& v, int kv_size, bool causal, Layout layout, size_t sequences);
+FaultSite fault_site(const VariantInfo& v, int kv_size, bool causal, Layout layout, size_t sequences,
+                     int64_t window = -1);
 
 }  // namespace sextant::cp

@@ -86,6 +86,21 @@ Tensor empty_lse(int64_t b, int64_t h, int64_t n, Device device) {
   return device == Device::host ? lse : lse.to(device);
 }
 
+// Whether a step computes its block: not when the mask hides it wholly (a
+// causal block of later keys, a block before every query's window), which
+// the stats count. Under window_skip_partial a partly covered windowed
+// block is skipped too.
+bool computes(const BlockPlan& plan, const ops::AttentionMask& mask) {
+  const ops::Visibility seen = ops::visibility(mask);
+  const bool skip = seen == ops::Visibility::none ||
+                    (plan.fault == Fault::window_skip_partial && mask.windowed() && seen == ops::Visibility::partial);
+  if (plan.stats) {
+    ++plan.stats->ring_steps;
+    if (skip) ++plan.stats->ring_steps_skipped;
+  }
+  return !skip;
+}
+
 }  // namespace
 
 ops::AttentionOut ring_forward(Communicator* ring, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -102,7 +117,7 @@ ops::AttentionOut ring_forward(Communicator* ring, const Tensor& q, const Tensor
     std::vector<RequestPtr> inflight;
     if (step + 1 < members) inflight = pass_on(*ring, {&k_cur, &v_cur}, {&k_next, &v_next}, kTagK);
     const ops::AttentionMask mask = plan.mask(me, src);
-    if (ops::visibility(mask) != ops::Visibility::none) {
+    if (computes(plan, mask)) {
       ScopedTimer timer(compute_seconds(plan.stats), compute_clock_on(q.device()));
       ops::AttentionOut part = ops::attention_block_forward(q, k_cur, v_cur, mask, DType::f32, plan.impl);
       count_work(plan.stats, part.scores, mask, q, k_cur);
@@ -136,7 +151,7 @@ ops::AttentionGrads ring_backward(Communicator* ring, const Tensor& q, const Ten
     Tensor dk_step = Tensor::zeros(k.shape(), DType::f32, device),
            dv_step = Tensor::zeros(k.shape(), DType::f32, device);
     const ops::AttentionMask mask = plan.mask(me, src);
-    if (ops::visibility(mask) != ops::Visibility::none) {
+    if (computes(plan, mask)) {
       ScopedTimer timer(compute_seconds(plan.stats), compute_clock_on(device));
       const int64_t scores = ops::attention_block_backward_accumulate(q, k_cur, v_cur, out, dout, lse, delta, mask,
                                                                       grads.dq, dk_step, dv_step, plan.impl);

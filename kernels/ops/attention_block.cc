@@ -106,7 +106,7 @@ Visibility classify(const TileMask& m, const Tile& q, const Tile& k) {
   if (!m.causal) return Visibility::full;
   if (q.seq == AttentionMask::kPaddingRow || k.seq != q.seq) return Visibility::none;  // another sequence, or padding
   const int64_t q_last = q.pos + q.rows - 1, k_last = k.pos + k.rows - 1;
-  if (k.pos > q_last) return Visibility::none;                        // after every query
+  if (k.pos > q_last) return Visibility::none;                             // after every query
   if (m.windowed() && k_last < q.pos - m.window) return Visibility::none;  // before every query's window
   const bool inside_window = !m.windowed() || k.pos >= q_last - m.window;
   if (k_last <= q.pos && inside_window) return Visibility::full;
@@ -384,7 +384,7 @@ int64_t attention_block_backward_accumulate(const Tensor& q, const Tensor& k, co
   const std::vector<Tile> q_tiles = tiles_of(mask.q_pos, mask.q_seq, g.sq, kTileQ);
   const std::vector<Tile> k_tiles = tiles_of(mask.k_pos, mask.k_seq, g.sk, kTileK);
   BackwardArgs args{
-      g,       q32.get(), k32.get(),   v32.get(),        do32.get(),       lse.data<float>(), delta.data<float>(),
+      g,       q32.get(), k32.get(),       v32.get(),        do32.get(),       lse.data<float>(), delta.data<float>(),
       q_tiles, k_tiles,   tile_mask(mask), dq.data<float>(), dk.data<float>(), dv.data<float>()};
   std::vector<float> p(kTileQ * kTileK), dp(kTileQ * kTileK);
   int64_t scores = 0;

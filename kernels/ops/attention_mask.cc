@@ -56,14 +56,14 @@ int64_t positional_visible_pairs(const AttentionMask& mask) {
   const bool packed = mask.packed();
   std::vector<std::pair<int64_t, int64_t>> keys;  // (sequence, position)
   for (size_t j = 0; j < mask.k_pos.size(); ++j)
-    if (!packed || mask.k_seq[j] != AttentionMask::kPaddingRow) keys.emplace_back(packed ? mask.k_seq[j] : 0, mask.k_pos[j]);
+    if (!packed || mask.k_seq[j] != AttentionMask::kPaddingRow)
+      keys.emplace_back(packed ? mask.k_seq[j] : 0, mask.k_pos[j]);
   std::sort(keys.begin(), keys.end());
   int64_t pairs = 0;
   for (size_t i = 0; i < mask.q_pos.size(); ++i) {
     const int64_t seq = packed ? mask.q_seq[i] : 0;
     if (seq == AttentionMask::kPaddingRow) continue;
-    const int64_t lowest =
-        mask.windowed() ? mask.q_pos[i] - mask.window_left : std::numeric_limits<int64_t>::min();
+    const int64_t lowest = mask.windowed() ? mask.q_pos[i] - mask.window_left : std::numeric_limits<int64_t>::min();
     auto first = std::lower_bound(keys.begin(), keys.end(), std::pair<int64_t, int64_t>{seq, lowest});
     auto last = std::upper_bound(keys.begin(), keys.end(), std::pair<int64_t, int64_t>{seq, mask.q_pos[i]});
     pairs += last - first;

@@ -31,10 +31,10 @@ struct AttentionMask {
 
   bool causal = false;
   int64_t window_left = kNoWindow;  // causal only; kNoWindow: every earlier key
-  std::vector<int64_t> q_pos;  // [sq] global positions of the query rows (causal only)
-  std::vector<int64_t> k_pos;  // [sk] global positions of the key rows (causal only)
-  std::vector<int64_t> q_seq;  // [sq] sequence of each query row (packed only; empty: one sequence)
-  std::vector<int64_t> k_seq;  // [sk] sequence of each key row (packed only)
+  std::vector<int64_t> q_pos;       // [sq] global positions of the query rows (causal only)
+  std::vector<int64_t> k_pos;       // [sk] global positions of the key rows (causal only)
+  std::vector<int64_t> q_seq;       // [sq] sequence of each query row (packed only; empty: one sequence)
+  std::vector<int64_t> k_seq;       // [sk] sequence of each key row (packed only)
 
   bool packed() const { return !q_seq.empty(); }
   bool windowed() const { return causal && window_left != kNoWindow; }

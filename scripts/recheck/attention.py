@@ -17,6 +17,12 @@ def causal_visible(query_positions, keys):
     return np.arange(keys)[None, :] <= np.asarray(query_positions)[:, None]
 
 
+def windowed_visible(query_positions, keys, window):
+    """Causal with a sliding window: key j is visible to the query at position i iff i - window <= j <= i."""
+    j, i = np.arange(keys)[None, :], np.asarray(query_positions)[:, None]
+    return (j <= i) & (j >= i - window)
+
+
 def packed_visible(seq_lens):
     """Packed sequences laid end to end (THD): causal within each sequence, nothing across them."""
     sequence = np.repeat(np.arange(len(seq_lens)), seq_lens)

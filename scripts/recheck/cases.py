@@ -39,7 +39,10 @@ def ops_attention(params, read):
             whole = read(name + "_all")
             if not np.array_equal(whole[:, offset:], block):
                 raise Inconsistent(f"{name} is not rows [{offset}, {sk}) of {name}_all")
-    visible = attention.causal_visible(np.arange(offset, sk), sk) if causal else None
+    if causal and "window" in params:
+        visible = attention.windowed_visible(np.arange(offset, sk), sk, params["window"])
+    else:
+        visible = attention.causal_visible(np.arange(offset, sk), sk) if causal else None
     result = attention.attention(q, k, v, dout, visible)
     if offset:  # dk and dv would need every query row of the sequence
         del result["dk"], result["dv"]
@@ -63,6 +66,8 @@ def cp_attention(params, read):
         if sum(seq_lens) != q.shape[1]:
             raise Inconsistent(f"seq_lens {seq_lens} do not sum to the {q.shape[1]} token rows of q")
         visible = attention.packed_visible(seq_lens)
+    elif params["causal"] and "window" in params:
+        visible = attention.windowed_visible(np.arange(q.shape[1]), k.shape[1], params["window"])
     elif params["causal"]:
         visible = attention.causal_visible(np.arange(q.shape[1]), k.shape[1])
     else:

@@ -83,6 +83,8 @@ class Recheck(unittest.TestCase):
             self.assertIsNotNone(t["recorded_dist"], t)
         names = {t["name"] for c in doc["cases"] for t in c["tensors"]}
         self.assertTrue({"routing", "static.dq", "dynamic.dv"} <= names, names)
+        windowed = [c for c in doc["cases"] if " window=" in c["id"] and c["status"] == "rechecked"]
+        self.assertTrue(windowed, "the sweep's sliding-window cases are rechecked")
 
     def test_spot_rows_are_rechecked(self):
         self.assertEqual(self.run_spot.returncode, 0, self.run_spot.stdout + self.run_spot.stderr)

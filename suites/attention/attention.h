@@ -41,6 +41,7 @@ struct Problem {
   cp::Variant variant = cp::Variant::p2p;
   cp::Layout layout = cp::Layout::contiguous;
   bool causal = false;
+  int64_t window = ops::AttentionMask::kNoWindow;  // causal sliding window (param "window"; absent: none)
   int64_t seq = 0, batch = 0, heads = 0, kv_heads = 0, head_dim = 0;
   int a2a_size = 1, p2p_size = 1;  // cp = a2a_size x p2p_size
   ReferenceRows reference = ReferenceRows::full;
@@ -55,7 +56,8 @@ struct Problem {
   // Rows of a batch row as the ranks hold it: seq, plus padding when packed.
   int64_t rows() const { return packed() ? packing.rows() : seq; }
   // Forward FLOPs of the real tokens: 4 b s^2 h d, halved when causal; packed:
-  // the sum over sequences of 4 b L^2 h d / 2.
+  // the sum over sequences of 4 b L^2 h d / 2; windowed: 4 b h d x the
+  // visible pairs, sum over i of min(i, window) + 1.
   double flops_forward() const;
 };
 

@@ -5,8 +5,11 @@
 // attention/dynamic_cp. Tests never assert on time.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "harness/error.h"
 #include "harness/runner.h"
+#include "harness/strings.h"
 #include "harness/testing/gpu.h"
 #include "harness/testing/suite_run.h"
 #include "kernels/attention/cp_attention.h"
@@ -53,8 +56,8 @@ TEST(Attention, EveryVariantPassesAtEveryRankCount) {
     EXPECT_EQ(metric(r, "bytes_sent_per_rank_compute_only"), 0.0) << id;
     // Causal work per rank (score entries computed, not time): zigzag is
     // exactly balanced where no sequence is padded; a contiguous ring over one
-    // sequence is not.
-    if (r.config.params["causal"] == true && r.config.parallel.cp >= 2) {
+    // sequence is not. A sliding window changes both (measured in the test below).
+    if (r.config.params["causal"] == true && r.config.parallel.cp >= 2 && !r.config.params.contains("window")) {
       if (r.config.params["layout"] == "zigzag" && r.config.params.value("padding_rows", 0) == 0) {
         EXPECT_EQ(metric(r, "work_balance"), 1.0) << id;
         ++zigzag_checked;
@@ -66,6 +69,42 @@ TEST(Attention, EveryVariantPassesAtEveryRankCount) {
   if (world().size() >= 2) {
     EXPECT_GT(zigzag_checked, 0);
   }
+}
+
+// A causal sliding window of 8 over 64 rows: every variant passes, and the
+// ring skips the steps whose block lies wholly before every query's window,
+// beyond the later blocks that causality alone hides (at cp 4: 9 of 16
+// steps per pass, not 6). Zigzag's balance is measured, not assumed: a
+// window breaks its pairing of an early chunk with a late one.
+TEST(Attention, SlidingWindowPassesEveryVariantAndSkipsRingSteps) {
+  RunOptions o = ci_options(kVariants);
+  o.rank_counts = {world().size()};
+  o.dtypes = {DType::f32};
+  std::vector<CaseRecord> records = run_suite("attention", o);
+  if (world().rank() != 0) return;
+  std::map<std::string, double> skipped;  // by "window layout tp", p2p only
+  int windowed = 0;
+  for (const CaseRecord& r : records) {
+    const std::string id = r.config.id();
+    EXPECT_EQ(r.conformance.status, "pass") << id << " " << r.error;
+    if (r.config.params["causal"] != true || r.config.params.contains("seq_lens")) continue;
+    const bool window = r.config.params.contains("window");
+    windowed += window ? 1 : 0;
+    if (window) {
+      EXPECT_EQ(r.config.params["window"], 8) << id;
+      EXPECT_GT(metric(r, "work_balance"), 0.0) << id;
+    }
+    if (r.config.name == "p2p" && r.config.params["kv_heads"] == r.config.params["heads"])
+      skipped[cat(window, " ", r.config.params["layout"].get<std::string>(), " ", r.config.parallel.tp)] =
+          metric(r, "ring_steps_skipped");
+  }
+  EXPECT_GT(windowed, 0);
+  const int cp = world().size();
+  if (cp == 4) {  // contiguous blocks of 16 rows: rank r skips 3 - r later blocks, and max(0, r - 1) earlier ones
+    EXPECT_EQ(skipped.at("1 contiguous 1"), 2 * 9.0);
+    EXPECT_EQ(skipped.at("0 contiguous 1"), 2 * 6.0);
+  }
+  if (cp >= 4) EXPECT_GT(skipped.at("1 contiguous 1"), skipped.at("0 contiguous 1"));
 }
 
 // Packed sequences (40, 8, 16 in one row of 64): every variant passes, the
@@ -150,7 +189,8 @@ TEST(Attention, SpotCheckOnSampledRowsPasses) {
 // Whether a fault shows only on packed sequences (its table row says so).
 bool needs_packing(const std::string& fault) {
   const cp::Fault f = cp::faults().parse(fault);
-  return !cp::faults().shows(f, cp::fault_site(cp::variant_info(cp::Variant::a2a_p2p), 2, true, cp::Layout::zigzag, 0));
+  return !cp::faults().shows(f,
+                             cp::fault_site(cp::variant_info(cp::Variant::a2a_p2p), 2, true, cp::Layout::zigzag, 0, 1));
 }
 
 // Each fault must fail every case that plants it (a fault in the ring is

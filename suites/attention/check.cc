@@ -91,6 +91,7 @@ struct Reference {
 struct ReferenceKey {
   int64_t batch, seq, heads, kv_heads, head_dim;
   bool causal;
+  int64_t window;
   std::vector<int64_t> seq_lens;
   DType dtype;
   uint64_t seed;
@@ -99,13 +100,13 @@ struct ReferenceKey {
 
 const Reference& full_reference(const Problem& p, DType dtype, uint64_t seed, const Inputs& in) {
   static Memo<ReferenceKey, Reference> memo(8);
-  const ReferenceKey key{p.batch, p.seq, p.heads, p.kv_heads, p.head_dim, p.causal, p.seq_lens, dtype, seed};
+  const ReferenceKey key{p.batch, p.seq, p.heads, p.kv_heads, p.head_dim, p.causal, p.window, p.seq_lens, dtype, seed};
   return memo.get(key, [&] {
     if (p.packed())
       return Reference{ref::packed_attention_forward(in.q, in.k, in.v, p.seq_lens),
                        ref::packed_attention_backward(in.q, in.k, in.v, in.dout, p.seq_lens)};
-    return Reference{ref::attention_forward(in.q, in.k, in.v, p.causal),
-                     ref::attention_backward(in.q, in.k, in.v, in.dout, p.causal)};
+    return Reference{ref::attention_forward(in.q, in.k, in.v, p.causal, p.window),
+                     ref::attention_backward(in.q, in.k, in.v, in.dout, p.causal, p.window)};
   });
 }
 
@@ -138,7 +139,8 @@ SpotRows spot_rows(const Problem& p, const std::vector<int64_t>& tokens) {
   std::vector<int64_t> keys(static_cast<size_t>(p.rows()));
   std::iota(keys.begin(), keys.end(), 0);
   if (!p.packed())
-    return {tokens, p.causal ? ops::AttentionMask::causal_positions(tokens, keys) : ops::AttentionMask::none()};
+    return {tokens, p.causal ? ops::AttentionMask::causal_positions(tokens, keys).with_window(p.window)
+                             : ops::AttentionMask::none()};
   const std::vector<int64_t> token0 = p.packing.cu_seqlens(), row0 = p.packing.cu_seqlens_padded();
   std::vector<int64_t> rows;
   for (int64_t t : tokens) {
@@ -190,8 +192,9 @@ void check_spot(State& s, Checker& checker, const Results& dist, const Inputs& s
   // ... and which of those rows were sampled (token indices, in the order checked).
   checker.input("query_rows", Tensor::from_values({static_cast<int64_t>(tokens.size())},
                                                   std::vector<double>(tokens.begin(), tokens.end()), DType::f64));
-  const ref::AttentionRows ref = p.packed() ? ref::packed_attention_rows(in.q, in.k, in.v, in.dout, p.seq_lens, tokens)
-                                            : ref::attention_rows(in.q, in.k, in.v, in.dout, p.causal, tokens);
+  const ref::AttentionRows ref = p.packed()
+                                     ? ref::packed_attention_rows(in.q, in.k, in.v, in.dout, p.seq_lens, tokens)
+                                     : ref::attention_rows(in.q, in.k, in.v, in.dout, p.causal, tokens, p.window);
   const Results base = spot_baseline(stream, spot_rows(p, tokens), s.config.dtype, s.device, p.attention_impl);
   checker.compare("out", OpClass::attention, select_rows(dist.out, 1, tokens), base.out, ref.out);
   checker.compare("lse", OpClass::row_stat, select_rows(dist.lse, 2, tokens), base.lse, ref.lse);

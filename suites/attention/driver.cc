@@ -52,6 +52,7 @@ State setup(const Variant& v, CaseContext& ctx) {
   if (s.comms.kv) s.kv_loop = std::make_unique<LoopbackCommunicator>(*s.comms.kv);
   s.loop_comms = {s.a2a_loop.get(), s.kv_loop.get()};
   s.options.causal = s.problem.causal;
+  s.options.window = s.problem.window;
   s.options.layout = s.problem.layout;
   s.options.seq = s.problem.rows();
   s.options.packing = s.problem.packing;
@@ -81,8 +82,9 @@ void run_forward_backward(State& s, const std::string& region, bool compute_only
 std::vector<FaultDoc> variant_faults(const Variant& v) {
   // Every fault that shows in some config of the variant: a causal zigzag
   // mask over two packed sequences and a kv group of two.
-  return cp::faults().docs_where(
-      {cp::fault_site(v, 2, false, cp::Layout::contiguous, 0), cp::fault_site(v, 2, true, cp::Layout::zigzag, 2)});
+  return cp::faults().docs_where({cp::fault_site(v, 2, false, cp::Layout::contiguous, 0),
+                                  cp::fault_site(v, 2, true, cp::Layout::zigzag, 2),
+                                  cp::fault_site(v, 2, true, cp::Layout::zigzag, 0, 1)});
 }
 
 CaseDef make_attention_case(const Variant& v) {
@@ -94,7 +96,7 @@ CaseDef make_attention_case(const Variant& v) {
       .faults = variant_faults(v),
       .kernel_faults = {KernelFault::attention_forward_scale, KernelFault::attention_backward_softmax_grad,
                         KernelFault::attention_merge_lse, KernelFault::causal_mask_diagonal,
-                        KernelFault::attention_gqa_head_map},
+                        KernelFault::attention_gqa_head_map, KernelFault::attention_window_off_by_one},
       .table_metrics = {"tflops_per_rank", "load_balance", "overlap_efficiency"},
       .configs = [&v](const SweepRequest& req) { return sweep(v, req); },
       .validate = [&v](const CaseConfig& c) { validate(v, c); },

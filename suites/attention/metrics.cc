@@ -5,6 +5,7 @@
 // three ways to split a pack over CP (per-sequence zigzag, the stream
 // zigzagged as one sequence, contiguous).
 #include <algorithm>
+#include <numeric>
 
 #include "suites/attention/attention.h"
 
@@ -52,6 +53,16 @@ const MetricDef& kWorkBalanceContiguous =
 const MetricDef& kWorkBalanceZigzagStream =
     define_metric({"attention", "work_balance_zigzag_stream", "max/min", Better::neither,
                    "packed inputs: the same with the whole pack zigzagged as one sequence"});
+const MetricDef& kRingStepsSkipped =
+    define_metric({"attention", "ring_steps_skipped", "steps", Better::neither,
+                   "ring steps of fwd_bwd (forward and backward) whose block the mask hides wholly, summed over the "
+                   "ranks (causal: the later blocks; a sliding window also the blocks before every query's window)"});
+const MetricDef& kRingSteps = define_metric({"attention", "ring_steps", "steps", Better::neither,
+                                             "ring steps of fwd_bwd (forward and backward), summed over the ranks"});
+const MetricDef& kSkippedComputeS =
+    define_metric({"attention", "skipped_steps_compute_s", "s", Better::neither,
+                   "estimated compute time the skipped ring steps save, summed over the ranks: each rank's skipped "
+                   "steps x its mean compute time per computed step (fwd_bwd)"});
 const MetricDef& kOverlapEfficiency =
     define_metric({"attention", "overlap_efficiency", "ratio", Better::higher,
                    "compute_only time / fwd_bwd time: 1 when communication hides fully under compute"});
@@ -127,9 +138,11 @@ Metrics metrics(State& s, const RegionTimes& times) {
   m.add(kTflopsPerRank, tflops(fwd_bwd, "fwd_bwd"));
   m.add(kTflopsPerRankFwd, tflops(fwd, "fwd"));
   m.add_json(kFlopsFormula,
-             s.problem.packed()
-                 ? "forward sum over packed sequences of 4*b*L^2*h*d x0.5 (real tokens only), fwd_bwd "
-                   "3.5x forward; per rank: / (time * ranks)"
+             s.problem.packed() ? "forward sum over packed sequences of 4*b*L^2*h*d x0.5 (real tokens only), fwd_bwd "
+                                  "3.5x forward; per rank: / (time * ranks)"
+             : s.problem.window >= 0
+                 ? "forward 4*b*h*d x the visible pairs (sum over i of min(i, window) + 1), fwd_bwd 3.5x forward; "
+                   "per rank: / (time * ranks)"
                  : "forward 4*b*s^2*h*d (x0.5 causal), fwd_bwd 3.5x forward; per rank: / (time * ranks)");
 
   const RegionStats& r = s.regions.at("fwd_bwd");
@@ -142,6 +155,18 @@ Metrics metrics(State& s, const RegionTimes& times) {
   // Visible (query, key) pairs per rank: the balance the layout promises, free of timing noise.
   m.add(kWorkBalance, ratio(work));
   if (s.problem.packed()) add_packed_metrics(s.problem, s.config.parallel.cp, m);
+  if (r.kernel.ring_steps > 0) {
+    const double runs = std::max(r.runs, 1), steps = static_cast<double>(r.kernel.ring_steps) / runs;
+    const double skipped = static_cast<double>(r.kernel.ring_steps_skipped) / runs;
+    const double per_step = steps > skipped ? (r.kernel.compute_s / runs) / (steps - skipped) : 0;
+    auto sum = [&](double mine) {
+      const std::vector<double> all = per_rank(*s.host, mine);
+      return std::accumulate(all.begin(), all.end(), 0.0);
+    };
+    m.add(kRingSteps, sum(steps));
+    m.add(kRingStepsSkipped, sum(skipped));
+    m.add(kSkippedComputeS, sum(skipped * per_step));
+  }
 
   m.add(kBytesSentFormula, bytes_formula(s, false));
   m.add(kBytesSentFormulaFwdBwd, bytes_formula(s, true));

@@ -46,8 +46,8 @@ std::pair<int, int> split_of(const Variant& v, const SweepRequest& req, int cp) 
   // A fault that needs a ring of two (it shows at ring size 2, not at 1).
   const cp::Fault fault = cp::faults().parse(req.fault);
   const bool ring_fault = fault != cp::Fault::none &&
-                          !cp::faults().shows(fault, cp::fault_site(v, 1, true, cp::Layout::zigzag, 2)) &&
-                          cp::faults().shows(fault, cp::fault_site(v, 2, true, cp::Layout::zigzag, 2));
+                          !cp::faults().shows(fault, cp::fault_site(v, 1, true, cp::Layout::zigzag, 2, 1)) &&
+                          cp::faults().shows(fault, cp::fault_site(v, 2, true, cp::Layout::zigzag, 2, 1));
   const int fallback = cp >= 4 || (cp >= 2 && !ring_fault) ? 2 : 1;
   const int a2a = static_cast<int>(req.get<int64_t>("a2a_size", fallback));
   const int p2p = static_cast<int>(req.get<int64_t>("p2p_size", a2a > 0 ? cp / a2a : 0));
@@ -132,51 +132,64 @@ std::vector<CaseConfig> sweep(const Variant& v, const SweepRequest& req) {
   const bool thd_padding = req.get<bool>("thd_padding", true);
   std::vector<bool> causals = {false, true};
   if (req.options.contains("causal")) causals = {req.get<bool>("causal", false)};
-  else if (!user_spec.empty()) causals = {true};
+  else if (!user_spec.empty() || req.options.contains("window")) causals = {true};
+  // Sliding windows: the user's on every causal instance, else one more
+  // causal instance of the single sequence with a window of seq/8 (at cp 4
+  // and more, ring steps wholly outside the window are skipped).
+  const bool user_window = req.options.contains("window");
+  const int64_t window = req.get<int64_t>("window", seq / 8);
   std::vector<CaseConfig> out;
   for (const ParallelConfig& parallel : parallel_configs(req)) {
     const auto [a2a, p2p] = split_of(v, req, parallel.cp);
     for (const Stream& stream : streams)
       for (bool causal : causals) {
-        if (!stream.lens.empty() && !causal && user_spec.empty()) continue;  // a user's is refused by validate
+        if (!stream.lens.empty() && !causal && user_spec.empty()) continue;      // a user's is refused by validate
+        if (!stream.lens.empty() && user_window && user_spec.empty()) continue;  // windows run one sequence
         std::vector<cp::Layout> layouts = {cp::Layout::contiguous};
         if (req.options.contains("layout")) layouts = {cp::parse_layout(req.get<std::string>("layout", ""))};
         else if (causal) layouts.push_back(cp::Layout::zigzag);
         for (cp::Layout layout : layouts) {
-          const cp::FaultSite site = cp::fault_site(v, p2p, causal, layout, stream.lens.size());
-          if (!cp::faults().shows(cp::faults().parse(req.fault), site)) continue;
-          for (int64_t kv : kv_heads_list(req, heads, static_cast<int64_t>(a2a) * parallel.tp))
-            for (DType dtype : dtypes) {
-              const double size = static_cast<double>(batch) * heads * seq * seq * head_dim;
-              CaseConfig c;
-              c.params = {
-                  {"variant", v.name},
-                  {"layout", cp::layout_name(layout)},
-                  {"causal", causal},
-                  {"seq", seq},
-                  {"batch", batch},
-                  {"heads", heads},
-                  {"kv_heads", kv},
-                  {"head_dim", head_dim},
-                  {"a2a_size", a2a},
-                  {"p2p_size", p2p},
-                  {"reference", req.get<std::string>("reference", reference_rows_name(size > kFullReferenceLimit
-                                                                                          ? ReferenceRows::spot
-                                                                                          : ReferenceRows::full))}};
-              ops::record_attention_impl(req, c.params);
-              if (!stream.lens.empty()) {
-                const cp::Packing packing = packing_for(stream.lens, thd_padding, parallel.cp);
-                c.params["seq_lens"] = stream.lens;
-                c.params["seq_lens_spec"] = stream.spec;
-                c.params["thd_padding"] = thd_padding;
-                c.params["padded_seq_lens"] = packing.padded;
-                c.params["padding_rows"] = packing.padding();
+          std::vector<int64_t> windows = {user_window && causal ? window : ops::AttentionMask::kNoWindow};
+          if (!user_window && causal && stream.lens.empty() && window >= 1) windows.push_back(window);
+          for (int64_t w : windows) {
+            const cp::FaultSite site = cp::fault_site(v, p2p, causal, layout, stream.lens.size(), w);
+            if (!cp::faults().shows(cp::faults().parse(req.fault), site)) continue;
+            const std::vector<int64_t> kv_list = kv_heads_list(req, heads, static_cast<int64_t>(a2a) * parallel.tp);
+            // A default window runs MHA only: GQA meets the window through the same mask.
+            for (int64_t kv : w == ops::AttentionMask::kNoWindow || user_window ? kv_list : std::vector<int64_t>{heads})
+              for (DType dtype : dtypes) {
+                const double size = static_cast<double>(batch) * heads * seq * seq * head_dim;
+                CaseConfig c;
+                c.params = {
+                    {"variant", v.name},
+                    {"layout", cp::layout_name(layout)},
+                    {"causal", causal},
+                    {"seq", seq},
+                    {"batch", batch},
+                    {"heads", heads},
+                    {"kv_heads", kv},
+                    {"head_dim", head_dim},
+                    {"a2a_size", a2a},
+                    {"p2p_size", p2p},
+                    {"reference", req.get<std::string>("reference", reference_rows_name(size > kFullReferenceLimit
+                                                                                            ? ReferenceRows::spot
+                                                                                            : ReferenceRows::full))}};
+                ops::record_attention_impl(req, c.params);
+                if (w != ops::AttentionMask::kNoWindow) c.params["window"] = w;
+                if (!stream.lens.empty()) {
+                  const cp::Packing packing = packing_for(stream.lens, thd_padding, parallel.cp);
+                  c.params["seq_lens"] = stream.lens;
+                  c.params["seq_lens_spec"] = stream.spec;
+                  c.params["thd_padding"] = thd_padding;
+                  c.params["padded_seq_lens"] = packing.padded;
+                  c.params["padding_rows"] = packing.padding();
+                }
+                c.parallel = parallel;
+                c.ranks = req.ranks;
+                c.dtype = dtype;
+                out.push_back(c);
               }
-              c.parallel = parallel;
-              c.ranks = req.ranks;
-              c.dtype = dtype;
-              out.push_back(c);
-            }
+          }
         }
       }
   }
@@ -198,6 +211,9 @@ std::vector<OptionSpec> attention_options() {
                              "float64 reference on every query row, or on sampled rows (default by size)"),
           OptionSpec::text("seq_lens", "packed sequences (THD): lengths a,b,c summing to --seq, or zipf:N"),
           OptionSpec::boolean("thd_padding", "pad each packed sequence to a multiple of 2 cp (default true)"),
+          OptionSpec::integer("window", 0, kMaxDimension,
+                              "causal sliding window: a query sees the keys at most LEFT positions before it "
+                              "(TransformerEngine's window_size (LEFT, 0)); default: the causal rows also run seq/8"),
           ops::attention_impl_option()};
 }
 
@@ -229,6 +245,10 @@ void validate(const Variant& v, const CaseConfig& c) {
     require(p.head_dim <= 256, cat("--head-dim ", p.head_dim,
                                    " must be at most 256 on --device cuda (the CUDA "
                                    "attention kernels hold a row's columns in registers)"));
+  if (p.window != ops::AttentionMask::kNoWindow) {
+    require(p.causal, "--set window: a sliding window applies to a causal mask; --set causal=false does not apply");
+    require(!p.packed(), "--set window: a window over packed sequences (--set seq_lens) is not supported yet");
+  }
   if (p.packed()) validate_packed(p, c);
   else if (p.layout == cp::Layout::zigzag)
     require(p.seq % (2 * par.cp) == 0,
@@ -263,6 +283,7 @@ Problem Problem::of(const CaseConfig& c) {
   p.variant = cp::parse_variant(c.s("variant"), "variant");
   p.layout = cp::parse_layout(c.s("layout"));
   p.causal = c.b("causal");
+  p.window = c.params.value("window", ops::AttentionMask::kNoWindow);
   p.seq = c.i("seq"), p.batch = c.i("batch"), p.heads = c.i("heads"), p.kv_heads = c.i("kv_heads");
   p.head_dim = c.i("head_dim");
   p.a2a_size = static_cast<int>(c.i("a2a_size")), p.p2p_size = static_cast<int>(c.i("p2p_size"));
@@ -280,6 +301,11 @@ Problem Problem::of(const CaseConfig& c) {
 }
 
 double Problem::flops_forward() const {
+  if (causal && window != ops::AttentionMask::kNoWindow) {
+    double pairs = 0;
+    for (int64_t i = 0; i < seq; ++i) pairs += static_cast<double>(std::min(i, window) + 1);
+    return 4.0 * batch * pairs * heads * head_dim;
+  }
   double squares = static_cast<double>(seq) * seq;  // sum of L^2 over the sequences of a batch row
   if (packed()) {
     squares = 0;

@@ -1,8 +1,8 @@
 // The attention block op (kernels/ops/attention_block.h) on one device,
 // forward and backward, against reference/attention.h: one-row inputs, odd
 // head counts and dimensions, GQA ratios, tiles that the causal diagonal
-// crosses, and query blocks at an offset in the sequence (a CP shard: the
-// queries see every earlier key). Offset blocks are checked row by row
+// crosses, query blocks at an offset in the sequence (a CP shard: the
+// queries see every earlier key), and causal sliding windows. Offset blocks are checked row by row
 // (out, lse, dq); whole blocks also dk and dv. On a GPU with
 // attention_impl=cudnn, our own kernels' result is the baseline that cuDNN's
 // is bounded by, besides the absolute gate against float64.
@@ -19,6 +19,7 @@ namespace {
 struct Shape4 {
   int64_t b, sq, sk, hq, hk, d, q_start;
   bool causal;
+  int64_t window = ops::AttentionMask::kNoWindow;  // causal sliding window (param "window")
 };
 
 struct State {
@@ -32,17 +33,24 @@ struct State {
   ops::AttentionGrads grads;
 };
 
-nlohmann::json shape(int64_t b, int64_t sq, int64_t sk, int64_t hq, int64_t hk, int64_t d, bool causal) {
-  return {{"batch", b}, {"sq", sq}, {"sk", sk}, {"heads", hq}, {"kv_heads", hk}, {"head_dim", d}, {"causal", causal}};
+nlohmann::json shape(int64_t b, int64_t sq, int64_t sk, int64_t hq, int64_t hk, int64_t d, bool causal,
+                     int64_t window = ops::AttentionMask::kNoWindow) {
+  nlohmann::json j = {{"batch", b},     {"sq", sq},      {"sk", sk},        {"heads", hq},
+                      {"kv_heads", hk}, {"head_dim", d}, {"causal", causal}};
+  if (window != ops::AttentionMask::kNoWindow) j["window"] = window;
+  return j;
 }
 
 std::vector<nlohmann::json> shapes(Profile profile) {
   std::vector<nlohmann::json> out = {
-      shape(1, 1, 1, 1, 1, 1, false),     // one row, one key, d = 1
-      shape(1, 1, 1, 1, 1, 8, true),      // the first causal row sees only itself
-      shape(2, 13, 13, 6, 2, 20, true),   // GQA 3, odd sizes
-      shape(1, 67, 67, 3, 3, 24, false),  // three heads, MHA
-      shape(1, 19, 300, 2, 1, 32, true),  // a block at offset 281: every earlier key, crossing key tiles
+      shape(1, 1, 1, 1, 1, 1, false),          // one row, one key, d = 1
+      shape(1, 1, 1, 1, 1, 8, true),           // the first causal row sees only itself
+      shape(2, 13, 13, 6, 2, 20, true),        // GQA 3, odd sizes
+      shape(1, 67, 67, 3, 3, 24, false),       // three heads, MHA
+      shape(1, 19, 300, 2, 1, 32, true),       // a block at offset 281: every earlier key, crossing key tiles
+      shape(1, 70, 70, 2, 1, 16, true, 0),     // a window of 0: each query sees itself only
+      shape(1, 150, 150, 4, 2, 16, true, 40),  // a window narrower than a tile, its edge across tiles
+      shape(1, 19, 300, 2, 1, 32, true, 100),  // an offset block: the keys before its windows are skipped
   };
   if (profile != Profile::ci) out.push_back(shape(1, 300, 300, 4, 1, 64, true));  // GQA 4, the diagonal across tiles
   if (profile == Profile::qualify) out.push_back(shape(1, 64, 8192, 16, 16, 128, true));
@@ -50,7 +58,15 @@ std::vector<nlohmann::json> shapes(Profile profile) {
 }
 
 Shape4 shape_of(const CaseConfig& c) {
-  Shape4 p{c.i("batch"), c.i("sq"), c.i("sk"), c.i("heads"), c.i("kv_heads"), c.i("head_dim"), 0, c.b("causal")};
+  Shape4 p{c.i("batch"),
+           c.i("sq"),
+           c.i("sk"),
+           c.i("heads"),
+           c.i("kv_heads"),
+           c.i("head_dim"),
+           0,
+           c.b("causal"),
+           c.params.value("window", ops::AttentionMask::kNoWindow)};
   p.q_start = p.sk - p.sq;  // the block ends where the sequence does
   return p;
 }
@@ -69,7 +85,8 @@ State setup(CaseContext& ctx) {
   s.dout = narrow(s.dout_all, 1, p.q_start, p.sq);
   s.qd = on_device(s.q, ctx.device), s.kd = on_device(s.k, ctx.device), s.vd = on_device(s.v, ctx.device);
   s.doutd = on_device(s.dout, ctx.device);
-  s.mask = p.causal ? ops::AttentionMask::causal_blocks(p.q_start, p.sq, 0, p.sk) : ops::AttentionMask::none();
+  s.mask = p.causal ? ops::AttentionMask::causal_blocks(p.q_start, p.sq, 0, p.sk).with_window(p.window)
+                    : ops::AttentionMask::none();
   s.impl = ops::attention_impl_of(ctx.config.params);
   return s;
 }
@@ -116,8 +133,8 @@ void check(State& s, Checker& checker) {
   for (auto [name, t] : {std::pair{"q", &s.q}, {"k", &s.k}, {"v", &s.v}, {"dout", &s.dout}}) checker.input(name, *t);
   const Tensor &out = r.out, &lse = r.lse, &dq = r.dq;
   if (p.sq == p.sk) {
-    const ref::AttentionResult f = ref::attention_forward(s.q, s.k, s.v, p.causal);
-    const ref::AttentionGradients g = ref::attention_backward(s.q, s.k, s.v, s.dout, p.causal);
+    const ref::AttentionResult f = ref::attention_forward(s.q, s.k, s.v, p.causal, p.window);
+    const ref::AttentionGradients g = ref::attention_backward(s.q, s.k, s.v, s.dout, p.causal, p.window);
     checker.compare("out", OpClass::attention, out, base.out, f.out);
     checker.compare("lse", OpClass::row_stat, lse, base.lse, f.lse);
     checker.compare("dq", OpClass::attention, dq, base.dq, g.dq);
@@ -137,7 +154,7 @@ void check(State& s, Checker& checker) {
   checker.input("dout_all", s.dout_all);
   std::vector<int64_t> row_ids(static_cast<size_t>(p.sq));
   std::iota(row_ids.begin(), row_ids.end(), p.q_start);
-  const ref::AttentionRows rows = ref::attention_rows(s.q_all, s.k, s.v, s.dout_all, p.causal, row_ids);
+  const ref::AttentionRows rows = ref::attention_rows(s.q_all, s.k, s.v, s.dout_all, p.causal, row_ids, p.window);
   checker.compare("out", OpClass::attention, out, base.out, rows.out);
   checker.compare("lse", OpClass::row_stat, lse, base.lse, rows.lse);
   checker.compare("dq", OpClass::attention, dq, base.dq, rows.dq);
@@ -161,7 +178,8 @@ CaseDef attention_case() {
       .summary = "attention block forward (out, LSE) and backward (dq, dk, dv): GQA, causal offsets, odd shapes",
       .options = {ops::attention_impl_option()},
       .kernel_faults = {KernelFault::attention_forward_scale, KernelFault::attention_backward_softmax_grad,
-                        KernelFault::causal_mask_diagonal, KernelFault::attention_pieces_drop_last},
+                        KernelFault::causal_mask_diagonal, KernelFault::attention_pieces_drop_last,
+                        KernelFault::attention_window_off_by_one},
       .table_metrics = {"gflops"},
       .configs =
           [](const SweepRequest& req) {
