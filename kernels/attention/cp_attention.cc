@@ -81,6 +81,9 @@ Tensor scatter(const Comms& c, const Options& o, const Tensor& x) {
   return c.a2a ? scatter_heads(*c.a2a, x, o.fault == Fault::ulysses_swap) : x;
 }
 
+// How many copies of each KV head the Ulysses stage sends (ulysses.h).
+int64_t replicas(const Comms& c, const Tensor& k) { return c.a2a ? kv_replicas(c.a2a->size(), k.dim(2)) : 1; }
+
 }  // namespace
 
 Forward cp_attention_forward(const Comms& comms, const Options& o, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -88,8 +91,10 @@ Forward cp_attention_forward(const Comms& comms, const Options& o, const Tensor&
   const Geometry g = geometry_of(comms);
   check_inputs("cp_attention_forward", o, g, q, k, v);
   const BlockPlan plan = plan_for(o, g, stats);
-  // [b, n, h, d] -> [b, A n, h/A, d]
-  const Tensor q2 = scatter(comms, o, q), k2 = scatter(comms, o, k), v2 = scatter(comms, o, v);
+  // [b, n, h, d] -> [b, A n, h/A, d]; KV heads fewer than A travel as r copies each
+  const int64_t r = replicas(comms, k);
+  const Tensor q2 = scatter(comms, o, q), k2 = scatter(comms, o, replicate_kv_heads(k, r)),
+               v2 = scatter(comms, o, replicate_kv_heads(v, r));
   ops::AttentionOut part = comms.kv && o.kv_exchange == KvExchange::allgather
                                ? allgather_forward(*comms.kv, q2, k2, v2, plan)
                                : ring_forward(comms.kv, q2, k2, v2, plan);
@@ -110,7 +115,9 @@ Grads cp_attention_backward(const Comms& comms, const Options& o, const Tensor& 
   }
   // The backward is stateless: it redoes the forward's all-to-all of q, k, v
   // instead of keeping the head-scattered copies alive between the passes.
-  const Tensor q2 = scatter(comms, o, q), k2 = scatter(comms, o, k), v2 = scatter(comms, o, v);
+  const int64_t r = replicas(comms, k);
+  const Tensor q2 = scatter(comms, o, q), k2 = scatter(comms, o, replicate_kv_heads(k, r)),
+               v2 = scatter(comms, o, replicate_kv_heads(v, r));
   const Tensor dout2 = scatter(comms, o, dout);
   const Tensor lse2 = comms.a2a ? scatter_heads_stat(*comms.a2a, lse) : lse;
   const Tensor delta2 = comms.a2a ? scatter_heads_stat(*comms.a2a, delta) : delta;
@@ -121,8 +128,14 @@ Grads cp_attention_backward(const Comms& comms, const Options& o, const Tensor& 
                                   : ring_backward(comms.kv, q2, k2, v2, out2, dout2, lse2, delta2, plan);
   Grads result{grads.dq.to(q.dtype()), grads.dk.to(k.dtype()), grads.dv.to(v.dtype())};
   if (!comms.a2a) return result;
-  return {gather_heads(*comms.a2a, result.dq), gather_heads(*comms.a2a, result.dk),
-          gather_heads(*comms.a2a, result.dv)};
+  if (r == 1)
+    return {gather_heads(*comms.a2a, result.dq), gather_heads(*comms.a2a, result.dk),
+            gather_heads(*comms.a2a, result.dv)};
+  // The copies' gradients come home in f32 and are summed there, rounded once.
+  const bool first_only = o.fault == Fault::kv_replica_first_only;
+  Tensor dk = sum_kv_replicas(gather_heads(*comms.a2a, grads.dk), r, first_only);
+  Tensor dv = sum_kv_replicas(gather_heads(*comms.a2a, grads.dv), r, first_only);
+  return {gather_heads(*comms.a2a, result.dq), dk.to(k.dtype()), dv.to(v.dtype())};
 }
 
 }  // namespace sextant::cp

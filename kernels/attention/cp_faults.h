@@ -27,6 +27,7 @@ enum class Fault {
   cu_seqlens_off_by_one,  // packed: every boundary between sequences sits one row late in the mask
   dkv_scale,              // the ring's dK/dV come home scaled by 1 + magnitude (a systematic error, default 1e-3)
   window_skip_partial,    // windowed: the ring skips every step whose block the window only partly covers
+  kv_replica_first_only,  // Ulysses with replicated KV heads: dK/dV of a head is its first copy's, not the sum
 };
 
 // What a config of CP attention looks like to its faults.
@@ -38,6 +39,7 @@ struct FaultSite {
   Layout layout = Layout::contiguous;
   size_t sequences = 0;  // packed sequences in a batch row (0: not packed)
   int64_t window = -1;   // causal sliding window (-1: none)
+  bool kv_replicated = false;  // the Ulysses stage sends each KV head as several copies
 };
 
 namespace rules {
@@ -59,6 +61,7 @@ inline bool packed(const FaultSite& s) { return s.sequences >= 2; }
 inline bool packed_zigzag(const FaultSite& s) { return packed(s) && s.layout == Layout::zigzag; }
 // Every windowed ring has a partly covered step: the diagonal (its own block).
 inline bool windowed_ring(const FaultSite& s) { return ring(s) && s.causal && s.window >= 0; }
+inline bool kv_replicated(const FaultSite& s) { return s.a2a && s.kv_replicated; }
 
 }  // namespace rules
 
@@ -99,6 +102,10 @@ inline const FaultTable<Fault, FaultSite>& faults() {
           {Fault::window_skip_partial, "window_skip_partial",
            "the ring skips every step whose K/V block the sliding window only partly covers (as if outside it)",
            "a causal sliding window on a ring of 2+ members", rules::windowed_ring},
+          {Fault::kv_replica_first_only, "kv_replica_first_only",
+           "KV heads replicated for an a2a group larger than them: each head's dK/dV is its first copy's, not "
+           "the sum over the copies",
+           "a Ulysses (a2a) stage larger than the KV heads per TP rank", rules::kv_replicated},
       });
   return table;
 }

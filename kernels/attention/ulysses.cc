@@ -3,6 +3,8 @@
 #include "harness/error.h"
 #include "harness/strings.h"
 #include "kernels/attention/permute.h"
+#include "kernels/ops/cuda_ops.h"
+#include "kernels/ops/device_dispatch.h"
 
 namespace sextant::cp {
 
@@ -22,6 +24,41 @@ Tensor exchange(Communicator& a2a, const Tensor& send) {
 }
 
 }  // namespace
+
+int64_t kv_replicas(int64_t a2a_size, int64_t kv_heads) {
+  if (kv_heads > 0 && kv_heads % a2a_size == 0) return 1;
+  if (kv_heads > 0 && a2a_size % kv_heads == 0) return a2a_size / kv_heads;
+  throw RuntimeError(cat("ulysses: ", kv_heads, " KV heads neither split over nor replicate onto an a2a group of ",
+                         a2a_size, " (one must divide the other)"));
+}
+
+Tensor replicate_kv_heads(const Tensor& x, int64_t r) {
+  if (r == 1) return x;
+  std::vector<Tensor> copies;
+  for (int64_t h = 0; h < x.dim(2); ++h) {
+    const Tensor head = narrow(x, 2, h, 1);
+    for (int64_t j = 0; j < r; ++j) copies.push_back(head);
+  }
+  return concat(copies, 2);
+}
+
+Tensor sum_kv_replicas(const Tensor& g, int64_t r, bool first_only) {
+  const Tensor g32 = g.dtype() == DType::f32 ? g : g.to(DType::f32);
+  if (r == 1) return g32;
+  const int64_t hk = g.dim(2) / r;
+  std::vector<Tensor> heads;
+  for (int64_t h = 0; h < hk; ++h) {
+    Tensor sum = narrow(g32, 2, h * r, 1);
+    for (int64_t j = 1; j < r && !first_only; ++j) {
+      const Tensor copy = narrow(g32, 2, h * r + j, 1);
+      if (!sum.is_host()) SEXTANT_CUDA_CALL(ops::cuda::add_into(sum, copy));
+      else
+        for (int64_t i = 0; i < sum.numel(); ++i) sum.data<float>()[i] += copy.data<float>()[i];
+    }
+    heads.push_back(sum);
+  }
+  return concat(heads, 2);
+}
 
 Tensor scatter_heads(Communicator& a2a, const Tensor& x, bool swapped) {
   const int64_t m = a2a.size(), b = x.dim(0), n = x.dim(1), hp = heads_per_member(a2a, x.dim(2)), d = x.dim(3);

@@ -81,10 +81,12 @@ void run_forward_backward(State& s, const std::string& region, bool compute_only
 
 std::vector<FaultDoc> variant_faults(const Variant& v) {
   // Every fault that shows in some config of the variant: a causal zigzag
-  // mask over two packed sequences and a kv group of two.
+  // mask over two packed sequences and a kv group of two, with a sliding
+  // window, and with KV heads replicated over a Ulysses group.
   return cp::faults().docs_where({cp::fault_site(v, 2, false, cp::Layout::contiguous, 0),
                                   cp::fault_site(v, 2, true, cp::Layout::zigzag, 2),
-                                  cp::fault_site(v, 2, true, cp::Layout::zigzag, 0, 1)});
+                                  cp::fault_site(v, 2, true, cp::Layout::zigzag, 0, 1),
+                                  cp::fault_site(v, 2, true, cp::Layout::zigzag, 0, -1, true)});
 }
 
 CaseDef make_attention_case(const Variant& v) {

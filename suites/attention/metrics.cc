@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "kernels/attention/ulysses.h"
 #include "suites/attention/attention.h"
 
 namespace sextant::attention {
@@ -113,17 +114,20 @@ void add_packed_metrics(const Problem& p, int cp, Metrics& m) {
 //   backward Ulysses (A-1)/A [q + k + v + dout + lse + D out; dq + dk + dv back];
 //            K, V: (P-1) blocks each; dK, dV (f32): ring P hops each, all-gather
 //            a reduce-scatter, (P-1) blocks each.
+// KV heads fewer than A travel as R = A / kv copies each (k, v and their
+// blocks R times the bytes), and their dK, dV come back in f32 to be summed.
 double bytes_formula(const State& s, bool backward_too) {
   const Shard& sh = s.shard;
   const double es = static_cast<double>(dtype_size(s.config.dtype));
   const double rows = static_cast<double>(sh.batch * sh.rows), d = static_cast<double>(s.problem.head_dim);
-  const double q = rows * sh.heads * d * es, kv = rows * sh.kv_heads * d * es, kv32 = kv / es * 4;
-  const double stat = rows * sh.heads * 4;
   const double a = s.comms.a2a ? s.comms.a2a->size() : 1, p = s.comms.kv ? s.comms.kv->size() : 1;
+  const double r = s.comms.a2a ? static_cast<double>(cp::kv_replicas(s.comms.a2a->size(), sh.kv_heads)) : 1;
+  const double q = rows * sh.heads * d * es, kv = r * rows * sh.kv_heads * d * es, kv32 = kv / es * 4;
+  const double stat = rows * sh.heads * 4;
   const double a2a = (a - 1) / a;
   const double fwd = a2a * (q + 2 * kv) + a2a * (q + stat) + (p - 1) * 2 * kv;
   if (!backward_too) return fwd;
-  double bwd = a2a * (2 * q + 2 * kv + 2 * stat) + a2a * (q + 2 * kv) + (p - 1) * 2 * kv;
+  double bwd = a2a * (2 * q + 2 * kv + 2 * stat) + a2a * (q + 2 * (r > 1 ? kv32 : kv)) + (p - 1) * 2 * kv;
   if (p > 1) bwd += (s.variant->kv == cp::KvExchange::ring ? p : p - 1) * 2 * kv32;
   return fwd + bwd;
 }

@@ -55,13 +55,24 @@ std::pair<int, int> split_of(const Variant& v, const SweepRequest& req, int cp) 
 }
 
 // GQA: a quarter of the query heads, but at least one per Ulysses member and
-// TP rank so the a2a variants can split them.
-std::vector<int64_t> kv_heads_list(const SweepRequest& req, int64_t heads, int64_t min_kv) {
+// TP rank so the a2a variants can split them. With `high_ratios` also 8:1
+// and (outside ci) 16:1, one KV head per TP rank at least: where a Ulysses
+// group is larger than the KV heads per TP rank, they are replicated
+// (ulysses.h).
+std::vector<int64_t> kv_heads_list(const SweepRequest& req, int64_t heads, int64_t min_kv, int tp, bool high_ratios) {
   if (req.options.contains("kv_heads")) return {req.get<int64_t>("kv_heads", heads)};
   int64_t gqa = std::max<int64_t>(heads / 4, min_kv);
   if (gqa <= 0 || heads % gqa != 0) gqa = heads;
-  if (gqa == heads) return {heads};
-  return {heads, gqa};
+  std::vector<int64_t> out = {heads};
+  if (gqa != heads) out.push_back(gqa);
+  if (!high_ratios) return out;
+  for (int64_t ratio : {int64_t{8}, int64_t{16}}) {
+    if (ratio == 16 && req.profile == Profile::ci) continue;
+    const int64_t kv = heads / ratio;
+    if (heads % ratio == 0 && kv >= tp && kv % tp == 0 && std::find(out.begin(), out.end(), kv) == out.end())
+      out.push_back(kv);
+  }
+  return out;
 }
 
 // --set seq_lens as text (a single length arrives as a JSON number).
@@ -152,11 +163,16 @@ std::vector<CaseConfig> sweep(const Variant& v, const SweepRequest& req) {
           std::vector<int64_t> windows = {user_window && causal ? window : ops::AttentionMask::kNoWindow};
           if (!user_window && causal && stream.lens.empty() && window >= 1) windows.push_back(window);
           for (int64_t w : windows) {
-            const cp::FaultSite site = cp::fault_site(v, p2p, causal, layout, stream.lens.size(), w);
-            if (!cp::faults().shows(cp::faults().parse(req.fault), site)) continue;
-            const std::vector<int64_t> kv_list = kv_heads_list(req, heads, static_cast<int64_t>(a2a) * parallel.tp);
-            // A default window runs MHA only: GQA meets the window through the same mask.
-            for (int64_t kv : w == ops::AttentionMask::kNoWindow || user_window ? kv_list : std::vector<int64_t>{heads})
+            // High GQA ratios on the plain single-sequence rows; a default window runs MHA only: GQA
+            // meets the window through the same mask.
+            const bool plain = w == ops::AttentionMask::kNoWindow && stream.lens.empty();
+            const std::vector<int64_t> kv_list =
+                kv_heads_list(req, heads, static_cast<int64_t>(a2a) * parallel.tp, parallel.tp, plain);
+            for (int64_t kv :
+                 w == ops::AttentionMask::kNoWindow || user_window ? kv_list : std::vector<int64_t>{heads}) {
+              const bool replicated = v.a2a && kv / parallel.tp < a2a;
+              const cp::FaultSite site = cp::fault_site(v, p2p, causal, layout, stream.lens.size(), w, replicated);
+              if (!cp::faults().shows(cp::faults().parse(req.fault), site)) continue;
               for (DType dtype : dtypes) {
                 const double size = static_cast<double>(batch) * heads * seq * seq * head_dim;
                 CaseConfig c;
@@ -189,6 +205,7 @@ std::vector<CaseConfig> sweep(const Variant& v, const SweepRequest& req) {
                 c.dtype = dtype;
                 out.push_back(c);
               }
+            }
           }
         }
       }
@@ -263,8 +280,9 @@ void validate(const Variant& v, const CaseConfig& c) {
     const int64_t heads = p.heads / par.tp, kv = p.kv_heads / par.tp;
     require(heads % p.a2a_size == 0, cat("a2a size ", p.a2a_size, " must divide the ", heads,
                                          " heads per TP rank (--heads ", p.heads, " / --tp ", par.tp, ")"));
-    require(kv % p.a2a_size == 0, cat("a2a size ", p.a2a_size, " must divide the ", kv,
-                                      " KV heads per TP rank (--kv-heads ", p.kv_heads, " / --tp ", par.tp, ")"));
+    require(kv % p.a2a_size == 0 || p.a2a_size % kv == 0,
+            cat("a2a size ", p.a2a_size, " and the ", kv, " KV heads per TP rank (--kv-heads ", p.kv_heads, " / --tp ",
+                par.tp, ") must divide one another (fewer KV heads than a2a members are replicated)"));
   }
   ops::require_attention_impl_runs(p.attention_impl, c.device);
   cp::faults().parse(c.fault);
