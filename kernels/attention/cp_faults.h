@@ -37,8 +37,8 @@ struct FaultSite {
   int kv_size = 2;               // members of the kv group
   bool causal = false;
   Layout layout = Layout::contiguous;
-  size_t sequences = 0;  // packed sequences in a batch row (0: not packed)
-  int64_t window = -1;   // causal sliding window (-1: none)
+  size_t sequences = 0;        // packed sequences in a batch row (0: not packed)
+  int64_t window = -1;         // causal sliding window (-1: none)
   bool kv_replicated = false;  // the Ulysses stage sends each KV head as several copies
 };
 
