@@ -7,7 +7,8 @@ namespace sextant::ref {
 
 namespace {
 
-// [start, start + length) along s of every sequence; checks that they tile s.
+// [start, start + length) along s of every sequence; checks that they tile
+// s. A sequence of no tokens has no rows and no span.
 struct Span {
   int64_t start = 0, length = 0;
 };
@@ -15,7 +16,8 @@ std::vector<Span> spans_of(const std::vector<int64_t>& seq_lens, int64_t s) {
   std::vector<Span> spans;
   int64_t at = 0;
   for (int64_t n : seq_lens) {
-    if (n <= 0) throw RuntimeError(cat("reference packed attention: sequence length ", n, " must be positive"));
+    if (n < 0) throw RuntimeError(cat("reference packed attention: sequence length ", n, " must not be negative"));
+    if (n == 0) continue;
     spans.push_back({at, n});
     at += n;
   }

@@ -100,7 +100,11 @@ TEST(ReferencePackedAttention, RowsEqualThePackedWhole) {
 TEST(ReferencePackedAttention, RejectsLengthsThatDoNotTileTheRows) {
   const Inputs x = make_inputs(1, 6, 1, 1, 2);
   EXPECT_THROW(packed_attention_forward(x.q, x.k, x.v, {3, 2}), RuntimeError);
-  EXPECT_THROW(packed_attention_forward(x.q, x.k, x.v, {6, 0}), RuntimeError);
+  EXPECT_THROW(packed_attention_forward(x.q, x.k, x.v, {7, -1}), RuntimeError);
+  // A sequence of no tokens takes no rows: {2, 0, 4} is {2, 4}.
+  const AttentionResult with_empty = packed_attention_forward(x.q, x.k, x.v, {2, 0, 4});
+  const AttentionResult without = packed_attention_forward(x.q, x.k, x.v, {2, 4});
+  EXPECT_EQ(with_empty.out.to_vector(), without.out.to_vector());
 }
 
 }  // namespace

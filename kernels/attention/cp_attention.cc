@@ -43,6 +43,16 @@ Packing mask_packing(const Options& o) {
   return p;
 }
 
+// Under padding_rows_attend: every row named by the stream position of the
+// segment it lies in, a sequence's padding rows by its first row (and the
+// padding after the last sequence by its own first row).
+std::vector<int64_t> segment_of_rows(const Packing& packing, const std::vector<int64_t>& rows) {
+  const std::vector<int64_t> starts = packing.cu_seqlens_padded();
+  std::vector<int64_t> names;
+  for (int64_t row : rows) names.push_back(*(std::upper_bound(starts.begin(), starts.end() - 1, row) - 1));
+  return names;
+}
+
 // Positions (and, packed, sequences) of each kv member's rows: after the
 // Ulysses stage a member holds the rows of its whole a2a group (A
 // consecutive CP ranks), in group order.
@@ -56,7 +66,8 @@ BlockPlan plan_for(const Options& o, const Geometry& g, Stats* stats) {
       std::vector<int64_t> rows = positions_of(chunks_of(o, g.cp(), m * g.a2a_size + a));
       plan.positions[m].insert(plan.positions[m].end(), rows.begin(), rows.end());
       if (!packed) continue;
-      std::vector<int64_t> names = sequence_of_rows(mask_packing(o), rows);
+      std::vector<int64_t> names = o.fault == Fault::padding_rows_attend ? segment_of_rows(mask_packing(o), rows)
+                                                                         : sequence_of_rows(mask_packing(o), rows);
       plan.sequences[m].insert(plan.sequences[m].end(), names.begin(), names.end());
     }
   return plan;

@@ -28,6 +28,7 @@ enum class Fault {
   dkv_scale,              // the ring's dK/dV come home scaled by 1 + magnitude (a systematic error, default 1e-3)
   window_skip_partial,    // windowed: the ring skips every step whose block the window only partly covers
   kv_replica_first_only,  // Ulysses with replicated KV heads: dK/dV of a head is its first copy's, not the sum
+  padding_rows_attend,    // packed: the mask names padding rows as rows of their sequence (they attend and are seen)
 };
 
 // What a config of CP attention looks like to its faults.
@@ -62,6 +63,7 @@ inline bool packed_zigzag(const FaultSite& s) { return packed(s) && s.layout == 
 // Every windowed ring has a partly covered step: the diagonal (its own block).
 inline bool windowed_ring(const FaultSite& s) { return ring(s) && s.causal && s.window >= 0; }
 inline bool kv_replicated(const FaultSite& s) { return s.a2a && s.kv_replicated; }
+inline bool packed_any(const FaultSite& s) { return s.sequences >= 1; }
 
 }  // namespace rules
 
@@ -106,6 +108,10 @@ inline const FaultTable<Fault, FaultSite>& faults() {
            "KV heads replicated for an a2a group larger than them: each head's dK/dV is its first copy's, not "
            "the sum over the copies",
            "a Ulysses (a2a) stage larger than the KV heads per TP rank", rules::kv_replicated},
+          {Fault::padding_rows_attend, "padding_rows_attend",
+           "the mask names padding rows as rows of their sequence (or of the padding after the last): they attend "
+           "to its keys and take part in the LSE merge",
+           "packed sequences (with padding: thd_padding, or tail_padding)", rules::packed_any},
       });
   return table;
 }

@@ -38,14 +38,19 @@ int64_t Packing::rows() const { return std::accumulate(padded.begin(), padded.en
 std::vector<int64_t> Packing::cu_seqlens() const { return prefix_sums(lengths); }
 std::vector<int64_t> Packing::cu_seqlens_padded() const { return prefix_sums(padded); }
 
-Packing pack_sequences(std::vector<int64_t> lengths, int64_t multiple) {
+Packing pack_sequences(std::vector<int64_t> lengths, int64_t multiple, int64_t tail) {
   if (multiple < 1) throw RuntimeError(cat("pack_sequences: multiple ", multiple, " must be positive"));
+  if (tail < 0) throw RuntimeError(cat("pack_sequences: tail padding ", tail, " must not be negative"));
   Packing p;
   for (int64_t n : lengths) {
-    if (n < 1) throw RuntimeError(cat("pack_sequences: sequence length ", n, " must be positive"));
+    if (n < 0) throw RuntimeError(cat("pack_sequences: sequence length ", n, " must not be negative"));
     p.padded.push_back((n + multiple - 1) / multiple * multiple);
   }
   p.lengths = std::move(lengths);
+  if (tail > 0) {
+    p.lengths.push_back(0);
+    p.padded.push_back((tail + multiple - 1) / multiple * multiple);
+  }
   return p;
 }
 
@@ -120,10 +125,12 @@ std::vector<int64_t> parse_seq_lens(const std::string& spec, int64_t seq, uint64
   for (const std::string& part : split(spec, ',')) {
     const std::optional<int64_t> n = parse_integer(part);
     require(n.has_value(), cat(name, " must be a comma-separated list of lengths or zipf:N"));
-    require(*n >= 1, cat(name, ": length ", *n, " must be positive"));
+    require(*n >= 0, cat(name, ": length ", *n, " must not be negative"));
     lengths.push_back(*n);
   }
   require(!lengths.empty(), cat(name, " must be a comma-separated list of lengths or zipf:N"));
+  require(std::any_of(lengths.begin(), lengths.end(), [](int64_t n) { return n > 0; }),
+          cat(name, ": at least one sequence must have a token"));
   const int64_t sum = std::accumulate(lengths.begin(), lengths.end(), int64_t{0});
   require(sum == seq, cat(name, ": the lengths sum to ", sum, ", not --seq ", seq));
   return lengths;

@@ -9,6 +9,10 @@
 //   rows     the packed stream: sequence i occupies padded[i] >= lengths[i]
 //            rows, its tokens first, then its padding rows
 //
+// A sequence may have no tokens (length 0: no rows, a repeated cu_seqlens
+// entry), and the stream may end in padding after the last sequence (an
+// entry of length 0 whose rows are all padding: pack_sequences' tail).
+//
 // A padding row sees no key and is seen by no query (attention_block.h).
 #pragma once
 
@@ -30,9 +34,10 @@ struct Packing {
   std::vector<int64_t> cu_seqlens_padded() const;  // [n + 1] first row of each sequence, then the total
 };
 
-// Every length rounded up to a multiple of `multiple` (1: no padding).
-// Throws RuntimeError on a length below 1.
-Packing pack_sequences(std::vector<int64_t> lengths, int64_t multiple);
+// Every length rounded up to a multiple of `multiple` (1: no padding), then
+// `tail` rows of padding after the last sequence (rounded up the same way).
+// Throws RuntimeError on a negative length or tail.
+Packing pack_sequences(std::vector<int64_t> lengths, int64_t multiple, int64_t tail = 0);
 
 // The sequence of every stream row in `rows`, named by the stream position
 // of its first row (ops::AttentionMask's q_seq / k_seq), or
@@ -45,7 +50,8 @@ int64_t token_of_row(const Packing& packing, int64_t row);
 // Causal (query, key) pairs of the packed rows: sum over sequences of L (L + 1) / 2.
 int64_t causal_pairs(const Packing& packing);
 
-// --set seq_lens: "a,b,c" (lengths summing to `seq`) or "zipf:N" (N lengths
+// --set seq_lens: "a,b,c" (lengths >= 0, one at least positive, summing to
+// `seq`) or "zipf:N" (N lengths
 // summing to `seq` drawn from `seed`: zipf_lengths). Throws UsageError naming
 // the parameter and the rule.
 std::vector<int64_t> parse_seq_lens(const std::string& spec, int64_t seq, uint64_t seed);

@@ -7,6 +7,7 @@
 
 #include "harness/error.h"
 #include "kernels/attention/layout.h"
+#include "kernels/ops/attention_mask.h"
 
 namespace sextant::cp {
 namespace {
@@ -22,7 +23,19 @@ TEST(Packing, PadsEverySequenceToTheMultiple) {
   EXPECT_EQ(p.cu_seqlens(), (std::vector<int64_t>{0, 40, 48, 65}));
   EXPECT_EQ(p.cu_seqlens_padded(), (std::vector<int64_t>{0, 40, 48, 72}));
   EXPECT_EQ(pack_sequences({5}, 1).padded, (std::vector<int64_t>{5}));
-  EXPECT_THROW(pack_sequences({4, 0}, 2), RuntimeError);
+  EXPECT_THROW(pack_sequences({4, -1}, 2), RuntimeError);
+  // A sequence of no tokens takes no rows; padding after the last is an entry of no tokens.
+  const Packing tail = pack_sequences({3, 0, 5}, 4, 1);
+  EXPECT_EQ(tail.lengths, (std::vector<int64_t>{3, 0, 5, 0}));
+  EXPECT_EQ(tail.padded, (std::vector<int64_t>{4, 0, 8, 4}));
+  EXPECT_EQ(tail.rows(), 16);
+  EXPECT_EQ(tail.tokens(), 8);
+  EXPECT_EQ(sequence_of_rows(tail, {0, 3, 4, 11, 12, 15}),
+            (std::vector<int64_t>{0, ops::AttentionMask::kPaddingRow, 4, ops::AttentionMask::kPaddingRow,
+                                  ops::AttentionMask::kPaddingRow, ops::AttentionMask::kPaddingRow}));
+  EXPECT_EQ(token_of_row(tail, 4), 3);
+  EXPECT_EQ(token_of_row(tail, 13), -1);
+  EXPECT_THROW(pack_sequences({4}, 2, -1), RuntimeError);
 }
 
 TEST(Packing, RowsNameTheirSequenceOrPadding) {
@@ -84,8 +97,9 @@ TEST(Packing, ParsesSeqLensOrSaysTheRule) {
     return std::string("accepted");
   };
   EXPECT_EQ(message("40,8", 64), "--set seq_lens=40,8: the lengths sum to 48, not --seq 64");
-  EXPECT_EQ(message("64,0", 64), "--set seq_lens=64,0: length 0 must be positive");
-  EXPECT_EQ(message("70,-6", 64), "--set seq_lens=70,-6: length -6 must be positive");
+  EXPECT_EQ(message("64,0", 64), "accepted");  // a sequence of no tokens
+  EXPECT_EQ(message("0,0", 0), "--set seq_lens=0,0: at least one sequence must have a token");
+  EXPECT_EQ(message("70,-6", 64), "--set seq_lens=70,-6: length -6 must not be negative");
   EXPECT_EQ(message("a,b", 64), "--set seq_lens=a,b must be a comma-separated list of lengths or zipf:N");
   EXPECT_EQ(message("zipf:0", 64), "--set seq_lens=zipf:0: zipf:N needs a positive count N");
   EXPECT_EQ(message("zipf:65", 64), "--set seq_lens=zipf:65: 65 sequences of at least one token must fit --seq 64");

@@ -47,7 +47,8 @@ struct Problem {
   ReferenceRows reference = ReferenceRows::full;
   // Packed sequences: tokens of each, summing to seq; empty: one sequence.
   std::vector<int64_t> seq_lens;
-  bool thd_padding = true;  // pad each sequence to a multiple of 2 cp rows (else they must split)
+  bool thd_padding = true;   // pad each sequence to a multiple of 2 cp rows (else they must split)
+  int64_t tail_padding = 0;  // rows of padding after the last sequence (before rounding)
   ops::AttentionImpl attention_impl = ops::AttentionImpl::own;  // the block kernels on a GPU
   cp::Packing packing;  // seq_lens as the packed stream holds them at this config's cp
 
@@ -61,8 +62,15 @@ struct Problem {
   double flops_forward() const;
 };
 
+// Padding rows take no part: their out, dq, dk and dv must be exactly 0 and
+// their LSE -inf (a row that sees no key), whatever the kernels did around
+// them. One exact check per tensor (named `what` + its name) over `rows` of
+// out, dq, dk, dv [b, s, h, d] (dim 1) and lse [b, h, s] (dim 2); any rank.
+void check_padding_rows(Checker& checker, const std::string& what, const std::vector<int64_t>& rows, const Tensor& out,
+                        const Tensor& lse, const Tensor& dq, const Tensor& dk, const Tensor& dv);
+
 // The packing of seq_lens for a CP size (padded to 2 cp rows or not).
-cp::Packing packing_for(const std::vector<int64_t>& seq_lens, bool thd_padding, int cp);
+cp::Packing packing_for(const std::vector<int64_t>& seq_lens, bool thd_padding, int cp, int64_t tail_padding = 0);
 
 // What one rank holds: its batch rows (DP), heads (TP) and sequence chunks (CP).
 struct Shard {

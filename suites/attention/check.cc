@@ -4,6 +4,7 @@
 // on sampled query rows covers out, lse and dq. Packed sequences are checked
 // on their tokens: padding rows are dropped before every comparison.
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <numeric>
 
@@ -203,7 +204,33 @@ void check_spot(State& s, Checker& checker, const Results& dist, const Inputs& s
                cat("spot: ", tokens.size(), " sampled query rows; dk and dv need every row and are not checked"));
 }
 
+// dist: the gathered stream rows, padding included.
+void check_stream_padding(const Problem& p, const Results& dist, Checker& checker) {
+  std::vector<int64_t> padding;
+  for (int64_t row = 0; row < p.rows(); ++row)
+    if (cp::token_of_row(p.packing, row) < 0) padding.push_back(row);
+  check_padding_rows(checker, "", padding, dist.out, dist.lse, dist.dq, dist.dk, dist.dv);
+}
+
 }  // namespace
+
+void check_padding_rows(Checker& checker, const std::string& what, const std::vector<int64_t>& rows, const Tensor& out,
+                        const Tensor& lse, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
+  if (rows.empty()) return;
+  auto count = [&](const char* name, const Tensor& t, int dim, bool stat) {
+    if (!t.defined()) return;
+    const Tensor picked = select_rows(t.is_host() ? t : t.to(Device::host), dim, rows).to(DType::f64);
+    int64_t wrong = 0;
+    for (double x : picked.to_vector()) wrong += stat ? !(std::isinf(x) && x < 0) : x != 0.0;
+    checker.exact(cat(what, name, " of ", rows.size(), " padding rows (", stat ? "-inf" : "exactly 0", ")"), wrong,
+                  picked.numel());
+  };
+  count("out", out, 1, false);
+  count("lse", lse, 2, true);
+  count("dq", dq, 1, false);
+  count("dk", dk, 1, false);
+  count("dv", dv, 1, false);
+}
 
 void check(State& s, Checker& checker) {
   const Results local = run_distributed(s);
@@ -211,6 +238,7 @@ void check(State& s, Checker& checker) {
                gather(s, checker, "dq", local.dq, false, false), gather(s, checker, "dk", local.dk, true, false),
                gather(s, checker, "dv", local.dv, true, false)};
   if (!checker.is_root()) return;
+  if (s.problem.packed()) check_stream_padding(s.problem, dist, checker);
   dist = tokens_of(s.problem, dist);
   const Inputs stream = make_inputs(s.problem, whole(s.problem), s.config.dtype, s.seed);
   if (s.problem.packed()) checker.note("padding_rows", s.problem.packing.padding());

@@ -8,6 +8,7 @@
 #include "harness/strings.h"
 #include "kernels/ops/random.h"
 #include "reference/packed_attention.h"
+#include "suites/attention/attention.h"
 #include "suites/attention/dynamic_cp.h"
 
 namespace sextant::attention::dynamic {
@@ -173,6 +174,13 @@ void compare(Checker& checker, const std::string& grouping, const Results& dist,
 void check(State& s, Checker& checker) {
   run(s.fixed_runs, nullptr);
   run(s.dynamic_runs, nullptr);
+  for (const auto& [grouping, bins] : {std::pair{"static.", &s.fixed_runs}, {"dynamic.", &s.dynamic_runs}})
+    for (const BinRun& b : *bins) {
+      std::vector<int64_t> padding;  // this rank's padding rows of the bin
+      for (size_t i = 0; i < b.tokens.size(); ++i)
+        if (b.tokens[i] < 0) padding.push_back(static_cast<int64_t>(i));
+      check_padding_rows(checker, grouping, padding, b.fwd.out, b.fwd.lse, b.grads.dq, b.grads.dk, b.grads.dv);
+    }
   const Results fixed = gather_all(s, checker, "static", s.fixed_runs);
   const Results dynamic = gather_all(s, checker, "dynamic", s.dynamic_runs);
   if (!checker.is_root()) return;

@@ -33,7 +33,8 @@ const MetricDef& kComputeTimePerRank = define_metric({"attention", "compute_time
                                                       "{seconds: [attention compute time of fwd_bwd, one per rank]}"});
 const MetricDef& kWorkBalance =
     define_metric({"attention", "work_balance", "max/min", Better::neither,
-                   "max / min over ranks of the visible (query, key) pairs: the balance the layout promises"});
+                   "max / min over ranks of the visible (query, key) pairs: the balance the layout promises (0 when "
+                   "a rank holds none, as one holding padding alone)"});
 const MetricDef& kBytesSentFormula = define_metric(
     {"attention", "bytes_sent_formula", "B", Better::neither,
      "bytes per rank of the forward from the variant's traffic formula (beside the measured bytes_sent_per_rank)"});

@@ -88,21 +88,26 @@ void validate_packed(const Problem& p, const CaseConfig& c) {
   const int cp = c.parallel.cp;
   int64_t sum = 0;
   for (int64_t n : p.seq_lens) {
-    require(n >= 1, cat("--set seq_lens: length ", n, " must be positive"));
+    require(n >= 0, cat("--set seq_lens: length ", n, " must not be negative"));
     sum += n;
   }
+  require(sum > 0, "--set seq_lens: at least one sequence must have a token");
   require(sum == p.seq, cat("--set seq_lens: the lengths sum to ", sum, ", not --seq ", p.seq));
   require(p.causal, "--set seq_lens: packed sequences attend causally; --set causal=false does not apply");
   if (!p.thd_padding && p.layout == cp::Layout::zigzag)
     for (int64_t n : p.seq_lens)
       require(n % (2 * cp) == 0, cat("--set thd_padding=false: sequence length ", n, " must be divisible by 2*cp = ",
                                      2 * cp, " (each sequence is zigzagged on its own)"));
+  if (!p.thd_padding && p.layout == cp::Layout::zigzag)
+    require(p.tail_padding % (2 * cp) == 0,
+            cat("--set thd_padding=false: tail_padding ", p.tail_padding, " must be divisible by 2*cp = ", 2 * cp));
   if (!p.thd_padding && p.layout == cp::Layout::contiguous)
-    require(p.seq % cp == 0, cat("--set thd_padding=false: --seq ", p.seq, " must be divisible by cp ", cp));
+    require((p.seq + p.tail_padding) % cp == 0, cat("--set thd_padding=false: --seq ", p.seq, " + tail_padding ",
+                                                    p.tail_padding, " must be divisible by cp ", cp));
   if (c.device == Device::cuda) {
     // The gathered keys (all-gather, Ulysses) carry every rank's runs: a
     // packed shard has up to four per sequence (two chunks, each with padding).
-    const int64_t runs = static_cast<int64_t>(p.seq_lens.size()) * 4 * cp;
+    const int64_t runs = static_cast<int64_t>(p.packing.lengths.size()) * 4 * cp;
     require(runs <= ops::kCudaMaskRuns,
             cat("--set seq_lens: ", p.seq_lens.size(), " sequences at cp ", cp, " may form ", runs,
                 " runs of positions, more than the ", ops::kCudaMaskRuns, " the CUDA attention mask holds"));
@@ -111,8 +116,8 @@ void validate_packed(const Problem& p, const CaseConfig& c) {
 
 }  // namespace
 
-cp::Packing packing_for(const std::vector<int64_t>& seq_lens, bool thd_padding, int cp) {
-  return cp::pack_sequences(seq_lens, thd_padding ? 2 * cp : 1);
+cp::Packing packing_for(const std::vector<int64_t>& seq_lens, bool thd_padding, int cp, int64_t tail_padding) {
+  return cp::pack_sequences(seq_lens, thd_padding ? 2 * cp : 1, tail_padding);
 }
 
 std::vector<CaseConfig> sweep(const Variant& v, const SweepRequest& req) {
@@ -124,8 +129,11 @@ std::vector<CaseConfig> sweep(const Variant& v, const SweepRequest& req) {
       req.dtypes_or(req.fault.empty() ? std::vector<DType>{DType::f32, DType::bf16} : std::vector<DType>{DType::f32});
   // Packed sequences attend causally: a plain --set causal=false is refused by validate.
   // Without --set seq_lens the causal instances also run one packed stream of
-  // three sequences (5/8, 1/8 and 2/8 of --seq), padded to 2 cp rows each, so
-  // the sweep reaches the packed paths with padding between sequences.
+  // five sequences (one token, none, 5/8 of --seq less one, 1/8 and 2/8),
+  // padded to 2 cp rows each and followed by 2 cp rows of padding, so the
+  // sweep reaches the packed paths with padding between sequences and after
+  // the last, a sequence of one token and one of none (first, so that the
+  // long one still crosses the kv members' boundaries).
   struct Stream {
     std::string spec;
     std::vector<int64_t> lens;  // empty: one sequence
@@ -136,11 +144,12 @@ std::vector<CaseConfig> sweep(const Variant& v, const SweepRequest& req) {
   else {
     streams.push_back({"", {}});
     if (seq % 8 == 0 && seq >= 16) {
-      const std::string spec = cat(seq * 5 / 8, ",", seq / 8, ",", seq / 4);
+      const std::string spec = cat("1,0,", seq * 5 / 8 - 1, ",", seq / 8, ",", seq / 4);
       streams.push_back({spec, cp::parse_seq_lens(spec, seq, req.seed)});
     }
   }
   const bool thd_padding = req.get<bool>("thd_padding", true);
+  const bool tail_given = req.options.contains("tail_padding");
   std::vector<bool> causals = {false, true};
   if (req.options.contains("causal")) causals = {req.get<bool>("causal", false)};
   else if (!user_spec.empty() || req.options.contains("window")) causals = {true};
@@ -193,10 +202,12 @@ std::vector<CaseConfig> sweep(const Variant& v, const SweepRequest& req) {
                 ops::record_attention_impl(req, c.params);
                 if (w != ops::AttentionMask::kNoWindow) c.params["window"] = w;
                 if (!stream.lens.empty()) {
-                  const cp::Packing packing = packing_for(stream.lens, thd_padding, parallel.cp);
+                  const int64_t tail = req.get<int64_t>("tail_padding", user_spec.empty() ? 2 * parallel.cp : 0);
+                  const cp::Packing packing = packing_for(stream.lens, thd_padding, parallel.cp, tail);
                   c.params["seq_lens"] = stream.lens;
                   c.params["seq_lens_spec"] = stream.spec;
                   c.params["thd_padding"] = thd_padding;
+                  if (tail > 0 || tail_given) c.params["tail_padding"] = tail;
                   c.params["padded_seq_lens"] = packing.padded;
                   c.params["padding_rows"] = packing.padding();
                 }
@@ -228,6 +239,9 @@ std::vector<OptionSpec> attention_options() {
                              "float64 reference on every query row, or on sampled rows (default by size)"),
           OptionSpec::text("seq_lens", "packed sequences (THD): lengths a,b,c summing to --seq, or zipf:N"),
           OptionSpec::boolean("thd_padding", "pad each packed sequence to a multiple of 2 cp (default true)"),
+          OptionSpec::integer("tail_padding", 0, kMaxDimension,
+                              "packed: rows of padding after the last sequence (rounded up like the sequences; "
+                              "default: 2 cp on the sweep's own stream, 0 with --set seq_lens)"),
           OptionSpec::integer("window", 0, kMaxDimension,
                               "causal sliding window: a query sees the keys at most LEFT positions before it "
                               "(TransformerEngine's window_size (LEFT, 0)); default: the causal rows also run seq/8"),
@@ -310,9 +324,10 @@ Problem Problem::of(const CaseConfig& c) {
   if (c.params.contains("seq_lens")) {
     p.seq_lens = c.params.at("seq_lens").get<std::vector<int64_t>>();
     p.thd_padding = c.params.value("thd_padding", true);
-    bool positive = true;
-    for (int64_t n : p.seq_lens) positive = positive && n >= 1;
-    if (positive && !p.seq_lens.empty()) p.packing = packing_for(p.seq_lens, p.thd_padding, c.parallel.cp);
+    p.tail_padding = c.params.value("tail_padding", int64_t{0});
+    bool valid = p.tail_padding >= 0, any = false;
+    for (int64_t n : p.seq_lens) valid = valid && n >= 0, any = any || n > 0;
+    if (valid && any) p.packing = packing_for(p.seq_lens, p.thd_padding, c.parallel.cp, p.tail_padding);
     else p.packing.lengths = p.seq_lens;  // validate names the bad length
   }
   return p;
