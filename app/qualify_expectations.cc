@@ -148,25 +148,20 @@ std::vector<std::pair<std::string, double>> suspect_rule_settings(const Expectat
 }
 
 nlohmann::json suspect_rules_json(const Expectations& e, Device device, const std::map<std::string, double>& given) {
+  // The options the screen cases got: the file's, and the user's over them.
+  nlohmann::json options = nlohmann::json::object();
+  for (const auto& [option, value] : suspect_rule_settings(e, {})) options[option] = value;
+  for (const auto& [option, value] : given) options[option] = value;
   nlohmann::json out = nlohmann::json::array();
   const RuleDevice kind = device == Device::host ? RuleDevice::host : RuleDevice::cuda;
   for (const SuspectRule& table : suspect_rules()) {
     if (table.device != RuleDevice::any && table.device != kind) continue;
-    SuspectRule r = table;
+    const SuspectRule r = configured_rule(table.figure, device, options);
     std::vector<std::string> sources;
-    if (auto it = e.suspect_rules.find(r.key); it != e.suspect_rules.end()) {
-      if (it->second.min_effect) r.min_effect = *it->second.min_effect;
-      if (it->second.mad_k) r.mad_k = *it->second.mad_k;
+    if (auto it = e.suspect_rules.find(r.key); it != e.suspect_rules.end())
       sources.push_back(cat(e.path, " [suspects.", r.key, "]: ", it->second.note));
-    }
-    if (auto it = given.find(r.key + "_effect"); it != given.end()) {
-      r.min_effect = it->second;
-      sources.push_back(cat("--set ", it->first));
-    }
-    if (auto it = given.find(r.key + "_mad_k"); it != given.end()) {
-      r.mad_k = it->second;
-      sources.push_back(cat("--set ", it->first));
-    }
+    for (const char* suffix : {"_effect", "_mad_k"})
+      if (given.count(r.key + suffix)) sources.push_back(cat("--set ", r.key, suffix));
     out.push_back({{"figure", r.figure},
                    {"key", r.key},
                    {"min_effect", r.min_effect},

@@ -8,6 +8,13 @@
 
 namespace sextant::cp {
 
+void add_into(Tensor& acc, const Tensor& x) {
+  if (!acc.is_host()) return SEXTANT_CUDA_CALL(ops::cuda::add_into(acc, x));
+  float* a = acc.data<float>();
+  const float* b = x.data<float>();
+  for (int64_t i = 0; i < acc.numel(); ++i) a[i] += b[i];
+}
+
 Tensor permute_rows(const Tensor& x, const Shape& view, const std::vector<int>& order) {
   const int nd = static_cast<int>(view.size());
   if (!x.defined() || numel_of(view) != x.numel() || static_cast<int>(order.size()) != nd || nd < 1 ||

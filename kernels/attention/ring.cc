@@ -13,6 +13,7 @@
 
 #include "harness/timing.h"
 #include "kernels/attention/kv_exchange.h"
+#include "kernels/attention/permute.h"
 #include "kernels/ops/device_dispatch.h"
 
 namespace sextant::cp {
@@ -69,14 +70,6 @@ void merge_adding_lse(Tensor& out, Tensor& lse, const Tensor& out_b, const Tenso
   for (int64_t i = 0; i < merged.numel(); ++i)
     if (a[i] != kNegInf && b[i] != kNegInf) l[i] = a[i] + b[i];
   lse.copy_from(merged);
-}
-
-// acc += x, f32 accumulators.
-void add_into(Tensor& acc, const Tensor& x) {
-  if (!acc.is_host()) return SEXTANT_CUDA_CALL(ops::cuda::add_into(acc, x));
-  float* a = acc.data<float>();
-  const float* b = x.data<float>();
-  for (int64_t i = 0; i < acc.numel(); ++i) a[i] += b[i];
 }
 
 // An f32 LSE accumulator [b, h, n] of rows that have seen nothing yet (-inf), on `device`.

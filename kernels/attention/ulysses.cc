@@ -3,8 +3,6 @@
 #include "harness/error.h"
 #include "harness/strings.h"
 #include "kernels/attention/permute.h"
-#include "kernels/ops/cuda_ops.h"
-#include "kernels/ops/device_dispatch.h"
 
 namespace sextant::cp {
 
@@ -50,10 +48,7 @@ Tensor sum_kv_replicas(const Tensor& g, int64_t r, bool first_only) {
   for (int64_t h = 0; h < hk; ++h) {
     Tensor sum = narrow(g32, 2, h * r, 1);
     for (int64_t j = 1; j < r && !first_only; ++j) {
-      const Tensor copy = narrow(g32, 2, h * r + j, 1);
-      if (!sum.is_host()) SEXTANT_CUDA_CALL(ops::cuda::add_into(sum, copy));
-      else
-        for (int64_t i = 0; i < sum.numel(); ++i) sum.data<float>()[i] += copy.data<float>()[i];
+      add_into(sum, narrow(g32, 2, h * r + j, 1));
     }
     heads.push_back(sum);
   }

@@ -95,20 +95,13 @@ std::vector<Tile> tiles_of(const std::vector<int64_t>& pos, const std::vector<in
   return tiles;
 }
 
-// The causal mask's shape as the tiles see it: its sliding window, if any.
-struct TileMask {
-  bool causal = false;
-  int64_t window = AttentionMask::kNoWindow;  // keys at most this far before the query
-  bool windowed() const { return causal && window != AttentionMask::kNoWindow; }
-};
-
-Visibility classify(const TileMask& m, const Tile& q, const Tile& k) {
+Visibility classify(const AttentionMask& m, const Tile& q, const Tile& k) {
   if (!m.causal) return Visibility::full;
   if (q.seq == AttentionMask::kPaddingRow || k.seq != q.seq) return Visibility::none;  // another sequence, or padding
   const int64_t q_last = q.pos + q.rows - 1, k_last = k.pos + k.rows - 1;
-  if (k.pos > q_last) return Visibility::none;                             // after every query
-  if (m.windowed() && k_last < q.pos - m.window) return Visibility::none;  // before every query's window
-  const bool inside_window = !m.windowed() || k.pos >= q_last - m.window;
+  if (k.pos > q_last) return Visibility::none;                                  // after every query
+  if (m.windowed() && k_last < q.pos - m.window_left) return Visibility::none;  // before every query's window
+  const bool inside_window = !m.windowed() || k.pos >= q_last - m.window_left;
   if (k_last <= q.pos && inside_window) return Visibility::full;
   return Visibility::partial;
 }
@@ -118,11 +111,11 @@ Visibility classify(const TileMask& m, const Tile& q, const Tile& k) {
 struct Columns {
   int64_t begin = 0, end = 0;
 };
-Columns visible_range(const TileMask& m, Visibility tm, const Tile& q, int64_t r, const Tile& k) {
+Columns visible_range(const AttentionMask& m, Visibility tm, const Tile& q, int64_t r, const Tile& k) {
   if (tm == Visibility::full) return {0, k.rows};
   const int64_t pos = q.pos + r;
   const int64_t end = std::clamp<int64_t>(pos - k.pos + 1, 0, k.rows);
-  const int64_t begin = m.windowed() ? std::clamp<int64_t>(pos - m.window - k.pos, 0, end) : 0;
+  const int64_t begin = m.windowed() ? std::clamp<int64_t>(pos - m.window_left - k.pos, 0, end) : 0;
   return {begin, end};
 }
 
@@ -130,7 +123,7 @@ Columns visible_range(const TileMask& m, Visibility tm, const Tile& q, int64_t r
 // whole tile unless the diagonal or the window's edge crosses it, then the
 // stretch from the first row's window start to the last row's diagonal (the
 // rest would be computed only to be masked).
-Tile visible_columns(const TileMask& m, Visibility tm, const Tile& q, const Tile& k) {
+Tile visible_columns(const AttentionMask& m, Visibility tm, const Tile& q, const Tile& k) {
   if (tm != Visibility::partial) return k;
   const int64_t begin = visible_range(m, tm, q, 0, k).begin, end = visible_range(m, tm, q, q.rows - 1, k).end;
   return {k.start + begin, end - begin, k.pos + begin, k.seq};
@@ -184,9 +177,9 @@ struct ForwardArgs {
   const float *q, *k, *v;
   const std::vector<Tile>& q_tiles;
   const std::vector<Tile>& k_tiles;
-  TileMask mask;
-  float* out;  // f32 [b, sq, hq, d]
-  float* lse;  // [b, hq, sq]
+  const AttentionMask& mask;  // its causal flag and window (the tiles carry the rows' positions)
+  float* out;                 // f32 [b, sq, hq, d]
+  float* lse;                 // [b, hq, sq]
 };
 
 // The KV head query head h reads: consecutive query heads share one.
@@ -236,7 +229,7 @@ struct BackwardArgs {
   const float *q, *k, *v, *dout, *lse, *delta;
   const std::vector<Tile>& q_tiles;
   const std::vector<Tile>& k_tiles;
-  TileMask mask;
+  const AttentionMask& mask;  // its causal flag and window (the tiles carry the rows' positions)
   float *dq, *dk, *dv;
 };
 
@@ -290,8 +283,6 @@ const AttentionMask& applied_mask(const AttentionMask& mask, AttentionMask& shif
   return shifted;
 }
 
-TileMask tile_mask(const AttentionMask& mask) { return {mask.causal, mask.window_left}; }
-
 void require_f32(const char* op, const char* name, const Tensor& t, const Shape& shape) {
   require_shape(op, name, t, shape);
   if (t.dtype() != DType::f32) throw RuntimeError(cat(op, ": ", name, " must be f32, not ", dtype_name(t.dtype())));
@@ -322,8 +313,7 @@ AttentionOut attention_block_forward(const Tensor& q, const Tensor& k, const Ten
   HostOut<float> out32(result.out);
   const std::vector<Tile> q_tiles = tiles_of(mask.q_pos, mask.q_seq, g.sq, kTileQ);
   const std::vector<Tile> k_tiles = tiles_of(mask.k_pos, mask.k_seq, g.sk, kTileK);
-  ForwardArgs args{
-      g, q32.get(), k32.get(), v32.get(), q_tiles, k_tiles, tile_mask(mask), out32.get(), result.lse.data<float>()};
+  ForwardArgs args{g, q32.get(), k32.get(), v32.get(), q_tiles, k_tiles, mask, out32.get(), result.lse.data<float>()};
   std::vector<float> s(kTileQ * kTileK), acc(kTileQ * std::max<int64_t>(g.d, 1));
   for (int64_t bi = 0; bi < g.b; ++bi)
     for (int64_t h = 0; h < g.hq; ++h) result.scores += forward_head(args, bi, h, s, acc);
@@ -384,8 +374,8 @@ int64_t attention_block_backward_accumulate(const Tensor& q, const Tensor& k, co
   const std::vector<Tile> q_tiles = tiles_of(mask.q_pos, mask.q_seq, g.sq, kTileQ);
   const std::vector<Tile> k_tiles = tiles_of(mask.k_pos, mask.k_seq, g.sk, kTileK);
   BackwardArgs args{
-      g,       q32.get(), k32.get(),       v32.get(),        do32.get(),       lse.data<float>(), delta.data<float>(),
-      q_tiles, k_tiles,   tile_mask(mask), dq.data<float>(), dk.data<float>(), dv.data<float>()};
+      g,       q32.get(), k32.get(), v32.get(),        do32.get(),       lse.data<float>(), delta.data<float>(),
+      q_tiles, k_tiles,   mask,      dq.data<float>(), dk.data<float>(), dv.data<float>()};
   std::vector<float> p(kTileQ * kTileK), dp(kTileQ * kTileK);
   int64_t scores = 0;
   for (int64_t bi = 0; bi < g.b; ++bi)

@@ -160,8 +160,8 @@ std::vector<std::string> compare_output(Communicator& host, const std::vector<st
   const std::vector<std::string> hashes = all_gather_strings(host, content_hash(out));
   const Vote vote = vote_by_class(hashes, classes);
   no_majority.insert(vote.no_majority.begin(), vote.no_majority.end());
-  std::map<std::string, std::string> majority = vote.majority;
-  auto differs = [&](int q) { return majority.count(classes[q]) && hashes[q] != majority[classes[q]]; };
+  const std::map<std::string, std::string>& majority = vote.majority;
+  auto differs = [&](int q) { return majority.count(classes[q]) && hashes[q] != majority.at(classes[q]); };
   bool any = false;
   for (int q = 0; q < n; ++q) any = any || differs(q);
   if (!any) return hashes;
