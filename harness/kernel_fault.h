@@ -29,6 +29,7 @@ enum class KernelFault {
   causal_mask_diagonal,             // a query does not see its own key (k < q instead of k <= q)
   attention_window_off_by_one,      // a sliding window one key wider than asked (left + 1)
   attention_gqa_head_map,           // query head h reads KV head h % kv instead of h / (heads / kv)
+  attention_scale_from_v_dim,       // MLA: softmax scale 1/sqrt(d_v) from V's head dim, not 1/sqrt(d_qk)
   layernorm_forward_variance,       // variance divided by h - 1 (unbiased) instead of h
   layernorm_backward_mean_term,     // dx misses the - xhat * mean(g * xhat) term
   gelu_backward_coefficient,        // d/dx of 0.044715 x^3 taken as 0.044715 x^2 (the factor 3 lost)
@@ -74,6 +75,10 @@ inline const std::vector<KernelFaultInfo>& kernel_faults() {
        "query head h reads KV head h % kv (heads repeated) instead of h / (heads / kv) (each KV head's own "
        "consecutive query heads)",
        false},
+      {KernelFault::attention_scale_from_v_dim, "attention_scale_from_v_dim", "attention (MLA)",
+       "q/k and v head dims differ (MLA) and the softmax scale is taken from v's: 1/sqrt(d_v) instead of "
+       "1/sqrt(d_qk)",
+       true},
       {KernelFault::layernorm_forward_variance, "layernorm_forward_variance", "layernorm forward",
        "variance divided by h - 1 instead of h", false},
       {KernelFault::layernorm_backward_mean_term, "layernorm_backward_mean_term", "layernorm backward",

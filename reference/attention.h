@@ -1,7 +1,7 @@
 // Float64 reference attention over the whole sequence: plain softmax, no
 // blocking, no LSE tricks, no shared kernel code. It reads like the math:
-//   S = Q K^T / sqrt(d)  (causal: S_ij = -inf for j > i; a sliding window of
-//   `window` keys also for j < i - window)
+//   S = Q K^T / sqrt(d)  (d: the head dim of q and k; causal: S_ij = -inf
+//   for j > i; a sliding window of `window` keys also for j < i - window)
 //   P = softmax_j(S),  O = P V,  LSE_i = log sum_j exp(S_ij)
 //   dV = P^T dO,  dP = dO V^T,  dS_ij = P_ij (dP_ij - sum_l P_il dP_il),
 //   dQ = dS K / sqrt(d),  dK = dS^T Q / sqrt(d).
@@ -9,7 +9,9 @@
 // gradients of a kv head sum over the query heads that read it.
 //
 // Inputs may be any dtype (the test dtype's rounded values); results are f64.
-// Shapes: q, dout [b, s, hq, d]; k, v [b, s, hk, d]; lse [b, hq, s].
+// Shapes: q [b, s, hq, d]; k [b, s, hk, d]; v [b, s, hk, dv]; out, dout
+// [b, s, hq, dv]; lse [b, hq, s]. dv is d but for multi-head latent
+// attention (MLA), whose values are narrower than its queries and keys.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +22,7 @@
 namespace sextant::ref {
 
 struct AttentionResult {
-  Tensor out;  // [b, s, hq, d]
+  Tensor out;  // [b, s, hq, dv]
   Tensor lse;  // [b, hq, s]
 };
 AttentionResult attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, int64_t window = -1);
@@ -28,7 +30,7 @@ AttentionResult attention_forward(const Tensor& q, const Tensor& k, const Tensor
 struct AttentionGradients {
   Tensor dq;  // [b, s, hq, d]
   Tensor dk;  // [b, s, hk, d]
-  Tensor dv;  // [b, s, hk, d]
+  Tensor dv;  // [b, s, hk, dv]
 };
 AttentionGradients attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
                                       bool causal, int64_t window = -1);
@@ -37,7 +39,7 @@ AttentionGradients attention_backward(const Tensor& q, const Tensor& k, const Te
 // at sequence positions `rows` (every batch and head), each computed from its
 // own row of scores, O(s d) per row.
 struct AttentionRows {
-  Tensor out;  // [b, rows, hq, d]
+  Tensor out;  // [b, rows, hq, dv]
   Tensor lse;  // [b, hq, rows]
   Tensor dq;   // [b, rows, hq, d]
 };

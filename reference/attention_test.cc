@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "harness/compare.h"
+#include "harness/error.h"
 #include "harness/rng.h"
 
 namespace sextant::ref {
@@ -14,12 +15,14 @@ struct Inputs {
   Tensor q, k, v, dout;
 };
 
-// q, dout [b, s, hq, d]; k, v [b, s, hk, d], f64.
-Inputs make_inputs(int64_t b, int64_t s, int64_t hq, int64_t hk, int64_t d, uint64_t seed = 3) {
+// q [b, s, hq, d]; k [b, s, hk, d]; v [b, s, hk, dv]; dout [b, s, hq, dv], f64
+// (dv 0: d).
+Inputs make_inputs(int64_t b, int64_t s, int64_t hq, int64_t hk, int64_t d, uint64_t seed = 3, int64_t dv = 0) {
+  if (dv == 0) dv = d;
   return {random_tensor({b, s, hq, d}, DType::f64, {seed, tensor_id("q"), 1.5}),
           random_tensor({b, s, hk, d}, DType::f64, {seed, tensor_id("k"), 1.5}),
-          random_tensor({b, s, hk, d}, DType::f64, {seed, tensor_id("v")}),
-          random_tensor({b, s, hq, d}, DType::f64, {seed, tensor_id("dout")})};
+          random_tensor({b, s, hk, dv}, DType::f64, {seed, tensor_id("v")}),
+          random_tensor({b, s, hq, dv}, DType::f64, {seed, tensor_id("dout")})};
 }
 
 // The scalar whose gradients the backward returns: L = sum(dout * out).
@@ -56,6 +59,25 @@ TEST(ReferenceAttention, BackwardMatchesFiniteDifferences) {
     EXPECT_LT(compare(g.dk, numeric_grad(x, &Inputs::k, causal)).rel_l2, 1e-8) << "causal=" << causal;
     EXPECT_LT(compare(g.dv, numeric_grad(x, &Inputs::v, causal)).rel_l2, 1e-8) << "causal=" << causal;
   }
+}
+
+// MLA: q/k head dim 3, v head dim 2 (and 5: wider values than queries).
+TEST(ReferenceAttention, DifferentValueHeadDimMatchesFiniteDifferences) {
+  for (int64_t dv : {2, 5}) {
+    const Inputs x = make_inputs(1, 4, 2, 1, 3, 5, dv);
+    const AttentionResult f = attention_forward(x.q, x.k, x.v, true);
+    EXPECT_EQ(f.out.shape(), (Shape{1, 4, 2, dv}));
+    AttentionGradients g = attention_backward(x.q, x.k, x.v, x.dout, true);
+    EXPECT_EQ(g.dv.shape(), x.v.shape());
+    EXPECT_LT(compare(g.dq, numeric_grad(x, &Inputs::q, true)).rel_l2, 1e-8) << "dv=" << dv;
+    EXPECT_LT(compare(g.dk, numeric_grad(x, &Inputs::k, true)).rel_l2, 1e-8) << "dv=" << dv;
+    EXPECT_LT(compare(g.dv, numeric_grad(x, &Inputs::v, true)).rel_l2, 1e-8) << "dv=" << dv;
+    const AttentionRows rows = attention_rows(x.q, x.k, x.v, x.dout, true, {0, 3});
+    EXPECT_LT(compare(narrow(rows.out, 1, 1, 1), narrow(f.out, 1, 3, 1)).max_abs, 1e-15);
+    EXPECT_LT(compare(narrow(rows.dq, 1, 1, 1), narrow(g.dq, 1, 3, 1)).max_abs, 1e-12);
+  }
+  const Inputs x = make_inputs(1, 4, 2, 1, 3, 5, 2);
+  EXPECT_THROW(attention_backward(x.q, x.k, x.v, x.q, true), RuntimeError);  // dout shaped like q, not out
 }
 
 TEST(ReferenceAttention, SmallCasesByHand) {

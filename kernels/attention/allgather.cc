@@ -33,7 +33,7 @@ Tensor reduce_scatter_rows(Communicator& group, const Tensor& x) {
 
 ops::AttentionOut allgather_forward(Communicator& group, const Tensor& q, const Tensor& k, const Tensor& v,
                                     const BlockPlan& plan) {
-  const Tensor k_all = gather_rows(group, k), v_all = gather_rows(group, v);  // [b, s, hk, d]
+  const Tensor k_all = gather_rows(group, k), v_all = gather_rows(group, v);  // [b, s, hk, d | dv]
   const ops::AttentionMask mask = plan.mask_all(group.rank());
   ScopedTimer timer(compute_seconds(plan.stats), compute_clock_on(q.device()));
   ops::AttentionOut out = ops::attention_block_forward(q, k_all, v_all, mask, DType::f32, plan.impl);
@@ -44,10 +44,10 @@ ops::AttentionOut allgather_forward(Communicator& group, const Tensor& q, const 
 ops::AttentionGrads allgather_backward(Communicator& group, const Tensor& q, const Tensor& k, const Tensor& v,
                                        const Tensor& out, const Tensor& dout, const Tensor& lse, const Tensor& delta,
                                        const BlockPlan& plan) {
-  const Tensor k_all = gather_rows(group, k), v_all = gather_rows(group, v);  // [b, s, hk, d]
+  const Tensor k_all = gather_rows(group, k), v_all = gather_rows(group, v);  // [b, s, hk, d | dv]
   ops::AttentionGrads all{Tensor::zeros(q.shape(), DType::f32, q.device()),
                           Tensor::zeros(k_all.shape(), DType::f32, q.device()),
-                          Tensor::zeros(k_all.shape(), DType::f32, q.device())};
+                          Tensor::zeros(v_all.shape(), DType::f32, q.device())};
   {
     const ops::AttentionMask mask = plan.mask_all(group.rank());
     ScopedTimer timer(compute_seconds(plan.stats), compute_clock_on(q.device()));

@@ -83,9 +83,11 @@ void check_inputs(const char* op, const Options& o, const Geometry& g, const Ten
   if (o.packing.packed() && (!o.causal || o.packing.rows() != o.seq))
     throw RuntimeError(
         cat(op, ": packed sequences need a causal mask and seq ", o.seq, " = the packed rows ", o.packing.rows()));
-  if (q.dim(1) * g.cp() != o.seq || k.dim(1) != q.dim(1) || v.shape() != k.shape())
-    throw RuntimeError(cat(op, ": q ", shape_string(q.shape()), ", k ", shape_string(k.shape()), " do not hold seq ",
-                           o.seq, " / cp ", g.cp(), " rows"));
+  if (q.dim(1) * g.cp() != o.seq || k.dim(1) != q.dim(1) || v.dim(0) != k.dim(0) || v.dim(1) != k.dim(1) ||
+      v.dim(2) != k.dim(2))
+    throw RuntimeError(cat(op, ": q ", shape_string(q.shape()), ", k ", shape_string(k.shape()), ", v ",
+                           shape_string(v.shape()), " do not hold seq ", o.seq, " / cp ", g.cp(),
+                           " rows of the same heads"));
 }
 
 Tensor scatter(const Comms& c, const Options& o, const Tensor& x) {

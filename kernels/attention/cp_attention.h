@@ -63,21 +63,24 @@ struct Comms {
 };
 
 struct Forward {
-  Tensor out;  // [b, n, hq, d] in the dtype of q
+  Tensor out;  // [b, n, hq, dv] in the dtype of q
   Tensor lse;  // [b, hq, n] f32
 };
 struct Grads {
-  Tensor dq;      // [b, n, hq, d] in the dtype of q
-  Tensor dk, dv;  // [b, n, hk, d]
+  Tensor dq;  // [b, n, hq, d] in the dtype of q
+  Tensor dk;  // [b, n, hk, d]
+  Tensor dv;  // [b, n, hk, dv]
 };
 
-// q: [b, n, hq, d]; k, v: [b, n, hk, d] — this rank's rows (layout order,
-// n = seq / cp) and heads, all on one device (host, or cuda with a
-// communicator on device buffers).
+// q: [b, n, hq, d]; k: [b, n, hk, d]; v: [b, n, hk, dv] — this rank's rows
+// (layout order, n = seq / cp) and heads, all on one device (host, or cuda
+// with a communicator on device buffers). dv is d but for multi-head latent
+// attention (MLA), whose values are narrower than its queries and keys: every
+// stage moves q, k and v as the tensors they are.
 Forward cp_attention_forward(const Comms& comms, const Options& options, const Tensor& q, const Tensor& k,
                              const Tensor& v, Stats* stats = nullptr);
 
-// out, lse from the forward; dout: [b, n, hq, d].
+// out, lse from the forward; dout: [b, n, hq, dv].
 Grads cp_attention_backward(const Comms& comms, const Options& options, const Tensor& q, const Tensor& k,
                             const Tensor& v, const Tensor& out, const Tensor& lse, const Tensor& dout,
                             Stats* stats = nullptr);

@@ -1,7 +1,8 @@
 // Stage 2 of cp_attention.h: the KV exchange over the kv group, for the rows
 // a rank holds. Inputs and outputs of one member:
-//   q, dout: [b, n, hq, d];  k, v: [b, n, hk, d]   (storage dtype)
-//   out: [b, n, hq, d] f32;  lse, delta: [b, hq, n] f32;  dq, dk, dv f32.
+//   q: [b, n, hq, d];  k: [b, n, hk, d];  v: [b, n, hk, dv];  dout: [b, n, hq, dv]
+//   (storage dtype; dv = d but for MLA)
+//   out: [b, n, hq, dv] f32;  lse, delta: [b, hq, n] f32;  dq, dk, dv f32 like q, k, v.
 // The backward's out is the final output in the storage dtype, read by
 // cuDNN's blocks only (an empty tensor when plan.impl is own).
 // A null group means a group of one: the rank attends to its own rows.

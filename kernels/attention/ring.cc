@@ -99,8 +99,8 @@ bool computes(const BlockPlan& plan, const ops::AttentionMask& mask) {
 ops::AttentionOut ring_forward(Communicator* ring, const Tensor& q, const Tensor& k, const Tensor& v,
                                const BlockPlan& plan) {
   const int members = ring ? ring->size() : 1, me = ring ? ring->rank() : 0;
-  // acc: out [b, n, hq, d] f32 and lse [b, hq, n], empty (-inf) until a block is merged
-  ops::AttentionOut acc{Tensor::zeros(q.shape(), DType::f32, q.device()),
+  // acc: out [b, n, hq, dv] f32 and lse [b, hq, n], empty (-inf) until a block is merged
+  ops::AttentionOut acc{Tensor::zeros({q.dim(0), q.dim(1), q.dim(2), v.dim(3)}, DType::f32, q.device()),
                         empty_lse(q.dim(0), q.dim(2), q.dim(1), q.device())};
   Tensor k_cur = k, v_cur = v;
   const int steps = plan.fault == Fault::ring_skip_step ? members - 1 : members;
@@ -130,8 +130,8 @@ ops::AttentionGrads ring_backward(Communicator* ring, const Tensor& q, const Ten
   const Device device = q.device();
   ops::AttentionGrads grads{Tensor::zeros(q.shape(), DType::f32, device), {}, {}};
   Tensor k_cur = k, v_cur = v;
-  // f32 [b, n, hk, d]: the accumulators of the block held last step
-  Tensor dk_acc = Tensor::zeros(k.shape(), DType::f32, device), dv_acc = Tensor::zeros(k.shape(), DType::f32, device);
+  // f32 [b, n, hk, d] and [b, n, hk, dv]: the accumulators of the block held last step
+  Tensor dk_acc = Tensor::zeros(k.shape(), DType::f32, device), dv_acc = Tensor::zeros(v.shape(), DType::f32, device);
   const int steps = plan.fault == Fault::ring_skip_step ? members - 1 : members;
   for (int step = 0; step < steps; ++step) {
     const int src = (me - step + members) % members;
@@ -142,7 +142,7 @@ ops::AttentionGrads ring_backward(Communicator* ring, const Tensor& q, const Ten
       for (RequestPtr& r : pass_on(*ring, {&dk_acc, &dv_acc}, {&dk_in, &dv_in}, kTagDk))
         inflight.push_back(std::move(r));
     Tensor dk_step = Tensor::zeros(k.shape(), DType::f32, device),
-           dv_step = Tensor::zeros(k.shape(), DType::f32, device);
+           dv_step = Tensor::zeros(v.shape(), DType::f32, device);
     const ops::AttentionMask mask = plan.mask(me, src);
     if (computes(plan, mask)) {
       ScopedTimer timer(compute_seconds(plan.stats), compute_clock_on(device));

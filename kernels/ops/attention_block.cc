@@ -34,14 +34,20 @@ constexpr int64_t kTileK = 256;
 
 // Sizes of one call, checked once.
 struct Dims {
-  int64_t b = 0, sq = 0, sk = 0, hq = 0, hk = 0, d = 0;
-  int64_t group = 1;                      // query heads per kv head
-  float scale = 1;                        // 1/sqrt(d)
-  int64_t ldq() const { return hq * d; }  // row stride of q, out, dout, dq
-  int64_t ldk() const { return hk * d; }  // row stride of k, v, dk, dv
-  // Row i of head h in batch bi of a [b, s, heads, d] tensor.
+  int64_t b = 0, sq = 0, sk = 0, hq = 0, hk = 0;
+  int64_t d = 0;                           // head dim of q and k
+  int64_t dv = 0;                          // head dim of v, out, dout (MLA: other than d)
+  int64_t group = 1;                       // query heads per kv head
+  float scale = 1;                         // 1/sqrt(d)
+  int64_t ldq() const { return hq * d; }   // row stride of q, dq
+  int64_t ldk() const { return hk * d; }   // row stride of k, dk
+  int64_t ldv() const { return hk * dv; }  // row stride of v, dv
+  int64_t ldo() const { return hq * dv; }  // row stride of out, dout
+  // Row i of head h in batch bi of a [b, s, heads, d] tensor (or d_v: v_row, o_row).
   int64_t q_row(int64_t bi, int64_t i, int64_t h) const { return ((bi * sq + i) * hq + h) * d; }
   int64_t k_row(int64_t bi, int64_t j, int64_t g) const { return ((bi * sk + j) * hk + g) * d; }
+  int64_t v_row(int64_t bi, int64_t j, int64_t g) const { return ((bi * sk + j) * hk + g) * dv; }
+  int64_t o_row(int64_t bi, int64_t i, int64_t h) const { return ((bi * sq + i) * hq + h) * dv; }
   // Entry i of head h in batch bi of a [b, hq, sq] tensor (lse, delta).
   int64_t stat(int64_t bi, int64_t h, int64_t i) const { return (bi * hq + h) * sq + i; }
 };
@@ -56,7 +62,10 @@ Dims check_dims(const char* op, const Tensor& q, const Tensor& k, const Tensor& 
   g.sk = k.dim(1), g.hk = k.dim(2);
   if (k.dim(0) != g.b || k.dim(3) != g.d)
     throw RuntimeError(cat(op, ": k ", shape_string(k.shape()), " does not fit q ", shape_string(q.shape())));
-  require_shape(op, "v", v, k.shape());
+  if (v.ndim() != 4 || v.dim(0) != g.b || v.dim(1) != g.sk || v.dim(2) != g.hk)
+    throw RuntimeError(cat(op, ": v ", shape_string(v.shape()), " does not fit k ", shape_string(k.shape()),
+                           " (only its head dim may differ)"));
+  g.dv = v.dim(3);
   if (g.hk <= 0 || g.hq % g.hk != 0)
     throw RuntimeError(cat(op, ": kv heads ", g.hk, " must divide query heads ", g.hq));
   if (mask.causal &&
@@ -70,7 +79,7 @@ Dims check_dims(const char* op, const Tensor& q, const Tensor& k, const Tensor& 
   if (mask.window_left != AttentionMask::kNoWindow && (!mask.causal || mask.window_left < 0))
     throw RuntimeError(cat(op, ": a sliding window (", mask.window_left, ") needs a causal mask and left >= 0"));
   g.group = g.hq / g.hk;
-  g.scale = g.d > 0 ? 1.0f / std::sqrt(static_cast<float>(g.d)) : 1.0f;
+  g.scale = attention_scale(g.d, g.dv);
   return g;
 }
 
@@ -178,7 +187,7 @@ struct ForwardArgs {
   const std::vector<Tile>& q_tiles;
   const std::vector<Tile>& k_tiles;
   const AttentionMask& mask;  // its causal flag and window (the tiles carry the rows' positions)
-  float* out;                 // f32 [b, sq, hq, d]
+  float* out;                 // f32 [b, sq, hq, dv]
   float* lse;                 // [b, hq, sq]
 };
 
@@ -193,7 +202,7 @@ int64_t forward_head(const ForwardArgs& a, int64_t bi, int64_t h, std::vector<fl
   int64_t scores = 0;
   float m[kTileQ], l[kTileQ];
   for (const Tile& qt : a.q_tiles) {
-    std::fill(acc.begin(), acc.begin() + qt.rows * g.d, 0.0f);
+    std::fill(acc.begin(), acc.begin() + qt.rows * g.dv, 0.0f);
     std::fill(m, m + qt.rows, kNegInf);
     std::fill(l, l + qt.rows, 0.0f);
     const float* qp = a.q + g.q_row(bi, qt.start, h);
@@ -202,21 +211,21 @@ int64_t forward_head(const ForwardArgs& a, int64_t bi, int64_t h, std::vector<fl
       if (tm == Visibility::none) continue;
       const Tile kt = visible_columns(a.mask, tm, qt, k_tile);
       const float* kp = a.k + g.k_row(bi, kt.start, kvh);
-      const float* vp = a.v + g.k_row(bi, kt.start, kvh);
+      const float* vp = a.v + g.v_row(bi, kt.start, kvh);
       // s: [q rows, k rows] = scale * Q K^T
       gemm_f32(false, true, qt.rows, kt.rows, g.d, g.scale, qp, g.ldq(), kp, g.ldk(), 0.0f, s.data(), kTileK);
       for (int64_t r = 0; r < qt.rows; ++r) {
         float alpha = softmax_update(&s[r * kTileK], kt.rows, visible_range(a.mask, tm, qt, r, kt), m[r], l[r]);
-        if (alpha != 1.0f) scale_row(&acc[r * g.d], g.d, alpha);
+        if (alpha != 1.0f) scale_row(&acc[r * g.dv], g.dv, alpha);
       }
-      // acc: [q rows, d] += P V
-      gemm_f32(false, false, qt.rows, g.d, kt.rows, 1.0f, s.data(), kTileK, vp, g.ldk(), 1.0f, acc.data(), g.d);
+      // acc: [q rows, dv] += P V
+      gemm_f32(false, false, qt.rows, g.dv, kt.rows, 1.0f, s.data(), kTileK, vp, g.ldv(), 1.0f, acc.data(), g.dv);
       scores += qt.rows * kt.rows;
     }
     for (int64_t r = 0; r < qt.rows; ++r) {
-      float* o = a.out + g.q_row(bi, qt.start + r, h);
+      float* o = a.out + g.o_row(bi, qt.start + r, h);
       const bool seen = l[r] > 0.0f;
-      for (int64_t x = 0; x < g.d; ++x) o[x] = seen ? acc[r * g.d + x] / l[r] : 0.0f;
+      for (int64_t x = 0; x < g.dv; ++x) o[x] = seen ? acc[r * g.dv + x] / l[r] : 0.0f;
       a.lse[g.stat(bi, h, qt.start + r)] = seen ? m[r] + std::log(l[r]) : kNegInf;
     }
   }
@@ -239,7 +248,7 @@ int64_t backward_head(const BackwardArgs& a, int64_t bi, int64_t h, std::vector<
   int64_t scores = 0;
   for (const Tile& qt : a.q_tiles) {
     const float* qp = a.q + g.q_row(bi, qt.start, h);
-    const float* dop = a.dout + g.q_row(bi, qt.start, h);
+    const float* dop = a.dout + g.o_row(bi, qt.start, h);
     float* dqp = a.dq + g.q_row(bi, qt.start, h);
     const float* lse = a.lse + g.stat(bi, h, qt.start);
     const float* delta = a.delta + g.stat(bi, h, qt.start);
@@ -247,14 +256,14 @@ int64_t backward_head(const BackwardArgs& a, int64_t bi, int64_t h, std::vector<
       const Visibility tm = classify(a.mask, qt, k_tile);
       if (tm == Visibility::none) continue;
       const Tile kt = visible_columns(a.mask, tm, qt, k_tile);
-      const int64_t krow = g.k_row(bi, kt.start, kvh);
+      const int64_t krow = g.k_row(bi, kt.start, kvh), vrow = g.v_row(bi, kt.start, kvh);
       // p: [q rows, k rows] = exp(scale * Q K^T - LSE)
       gemm_f32(false, true, qt.rows, kt.rows, g.d, g.scale, qp, g.ldq(), a.k + krow, g.ldk(), 0.0f, p.data(), kTileK);
       for (int64_t r = 0; r < qt.rows; ++r)
         probabilities(&p[r * kTileK], kt.rows, visible_range(a.mask, tm, qt, r, kt), lse[r]);
       // dV += P^T dO;  dP = dO V^T;  dS = P * (dP - D)
-      gemm_f32(true, false, kt.rows, g.d, qt.rows, 1.0f, p.data(), kTileK, dop, g.ldq(), 1.0f, a.dv + krow, g.ldk());
-      gemm_f32(false, true, qt.rows, kt.rows, g.d, 1.0f, dop, g.ldq(), a.v + krow, g.ldk(), 0.0f, dp.data(), kTileK);
+      gemm_f32(true, false, kt.rows, g.dv, qt.rows, 1.0f, p.data(), kTileK, dop, g.ldo(), 1.0f, a.dv + vrow, g.ldv());
+      gemm_f32(false, true, qt.rows, kt.rows, g.dv, 1.0f, dop, g.ldo(), a.v + vrow, g.ldv(), 0.0f, dp.data(), kTileK);
       const bool no_delta = kernel_fault_planted(KernelFault::attention_backward_softmax_grad);
       for (int64_t r = 0; r < qt.rows; ++r)
         score_grad(&p[r * kTileK], &dp[r * kTileK], kt.rows, no_delta ? 0.0f : delta[r]);
@@ -283,12 +292,24 @@ const AttentionMask& applied_mask(const AttentionMask& mask, AttentionMask& shif
   return shifted;
 }
 
+// Whether cuDNN's fused engines may take the block (q/k and v head dims both
+// in range; cuDNN's own checks decide per piece whether it takes d_qk != d_v).
+bool fused_supports(DType dtype, const Dims& g) {
+  return fused_attention_supports(dtype, g.d) && fused_attention_supports(dtype, g.dv);
+}
+
 void require_f32(const char* op, const char* name, const Tensor& t, const Shape& shape) {
   require_shape(op, name, t, shape);
   if (t.dtype() != DType::f32) throw RuntimeError(cat(op, ": ", name, " must be f32, not ", dtype_name(t.dtype())));
 }
 
 }  // namespace
+
+float attention_scale(int64_t d, int64_t dv) {
+  // Under the planted attention_scale_from_v_dim the scale comes from V's head dim.
+  const int64_t dim = kernel_fault_planted(KernelFault::attention_scale_from_v_dim) ? dv : d;
+  return dim > 0 ? 1.0f / std::sqrt(static_cast<float>(dim)) : 1.0f;
+}
 
 AttentionOut attention_block_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                                      const AttentionMask& caller_mask, DType out_dtype, AttentionImpl impl) {
@@ -298,23 +319,24 @@ AttentionOut attention_block_forward(const Tensor& q, const Tensor& k, const Ten
   Dims g = check_dims("attention_block_forward", q, k, v, mask);
   if (kernel_fault_planted(KernelFault::attention_forward_scale)) g.scale = 1.0f / static_cast<float>(g.d);
   AttentionOut result;
+  const Shape out_shape{g.b, g.sq, g.hq, g.dv};
   if (!q.is_host()) {  // f32 out, rounded once to out_dtype as HostOut does below
-    Tensor out32 = Tensor::empty(q.shape(), DType::f32, q.device());
+    Tensor out32 = Tensor::empty(out_shape, DType::f32, q.device());
     result.lse = Tensor::empty({g.b, g.hq, g.sq}, DType::f32, q.device());
-    if (impl == AttentionImpl::cudnn && fused_attention_supports(q.dtype(), g.d) && !mask.windowed())
+    if (impl == AttentionImpl::cudnn && fused_supports(q.dtype(), g) && !mask.windowed())
       result.scores = SEXTANT_CUDA_CALL(cuda::attention_forward_cudnn(q, k, v, mask, out32, result.lse));
     else result.scores = SEXTANT_CUDA_CALL(cuda::attention_forward(q, k, v, mask, out32, result.lse));
     result.out = out_dtype == DType::f32 ? out32 : out32.to(out_dtype);
     return result;
   }
-  result.out = Tensor::empty(q.shape(), out_dtype);
+  result.out = Tensor::empty(out_shape, out_dtype);
   result.lse = Tensor::empty({g.b, g.hq, g.sq}, DType::f32);
   HostIn<float> q32(q), k32(k), v32(v);
   HostOut<float> out32(result.out);
   const std::vector<Tile> q_tiles = tiles_of(mask.q_pos, mask.q_seq, g.sq, kTileQ);
   const std::vector<Tile> k_tiles = tiles_of(mask.k_pos, mask.k_seq, g.sk, kTileK);
   ForwardArgs args{g, q32.get(), k32.get(), v32.get(), q_tiles, k_tiles, mask, out32.get(), result.lse.data<float>()};
-  std::vector<float> s(kTileQ * kTileK), acc(kTileQ * std::max<int64_t>(g.d, 1));
+  std::vector<float> s(kTileQ * kTileK), acc(kTileQ * std::max<int64_t>(g.dv, 1));
   for (int64_t bi = 0; bi < g.b; ++bi)
     for (int64_t h = 0; h < g.hq; ++h) result.scores += forward_head(args, bi, h, s, acc);
   out32.store();
@@ -356,15 +378,16 @@ int64_t attention_block_backward_accumulate(const Tensor& q, const Tensor& k, co
   const Dims g = check_dims(op, q, k, v, mask);
   require_one_device(
       op, {{"q", &q}, {"dout", &dout}, {"lse", &lse}, {"delta", &delta}, {"dq", &dq}, {"dk", &dk}, {"dv", &dv}});
-  require_shape(op, "dout", dout, q.shape());
+  const Shape out_shape{g.b, g.sq, g.hq, g.dv};
+  require_shape(op, "dout", dout, out_shape);
   require_f32(op, "lse", lse, {g.b, g.hq, g.sq});
   require_f32(op, "delta", delta, {g.b, g.hq, g.sq});
   require_f32(op, "dq", dq, q.shape());
   require_f32(op, "dk", dk, k.shape());
-  require_f32(op, "dv", dv, k.shape());
-  if (!q.is_host() && impl == AttentionImpl::cudnn && fused_attention_supports(q.dtype(), g.d) && !mask.windowed()) {
+  require_f32(op, "dv", dv, v.shape());
+  if (!q.is_host() && impl == AttentionImpl::cudnn && fused_supports(q.dtype(), g) && !mask.windowed()) {
     require_one_device(op, {{"q", &q}, {"out", &out}});
-    require_shape(op, "out", out, q.shape());
+    require_shape(op, "out", out, out_shape);
     return SEXTANT_CUDA_CALL(
         cuda::attention_backward_accumulate_cudnn(q, k, v, out, dout, lse, delta, mask, dq, dk, dv));
   }
@@ -388,7 +411,7 @@ AttentionGrads attention_block_backward(const Tensor& q, const Tensor& k, const 
                                         AttentionImpl impl) {
   AttentionGrads grads{Tensor::zeros(q.shape(), DType::f32, q.device()),
                        Tensor::zeros(k.shape(), DType::f32, q.device()),
-                       Tensor::zeros(k.shape(), DType::f32, q.device())};
+                       Tensor::zeros(v.shape(), DType::f32, q.device())};
   attention_block_backward_accumulate(q, k, v, out, dout, lse, attention_delta(out, dout), mask, grads.dq, grads.dk,
                                       grads.dv, impl);
   return grads;

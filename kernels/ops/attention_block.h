@@ -2,14 +2,16 @@
 // with the log-sum-exp (LSE) of every query row so that partial results over
 // several key blocks merge exactly (FlashAttention; TE context_parallel.py).
 //
-//   S = scale * Q K^T, scale = 1/sqrt(d), masked entries -inf
+//   S = scale * Q K^T, scale = 1/sqrt(d_qk), masked entries -inf
 //   O = softmax(S) V,  LSE_i = log sum_j exp(S_ij)
 // Backward from (Q, K, V, O, LSE, dO), with D_i = rowsum(dO * O)_i:
 //   P = exp(S - LSE); dV = P^T dO; dP = dO V^T; dS = P * (dP - D);
 //   dQ = scale dS K;  dK = scale dS^T Q.
 //
-// Layout BSHD: q [b, sq, hq, d], k and v [b, sk, hk, d] with hk dividing hq
-// (grouped-query attention: query head h reads kv head h / (hq / hk)).
+// Layout BSHD: q [b, sq, hq, d], k [b, sk, hk, d] and v [b, sk, hk, dv] with
+// hk dividing hq (grouped-query attention: query head h reads kv head
+// h / (hq / hk)). d is the head dim of q and k, dv that of v, out and dout:
+// equal but for multi-head latent attention (MLA, DeepSeek-V2/V3: 192, 128).
 // LSE and D are [b, hq, sq] in f32. Storage f32, bf16 or f16; compute and
 // accumulation in f32.
 //
@@ -22,8 +24,9 @@
 // windowed blocks to our kernels, as its pieces know only the diagonal.
 // CUDA (kernels/ops/cuda/attention*.cu): the same functions on device
 // tensors (q, k, v, dout of one dtype): a flash-style tensor-core kernel for
-// bf16 / f16 with head_dim <= 128 (P and dS rounded to 16 bits before their
-// products, as FlashAttention does), f32 math on CUDA cores otherwise;
+// bf16 / f16 with head_dim <= 128 and d = dv (P and dS rounded to 16 bits
+// before their products, as FlashAttention does), f32 math on CUDA cores
+// otherwise;
 // fully masked 64 x 64 tiles are skipped the same way.
 #pragma once
 
@@ -38,21 +41,25 @@
 namespace sextant::ops {
 
 struct AttentionOut {
-  Tensor out;          // [b, sq, hq, d] in the requested dtype
+  Tensor out;          // [b, sq, hq, dv] in the requested dtype
   Tensor lse;          // [b, hq, sq] f32; -inf for rows that see no key (their out is 0)
   int64_t scores = 0;  // score entries computed (b * hq * the entries of unmasked tiles)
 };
 
-// q: [b, sq, hq, d]; k, v: [b, sk, hk, d]. out in out_dtype (f32 to merge).
+// The scale of the scores, 1/sqrt(d) of the q/k head dim (d_v plays no
+// part), rounded to f32 once: the host op, our CUDA kernels and cuDNN's.
+float attention_scale(int64_t d, int64_t dv);
+
+// q: [b, sq, hq, d]; k: [b, sk, hk, d]; v: [b, sk, hk, dv]. out in out_dtype (f32 to merge).
 AttentionOut attention_block_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
                                      DType out_dtype = DType::f32, AttentionImpl impl = AttentionImpl::own);
 
-// D = rowsum(dout * out). out, dout: [b, sq, hq, d] -> [b, hq, sq] f32.
+// D = rowsum(dout * out). out, dout: [b, sq, hq, dv] -> [b, hq, sq] f32.
 Tensor attention_delta(const Tensor& out, const Tensor& dout);
 
 // Adds this block's gradients into f32 accumulators:
-//   dq: [b, sq, hq, d], dk and dv: [b, sk, hk, d] (all f32).
-// out: [b, sq, hq, d], lse and delta: [b, hq, sq] f32, the final values over
+//   dq: [b, sq, hq, d], dk: [b, sk, hk, d], dv: [b, sk, hk, dv] (all f32).
+// out, dout: [b, sq, hq, dv], lse and delta: [b, hq, sq] f32, the final values over
 // all key blocks (our kernels read delta, cuDNN's recompute it from out).
 // Returns the score entries computed (as AttentionOut::scores).
 int64_t attention_block_backward_accumulate(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
@@ -61,7 +68,7 @@ int64_t attention_block_backward_accumulate(const Tensor& q, const Tensor& k, co
                                             AttentionImpl impl = AttentionImpl::own);
 
 struct AttentionGrads {
-  Tensor dq, dk, dv;  // f32: [b, sq, hq, d], [b, sk, hk, d], [b, sk, hk, d]
+  Tensor dq, dk, dv;  // f32: [b, sq, hq, d], [b, sk, hk, d], [b, sk, hk, dv]
 };
 // Whole-block backward: gradients of one block given its own out and lse.
 AttentionGrads attention_block_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,

@@ -17,13 +17,15 @@ struct Inputs {
   Tensor q, k, v, dout;
 };
 
-// q, dout [b, s, hq, d]; k, v [b, sk, hk, d] in dtype.
-Inputs make_inputs(DType dt, int64_t b, int64_t s, int64_t hq, int64_t hk, int64_t d, int64_t sk = 0) {
+// q [b, s, hq, d]; k [b, sk, hk, d]; v [b, sk, hk, dv]; dout [b, s, hq, dv]
+// in dtype (sk 0: s; dv 0: d).
+Inputs make_inputs(DType dt, int64_t b, int64_t s, int64_t hq, int64_t hk, int64_t d, int64_t sk = 0, int64_t dv = 0) {
   sk = sk ? sk : s;
+  dv = dv ? dv : d;
   return {random_tensor({b, s, hq, d}, dt, {7, tensor_id("q"), 2.0}),
           random_tensor({b, sk, hk, d}, dt, {7, tensor_id("k"), 2.0}),
-          random_tensor({b, sk, hk, d}, dt, {7, tensor_id("v")}),
-          random_tensor({b, s, hq, d}, dt, {7, tensor_id("dout")})};
+          random_tensor({b, sk, hk, dv}, dt, {7, tensor_id("v")}),
+          random_tensor({b, s, hq, dv}, dt, {7, tensor_id("dout")})};
 }
 
 AttentionMask mask_for(bool causal, int64_t s) {
@@ -87,6 +89,45 @@ TEST(AttentionBlock, SlidingWindowMatchesTheReference) {
   EXPECT_EQ(visibility(AttentionMask::causal_blocks(100, 10, 0, 51).with_window(50)), Visibility::partial);
   EXPECT_EQ(visibility(AttentionMask::causal_blocks(100, 10, 60, 40).with_window(50)), Visibility::full);
   EXPECT_THROW(attention_block_forward(x.q, x.k, x.v, AttentionMask::none().with_window(3)), RuntimeError);
+}
+
+// Multi-head latent attention's shapes: q/k head dim other than v's (192 and
+// 128 in DeepSeek-V3, here 24 and 16 and the reverse), causal, windowed and
+// split into merged key blocks; the scale is 1/sqrt(d_qk).
+TEST(AttentionBlock, DifferentValueHeadDimMatchesTheReference) {
+  const int64_t s = 150;
+  for (auto [d, dv] : {std::pair<int64_t, int64_t>{24, 16}, {16, 40}}) {
+    const Inputs x = make_inputs(DType::f32, 2, s, 4, 2, d, 0, dv);
+    for (int64_t window : {AttentionMask::kNoWindow, int64_t{40}}) {
+      const AttentionMask mask = mask_for(true, s).with_window(window);
+      AttentionOut f = attention_block_forward(x.q, x.k, x.v, mask);
+      EXPECT_EQ(f.out.shape(), (Shape{2, s, 4, dv}));
+      AttentionGrads g = attention_block_backward(x.q, x.k, x.v, f.out, f.lse, x.dout, mask);
+      ref::AttentionResult rf = ref::attention_forward(x.q, x.k, x.v, true, window);
+      ref::AttentionGradients rg = ref::attention_backward(x.q, x.k, x.v, x.dout, true, window);
+      const std::string what =
+          "d=" + std::to_string(d) + " dv=" + std::to_string(dv) + " window=" + std::to_string(window);
+      EXPECT_LT(err(f.out, rf.out), 2e-6) << what;
+      EXPECT_LT(err(f.lse, rf.lse), 2e-6) << what;
+      EXPECT_LT(err(g.dq, rg.dq), 1e-5) << what;
+      EXPECT_LT(err(g.dk, rg.dk), 1e-5) << what;
+      EXPECT_LT(err(g.dv, rg.dv), 1e-5) << what;
+    }
+    // Two key blocks merged by LSE give the whole block.
+    const AttentionOut whole = attention_block_forward(x.q, x.k, x.v, AttentionMask::none());
+    AttentionOut a = attention_block_forward(x.q, narrow(x.k, 1, 0, 70), narrow(x.v, 1, 0, 70), AttentionMask::none());
+    const AttentionOut b =
+        attention_block_forward(x.q, narrow(x.k, 1, 70, s - 70), narrow(x.v, 1, 70, s - 70), AttentionMask::none());
+    attention_merge(a.out, a.lse, b.out, b.lse);
+    EXPECT_LT(err(a.out, whole.out), 1e-6);
+    EXPECT_LT(err(a.lse, whole.lse), 1e-6);
+  }
+  const Inputs x = make_inputs(DType::f32, 1, 8, 2, 1, 8, 0, 4);
+  const Inputs other = make_inputs(DType::f32, 1, 8, 2, 1, 8, 6, 4);
+  EXPECT_THROW(attention_block_forward(x.q, x.k, other.v, AttentionMask::none()), RuntimeError);  // v's rows
+  const AttentionOut f = attention_block_forward(x.q, x.k, x.v, AttentionMask::none());
+  EXPECT_THROW(attention_block_backward(x.q, x.k, x.v, f.out, f.lse, x.q, AttentionMask::none()),
+               RuntimeError);  // dout shaped like q, not like out
 }
 
 // bf16 and f16 storage: f32 inside, one rounding of the output.

@@ -150,10 +150,10 @@ Tensor piece_rows(const Tensor& t, int64_t row0, int64_t n, int dim) {
   return n == t.dim(dim) ? t : narrow(t, dim, row0, n);
 }
 
-int64_t forward_by_pieces(const Tensor& q, const Tensor& k, const AttentionMask& mask, const PieceKernels& kernels,
-                          Tensor& out, Tensor& lse) {
-  const int64_t b = q.dim(0), hq = q.dim(2), d = q.dim(3);
-  out = Tensor::zeros({b, q.dim(1), hq, d}, DType::f32, q.device());
+int64_t forward_by_pieces(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
+                          const PieceKernels& kernels, Tensor& out, Tensor& lse) {
+  const int64_t b = q.dim(0), hq = q.dim(2), dv = v.dim(3);
+  out = Tensor::zeros({b, q.dim(1), hq, dv}, DType::f32, q.device());
   Tensor empty = Tensor::empty({b, hq, q.dim(1)}, DType::f32);
   std::fill(empty.data<float>(), empty.data<float>() + empty.numel(), -std::numeric_limits<float>::infinity());
   lse = q.is_host() ? empty : empty.to(q.device());
@@ -189,8 +189,8 @@ PieceKernels own_piece_kernels(const Tensor& q, const Tensor& k, const Tensor& v
   };
   kernels.backward = [=](const AttentionPiece& p, const Tensor& lse) {
     const Tensor qp = narrow(q, 1, p.q0, p.sq), op = narrow(out, 1, p.q0, p.sq), dop = narrow(dout, 1, p.q0, p.sq);
-    const Shape kv{k.dim(0), p.sk, k.dim(2), k.dim(3)};
-    PieceGrads g{Tensor::zeros(qp.shape(), DType::f32), Tensor::zeros(kv, DType::f32), Tensor::zeros(kv, DType::f32)};
+    PieceGrads g{Tensor::zeros(qp.shape(), DType::f32), Tensor::zeros({k.dim(0), p.sk, k.dim(2), k.dim(3)}, DType::f32),
+                 Tensor::zeros({v.dim(0), p.sk, v.dim(2), v.dim(3)}, DType::f32)};
     attention_block_backward_accumulate(qp, narrow(k, 1, p.k0, p.sk), narrow(v, 1, p.k0, p.sk), op, dop, lse,
                                         attention_delta(op, dop), p.mask(), g.dq, g.dk, g.dv);
     return PieceGrads{g.dq.to(q.dtype()), g.dk.to(q.dtype()), g.dv.to(q.dtype())};

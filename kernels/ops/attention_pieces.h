@@ -39,11 +39,11 @@ std::vector<AttentionPiece> attention_pieces(const AttentionMask& mask, int64_t 
 // What a fused attention library computes for one piece, on the block's
 // tensors it holds (q, k, v; out and dout for the backward).
 struct PieceOut {
-  Tensor o;      // [b, p.sq, hq, d], any dtype (cuDNN: the storage dtype)
+  Tensor o;      // [b, p.sq, hq, dv], any dtype (cuDNN: the storage dtype)
   Tensor stats;  // [b, hq, p.sq] f32: the LSE
 };
 struct PieceGrads {
-  Tensor dq, dk, dv;  // [b, p.sq, hq, d], [b, p.sk, hk, d] x 2, any dtype
+  Tensor dq, dk, dv;  // [b, p.sq, hq, d], [b, p.sk, hk, d], [b, p.sk, hk, dv], any dtype
 };
 struct PieceKernels {
   std::function<PieceOut(const AttentionPiece& p)> forward;
@@ -64,14 +64,15 @@ PieceKernels own_piece_kernels(const Tensor& q, const Tensor& k, const Tensor& v
 // statistics [b, h, s]: 2), contiguous: the tensor itself when they are all of it.
 Tensor piece_rows(const Tensor& t, int64_t row0, int64_t n, int dim = 1);
 
-// A block forward from its pieces, merged by LSE into out [b, sq, hq, d] and
+// A block forward from its pieces, merged by LSE into out [b, sq, hq, dv] and
 // lse [b, hq, sq] (f32, replaced; a row no piece covers has out 0, lse -inf).
-// q: [b, sq, hq, d], k: [b, sk, hk, d]. Returns the score entries computed
-// (b hq per piece: sq sk, or the visible half of a causal one).
-int64_t forward_by_pieces(const Tensor& q, const Tensor& k, const AttentionMask& mask, const PieceKernels& kernels,
-                          Tensor& out, Tensor& lse);
+// q: [b, sq, hq, d], k: [b, sk, hk, d], v: [b, sk, hk, dv]. Returns the score
+// entries computed (b hq per piece: sq sk, or the visible half of a causal one).
+int64_t forward_by_pieces(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
+                          const PieceKernels& kernels, Tensor& out, Tensor& lse);
 // A block backward from its pieces, added into the f32 accumulators dq
-// [b, sq, hq, d], dk and dv [b, sk, hk, d]; lse: the block's final [b, hq, sq].
+// [b, sq, hq, d], dk [b, sk, hk, d] and dv [b, sk, hk, dv]; lse: the block's
+// final [b, hq, sq].
 int64_t backward_by_pieces(const Tensor& q, const Tensor& k, const Tensor& lse, const AttentionMask& mask,
                            const PieceKernels& kernels, Tensor& dq, Tensor& dk, Tensor& dv);
 

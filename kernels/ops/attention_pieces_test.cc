@@ -127,7 +127,7 @@ void expect_pieces_make_the_block(const AttentionMask& mask, int64_t sq, int64_t
   const Tensor dout = random_tensor({b, sq, hq, d}, DType::f32, {3, tensor_id("dout")});
   const AttentionOut whole = attention_block_forward(q, k, v, mask);
   Tensor out, lse;
-  forward_by_pieces(q, k, mask, own_piece_kernels(q, k, v, whole.out, dout), out, lse);
+  forward_by_pieces(q, k, v, mask, own_piece_kernels(q, k, v, whole.out, dout), out, lse);
   // Rows that see nothing: out 0 and lse -inf on both sides.
   for (int64_t i = 0; i < lse.numel(); ++i)
     ASSERT_EQ(lse.at(i) == -INFINITY, whole.lse.at(i) == -INFINITY) << "lse entry " << i;

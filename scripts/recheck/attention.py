@@ -1,11 +1,13 @@
 """Softmax attention in float64, forward and backward, from the math:
 
-    S = Q K^T / sqrt(d)      (entries a query may not see are -inf)
+    S = Q K^T / sqrt(d)      (d: the head dim of q and k; entries a query may not see are -inf)
     P = softmax_j(S),  O = P V,  LSE_i = log sum_j exp(S_ij)
     dV = P^T dO,  dP = dO V^T,  dS = P * (dP - rowsum(P * dP))
     dQ = dS K / sqrt(d),  dK = dS^T Q / sqrt(d)
 
-Layout BSHD: q, dout [b, sq, hq, d]; k, v [b, sk, hk, d]; lse [b, hq, sq].
+Layout BSHD: q [b, sq, hq, d]; k [b, sk, hk, d]; v [b, sk, hk, dv]; dout, out
+[b, sq, hq, dv]; lse [b, hq, sq]. dv is d but for multi-head latent attention
+(MLA: DeepSeek-V2, 2024), whose values are narrower than its queries and keys.
 Grouped-query attention: query head h reads kv head h // (hq / hk), so a kv
 head's gradient sums over the query heads that read it (Ainslie et al., GQA, 2023).
 """
@@ -33,17 +35,20 @@ def packed_visible(seq_lens):
 def attention(q, k, v, dout, visible=None):
     """Forward and backward of softmax attention; visible: [sq, sk] bool, or None for every key.
 
-    Returns out [b, sq, hq, d], lse [b, hq, sq], dq like q, dk and dv like k.
+    Returns out [b, sq, hq, dv], lse [b, hq, sq], dq like q, dk like k, dv like v.
     """
     b, sq, hq, d = q.shape
     sk, hk = k.shape[1], k.shape[2]
+    d_v = v.shape[3]
     if hq % hk:
         raise ValueError(f"{hq} query heads are not a multiple of {hk} kv heads")
+    if v.shape[:3] != k.shape[:3] or k.shape[3] != d or dout.shape != (b, sq, hq, d_v):
+        raise ValueError(f"q {q.shape}, k {k.shape}, v {v.shape}, dout {dout.shape} do not fit one another")
     group = hq // hk
     scale = 1.0 / np.sqrt(d)
-    out, dq = np.empty_like(q), np.empty_like(q)
+    out, dq = np.empty((b, sq, hq, d_v)), np.empty_like(q)
     lse = np.empty((b, hq, sq))
-    dk, dv = np.empty_like(k), np.empty_like(k)
+    dk, dv = np.empty_like(k), np.empty_like(v)
     for i in range(b):  # one batch row at a time: the score matrices are [hq, sq, sk]
         ke = np.repeat(k[i], group, axis=1)  # [sk, hq, d]: query head h gets kv head h // group
         ve = np.repeat(v[i], group, axis=1)
@@ -62,5 +67,5 @@ def attention(q, k, v, dout, visible=None):
         dke = np.einsum("hqk,qhd->khd", ds, q[i]) * scale
         dve = np.einsum("hqk,qhd->khd", p, dout[i])
         dk[i] = dke.reshape(sk, hk, group, d).sum(axis=2)
-        dv[i] = dve.reshape(sk, hk, group, d).sum(axis=2)
+        dv[i] = dve.reshape(sk, hk, group, d_v).sum(axis=2)
     return {"out": out, "lse": lse, "dq": dq, "dk": dk, "dv": dv}

@@ -26,9 +26,18 @@ class Inconsistent(Exception):
     """Dumped inputs that contradict each other or the case's parameters."""
 
 
+def head_dims(params, q, v):
+    """Checks the dumped q and v against the case's head dims (v_head_dim: MLA; absent: head_dim)."""
+    d = params["head_dim"]
+    d_v = params.get("v_head_dim", d)
+    if q.shape[3] != d or v.shape[3] != d_v:
+        raise Inconsistent(f"q {q.shape}, v {v.shape} do not have head_dim={d}, v_head_dim={d_v}")
+
+
 def ops_attention(params, read):
     """An attention block; with sq < sk, the last sq query rows of a sequence of sk keys."""
     q, k, v, dout = read("q"), read("k"), read("v"), read("dout")
+    head_dims(params, q, v)
     sq, sk, causal = params["sq"], params["sk"], params["causal"]
     offset = sk - sq  # the block's first query position
     if q.shape[1] != sq or k.shape[1] != sk:
@@ -61,6 +70,7 @@ def cp_attention(params, read):
     """The attention suite's check: every token row, padding dropped; with
     reference=spot only the sampled query rows (query_rows), for out, lse and dq."""
     q, k, v, dout = read("q"), read("k"), read("v"), read("dout")
+    head_dims(params, q, v)
     seq_lens = params.get("seq_lens")
     if seq_lens:
         if sum(seq_lens) != q.shape[1]:
@@ -85,6 +95,7 @@ def dynamic_cp(params, read):
     """Dynamic CP: every sequence of every microbatch end to end, attended on its own, once
     for the static grouping and once for the dynamic one."""
     q, k, v, dout = read("q"), read("k"), read("v"), read("dout")
+    head_dims(params, q, v)
     seq_lens = read("seq_lens").astype(np.int64)
     if seq_lens.sum() != q.shape[1]:
         raise Inconsistent(f"seq_lens sum to {seq_lens.sum()}, not the {q.shape[1]} token rows of q")

@@ -85,6 +85,10 @@ class Recheck(unittest.TestCase):
         self.assertTrue({"routing", "static.dq", "dynamic.dv"} <= names, names)
         windowed = [c for c in doc["cases"] if " window=" in c["id"] and c["status"] == "rechecked"]
         self.assertTrue(windowed, "the sweep's sliding-window cases are rechecked")
+        mla = {c["id"].split()[0] for c in doc["cases"] if " v_head_dim=" in c["id"] and c["status"] == "rechecked"}
+        self.assertEqual(mla, {"ops/attention", "attention/p2p", "attention/dynamic_cp"}, "MLA's head dims are rechecked")
+        padded = [c for c in doc["cases"] if " tail_padding=" in c["id"] and c["status"] == "rechecked"]
+        self.assertTrue(padded, "the sweep's padded packed streams are rechecked")
 
     def test_spot_rows_are_rechecked(self):
         self.assertEqual(self.run_spot.returncode, 0, self.run_spot.stdout + self.run_spot.stderr)

@@ -43,6 +43,7 @@ struct Problem {
   bool causal = false;
   int64_t window = ops::AttentionMask::kNoWindow;  // causal sliding window (param "window"; absent: none)
   int64_t seq = 0, batch = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  int64_t v_head_dim = 0;          // of v, out, dout (param "v_head_dim", MLA; absent: head_dim)
   int a2a_size = 1, p2p_size = 1;  // cp = a2a_size x p2p_size
   ReferenceRows reference = ReferenceRows::full;
   // Packed sequences: tokens of each, summing to seq; empty: one sequence.
@@ -56,16 +57,17 @@ struct Problem {
   bool packed() const { return packing.packed(); }
   // Rows of a batch row as the ranks hold it: seq, plus padding when packed.
   int64_t rows() const { return packed() ? packing.rows() : seq; }
-  // Forward FLOPs of the real tokens: 4 b s^2 h d, halved when causal; packed:
-  // the sum over sequences of 4 b L^2 h d / 2; windowed: 4 b h d x the
-  // visible pairs, sum over i of min(i, window) + 1.
+  // Forward FLOPs of the real tokens: 2 b s^2 h (d + d_v) (Q K^T and P V),
+  // halved when causal; packed: the sum over sequences of b L^2 h (d + d_v);
+  // windowed: 2 b h (d + d_v) x the visible pairs, sum over i of
+  // min(i, window) + 1.
   double flops_forward() const;
 };
 
 // Padding rows take no part: their out, dq, dk and dv must be exactly 0 and
 // their LSE -inf (a row that sees no key), whatever the kernels did around
 // them. One exact check per tensor (named `what` + its name) over `rows` of
-// out, dq, dk, dv [b, s, h, d] (dim 1) and lse [b, h, s] (dim 2); any rank.
+// out, dq, dk, dv [b, s, h, d | dv] (dim 1) and lse [b, h, s] (dim 2); any rank.
 void check_padding_rows(Checker& checker, const std::string& what, const std::vector<int64_t>& rows, const Tensor& out,
                         const Tensor& lse, const Tensor& dq, const Tensor& dk, const Tensor& dv);
 
@@ -84,7 +86,7 @@ Shard shard_of(const Problem& p, const ParallelConfig& parallel, const RankCoord
 // The four inputs, as a rank's shard or (shard = whole problem) globally,
 // generated on `device` (the same values on either: kernels/ops/random.h).
 struct Inputs {
-  Tensor q, k, v, dout;  // [b, n, h, d], [b, n, hk, d], [b, n, hk, d], [b, n, h, d]
+  Tensor q, k, v, dout;  // [b, n, h, d], [b, n, hk, d], [b, n, hk, dv], [b, n, h, dv]
 };
 Inputs make_inputs(const Problem& p, const Shard& shard, DType dtype, uint64_t seed, Device device = Device::host);
 Inputs to_device(const Inputs& in, Device device);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 
 #include "harness/error.h"
 #include "harness/runner.h"
@@ -45,8 +46,14 @@ TEST(Attention, EveryVariantPassesAtEveryRankCount) {
   if (world().rank() != 0) return;
   ASSERT_FALSE(records.empty());
   int zigzag_checked = 0;
+  std::set<std::string> mla;  // the variants that ran MLA's head dims
   for (const CaseRecord& r : records) {
     const std::string id = r.config.id();
+    // MLA's rows: v and the output narrower than q and k (3/2 of it), their traffic in the formula below.
+    if (r.config.params.value("v_head_dim", r.config.i("head_dim")) != r.config.i("head_dim")) {
+      EXPECT_EQ(r.config.i("head_dim") * 2, r.config.i("v_head_dim") * 3) << id;
+      mla.insert(r.config.name);
+    }
     EXPECT_EQ(r.conformance.status, "pass") << id << " " << r.error;
     EXPECT_EQ(r.conformance.tensors.size(), 5u) << id;  // out, lse, dq, dk, dv
     for (const char* m : {"tflops_per_rank", "tflops_per_rank_fwd", "load_balance", "compute_time_max_s",
@@ -73,6 +80,7 @@ TEST(Attention, EveryVariantPassesAtEveryRankCount) {
       }
     }
   }
+  EXPECT_EQ(mla.size(), kVariants.size());
   if (world().size() >= 2) {
     EXPECT_GT(zigzag_checked, 0);
   }
@@ -353,6 +361,8 @@ TEST(Attention, BadInputIsRejectedWithTheNumbers) {
   EXPECT_EQ(validate("p2p", {{"heads", 6}, {"kv_heads", 6}}, ParallelConfig{4, 2, 1, 1}),
             "--tp 4 must divide --heads 6");
   EXPECT_EQ(validate("p2p", {{"kv_heads", 3}}, cp8), "--kv-heads 3 must divide --heads 8");
+  EXPECT_EQ(validate("p2p", {{"v_head_dim", 0}}, cp8), "--set v_head_dim 0 must be positive");
+  EXPECT_EQ(validate("allgather", {{"v_head_dim", 5}, {"head_dim", 12}}, cp8), "accepted");          // MLA
   EXPECT_EQ(validate("a2a", {{"kv_heads", 4}, {"a2a_size", 8}, {"p2p_size", 1}}, cp8), "accepted");  // replicated
   EXPECT_EQ(validate("a2a", {{"heads", 24}, {"kv_heads", 6}, {"a2a_size", 8}, {"p2p_size", 1}}, cp8),
             "a2a size 8 and the 6 KV heads per TP rank (--kv-heads 6 / --tp 1) must divide one another (fewer KV "
@@ -414,7 +424,7 @@ TEST(Attention, DynamicCpPassesAndRecordsTheSpeedup) {
   o.rank_counts = {world().size()};
   std::vector<CaseRecord> records = run_suite("attention", o);
   if (world().rank() != 0) return;
-  ASSERT_EQ(records.size(), 2u);  // zipf:8 and 128 (full length)
+  ASSERT_EQ(records.size(), 3u);  // zipf:8, zipf:8 with MLA's head dims, and 128 (full length)
   for (const CaseRecord& r : records) {
     const std::string id = r.config.id();
     EXPECT_EQ(r.conformance.status, "pass") << id << " " << r.error;

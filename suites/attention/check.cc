@@ -55,7 +55,8 @@ std::vector<Block> blocks_of(const Tensor& local, const Shard& s, bool kv, bool 
 Tensor gather(State& s, Checker& checker, const std::string& name, const Tensor& local, bool kv, bool stat) {
   const Problem& p = s.problem;
   const int64_t heads = kv ? p.kv_heads : p.heads;
-  const Shape global = stat ? Shape{p.batch, heads, p.rows()} : Shape{p.batch, p.rows(), heads, p.head_dim};
+  // out, dout, dv hold v's head dim (MLA: other than q's): the local tensor's own.
+  const Shape global = stat ? Shape{p.batch, heads, p.rows()} : Shape{p.batch, p.rows(), heads, local.dim(3)};
   Assembled a = assemble(*s.host, blocks_of(local, s.shard, kv, stat), global, local.dtype());
   if (checker.is_root() && (a.uncovered || a.mismatched))
     checker.fail(cat(name, ": ", a.uncovered, " elements uncovered, ", a.mismatched, " replicas disagree"));
@@ -90,7 +91,7 @@ struct Reference {
 // What the float64 reference depends on: the problem and its rounded
 // inputs, not the variant or layout (the sweep repeats problems).
 struct ReferenceKey {
-  int64_t batch, seq, heads, kv_heads, head_dim;
+  int64_t batch, seq, heads, kv_heads, head_dim, v_head_dim;
   bool causal;
   int64_t window;
   std::vector<int64_t> seq_lens;
@@ -101,7 +102,8 @@ struct ReferenceKey {
 
 const Reference& full_reference(const Problem& p, DType dtype, uint64_t seed, const Inputs& in) {
   static Memo<ReferenceKey, Reference> memo(8);
-  const ReferenceKey key{p.batch, p.seq, p.heads, p.kv_heads, p.head_dim, p.causal, p.window, p.seq_lens, dtype, seed};
+  const ReferenceKey key{p.batch,  p.seq,    p.heads,    p.kv_heads, p.head_dim, p.v_head_dim,
+                         p.causal, p.window, p.seq_lens, dtype,      seed};
   return memo.get(key, [&] {
     if (p.packed())
       return Reference{ref::packed_attention_forward(in.q, in.k, in.v, p.seq_lens),
@@ -160,7 +162,7 @@ Results spot_baseline(const Inputs& host_inputs, const SpotRows& spot, DType dty
   const Tensor q = select_rows(in.q, 1, spot.rows), dout = select_rows(in.dout, 1, spot.rows);
   ops::AttentionOut f = ops::attention_block_forward(q, in.k, in.v, spot.mask, dtype, impl);
   Tensor dq = Tensor::zeros(q.shape(), DType::f32, device);
-  Tensor dk = Tensor::zeros(in.k.shape(), DType::f32, device), dv = Tensor::zeros(in.k.shape(), DType::f32, device);
+  Tensor dk = Tensor::zeros(in.k.shape(), DType::f32, device), dv = Tensor::zeros(in.v.shape(), DType::f32, device);
   ops::attention_block_backward_accumulate(q, in.k, in.v, f.out, dout, f.lse, ops::attention_delta(f.out, dout),
                                            spot.mask, dq, dk, dv, impl);
   return on_host({f.out, f.lse, dq.to(dtype), {}, {}});

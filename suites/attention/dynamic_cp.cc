@@ -82,6 +82,7 @@ Problem Problem::of(const CaseConfig& c) {
   Problem p;
   p.seq = c.i("seq"), p.microbatches = c.i("microbatches"), p.seq_lens = c.s("seq_lens_spec");
   p.heads = c.i("heads"), p.head_dim = c.i("head_dim");
+  p.v_head_dim = c.params.value("v_head_dim", p.head_dim);
   p.cp = c.parallel.cp, p.dp = c.parallel.dp;
   p.ring_step = c.f("ring_step");
   p.attention_impl = ops::attention_impl_of(c.params);
@@ -90,37 +91,46 @@ Problem Problem::of(const CaseConfig& c) {
 }
 
 // Long-tailed lengths (zipf:N) next to full-length sequences (no gain to
-// expect), on a static CP group spanning the rank count.
+// expect), on a static CP group spanning the rank count. The long-tailed
+// lengths also run MLA's head dims (q/k 3/2 of v's) unless --set v_head_dim
+// names one for every instance.
 std::vector<CaseConfig> sweep(const SweepRequest& req) {
   const Sizes d = default_sizes(req.profile);
   const int64_t seq = req.get<int64_t>("seq", d.seq), microbatches = req.get<int64_t>("microbatches", d.microbatches);
   std::vector<std::string> specs = {cat("zipf:", std::clamp<int64_t>(seq / 16, 1, 32)), cat(seq)};
   if (req.options.contains("seq_lens")) specs = {text_option(req, "seq_lens")};
   const ParallelConfig parallel = req.parallel ? *req.parallel : ParallelConfig{1, req.ranks, 1, 1};
+  const int64_t head_dim = req.get<int64_t>("head_dim", d.head_dim);
+  const bool user_dv = req.options.contains("v_head_dim");
   std::vector<CaseConfig> out;
-  for (const std::string& spec : specs)
-    for (DType dtype : req.dtypes_or({DType::f32})) {
-      std::vector<std::vector<int64_t>> lengths;
-      for (int64_t m = 0; m < microbatches; ++m) lengths.push_back(lengths_of(spec, seq, req.seed, m));
-      CaseConfig c;
-      c.params = {{"variant", "dynamic_cp"},
-                  {"layout", "zigzag"},
-                  {"causal", true},
-                  {"seq", seq},
-                  {"microbatches", microbatches},
-                  {"seq_lens_spec", spec},
-                  {"heads", req.get<int64_t>("heads", d.heads)},
-                  {"kv_heads", req.get<int64_t>("heads", d.heads)},
-                  {"head_dim", req.get<int64_t>("head_dim", d.head_dim)},
-                  {"capacity", parallel.cp > 0 ? seq / parallel.cp : 0},
-                  {"ring_step", req.get<double>("ring_step", kRingStepPairs)},
-                  {"lengths", lengths}};
-      ops::record_attention_impl(req, c.params);
-      c.parallel = parallel;
-      c.ranks = req.ranks;
-      c.dtype = dtype;
-      out.push_back(c);
-    }
+  for (const std::string& spec : specs) {
+    std::vector<std::pair<int64_t, int64_t>> dims = {{head_dim, req.get<int64_t>("v_head_dim", head_dim)}};
+    if (!user_dv && spec == specs.front() && head_dim % 2 == 0) dims.push_back({head_dim + head_dim / 2, head_dim});
+    for (auto [dqk, dv] : dims)
+      for (DType dtype : req.dtypes_or({DType::f32})) {
+        std::vector<std::vector<int64_t>> lengths;
+        for (int64_t m = 0; m < microbatches; ++m) lengths.push_back(lengths_of(spec, seq, req.seed, m));
+        CaseConfig c;
+        c.params = {{"variant", "dynamic_cp"},
+                    {"layout", "zigzag"},
+                    {"causal", true},
+                    {"seq", seq},
+                    {"microbatches", microbatches},
+                    {"seq_lens_spec", spec},
+                    {"heads", req.get<int64_t>("heads", d.heads)},
+                    {"kv_heads", req.get<int64_t>("heads", d.heads)},
+                    {"head_dim", dqk},
+                    {"capacity", parallel.cp > 0 ? seq / parallel.cp : 0},
+                    {"ring_step", req.get<double>("ring_step", kRingStepPairs)},
+                    {"lengths", lengths}};
+        if (dv != dqk || user_dv) c.params["v_head_dim"] = dv;
+        ops::record_attention_impl(req, c.params);
+        c.parallel = parallel;
+        c.ranks = req.ranks;
+        c.dtype = dtype;
+        out.push_back(c);
+      }
+  }
   return out;
 }
 
@@ -135,6 +145,7 @@ void validate(const CaseConfig& c) {
   require_positive("--set microbatches", p.microbatches);
   require_positive("--heads", p.heads);
   require_positive("--head-dim", p.head_dim);
+  require_positive("--set v_head_dim", p.v_head_dim);
   require(p.seq % (2 * p.cp) == 0, cat("--seq ", p.seq, " must be divisible by 2*cp = ", 2 * p.cp,
                                        " (a group's capacity must split into its zigzag chunks)"));
   require(p.ring_step >= 0, cat("--set ring_step=", p.ring_step, " must not be negative"));
@@ -173,19 +184,19 @@ std::vector<int64_t> tokens_of(const cp::Bin& bin, const cp::Packing& packing, c
   return tokens;
 }
 
-// Rows of a global [1, T, h, d] tensor at these tokens (zeros for -1), as
+// Rows of a global [1, T, h, dim] tensor at these tokens (zeros for -1), as
 // consecutive pieces.
-Tensor gather_tokens(const Problem& p, const std::vector<int64_t>& tokens, const char* name, double scale, DType dtype,
-                     uint64_t seed, Device device) {
+Tensor gather_tokens(const Problem& p, const std::vector<int64_t>& tokens, int64_t dim, const char* name, double scale,
+                     DType dtype, uint64_t seed, Device device) {
   const RandomSpec spec{seed, tensor_id(name), scale};
   std::vector<Tensor> parts;
   for (size_t i = 0; i < tokens.size();) {
     size_t j = i + 1;
     while (j < tokens.size() && (tokens[i] < 0 ? tokens[j] < 0 : tokens[j] == tokens[j - 1] + 1)) ++j;
     const int64_t n = static_cast<int64_t>(j - i);
-    parts.push_back(tokens[i] < 0 ? Tensor::zeros({1, n, p.heads, p.head_dim}, dtype, device)
-                                  : ops::random_block({1, p.tokens(), p.heads, p.head_dim}, {0, tokens[i], 0, 0},
-                                                      {1, n, p.heads, p.head_dim}, dtype, spec, device));
+    parts.push_back(tokens[i] < 0 ? Tensor::zeros({1, n, p.heads, dim}, dtype, device)
+                                  : ops::random_block({1, p.tokens(), p.heads, dim}, {0, tokens[i], 0, 0},
+                                                      {1, n, p.heads, dim}, dtype, spec, device));
     i = j;
   }
   return concat(parts, 1);
@@ -217,10 +228,11 @@ std::vector<BinRun> runs_of(State& s, const cp::Schedule& schedule, int rank) {
     r.tokens = tokens_of(bin, r.options.packing, r.chunks, start);
     const DType dt = s.config.dtype;
     // The attention suite's scales (inputs.cc): q.k / sqrt(d) of standard deviation 1.
-    r.q = gather_tokens(s.problem, r.tokens, "attention.q", 2.0, dt, s.seed, s.device);
-    r.k = gather_tokens(s.problem, r.tokens, "attention.k", 1.5, dt, s.seed, s.device);
-    r.v = gather_tokens(s.problem, r.tokens, "attention.v", 1.0, dt, s.seed, s.device);
-    r.dout = gather_tokens(s.problem, r.tokens, "attention.dout", 1.0, dt, s.seed, s.device);
+    const int64_t d = s.problem.head_dim, dv = s.problem.v_head_dim;
+    r.q = gather_tokens(s.problem, r.tokens, d, "attention.q", 2.0, dt, s.seed, s.device);
+    r.k = gather_tokens(s.problem, r.tokens, d, "attention.k", 1.5, dt, s.seed, s.device);
+    r.v = gather_tokens(s.problem, r.tokens, dv, "attention.v", 1.0, dt, s.seed, s.device);
+    r.dout = gather_tokens(s.problem, r.tokens, dv, "attention.dout", 1.0, dt, s.seed, s.device);
     runs.push_back(std::move(r));
   }
   return runs;
@@ -269,7 +281,11 @@ CaseDef dynamic_cp_case() {
       .summary = "packed microbatches on CP groups sized per bin (dynamic CP) vs the full static group",
       .options = {OptionSpec::size("seq", "tokens per static microbatch"),
                   OptionSpec::integer("microbatches", 1, 4096, "packed microbatches of the global batch"),
-                  OptionSpec::size("heads", "attention heads"), OptionSpec::size("head_dim", "head dimension"),
+                  OptionSpec::size("heads", "attention heads"),
+                  OptionSpec::size("head_dim", "head dimension of q and k"),
+                  OptionSpec::size("v_head_dim",
+                                   "head dimension of v and the output (MLA; default: head_dim, and "
+                                   "the long-tailed lengths also run head_dim 3/2 of it)"),
                   OptionSpec::text("seq_lens", "lengths per microbatch: a,b,c summing to --seq, or zipf:N"),
                   OptionSpec::number("ring_step", 0, 1e12, "the scheduler's cost of one ring step, in causal pairs"),
                   ops::attention_impl_option()},
@@ -277,7 +293,7 @@ CaseDef dynamic_cp_case() {
       .faults =
           cp::faults().docs_where({cp::fault_site(cp::variant_info(cp::Variant::p2p), 2, true, cp::Layout::zigzag, 2)}),
       .kernel_faults = {KernelFault::attention_forward_scale, KernelFault::attention_backward_softmax_grad,
-                        KernelFault::causal_mask_diagonal},
+                        KernelFault::causal_mask_diagonal, KernelFault::attention_scale_from_v_dim},
       .table_metrics = {"speedup_vs_static", "busy_fraction_dynamic", "busy_fraction_static"},
       .configs = dynamic::sweep,
       .validate = dynamic::validate,
@@ -285,8 +301,8 @@ CaseDef dynamic_cp_case() {
           [](const CaseConfig& c) {
             // Every microbatch's q, k, v, dout, out and gradients on its group, twice (static and dynamic), and the
             // float64 reference of each sequence on rank 0.
-            const double tokens =
-                static_cast<double>(c.i("seq")) * c.i("microbatches") * c.i("heads") * c.i("head_dim");
+            const double tokens = static_cast<double>(c.i("seq")) * c.i("microbatches") * c.i("heads") *
+                                  std::max(c.i("head_dim"), c.params.value("v_head_dim", c.i("head_dim")));
             const double shard = 2.0 * 12 * 4 * tokens / c.ranks, reference = 10.0 * 8 * tokens;
             return MemoryEstimate{c.device == Device::host ? shard + reference : reference,
                                   c.device == Device::host ? 0 : shard};

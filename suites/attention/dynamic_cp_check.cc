@@ -98,8 +98,9 @@ std::vector<Piece> pieces_of(const BinRun& b) {
 }
 
 // Collective over the pool: one result of every bin, as the global token tensor on the root.
+// dim: the head dim of the tensor (q, k: head_dim; v, out: v_head_dim); stat: a [1, h, T] statistic.
 Tensor gather(State& s, Checker& checker, const std::string& name, const std::vector<BinRun>& bins,
-              Tensor (*pick)(const BinRun&), bool stat) {
+              Tensor (*pick)(const BinRun&), bool stat, int64_t dim = 0) {
   const Problem& p = s.problem;
   std::vector<Block> blocks;
   DType dtype = s.config.dtype;
@@ -112,7 +113,7 @@ Tensor gather(State& s, Checker& checker, const std::string& name, const std::ve
                             : Block{narrow(t, 1, piece.row, piece.length), {0, piece.token, 0, 0}});
   }
   if (stat) dtype = DType::f32;
-  const Shape global = stat ? Shape{1, p.heads, p.tokens()} : Shape{1, p.tokens(), p.heads, p.head_dim};
+  const Shape global = stat ? Shape{1, p.heads, p.tokens()} : Shape{1, p.tokens(), p.heads, dim};
   Assembled a = assemble(*s.host, blocks, global, dtype);
   if (checker.is_root() && (a.uncovered || a.mismatched))
     checker.fail(cat(name, ": ", a.uncovered, " elements uncovered, ", a.mismatched, " replicas disagree"));
@@ -120,28 +121,30 @@ Tensor gather(State& s, Checker& checker, const std::string& name, const std::ve
 }
 
 Results gather_all(State& s, Checker& checker, const std::string& grouping, const std::vector<BinRun>& bins) {
+  const int64_t d = s.problem.head_dim, dv = s.problem.v_head_dim;
   return {gather(
-              s, checker, grouping + ".out", bins, [](const BinRun& b) { return b.fwd.out; }, false),
+              s, checker, grouping + ".out", bins, [](const BinRun& b) { return b.fwd.out; }, false, dv),
           gather(
               s, checker, grouping + ".lse", bins, [](const BinRun& b) { return b.fwd.lse; }, true),
           gather(
-              s, checker, grouping + ".dq", bins, [](const BinRun& b) { return b.grads.dq; }, false),
+              s, checker, grouping + ".dq", bins, [](const BinRun& b) { return b.grads.dq; }, false, d),
           gather(
-              s, checker, grouping + ".dk", bins, [](const BinRun& b) { return b.grads.dk; }, false),
+              s, checker, grouping + ".dk", bins, [](const BinRun& b) { return b.grads.dk; }, false, d),
           gather(
-              s, checker, grouping + ".dv", bins, [](const BinRun& b) { return b.grads.dv; }, false)};
+              s, checker, grouping + ".dv", bins, [](const BinRun& b) { return b.grads.dv; }, false, dv)};
 }
 
 struct Inputs {
-  Tensor q, k, v, dout;  // [1, T, h, d]: every token of the global batch
+  Tensor q, k, v, dout;  // [1, T, h, d] (v, dout: d_v): every token of the global batch
 };
 Inputs whole_inputs(const State& s, Device device) {
   const Problem& p = s.problem;
-  const Shape shape{1, p.tokens(), p.heads, p.head_dim};
-  auto make = [&](const char* name, double scale) {
+  auto make = [&](const char* name, double scale, int64_t dim) {
+    const Shape shape{1, p.tokens(), p.heads, dim};
     return ops::random_block(shape, {0, 0, 0, 0}, shape, s.config.dtype, {s.seed, tensor_id(name), scale}, device);
   };
-  return {make("attention.q", 2.0), make("attention.k", 1.5), make("attention.v", 1.0), make("attention.dout", 1.0)};
+  return {make("attention.q", 2.0, p.head_dim), make("attention.k", 1.5, p.head_dim),
+          make("attention.v", 1.0, p.v_head_dim), make("attention.dout", 1.0, p.v_head_dim)};
 }
 
 // The same kernel on one rank over the whole batch packed without padding, unfaulted.
@@ -239,7 +242,8 @@ Metrics metrics(State& s, const RegionTimes& times) {
   const std::vector<int64_t> lengths = p.all_lengths();
   double squares = 0;
   for (int64_t n : lengths) squares += static_cast<double>(n) * n;
-  const double fwd_bwd_flops = 3.5 * 4.0 * squares * p.heads * p.head_dim * 0.5;  // real tokens only
+  // real tokens only: 2 (d + d_v) per visible pair (Q K^T and P V)
+  const double fwd_bwd_flops = 3.5 * 2.0 * squares * p.heads * (p.head_dim + p.v_head_dim) * 0.5;
   const double t_dynamic = times.at("dynamic").median, t_static = times.at("static").median;
   Metrics m;
   m.add(kSpeedupVsStatic, t_dynamic > 0 ? t_static / t_dynamic : 0.0);

@@ -50,19 +50,18 @@ std::vector<Piece> pieces_of(const Problem& p, const cp::Chunk& c) {
   return out;
 }
 
-// The shard of a global [batch, seq, heads, head_dim] tensor of tokens, chunk
-// by chunk, padding rows zero.
-Tensor shard_tensor(const Problem& p, const Shard& s, bool kv, const char* name, double scale, DType dtype,
+// The shard of a global [batch, seq, heads, dim] tensor of tokens, chunk by
+// chunk, padding rows zero.
+Tensor shard_tensor(const Problem& p, const Shard& s, bool kv, int64_t dim, const char* name, double scale, DType dtype,
                     uint64_t seed, Device device) {
   const int64_t heads = kv ? p.kv_heads : p.heads, h0 = kv ? s.kv_head0 : s.head0, h = kv ? s.kv_heads : s.heads;
   const RandomSpec spec{seed, tensor_id(name), scale};
   std::vector<Tensor> parts;
   for (const cp::Chunk& c : s.chunks)
     for (const Piece& piece : pieces_of(p, c))
-      parts.push_back(piece.token < 0
-                          ? Tensor::zeros({s.batch, piece.length, h, p.head_dim}, dtype, device)
-                          : ops::random_block({p.batch, p.seq, heads, p.head_dim}, {s.batch0, piece.token, h0, 0},
-                                              {s.batch, piece.length, h, p.head_dim}, dtype, spec, device));
+      parts.push_back(piece.token < 0 ? Tensor::zeros({s.batch, piece.length, h, dim}, dtype, device)
+                                      : ops::random_block({p.batch, p.seq, heads, dim}, {s.batch0, piece.token, h0, 0},
+                                                          {s.batch, piece.length, h, dim}, dtype, spec, device));
   return parts.size() == 1 ? parts[0] : concat(parts, 1);
 }
 
@@ -71,10 +70,10 @@ Tensor shard_tensor(const Problem& p, const Shard& s, bool kv, const char* name,
 // Scales: q.k / sqrt(d) has standard deviation 2 * 1.5 / 3 = 1, a softmax
 // that is neither flat nor one-hot.
 Inputs make_inputs(const Problem& p, const Shard& s, DType dtype, uint64_t seed, Device device) {
-  return {shard_tensor(p, s, false, "attention.q", 2.0, dtype, seed, device),
-          shard_tensor(p, s, true, "attention.k", 1.5, dtype, seed, device),
-          shard_tensor(p, s, true, "attention.v", 1.0, dtype, seed, device),
-          shard_tensor(p, s, false, "attention.dout", 1.0, dtype, seed, device)};
+  return {shard_tensor(p, s, false, p.head_dim, "attention.q", 2.0, dtype, seed, device),
+          shard_tensor(p, s, true, p.head_dim, "attention.k", 1.5, dtype, seed, device),
+          shard_tensor(p, s, true, p.v_head_dim, "attention.v", 1.0, dtype, seed, device),
+          shard_tensor(p, s, false, p.v_head_dim, "attention.dout", 1.0, dtype, seed, device)};
 }
 
 Inputs to_device(const Inputs& in, Device device) {

@@ -16,10 +16,10 @@ namespace {
 // Every metric this file records, defined once (harness/metrics.h).
 const MetricDef& kTflopsPerRank =
     define_metric({"attention", "tflops_per_rank", "TFLOP/s", Better::higher,
-                   "attention FLOP/s of fwd_bwd per rank: 3.5 x 4 b s^2 h d (x0.5 causal) / (time x ranks)"});
+                   "attention FLOP/s of fwd_bwd per rank: 3.5 x 2 b s^2 h (d + d_v) (x0.5 causal) / (time x ranks)"});
 const MetricDef& kTflopsPerRankFwd =
     define_metric({"attention", "tflops_per_rank_fwd", "TFLOP/s", Better::higher,
-                   "attention FLOP/s of the forward per rank: 4 b s^2 h d (x0.5 causal) / (time x ranks)"});
+                   "attention FLOP/s of the forward per rank: 2 b s^2 h (d + d_v) (x0.5 causal) / (time x ranks)"});
 const MetricDef& kFlopsFormula = define_metric(
     {"attention", "flops_formula", "json", Better::neither, "the FLOP count the TFLOP/s figures use, as text"});
 const MetricDef& kLoadBalance =
@@ -121,15 +121,18 @@ double bytes_formula(const State& s, bool backward_too) {
   const Shard& sh = s.shard;
   const double es = static_cast<double>(dtype_size(s.config.dtype));
   const double rows = static_cast<double>(sh.batch * sh.rows), d = static_cast<double>(s.problem.head_dim);
+  const double dv = static_cast<double>(s.problem.v_head_dim);
   const double a = s.comms.a2a ? s.comms.a2a->size() : 1, p = s.comms.kv ? s.comms.kv->size() : 1;
   const double r = s.comms.a2a ? static_cast<double>(cp::kv_replicas(s.comms.a2a->size(), sh.kv_heads)) : 1;
-  const double q = rows * sh.heads * d * es, kv = r * rows * sh.kv_heads * d * es, kv32 = kv / es * 4;
+  // q, dq: d; out, dout: d_v; one K and one V block (k: d, v: d_v), and the same in f32
+  const double q = rows * sh.heads * d * es, o = rows * sh.heads * dv * es;
+  const double kv = r * rows * sh.kv_heads * (d + dv) * es, kv32 = kv / es * 4;
   const double stat = rows * sh.heads * 4;
   const double a2a = (a - 1) / a;
-  const double fwd = a2a * (q + 2 * kv) + a2a * (q + stat) + (p - 1) * 2 * kv;
+  const double fwd = a2a * (q + kv) + a2a * (o + stat) + (p - 1) * kv;
   if (!backward_too) return fwd;
-  double bwd = a2a * (2 * q + 2 * kv + 2 * stat) + a2a * (q + 2 * (r > 1 ? kv32 : kv)) + (p - 1) * 2 * kv;
-  if (p > 1) bwd += (s.variant->kv == cp::KvExchange::ring ? p : p - 1) * 2 * kv32;
+  double bwd = a2a * (q + kv + o + 2 * stat) + a2a * (q + (r > 1 ? kv32 : kv)) + (p - 1) * kv;
+  if (p > 1) bwd += (s.variant->kv == cp::KvExchange::ring ? p : p - 1) * kv32;
   return fwd + bwd;
 }
 
@@ -143,12 +146,13 @@ Metrics metrics(State& s, const RegionTimes& times) {
   m.add(kTflopsPerRank, tflops(fwd_bwd, "fwd_bwd"));
   m.add(kTflopsPerRankFwd, tflops(fwd, "fwd"));
   m.add_json(kFlopsFormula,
-             s.problem.packed() ? "forward sum over packed sequences of 4*b*L^2*h*d x0.5 (real tokens only), fwd_bwd "
-                                  "3.5x forward; per rank: / (time * ranks)"
+             s.problem.packed()
+                 ? "forward sum over packed sequences of 2*b*L^2*h*(d+d_v) x0.5 (real tokens only), fwd_bwd "
+                   "3.5x forward; per rank: / (time * ranks)"
              : s.problem.window >= 0
-                 ? "forward 4*b*h*d x the visible pairs (sum over i of min(i, window) + 1), fwd_bwd 3.5x forward; "
-                   "per rank: / (time * ranks)"
-                 : "forward 4*b*s^2*h*d (x0.5 causal), fwd_bwd 3.5x forward; per rank: / (time * ranks)");
+                 ? "forward 2*b*h*(d+d_v) x the visible pairs (sum over i of min(i, window) + 1), fwd_bwd 3.5x "
+                   "forward; per rank: / (time * ranks)"
+                 : "forward 2*b*s^2*h*(d+d_v) (x0.5 causal), fwd_bwd 3.5x forward; per rank: / (time * ranks)");
 
   const RegionStats& r = s.regions.at("fwd_bwd");
   const std::vector<double> compute = per_rank(*s.host, r.kernel.compute_s / std::max(r.runs, 1));

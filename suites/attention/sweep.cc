@@ -120,9 +120,71 @@ cp::Packing packing_for(const std::vector<int64_t>& seq_lens, bool thd_padding, 
   return cp::pack_sequences(seq_lens, thd_padding ? 2 * cp : 1, tail_padding);
 }
 
+namespace {
+
+// A packed stream of the sweep (empty lens: one sequence).
+struct Stream {
+  std::string spec;
+  std::vector<int64_t> lens;
+};
+
+// One instance of the sweep, before it becomes a CaseConfig.
+struct Instance {
+  ParallelConfig parallel;
+  int a2a = 1, p2p = 1;
+  const Stream* stream = nullptr;
+  bool causal = false;
+  cp::Layout layout = cp::Layout::contiguous;
+  int64_t window = ops::AttentionMask::kNoWindow;
+  int64_t kv_heads = 0, head_dim = 0, v_head_dim = 0;  // v_head_dim: recorded where it differs or was asked for
+  DType dtype = DType::f32;
+};
+
+CaseConfig config_of(const Variant& v, const SweepRequest& req, const Instance& in) {
+  const int64_t batch = req.get<int64_t>("batch", default_sizes(req.profile).batch);
+  const int64_t seq = req.get<int64_t>("seq", default_sizes(req.profile).seq);
+  const int64_t heads = req.get<int64_t>("heads", default_sizes(req.profile).heads);
+  const double size = static_cast<double>(batch) * heads * seq * seq * std::max(in.head_dim, in.v_head_dim);
+  CaseConfig c;
+  c.params = {{"variant", v.name},
+              {"layout", cp::layout_name(in.layout)},
+              {"causal", in.causal},
+              {"seq", seq},
+              {"batch", batch},
+              {"heads", heads},
+              {"kv_heads", in.kv_heads},
+              {"head_dim", in.head_dim},
+              {"a2a_size", in.a2a},
+              {"p2p_size", in.p2p},
+              {"reference", req.get<std::string>(
+                                "reference", reference_rows_name(size > kFullReferenceLimit ? ReferenceRows::spot
+                                                                                            : ReferenceRows::full))}};
+  if (in.v_head_dim != in.head_dim || req.options.contains("v_head_dim")) c.params["v_head_dim"] = in.v_head_dim;
+  ops::record_attention_impl(req, c.params);
+  if (in.window != ops::AttentionMask::kNoWindow) c.params["window"] = in.window;
+  if (!in.stream->lens.empty()) {
+    const bool thd_padding = req.get<bool>("thd_padding", true);
+    // The sweep's own stream ends in 2 cp rows of padding; a user's in none unless asked.
+    const int64_t tail = req.get<int64_t>("tail_padding", req.options.contains("seq_lens") ? 0 : 2 * in.parallel.cp);
+    const cp::Packing packing = packing_for(in.stream->lens, thd_padding, in.parallel.cp, tail);
+    c.params["seq_lens"] = in.stream->lens;
+    c.params["seq_lens_spec"] = in.stream->spec;
+    c.params["thd_padding"] = thd_padding;
+    if (tail > 0 || req.options.contains("tail_padding")) c.params["tail_padding"] = tail;
+    c.params["padded_seq_lens"] = packing.padded;
+    c.params["padding_rows"] = packing.padding();
+  }
+  c.parallel = in.parallel;
+  c.ranks = req.ranks;
+  c.dtype = in.dtype;
+  return c;
+}
+
+}  // namespace
+
 std::vector<CaseConfig> sweep(const Variant& v, const SweepRequest& req) {
   const Sizes d = default_sizes(req.profile);
-  const int64_t batch = req.get<int64_t>("batch", d.batch), seq = req.get<int64_t>("seq", d.seq);
+  const int64_t seq = req.get<int64_t>("seq", d.seq);
   const int64_t heads = req.get<int64_t>("heads", d.heads), head_dim = req.get<int64_t>("head_dim", d.head_dim);
   // Faults are planted in f32, where the floor is tight enough to see them.
   const std::vector<DType> dtypes =
@@ -134,10 +196,6 @@ std::vector<CaseConfig> sweep(const Variant& v, const SweepRequest& req) {
   // sweep reaches the packed paths with padding between sequences and after
   // the last, a sequence of one token and one of none (first, so that the
   // long one still crosses the kv members' boundaries).
-  struct Stream {
-    std::string spec;
-    std::vector<int64_t> lens;  // empty: one sequence
-  };
   std::vector<Stream> streams;
   const std::string user_spec = seq_lens_option(req);
   if (!user_spec.empty()) streams.push_back({user_spec, cp::parse_seq_lens(user_spec, seq, req.seed)});
@@ -148,8 +206,6 @@ std::vector<CaseConfig> sweep(const Variant& v, const SweepRequest& req) {
       streams.push_back({spec, cp::parse_seq_lens(spec, seq, req.seed)});
     }
   }
-  const bool thd_padding = req.get<bool>("thd_padding", true);
-  const bool tail_given = req.options.contains("tail_padding");
   std::vector<bool> causals = {false, true};
   if (req.options.contains("causal")) causals = {req.get<bool>("causal", false)};
   else if (!user_spec.empty() || req.options.contains("window")) causals = {true};
@@ -158,6 +214,11 @@ std::vector<CaseConfig> sweep(const Variant& v, const SweepRequest& req) {
   // and more, ring steps wholly outside the window are skipped).
   const bool user_window = req.options.contains("window");
   const int64_t window = req.get<int64_t>("window", seq / 8);
+  // MLA: the user's v head dim on every instance, else the plain MHA rows
+  // also run DeepSeek-V3's proportions, q/k head dim 3/2 of v's (192 and
+  // 128 at the qualify profile's 128).
+  const bool user_dv = req.options.contains("v_head_dim");
+  const int64_t v_head_dim = req.get<int64_t>("v_head_dim", head_dim);
   std::vector<CaseConfig> out;
   for (const ParallelConfig& parallel : parallel_configs(req)) {
     const auto [a2a, p2p] = split_of(v, req, parallel.cp);
@@ -168,57 +229,30 @@ std::vector<CaseConfig> sweep(const Variant& v, const SweepRequest& req) {
         std::vector<cp::Layout> layouts = {cp::Layout::contiguous};
         if (req.options.contains("layout")) layouts = {cp::parse_layout(req.get<std::string>("layout", ""))};
         else if (causal) layouts.push_back(cp::Layout::zigzag);
-        for (cp::Layout layout : layouts) {
-          std::vector<int64_t> windows = {user_window && causal ? window : ops::AttentionMask::kNoWindow};
-          if (!user_window && causal && stream.lens.empty() && window >= 1) windows.push_back(window);
+        std::vector<int64_t> windows = {user_window && causal ? window : ops::AttentionMask::kNoWindow};
+        if (!user_window && causal && stream.lens.empty() && window >= 1) windows.push_back(window);
+        for (cp::Layout layout : layouts)
           for (int64_t w : windows) {
-            // High GQA ratios on the plain single-sequence rows; a default window runs MHA only: GQA
+            // High GQA ratios and MLA on the plain single-sequence rows; a default window runs MHA only: GQA
             // meets the window through the same mask.
             const bool plain = w == ops::AttentionMask::kNoWindow && stream.lens.empty();
             const std::vector<int64_t> kv_list =
-                kv_heads_list(req, heads, static_cast<int64_t>(a2a) * parallel.tp, parallel.tp, plain);
-            for (int64_t kv :
-                 w == ops::AttentionMask::kNoWindow || user_window ? kv_list : std::vector<int64_t>{heads}) {
+                w == ops::AttentionMask::kNoWindow || user_window
+                    ? kv_heads_list(req, heads, static_cast<int64_t>(a2a) * parallel.tp, parallel.tp, plain)
+                    : std::vector<int64_t>{heads};
+            for (int64_t kv : kv_list) {
+              std::vector<std::pair<int64_t, int64_t>> dims = {{head_dim, v_head_dim}};  // (q/k, v)
+              if (!user_dv && plain && kv == heads && head_dim % 2 == 0)
+                dims.push_back({head_dim + head_dim / 2, head_dim});
               const bool replicated = v.a2a && kv / parallel.tp < a2a;
               const cp::FaultSite site = cp::fault_site(v, p2p, causal, layout, stream.lens.size(), w, replicated);
               if (!cp::faults().shows(cp::faults().parse(req.fault), site)) continue;
-              for (DType dtype : dtypes) {
-                const double size = static_cast<double>(batch) * heads * seq * seq * head_dim;
-                CaseConfig c;
-                c.params = {
-                    {"variant", v.name},
-                    {"layout", cp::layout_name(layout)},
-                    {"causal", causal},
-                    {"seq", seq},
-                    {"batch", batch},
-                    {"heads", heads},
-                    {"kv_heads", kv},
-                    {"head_dim", head_dim},
-                    {"a2a_size", a2a},
-                    {"p2p_size", p2p},
-                    {"reference", req.get<std::string>("reference", reference_rows_name(size > kFullReferenceLimit
-                                                                                            ? ReferenceRows::spot
-                                                                                            : ReferenceRows::full))}};
-                ops::record_attention_impl(req, c.params);
-                if (w != ops::AttentionMask::kNoWindow) c.params["window"] = w;
-                if (!stream.lens.empty()) {
-                  const int64_t tail = req.get<int64_t>("tail_padding", user_spec.empty() ? 2 * parallel.cp : 0);
-                  const cp::Packing packing = packing_for(stream.lens, thd_padding, parallel.cp, tail);
-                  c.params["seq_lens"] = stream.lens;
-                  c.params["seq_lens_spec"] = stream.spec;
-                  c.params["thd_padding"] = thd_padding;
-                  if (tail > 0 || tail_given) c.params["tail_padding"] = tail;
-                  c.params["padded_seq_lens"] = packing.padded;
-                  c.params["padding_rows"] = packing.padding();
-                }
-                c.parallel = parallel;
-                c.ranks = req.ranks;
-                c.dtype = dtype;
-                out.push_back(c);
-              }
+              for (auto [dqk, dv] : dims)
+                for (DType dtype : dtypes)
+                  out.push_back(
+                      config_of(v, req, {parallel, a2a, p2p, &stream, causal, layout, w, kv, dqk, dv, dtype}));
             }
           }
-        }
       }
   }
   return out;
@@ -229,7 +263,10 @@ std::vector<OptionSpec> attention_options() {
           OptionSpec::size("batch", "batch size"),
           OptionSpec::size("heads", "query heads"),
           OptionSpec::size("kv_heads", "key/value heads (GQA: a divisor of heads)"),
-          OptionSpec::size("head_dim", "head dimension"),
+          OptionSpec::size("head_dim", "head dimension of q and k"),
+          OptionSpec::size("v_head_dim",
+                           "head dimension of v and the output (MLA: other than head_dim; default: "
+                           "head_dim, and the MHA rows also run head_dim 3/2 of it)"),
           OptionSpec::boolean("causal", "causal mask (default: both)"),
           OptionSpec::choice("layout", {"contiguous", "zigzag"}, "how the sequence is cut over CP (default: both)"),
           OptionSpec::integer("a2a_size", 1, 65536, "a2a+p2p: Ulysses group size (cp = a2a_size x p2p_size)"),
@@ -254,7 +291,7 @@ std::vector<OptionSpec> attention_options() {
 // tensors in 8 bytes).
 MemoryEstimate attention_memory(const CaseConfig& c) {
   const Problem p = Problem::of(c);
-  const double whole = static_cast<double>(p.batch) * p.seq * p.heads * p.head_dim;
+  const double whole = static_cast<double>(p.batch) * p.seq * p.heads * std::max(p.head_dim, p.v_head_dim);
   const double shard = 12.0 * 4 * whole / c.ranks, root = 10.0 * 8 * whole;
   return {c.device == Device::host ? shard + root : root, c.device == Device::host ? 0 : shard};
 }
@@ -267,15 +304,17 @@ void validate(const Variant& v, const CaseConfig& c) {
   require_positive("--heads", p.heads);
   require_positive("--kv-heads", p.kv_heads);
   require_positive("--head-dim", p.head_dim);
+  require_positive("--set v_head_dim", p.v_head_dim);
   require_divides("--kv-heads", p.kv_heads, "--heads", p.heads);
   require_divides("--tp", par.tp, "--heads", p.heads);
   require_divides("--tp", par.tp, "--kv-heads", p.kv_heads);
   require_divides("--dp", par.dp, "--batch", p.batch);
   require(par.pp == 1, cat("attention runs without pipeline stages: --pp ", par.pp, " must be 1"));
   if (c.device == Device::cuda)
-    require(p.head_dim <= 256, cat("--head-dim ", p.head_dim,
-                                   " must be at most 256 on --device cuda (the CUDA "
-                                   "attention kernels hold a row's columns in registers)"));
+    for (auto [name, dim] : {std::pair{"--head-dim", p.head_dim}, {"--set v_head_dim", p.v_head_dim}})
+      require(dim <= 256, cat(name, " ", dim,
+                              " must be at most 256 on --device cuda (the CUDA "
+                              "attention kernels hold a row's columns in registers)"));
   if (p.window != ops::AttentionMask::kNoWindow) {
     require(p.causal, "--set window: a sliding window applies to a causal mask; --set causal=false does not apply");
     require(!p.packed(), "--set window: a window over packed sequences (--set seq_lens) is not supported yet");
@@ -318,6 +357,7 @@ Problem Problem::of(const CaseConfig& c) {
   p.window = c.params.value("window", ops::AttentionMask::kNoWindow);
   p.seq = c.i("seq"), p.batch = c.i("batch"), p.heads = c.i("heads"), p.kv_heads = c.i("kv_heads");
   p.head_dim = c.i("head_dim");
+  p.v_head_dim = c.params.value("v_head_dim", p.head_dim);
   p.a2a_size = static_cast<int>(c.i("a2a_size")), p.p2p_size = static_cast<int>(c.i("p2p_size"));
   p.reference = parse_reference_rows(c.s("reference"));
   p.attention_impl = ops::attention_impl_of(c.params);
@@ -337,14 +377,14 @@ double Problem::flops_forward() const {
   if (causal && window != ops::AttentionMask::kNoWindow) {
     double pairs = 0;
     for (int64_t i = 0; i < seq; ++i) pairs += static_cast<double>(std::min(i, window) + 1);
-    return 4.0 * batch * pairs * heads * head_dim;
+    return 2.0 * batch * pairs * heads * (head_dim + v_head_dim);
   }
   double squares = static_cast<double>(seq) * seq;  // sum of L^2 over the sequences of a batch row
   if (packed()) {
     squares = 0;
     for (int64_t n : seq_lens) squares += static_cast<double>(n) * n;
   }
-  return 4.0 * batch * squares * heads * head_dim * (causal ? 0.5 : 1.0);
+  return 2.0 * batch * squares * heads * (head_dim + v_head_dim) * (causal ? 0.5 : 1.0);
 }
 
 }  // namespace sextant::attention

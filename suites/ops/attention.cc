@@ -2,10 +2,13 @@
 // forward and backward, against reference/attention.h: one-row inputs, odd
 // head counts and dimensions, GQA ratios, tiles that the causal diagonal
 // crosses, query blocks at an offset in the sequence (a CP shard: the
-// queries see every earlier key), and causal sliding windows. Offset blocks are checked row by row
+// queries see every earlier key), causal sliding windows, and the value head
+// dim of multi-head latent attention (MLA) other than the query/key head dim.
+// Offset blocks are checked row by row
 // (out, lse, dq); whole blocks also dk and dv. On a GPU with
 // attention_impl=cudnn, our own kernels' result is the baseline that cuDNN's
 // is bounded by, besides the absolute gate against float64.
+#include <algorithm>
 #include <numeric>
 
 #include "kernels/ops/attention_block.h"
@@ -20,11 +23,12 @@ struct Shape4 {
   int64_t b, sq, sk, hq, hk, d, q_start;
   bool causal;
   int64_t window = ops::AttentionMask::kNoWindow;  // causal sliding window (param "window")
+  int64_t dv = 0;                                  // head dim of v, out, dout (param "v_head_dim"; absent: d)
 };
 
 struct State {
   Shape4 p{};
-  Tensor q_all, k, v, dout_all;  // host inputs over the whole sequence: [b, sk, hq | hk, d]
+  Tensor q_all, k, v, dout_all;  // host inputs over the whole sequence: [b, sk, hq | hk, d | dv]
   Tensor q, dout;                // the query block: rows [q_start, q_start + sq)
   Tensor qd, kd, vd, doutd;      // on the device
   ops::AttentionMask mask;
@@ -34,24 +38,30 @@ struct State {
 };
 
 nlohmann::json shape(int64_t b, int64_t sq, int64_t sk, int64_t hq, int64_t hk, int64_t d, bool causal,
-                     int64_t window = ops::AttentionMask::kNoWindow) {
+                     int64_t window = ops::AttentionMask::kNoWindow, int64_t dv = 0) {
   nlohmann::json j = {{"batch", b},     {"sq", sq},      {"sk", sk},        {"heads", hq},
                       {"kv_heads", hk}, {"head_dim", d}, {"causal", causal}};
   if (window != ops::AttentionMask::kNoWindow) j["window"] = window;
+  if (dv != 0) j["v_head_dim"] = dv;
   return j;
 }
+constexpr int64_t kNoWindow = ops::AttentionMask::kNoWindow;
 
 std::vector<nlohmann::json> shapes(Profile profile) {
   std::vector<nlohmann::json> out = {
-      shape(1, 1, 1, 1, 1, 1, false),          // one row, one key, d = 1
-      shape(1, 1, 1, 1, 1, 8, true),           // the first causal row sees only itself
-      shape(2, 13, 13, 6, 2, 20, true),        // GQA 3, odd sizes
-      shape(1, 67, 67, 3, 3, 24, false),       // three heads, MHA
-      shape(1, 19, 300, 2, 1, 32, true),       // a block at offset 281: every earlier key, crossing key tiles
-      shape(1, 70, 70, 2, 1, 16, true, 0),     // a window of 0: each query sees itself only
-      shape(1, 150, 150, 4, 2, 16, true, 40),  // a window narrower than a tile, its edge across tiles
-      shape(1, 19, 300, 2, 1, 32, true, 100),  // an offset block: the keys before its windows are skipped
+      shape(1, 1, 1, 1, 1, 1, false),                    // one row, one key, d = 1
+      shape(1, 1, 1, 1, 1, 8, true),                     // the first causal row sees only itself
+      shape(2, 13, 13, 6, 2, 20, true),                  // GQA 3, odd sizes
+      shape(1, 67, 67, 3, 3, 24, false),                 // three heads, MHA
+      shape(1, 19, 300, 2, 1, 32, true),                 // a block at offset 281: every earlier key, crossing key tiles
+      shape(1, 70, 70, 2, 1, 16, true, 0),               // a window of 0: each query sees itself only
+      shape(1, 150, 150, 4, 2, 16, true, 40),            // a window narrower than a tile, its edge across tiles
+      shape(1, 19, 300, 2, 1, 32, true, 100),            // an offset block: the keys before its windows are skipped
+      shape(2, 90, 90, 4, 4, 24, true, kNoWindow, 16),   // MLA: q/k head dim 3/2 of v's (DeepSeek-V3 192/128)
+      shape(1, 33, 200, 4, 2, 12, false, kNoWindow, 8),  // MLA, GQA, an offset block without a mask
   };
+  if (profile == Profile::qualify)
+    out.push_back(shape(1, 64, 4096, 16, 16, 192, true, kNoWindow, 128));         // DeepSeek-V3's MLA head dims
   if (profile != Profile::ci) out.push_back(shape(1, 300, 300, 4, 1, 64, true));  // GQA 4, the diagonal across tiles
   if (profile == Profile::qualify) out.push_back(shape(1, 64, 8192, 16, 16, 128, true));
   return out;
@@ -66,7 +76,8 @@ Shape4 shape_of(const CaseConfig& c) {
            c.i("head_dim"),
            0,
            c.b("causal"),
-           c.params.value("window", ops::AttentionMask::kNoWindow)};
+           c.params.value("window", ops::AttentionMask::kNoWindow),
+           c.params.value("v_head_dim", c.i("head_dim"))};
   p.q_start = p.sk - p.sq;  // the block ends where the sequence does
   return p;
 }
@@ -79,8 +90,8 @@ State setup(CaseContext& ctx) {
   // Scales as the attention suite's: q.k / sqrt(d) has a standard deviation of about 1.
   s.q_all = input({p.b, p.sk, p.hq, p.d}, dtype, "attention.q", ctx.seed, 2.0);
   s.k = input({p.b, p.sk, p.hk, p.d}, dtype, "attention.k", ctx.seed, 1.5);
-  s.v = input({p.b, p.sk, p.hk, p.d}, dtype, "attention.v", ctx.seed);
-  s.dout_all = input({p.b, p.sk, p.hq, p.d}, dtype, "attention.dout", ctx.seed);
+  s.v = input({p.b, p.sk, p.hk, p.dv}, dtype, "attention.v", ctx.seed);
+  s.dout_all = input({p.b, p.sk, p.hq, p.dv}, dtype, "attention.dout", ctx.seed);
   s.q = narrow(s.q_all, 1, p.q_start, p.sq);
   s.dout = narrow(s.dout_all, 1, p.q_start, p.sq);
   s.qd = on_device(s.q, ctx.device), s.kd = on_device(s.k, ctx.device), s.vd = on_device(s.v, ctx.device);
@@ -119,8 +130,9 @@ Results by_pieces(const State& s, const Results& whole) {
   const Tensor& q = s.q;
   const ops::PieceKernels kernels = ops::own_piece_kernels(q, s.k, s.v, whole.out, s.dout);
   Tensor out, lse;
-  ops::forward_by_pieces(q, s.k, s.mask, kernels, out, lse);
-  Tensor dq = Tensor::zeros(q.shape(), DType::f32), dk = Tensor::zeros(s.k.shape(), DType::f32), dv = dk.clone();
+  ops::forward_by_pieces(q, s.k, s.v, s.mask, kernels, out, lse);
+  Tensor dq = Tensor::zeros(q.shape(), DType::f32), dk = Tensor::zeros(s.k.shape(), DType::f32),
+         dv = Tensor::zeros(s.v.shape(), DType::f32);
   ops::backward_by_pieces(q, s.k, whole.lse, s.mask, kernels, dq, dk, dv);
   return {out.to(q.dtype()), lse, dq.to(q.dtype()), dk.to(s.k.dtype()), dv.to(s.k.dtype())};
 }
@@ -168,7 +180,7 @@ void check(State& s, Checker& checker) {
 double forward_flops(const State& s) {
   const Shape4& p = s.p;
   const double pairs = static_cast<double>(ops::visible_pairs(s.mask, p.sq, p.sk));
-  return 4.0 * p.b * p.hq * p.d * pairs;
+  return 2.0 * p.b * p.hq * (p.d + p.dv) * pairs;  // Q K^T and P V
 }
 
 CaseDef attention_case() {
@@ -179,7 +191,7 @@ CaseDef attention_case() {
       .options = {ops::attention_impl_option()},
       .kernel_faults = {KernelFault::attention_forward_scale, KernelFault::attention_backward_softmax_grad,
                         KernelFault::causal_mask_diagonal, KernelFault::attention_pieces_drop_last,
-                        KernelFault::attention_window_off_by_one},
+                        KernelFault::attention_window_off_by_one, KernelFault::attention_scale_from_v_dim},
       .table_metrics = {"gflops"},
       .configs =
           [](const SweepRequest& req) {
@@ -192,7 +204,7 @@ CaseDef attention_case() {
       .memory =
           [](const CaseConfig& c) {
             const Shape4 p = shape_of(c);
-            return op_memory(c, 8.0 * p.b * p.sk * p.hq * p.d);
+            return op_memory(c, 8.0 * p.b * p.sk * p.hq * std::max(p.d, p.dv));
           },
       .setup = setup,
       .timed = {{"fwd_bwd", run}},

@@ -4,7 +4,7 @@
 // piece's gradients into rows of the accumulators), which cuDNN's path
 // (attention_cudnn.cc) uses too.
 //
-// Kernel choice: bf16 / f16 storage with head_dim <= 128 on a GPU of compute
+// Kernel choice: bf16 / f16 storage with head_dim <= 128 (q, k and v alike) on a GPU of compute
 // capability 8.0+ takes the tensor-core kernels (attention_mma.cu, which says
 // what they are for beside cuDNN's); f32 (true f32 math, as the f32
 // tolerance assumes), f64 (read as f32, as the host op reads it) and wider
@@ -59,19 +59,20 @@ MaskRuns mask_runs(const AttentionMask& mask) {
   return m;
 }
 
-Sizes sizes_of(const Tensor& q, const Tensor& k) {
-  for (int64_t x : {q.dim(0), q.dim(1), q.dim(2), q.dim(3), k.dim(1), k.dim(2)})
+Sizes sizes_of(const Tensor& q, const Tensor& k, const Tensor& v) {
+  for (int64_t x : {q.dim(0), q.dim(1), q.dim(2), q.dim(3), k.dim(1), k.dim(2), v.dim(3)})
     if (x > 0x7fffffff) throw RuntimeError(cat("attention on CUDA: dimension ", x, " exceeds int"));
   Sizes s;
   s.b = static_cast<int>(q.dim(0)), s.sq = static_cast<int>(q.dim(1)), s.hq = static_cast<int>(q.dim(2));
   s.d = static_cast<int>(q.dim(3)), s.sk = static_cast<int>(k.dim(1)), s.hk = static_cast<int>(k.dim(2));
+  s.dv = static_cast<int>(v.dim(3));
   s.group = s.hk > 0 ? s.hq / s.hk : 1;
-  s.scale = s.d > 0 ? 1.0f / std::sqrt(static_cast<float>(s.d)) : 1.0f;  // as the host op
+  s.scale = attention_scale(s.d, s.dv);  // as the host op
   return s;
 }
 
-bool uses_tensor_cores(DType dtype, int head_dim) {
-  return (dtype == DType::bf16 || dtype == DType::f16) && attention::mma_supported(head_dim);
+bool uses_tensor_cores(DType dtype, const Sizes& s) {
+  return (dtype == DType::bf16 || dtype == DType::f16) && s.d == s.dv && attention::mma_supported(s.d);
 }
 
 // Score entries a kernel computes: the entries of every (tq x tk) tile the
@@ -193,9 +194,9 @@ unsigned warp_blocks(int64_t rows, int threads) {
 int64_t attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask, Tensor& out,
                           Tensor& lse) {
   require_qkv("attention_block_forward", q, k, v);
-  const Sizes s = sizes_of(q, k);
+  const Sizes s = sizes_of(q, k, v);
   const attention::ForwardArgs args{q.raw(), k.raw(), v.raw(), ptr<float>(out), ptr<float>(lse), s, mask_runs(mask)};
-  const bool tensor_cores = uses_tensor_cores(q.dtype(), s.d);
+  const bool tensor_cores = uses_tensor_cores(q.dtype(), s);
   if (tensor_cores) attention::forward_mma(q.dtype(), args);
   else attention::forward_simt(q.dtype(), args);
   return scores_of(tensor_cores, mask, s);
@@ -206,11 +207,11 @@ int64_t attention_backward_accumulate(const Tensor& q, const Tensor& k, const Te
                                       Tensor& dk, Tensor& dv) {
   require_qkv("attention_block_backward", q, k, v);
   require_dtype("attention_block_backward", "dout", dout, q.dtype());
-  const Sizes s = sizes_of(q, k);
+  const Sizes s = sizes_of(q, k, v);
   const attention::BackwardArgs args{q.raw(),           k.raw(),        v.raw(),        dout.raw(),     ptr<float>(lse),
                                      ptr<float>(delta), ptr<float>(dq), ptr<float>(dk), ptr<float>(dv), s,
                                      mask_runs(mask)};
-  const bool tensor_cores = uses_tensor_cores(q.dtype(), s.d);
+  const bool tensor_cores = uses_tensor_cores(q.dtype(), s);
   if (tensor_cores) attention::backward_mma(q.dtype(), args);
   else attention::backward_simt(q.dtype(), args);
   return scores_of(tensor_cores, mask, s);

@@ -43,9 +43,10 @@ struct MaskRuns {
   PositionRuns q, k;
 };
 
-// Sizes of one call.
+// Sizes of one call: d is the head dim of q and k, dv that of v, out and
+// dout (MLA: other than d; the tensor-core kernels take d = dv only).
 struct Sizes {
-  int b = 0, sq = 0, sk = 0, hq = 0, hk = 0, d = 0, group = 1;
+  int b = 0, sq = 0, sk = 0, hq = 0, hk = 0, d = 0, dv = 0, group = 1;
   float scale = 1;  // 1 / sqrt(d)
 };
 

@@ -27,6 +27,8 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 struct Problem {
   int64_t b, sq, sk, hq, hk, d;
+  int64_t dv = 0;  // head dim of v, out, dout (MLA); 0: d
+  int64_t v_dim() const { return dv ? dv : d; }
 };
 
 struct Inputs {
@@ -35,7 +37,7 @@ struct Inputs {
 
 Inputs make_inputs(const Problem& p, DType dt) {
   return {input({p.b, p.sq, p.hq, p.d}, dt, "attn.q", 2.0), input({p.b, p.sk, p.hk, p.d}, dt, "attn.k", 2.0),
-          input({p.b, p.sk, p.hk, p.d}, dt, "attn.v"), input({p.b, p.sq, p.hq, p.d}, dt, "attn.dout")};
+          input({p.b, p.sk, p.hk, p.v_dim()}, dt, "attn.v"), input({p.b, p.sq, p.hq, p.v_dim()}, dt, "attn.dout")};
 }
 
 // Float64 attention of one block under a positions mask, plain loops that
@@ -51,15 +53,17 @@ struct Reference {
 
 Reference reference(const Inputs& in, const AttentionMask& mask) {
   const int64_t b = in.q.dim(0), sq = in.q.dim(1), hq = in.q.dim(2), d = in.q.dim(3);
-  const int64_t sk = in.k.dim(1), hk = in.k.dim(2), group = hq / hk;
+  const int64_t sk = in.k.dim(1), hk = in.k.dim(2), group = hq / hk, dv = in.v.dim(3);
   const double scale = 1 / std::sqrt(static_cast<double>(d));
   const std::vector<double> q = in.q.to_vector(), k = in.k.to_vector(), v = in.v.to_vector(),
                             dout = in.dout.to_vector();
-  Reference r{Tensor::zeros(in.q.shape(), DType::f64), Tensor::empty({b, hq, sq}, DType::f64),
+  Reference r{Tensor::zeros(in.dout.shape(), DType::f64), Tensor::empty({b, hq, sq}, DType::f64),
               Tensor::zeros(in.q.shape(), DType::f64), Tensor::zeros(in.k.shape(), DType::f64),
-              Tensor::zeros(in.k.shape(), DType::f64)};
+              Tensor::zeros(in.v.shape(), DType::f64)};
   auto qi = [&](int64_t bi, int64_t i, int64_t h) { return ((bi * sq + i) * hq + h) * d; };
   auto kj = [&](int64_t bi, int64_t j, int64_t g) { return ((bi * sk + j) * hk + g) * d; };
+  auto oi = [&](int64_t bi, int64_t i, int64_t h) { return ((bi * sq + i) * hq + h) * dv; };  // out, dout
+  auto vj = [&](int64_t bi, int64_t j, int64_t g) { return ((bi * sk + j) * hk + g) * dv; };  // v, dv
   for (int64_t bi = 0; bi < b; ++bi)
     for (int64_t h = 0; h < hq; ++h)
       for (int64_t i = 0; i < sq; ++i) {
@@ -81,22 +85,23 @@ Reference reference(const Inputs& in, const AttentionMask& mask) {
         for (int64_t j = 0; j < sk; ++j) l += (p[j] = s[j] == kNegInf ? 0.0 : std::exp(s[j] - m));
         r.lse.set((bi * hq + h) * sq + i, m + std::log(l));
         double delta = 0;
-        for (int64_t x = 0; x < d; ++x) {
+        for (int64_t x = 0; x < dv; ++x) {
           double o = 0;
-          for (int64_t j = 0; j < sk; ++j) o += p[j] / l * v[kj(bi, j, g) + x];
-          r.out.set(qi(bi, i, h) + x, o);
-          delta += o * dout[qi(bi, i, h) + x];
+          for (int64_t j = 0; j < sk; ++j) o += p[j] / l * v[vj(bi, j, g) + x];
+          r.out.set(oi(bi, i, h) + x, o);
+          delta += o * dout[oi(bi, i, h) + x];
         }
         for (int64_t j = 0; j < sk; ++j) {
           if (p[j] == 0) continue;
           const double pj = p[j] / l;
-          for (int64_t x = 0; x < d; ++x) dp[j] += dout[qi(bi, i, h) + x] * v[kj(bi, j, g) + x];
+          for (int64_t x = 0; x < dv; ++x) dp[j] += dout[oi(bi, i, h) + x] * v[vj(bi, j, g) + x];
           const double ds = pj * (dp[j] - delta);
           for (int64_t x = 0; x < d; ++x) {
             r.dq.set(qi(bi, i, h) + x, r.dq.at(qi(bi, i, h) + x) + ds * k[kj(bi, j, g) + x] * scale);
             r.dk.set(kj(bi, j, g) + x, r.dk.at(kj(bi, j, g) + x) + ds * q[qi(bi, i, h) + x] * scale);
-            r.dv.set(kj(bi, j, g) + x, r.dv.at(kj(bi, j, g) + x) + pj * dout[qi(bi, i, h) + x]);
           }
+          for (int64_t x = 0; x < dv; ++x)
+            r.dv.set(vj(bi, j, g) + x, r.dv.at(vj(bi, j, g) + x) + pj * dout[oi(bi, i, h) + x]);
         }
       }
   return r;
@@ -165,6 +170,23 @@ TEST(CudaAttention, WholeSequencesConform) {
       for (bool causal : {false, true})
         expect_conforms(p, dt, causal ? AttentionMask::causal_blocks(0, p.sq, 0, p.sk) : AttentionMask::none(),
                         causal ? "causal" : "full");
+}
+
+// MLA: q/k head dim other than v's (DeepSeek-V3's 192 and 128, and narrower
+// pairs), on our CUDA-core kernels (the tensor-core ones take d = dv only)
+// and through cuDNN's pieces (a release that refuses d != dv hands them to
+// our kernels and says so once).
+TEST(CudaAttention, DifferentValueHeadDimsConform) {
+  SEXTANT_REQUIRE_GPU();
+  const Problem problems[] = {{1, 90, 90, 4, 4, 192, 128}, {2, 70, 70, 4, 2, 96, 64}, {1, 65, 65, 2, 1, 24, 40}};
+  for (DType dt : kDtypes)
+    for (const Problem& p : problems)
+      for (AttentionImpl impl : {AttentionImpl::own, AttentionImpl::cudnn}) {
+        expect_conforms(p, dt, AttentionMask::causal_blocks(0, p.sq, 0, p.sk), "MLA causal", impl);
+        Problem offset = p;  // the last sq - 30 queries against every key
+        offset.sq = p.sq - 30;
+        expect_conforms(offset, dt, AttentionMask::causal_blocks(30, offset.sq, 0, p.sk), "MLA offset block", impl);
+      }
 }
 
 TEST(CudaAttention, BlocksWithGlobalPositionsConform) {

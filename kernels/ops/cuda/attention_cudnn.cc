@@ -15,15 +15,17 @@ namespace sextant::ops::cuda {
 
 namespace {
 
-cudnn::SdpaShape shape_of(const Tensor& q, const Tensor& k, const AttentionPiece& p) {
+cudnn::SdpaShape shape_of(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionPiece& p) {
   return {.dtype = q.dtype(),
           .b = q.dim(0),
           .hq = q.dim(2),
           .hk = k.dim(2),
           .d = q.dim(3),
+          .dv = v.dim(3),
           .sq = p.sq,
           .sk = p.sk,
-          .causal = p.causal};
+          .causal = p.causal,
+          .scale = attention_scale(q.dim(3), v.dim(3))};
 }
 
 }  // namespace
@@ -33,15 +35,15 @@ int64_t attention_forward_cudnn(const Tensor& q, const Tensor& k, const Tensor& 
   PieceKernels kernels;
   kernels.forward = [&](const AttentionPiece& p) {
     const Tensor qp = piece_rows(q, p.q0, p.sq), kp = piece_rows(k, p.k0, p.sk), vp = piece_rows(v, p.k0, p.sk);
-    const cudnn::SdpaShape shape = shape_of(q, k, p);
+    const cudnn::SdpaShape shape = shape_of(q, k, v, p);
     const bool fused = cudnn::takes(shape, false);  // else our kernels, whose out is f32
-    PieceOut r{Tensor::empty(qp.shape(), fused ? q.dtype() : DType::f32, q.device()),
+    PieceOut r{Tensor::empty({q.dim(0), p.sq, q.dim(2), v.dim(3)}, fused ? q.dtype() : DType::f32, q.device()),
                Tensor::empty({q.dim(0), q.dim(2), p.sq}, DType::f32, q.device())};
     if (fused) cudnn::run_forward(shape, {qp.raw(), kp.raw(), vp.raw(), r.o.raw(), r.stats.data<float>()});
     else attention_forward(qp, kp, vp, p.mask(), r.o, r.stats);
     return r;
   };
-  return forward_by_pieces(q, k, mask, kernels, out, lse);
+  return forward_by_pieces(q, k, v, mask, kernels, out, lse);
 }
 
 int64_t attention_backward_accumulate_cudnn(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
@@ -55,16 +57,16 @@ int64_t attention_backward_accumulate_cudnn(const Tensor& q, const Tensor& k, co
   kernels.backward = [&](const AttentionPiece& p, const Tensor& lse_p) {
     const Tensor qp = piece_rows(q, p.q0, p.sq), kp = piece_rows(k, p.k0, p.sk), vp = piece_rows(v, p.k0, p.sk);
     const Tensor dop = piece_rows(dout, p.q0, p.sq);
-    const cudnn::SdpaShape shape = shape_of(q, k, p);
+    const cudnn::SdpaShape shape = shape_of(q, k, v, p);
     if (!cudnn::takes(shape, true)) {  // our kernels, from delta as they read it
       PieceGrads g{Tensor::zeros(qp.shape(), DType::f32, q.device()), Tensor::zeros(kp.shape(), DType::f32, q.device()),
-                   Tensor::zeros(kp.shape(), DType::f32, q.device())};
+                   Tensor::zeros(vp.shape(), DType::f32, q.device())};
       attention_backward_accumulate(qp, kp, vp, dop, lse_p, piece_rows(delta, p.q0, p.sq, 2), p.mask(), g.dq, g.dk,
                                     g.dv);
       return g;
     }
     PieceGrads g{Tensor::empty(qp.shape(), q.dtype(), q.device()), Tensor::empty(kp.shape(), q.dtype(), q.device()),
-                 Tensor::empty(kp.shape(), q.dtype(), q.device())};
+                 Tensor::empty(vp.shape(), q.dtype(), q.device())};
     cudnn::run_backward(shape, {qp.raw(), kp.raw(), vp.raw(), piece_rows(o, p.q0, p.sq).raw(), dop.raw(),
                                 lse_p.data<float>(), g.dq.raw(), g.dk.raw(), g.dv.raw()});
     return g;

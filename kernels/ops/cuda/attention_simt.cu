@@ -39,6 +39,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int i = static_cast<int>(row % s.sq), h = static_cast<int>((row / s.sq) % s.hq);
   const int bi = static_cast<int>(row / (static_cast<int64_t>(s.sq) * s.hq)), kvh = h / s.group;
   const int64_t q_at = ((static_cast<int64_t>(bi) * s.sq + i) * s.hq + h) * s.d;
+  const int64_t o_at = ((static_cast<int64_t>(bi) * s.sq + i) * s.hq + h) * s.dv;
   float* qs = q_rows[warp];
   for (int c = lane; c < s.d; c += 32) qs[c] = f32(q[q_at + c]);
   __syncwarp();
@@ -63,14 +64,14 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int jj = 0; jj < kSimtChunk; ++jj) {
       const float pj = __shfl_sync(0xffffffffu, p, jj);
       if (pj == 0.0f) continue;  // the same on every lane: masked or underflowed
-      const T* vr = v + ((static_cast<int64_t>(bi) * s.sk + j0 + jj) * s.hk + kvh) * s.d;
+      const T* vr = v + ((static_cast<int64_t>(bi) * s.sk + j0 + jj) * s.hk + kvh) * s.dv;
       for (int x = 0; x < kCols; ++x)
-        if (lane + 32 * x < s.d) o[x] += pj * f32(vr[lane + 32 * x]);
+        if (lane + 32 * x < s.dv) o[x] += pj * f32(vr[lane + 32 * x]);
     }
     m = m_new;
   }
   for (int x = 0; x < kCols; ++x)
-    if (lane + 32 * x < s.d) out[q_at + lane + 32 * x] = l > 0.0f ? o[x] / l : 0.0f;
+    if (lane + 32 * x < s.dv) out[o_at + lane + 32 * x] = l > 0.0f ? o[x] / l : 0.0f;
   if (lane == 0) lse[(static_cast<int64_t>(bi) * s.hq + h) * s.sq + i] = l > 0.0f ? m + logf(l) : -INFINITY;
 }
 
@@ -88,8 +89,10 @@ __global__ void __launch_bounds__(kWarps * 32)
   const float row_lse = lse[stat], row_delta = delta[stat];
   if (row_lse == -INFINITY) return;  // the row saw no key: P = 0, nothing to add
   const int64_t q_at = ((static_cast<int64_t>(bi) * s.sq + i) * s.hq + h) * s.d;
+  const int64_t o_at = ((static_cast<int64_t>(bi) * s.sq + i) * s.hq + h) * s.dv;
   float *qs = q_rows[warp], *dos = do_rows[warp];
-  for (int c = lane; c < s.d; c += 32) qs[c] = f32(q[q_at + c]), dos[c] = f32(dout[q_at + c]);
+  for (int c = lane; c < s.d; c += 32) qs[c] = f32(q[q_at + c]);
+  for (int c = lane; c < s.dv; c += 32) dos[c] = f32(dout[o_at + c]);
   __syncwarp();
   const Window window = query_window(mask, i, s.sq);
   float dq_acc[kCols] = {};
@@ -99,22 +102,26 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (!__any_sync(0xffffffffu, visible)) continue;
     float p = 0, ds = 0;
     if (visible) {  // P = exp(scale q.k - LSE), dP = dO.v, dS = P (dP - D)
-      const int64_t kv_at = ((static_cast<int64_t>(bi) * s.sk + j) * s.hk + kvh) * s.d;
+      const int64_t k_at = ((static_cast<int64_t>(bi) * s.sk + j) * s.hk + kvh) * s.d;
+      const int64_t v_at = ((static_cast<int64_t>(bi) * s.sk + j) * s.hk + kvh) * s.dv;
       float qk = 0, dp = 0;
-      for (int c = 0; c < s.d; ++c) qk += qs[c] * f32(k[kv_at + c]), dp += dos[c] * f32(v[kv_at + c]);
+      for (int c = 0; c < s.d; ++c) qk += qs[c] * f32(k[k_at + c]);
+      for (int c = 0; c < s.dv; ++c) dp += dos[c] * f32(v[v_at + c]);
       p = expf(qk * s.scale - row_lse);
       ds = p * (dp - row_delta);
     }
     for (int jj = 0; jj < kSimtChunk; ++jj) {
       const float pj = __shfl_sync(0xffffffffu, p, jj), dsj = __shfl_sync(0xffffffffu, ds, jj);
       if (pj == 0.0f && dsj == 0.0f) continue;  // uniform over the warp
-      const int64_t kv_at = ((static_cast<int64_t>(bi) * s.sk + j0 + jj) * s.hk + kvh) * s.d;
+      const int64_t k_at = ((static_cast<int64_t>(bi) * s.sk + j0 + jj) * s.hk + kvh) * s.d;
+      const int64_t v_at = ((static_cast<int64_t>(bi) * s.sk + j0 + jj) * s.hk + kvh) * s.dv;
       for (int x = 0; x < kCols; ++x) {
         const int c = lane + 32 * x;
-        if (c >= s.d) continue;
-        dq_acc[x] += dsj * f32(k[kv_at + c]);              // dQ += scale dS K
-        atomicAdd(dk + kv_at + c, s.scale * dsj * qs[c]);  // dK += scale dS^T Q
-        atomicAdd(dv + kv_at + c, pj * dos[c]);            // dV += P^T dO
+        if (c < s.d) {
+          dq_acc[x] += dsj * f32(k[k_at + c]);              // dQ += scale dS K
+          atomicAdd(dk + k_at + c, s.scale * dsj * qs[c]);  // dK += scale dS^T Q
+        }
+        if (c < s.dv) atomicAdd(dv + v_at + c, pj * dos[c]);  // dV += P^T dO
       }
     }
   }
@@ -129,14 +136,15 @@ unsigned blocks_for(const Sizes& s) {
   return static_cast<unsigned>(blocks);
 }
 
-void require_head_dim(int d) {
-  if (d > kSimtMaxHeadDim) throw RuntimeError(cat("attention on CUDA: head_dim ", d, " exceeds ", kSimtMaxHeadDim));
+void require_head_dims(const Sizes& s) {
+  for (int d : {s.d, s.dv})
+    if (d > kSimtMaxHeadDim) throw RuntimeError(cat("attention on CUDA: head_dim ", d, " exceeds ", kSimtMaxHeadDim));
 }
 
 }  // namespace
 
 void forward_simt(DType dtype, const ForwardArgs& a) {
-  require_head_dim(a.sizes.d);
+  require_head_dims(a.sizes);
   if (static_cast<int64_t>(a.sizes.b) * a.sizes.hq * a.sizes.sq == 0) return;
   with_storage(dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -148,7 +156,7 @@ void forward_simt(DType dtype, const ForwardArgs& a) {
 }
 
 void backward_simt(DType dtype, const BackwardArgs& a) {
-  require_head_dim(a.sizes.d);
+  require_head_dims(a.sizes);
   if (static_cast<int64_t>(a.sizes.b) * a.sizes.hq * a.sizes.sq == 0) return;
   with_storage(dtype, [&](auto tag) {
     using T = decltype(tag);

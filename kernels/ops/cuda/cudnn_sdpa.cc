@@ -46,9 +46,9 @@ fe::DataType_t storage_type(DType dtype) {
 
 std::shared_ptr<fe::graph::Graph> new_graph(const SdpaShape& s, int sm_version) {
   load_library();  // the frontend's checks ask the library for its version
-  if (!supports(s.dtype, s.d))
+  if (!supports(s.dtype, s.d) || !supports(s.dtype, s.dv))
     throw RuntimeError(cat("cuDNN attention takes bf16 or f16 with head_dim a multiple of 8 up to 128, not ",
-                           dtype_name(s.dtype), " with head_dim ", s.d));
+                           dtype_name(s.dtype), " with head_dim ", s.d, s.dv != s.d ? cat(" (v: ", s.dv, ")") : ""));
   if (s.causal && s.sq != s.sk) throw RuntimeError("cuDNN attention: a causal piece must be square");
   auto graph = std::make_shared<fe::graph::Graph>();
   graph->set_io_data_type(storage_type(s.dtype))
@@ -71,9 +71,6 @@ std::shared_ptr<fe::graph::Tensor_attributes> bshd(fe::graph::Graph& g, const ch
 void set_bshd_output(fe::graph::Tensor_attributes& t, int64_t uid, int64_t b, int64_t heads, int64_t rows, int64_t d) {
   t.set_output(true).set_uid(uid).set_dim({b, heads, rows, d}).set_stride({rows * heads * d, d, heads * d, 1});
 }
-
-// The scale of the host op and our kernels: 1/sqrt(d), rounded to f32 once.
-float scale_of(const SdpaShape& s) { return 1.0f / std::sqrt(static_cast<float>(s.d)); }
 
 // A graph lowered to its execution plan (heuristics' first choice that
 // builds), with the workspace it needs; no graph: cuDNN does not take the
@@ -163,11 +160,11 @@ std::shared_ptr<fe::graph::Graph> forward_graph(const SdpaShape& s, int sm_versi
   auto g = new_graph(s, sm_version);
   auto q = bshd(*g, "Q", kQ, s.b, s.hq, s.sq, s.d);
   auto k = bshd(*g, "K", kK, s.b, s.hk, s.sk, s.d);
-  auto v = bshd(*g, "V", kV, s.b, s.hk, s.sk, s.d);
-  auto options = fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(true).set_attn_scale(scale_of(s));
+  auto v = bshd(*g, "V", kV, s.b, s.hk, s.sk, s.dv);
+  auto options = fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(true).set_attn_scale(s.scale);
   if (s.causal) options.set_causal_mask(true);
   auto [o, stats] = g->sdpa(q, k, v, options);
-  set_bshd_output(*o, kO, s.b, s.hq, s.sq, s.d);
+  set_bshd_output(*o, kO, s.b, s.hq, s.sq, s.dv);
   stats->set_output(true)
       .set_uid(kStats)
       .set_data_type(fe::DataType_t::FLOAT)
@@ -181,9 +178,9 @@ std::shared_ptr<fe::graph::Graph> backward_graph(const SdpaShape& s, int sm_vers
   auto g = new_graph(s, sm_version);
   auto q = bshd(*g, "Q", kQ, s.b, s.hq, s.sq, s.d);
   auto k = bshd(*g, "K", kK, s.b, s.hk, s.sk, s.d);
-  auto v = bshd(*g, "V", kV, s.b, s.hk, s.sk, s.d);
-  auto o = bshd(*g, "O", kO, s.b, s.hq, s.sq, s.d);
-  auto dout = bshd(*g, "dO", kDout, s.b, s.hq, s.sq, s.d);
+  auto v = bshd(*g, "V", kV, s.b, s.hk, s.sk, s.dv);
+  auto o = bshd(*g, "O", kO, s.b, s.hq, s.sq, s.dv);
+  auto dout = bshd(*g, "dO", kDout, s.b, s.hq, s.sq, s.dv);
   // Packed (cuDNN before 9.26 takes no other layout for the backward's stats).
   auto lse = g->tensor(fe::graph::Tensor_attributes()
                            .set_name("Stats")
@@ -191,12 +188,12 @@ std::shared_ptr<fe::graph::Graph> backward_graph(const SdpaShape& s, int sm_vers
                            .set_data_type(fe::DataType_t::FLOAT)
                            .set_dim({s.b, s.hq, s.sq, 1})
                            .set_stride({s.hq * s.sq, s.sq, 1, 1}));
-  auto options = fe::graph::SDPA_backward_attributes().set_name("sdpa_backward").set_attn_scale(scale_of(s));
+  auto options = fe::graph::SDPA_backward_attributes().set_name("sdpa_backward").set_attn_scale(s.scale);
   if (s.causal) options.set_causal_mask(true);
   auto [dq, dk, dv] = g->sdpa_backward(q, k, v, o, dout, lse, options);
   set_bshd_output(*dq, kDq, s.b, s.hq, s.sq, s.d);
   set_bshd_output(*dk, kDk, s.b, s.hk, s.sk, s.d);
-  set_bshd_output(*dv, kDv, s.b, s.hk, s.sk, s.d);
+  set_bshd_output(*dv, kDv, s.b, s.hk, s.sk, s.dv);
   check(g->validate(), "validate", s);
   return g;
 }

@@ -24,13 +24,16 @@ namespace sextant::ops::cuda::cudnn {
 
 // One fused call on contiguous BSHD tensors (a piece's rows are copied out
 // of its block unless it is the whole block):
-//   q, out, dout, dq: [b, sq, hq, d];  k, v, dk, dv: [b, sk, hk, d];
+//   q, dq: [b, sq, hq, d];  k, dk: [b, sk, hk, d];  v, dv: [b, sk, hk, dv];
+//   out, dout: [b, sq, hq, dv];
 //   stats (the LSE, out of the forward and into the backward): [b, hq, sq] f32.
 struct SdpaShape {
   DType dtype = DType::bf16;  // bf16 or f16 storage; f32 softmax and accumulation
   int64_t b = 0, hq = 0, hk = 0, d = 0;
+  int64_t dv = 0;  // head dim of v, out, dout: d but for MLA (cuDNN's checks decide whether it takes d != dv)
   int64_t sq = 0, sk = 0;
   bool causal = false;  // top-left diagonal, sq == sk
+  float scale = 1;      // of the scores: ops::attention_scale
   bool operator==(const SdpaShape&) const = default;
 };
 

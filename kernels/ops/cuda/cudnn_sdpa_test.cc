@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <cudnn_frontend.h>
 
 #include "harness/error.h"
@@ -43,8 +45,18 @@ TEST(CudnnSdpa, LibraryLoadsAndIsVersion9) {
   EXPECT_LT(library_version(), 100000);
 }
 
-SdpaShape shape(int64_t hq, int64_t hk, int64_t sq, int64_t sk, bool causal, DType dtype = DType::bf16) {
-  return {.dtype = dtype, .b = 2, .hq = hq, .hk = hk, .d = 64, .sq = sq, .sk = sk, .causal = causal};
+SdpaShape shape(int64_t hq, int64_t hk, int64_t sq, int64_t sk, bool causal, DType dtype = DType::bf16, int64_t d = 64,
+                int64_t dv = 64) {
+  return {.dtype = dtype,
+          .b = 2,
+          .hq = hq,
+          .hk = hk,
+          .d = d,
+          .dv = dv,
+          .sq = sq,
+          .sk = sk,
+          .causal = causal,
+          .scale = 1.0f / std::sqrt(static_cast<float>(d))};
 }
 
 // The shapes pieces take: square causal diagonals, no-mask rectangles (a
@@ -54,9 +66,10 @@ TEST(CudnnSdpa, GraphsOfBlockPiecesValidate) {
   if (!library_present()) GTEST_SKIP() << "no libcudnn.so.9";
   for (const SdpaShape& s :
        {shape(4, 4, 256, 256, false), shape(4, 4, 256, 256, true), shape(8, 2, 128, 256, false),
-        shape(8, 2, 256, 256, true, DType::f16), shape(4, 1, 32, 64, false), shape(4, 4, 1, 37, false)}) {
-    SCOPED_TRACE(testing::Message() << "heads " << s.hq << "/" << s.hk << " rows " << s.sq << " x " << s.sk
-                                    << (s.causal ? " causal" : ""));
+        shape(8, 2, 256, 256, true, DType::f16), shape(4, 1, 32, 64, false), shape(4, 4, 1, 37, false),
+        shape(4, 4, 128, 128, true, DType::bf16, 128, 64), shape(4, 2, 64, 128, false, DType::bf16, 96, 64)}) {
+    SCOPED_TRACE(testing::Message() << "heads " << s.hq << "/" << s.hk << " rows " << s.sq << " x " << s.sk << " d "
+                                    << s.d << "/" << s.dv << (s.causal ? " causal" : ""));
     for (int sm : {80, 90}) {
       std::shared_ptr<cudnn_frontend::graph::Graph> forward, backward;
       ASSERT_NO_THROW(forward = forward_graph(s, sm)) << "sm " << sm;
