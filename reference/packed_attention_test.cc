@@ -56,6 +56,24 @@ TEST(ReferencePackedAttention, SequencesAreIndependent) {
     for (int64_t e = 0; e < 2 * 3; ++e) EXPECT_EQ(after.out.at(row * 6 + e), before.out.at(row * 6 + e)) << row;
 }
 
+// A sliding window within each sequence: each sequence is the windowed
+// causal attention of its own rows (the window counts from its first row,
+// never into the sequence before it).
+TEST(ReferencePackedAttention, WindowsStayWithinEachSequence) {
+  const Inputs x = make_inputs(1, 12, 2, 1, 3);
+  const AttentionResult packed = packed_attention_forward(x.q, x.k, x.v, {5, 7}, 2);
+  const AttentionGradients grads = packed_attention_backward(x.q, x.k, x.v, x.dout, {5, 7}, 2);
+  const AttentionResult second =
+      attention_forward(narrow(x.q, 1, 5, 7), narrow(x.k, 1, 5, 7), narrow(x.v, 1, 5, 7), true, 2);
+  const AttentionGradients second_grads = attention_backward(narrow(x.q, 1, 5, 7), narrow(x.k, 1, 5, 7),
+                                                             narrow(x.v, 1, 5, 7), narrow(x.dout, 1, 5, 7), true, 2);
+  EXPECT_EQ(compare(narrow(packed.out, 1, 5, 7), second.out).max_abs, 0.0);
+  EXPECT_EQ(compare(narrow(grads.dk, 1, 5, 7), second_grads.dk).max_abs, 0.0);
+  const AttentionRows rows = packed_attention_rows(x.q, x.k, x.v, x.dout, {5, 7}, {4, 9}, 2);
+  EXPECT_EQ(compare(narrow(rows.out, 1, 1, 1), narrow(packed.out, 1, 9, 1)).max_abs, 0.0);
+  EXPECT_GT(compare(packed.out, packed_attention_forward(x.q, x.k, x.v, {5, 7}).out).max_abs, 0.0);  // it masks
+}
+
 // The backward is the gradient of L = sum(dout * out), by central differences.
 TEST(ReferencePackedAttention, BackwardMatchesFiniteDifferences) {
   const Inputs x = make_inputs(1, 7, 2, 1, 3);

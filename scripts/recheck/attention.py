@@ -25,11 +25,14 @@ def windowed_visible(query_positions, keys, window):
     return (j <= i) & (j >= i - window)
 
 
-def packed_visible(seq_lens):
-    """Packed sequences laid end to end (THD): causal within each sequence, nothing across them."""
+def packed_visible(seq_lens, window=None):
+    """Packed sequences laid end to end (THD): causal within each sequence (and within a sliding
+    window there, if given), nothing across them."""
     sequence = np.repeat(np.arange(len(seq_lens)), seq_lens)
     total = int(np.sum(seq_lens))
-    return (sequence[:, None] == sequence[None, :]) & causal_visible(np.arange(total), total)
+    rows = np.arange(total)
+    within = causal_visible(rows, total) if window is None else windowed_visible(rows, total, window)
+    return (sequence[:, None] == sequence[None, :]) & within
 
 
 def attention(q, k, v, dout, visible=None):

@@ -75,7 +75,7 @@ def cp_attention(params, read):
     if seq_lens:
         if sum(seq_lens) != q.shape[1]:
             raise Inconsistent(f"seq_lens {seq_lens} do not sum to the {q.shape[1]} token rows of q")
-        visible = attention.packed_visible(seq_lens)
+        visible = attention.packed_visible(seq_lens, params.get("window"))
     elif params["causal"] and "window" in params:
         visible = attention.windowed_visible(np.arange(q.shape[1]), k.shape[1], params["window"])
     elif params["causal"]:
@@ -99,7 +99,7 @@ def dynamic_cp(params, read):
     seq_lens = read("seq_lens").astype(np.int64)
     if seq_lens.sum() != q.shape[1]:
         raise Inconsistent(f"seq_lens sum to {seq_lens.sum()}, not the {q.shape[1]} token rows of q")
-    result = attention.attention(q, k, v, dout, attention.packed_visible(seq_lens))
+    result = attention.attention(q, k, v, dout, attention.packed_visible(seq_lens, params.get("window")))
     return {f"{grouping}.{name}": t for grouping in ("static", "dynamic") for name, t in result.items()}
 
 

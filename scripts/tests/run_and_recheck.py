@@ -89,6 +89,9 @@ class Recheck(unittest.TestCase):
         self.assertEqual(mla, {"ops/attention", "attention/p2p", "attention/dynamic_cp"}, "MLA's head dims are rechecked")
         padded = [c for c in doc["cases"] if " tail_padding=" in c["id"] and c["status"] == "rechecked"]
         self.assertTrue(padded, "the sweep's padded packed streams are rechecked")
+        windowed_packed = {c["id"].split()[0] for c in doc["cases"] if " window=" in c["id"] and " seq_lens" in c["id"]
+                           and c["status"] == "rechecked"}
+        self.assertEqual(windowed_packed, {"attention/p2p", "attention/dynamic_cp"}, "windows over packed sequences")
 
     def test_spot_rows_are_rechecked(self):
         self.assertEqual(self.run_spot.returncode, 0, self.run_spot.stdout + self.run_spot.stderr)

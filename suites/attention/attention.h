@@ -59,8 +59,8 @@ struct Problem {
   int64_t rows() const { return packed() ? packing.rows() : seq; }
   // Forward FLOPs of the real tokens: 2 b s^2 h (d + d_v) (Q K^T and P V),
   // halved when causal; packed: the sum over sequences of b L^2 h (d + d_v);
-  // windowed: 2 b h (d + d_v) x the visible pairs, sum over i of
-  // min(i, window) + 1.
+  // windowed: 2 b h (d + d_v) x the visible pairs, sum over each sequence's
+  // i of min(i, window) + 1.
   double flops_forward() const;
 };
 

@@ -144,7 +144,8 @@ TEST(Attention, PackedSequencesPassEveryVariant) {
       EXPECT_EQ(metric(r, "work_balance_zigzag_per_sequence"), 1.0) << id;
       EXPECT_GT(metric(r, "work_balance_zigzag_stream"), 1.5) << id;
       EXPECT_GT(metric(r, "work_balance_contiguous"), 1.0) << id;
-      if (r.config.params["layout"] == "zigzag" && r.config.name != "a2a") {
+      // A sliding window breaks zigzag's pairing of an early chunk with a late one.
+      if (r.config.params["layout"] == "zigzag" && r.config.name != "a2a" && !r.config.params.contains("window")) {
         EXPECT_EQ(metric(r, "work_balance"), 1.0) << id;
         ++balanced;
       }
@@ -424,7 +425,8 @@ TEST(Attention, DynamicCpPassesAndRecordsTheSpeedup) {
   o.rank_counts = {world().size()};
   std::vector<CaseRecord> records = run_suite("attention", o);
   if (world().rank() != 0) return;
-  ASSERT_EQ(records.size(), 3u);  // zipf:8, zipf:8 with MLA's head dims, and 128 (full length)
+  // zipf:8, zipf:8 with MLA's head dims, zipf:8 with a window of 16, and 128 (full length)
+  ASSERT_EQ(records.size(), 4u);
   for (const CaseRecord& r : records) {
     const std::string id = r.config.id();
     EXPECT_EQ(r.conformance.status, "pass") << id << " " << r.error;

@@ -106,8 +106,8 @@ const Reference& full_reference(const Problem& p, DType dtype, uint64_t seed, co
                          p.causal, p.window, p.seq_lens, dtype,      seed};
   return memo.get(key, [&] {
     if (p.packed())
-      return Reference{ref::packed_attention_forward(in.q, in.k, in.v, p.seq_lens),
-                       ref::packed_attention_backward(in.q, in.k, in.v, in.dout, p.seq_lens)};
+      return Reference{ref::packed_attention_forward(in.q, in.k, in.v, p.seq_lens, p.window),
+                       ref::packed_attention_backward(in.q, in.k, in.v, in.dout, p.seq_lens, p.window)};
     return Reference{ref::attention_forward(in.q, in.k, in.v, p.causal, p.window),
                      ref::attention_backward(in.q, in.k, in.v, in.dout, p.causal, p.window)};
   });
@@ -152,7 +152,8 @@ SpotRows spot_rows(const Problem& p, const std::vector<int64_t>& tokens) {
     rows.push_back(row0[i] + t - token0[i]);
   }
   return {rows, ops::AttentionMask::causal_packed(rows, cp::sequence_of_rows(p.packing, rows), keys,
-                                                  cp::sequence_of_rows(p.packing, keys))};
+                                                  cp::sequence_of_rows(p.packing, keys))
+                    .with_window(p.window)};
 }
 
 // The block kernel at cp = 1 on the sampled query rows against every key of the stream.
@@ -195,9 +196,9 @@ void check_spot(State& s, Checker& checker, const Results& dist, const Inputs& s
   // ... and which of those rows were sampled (token indices, in the order checked).
   checker.input("query_rows", Tensor::from_values({static_cast<int64_t>(tokens.size())},
                                                   std::vector<double>(tokens.begin(), tokens.end()), DType::f64));
-  const ref::AttentionRows ref = p.packed()
-                                     ? ref::packed_attention_rows(in.q, in.k, in.v, in.dout, p.seq_lens, tokens)
-                                     : ref::attention_rows(in.q, in.k, in.v, in.dout, p.causal, tokens, p.window);
+  const ref::AttentionRows ref =
+      p.packed() ? ref::packed_attention_rows(in.q, in.k, in.v, in.dout, p.seq_lens, tokens, p.window)
+                 : ref::attention_rows(in.q, in.k, in.v, in.dout, p.causal, tokens, p.window);
   const Results base = spot_baseline(stream, spot_rows(p, tokens), s.config.dtype, s.device, p.attention_impl);
   checker.compare("out", OpClass::attention, select_rows(dist.out, 1, tokens), base.out, ref.out);
   checker.compare("lse", OpClass::row_stat, select_rows(dist.lse, 2, tokens), base.lse, ref.lse);

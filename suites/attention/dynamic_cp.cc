@@ -39,6 +39,14 @@ std::string text_option(const SweepRequest& req, const std::string& key) {
 
 bool power_of_two(int n) { return n >= 1 && (n & (n - 1)) == 0; }
 
+}  // namespace
+
+cp::FaultSite ring_site(int64_t window) {
+  return cp::fault_site(cp::variant_info(cp::Variant::p2p), 2, true, cp::Layout::zigzag, 2, window);
+}
+
+namespace {
+
 // The scheduler's default cost of one ring step in causal pairs: about one
 // message latency (~20 us between MPI ranks on a CPU node) at ~20 ns per
 // pair (f32, head_dim 32). --set ring_step models another machine.
@@ -83,6 +91,7 @@ Problem Problem::of(const CaseConfig& c) {
   p.seq = c.i("seq"), p.microbatches = c.i("microbatches"), p.seq_lens = c.s("seq_lens_spec");
   p.heads = c.i("heads"), p.head_dim = c.i("head_dim");
   p.v_head_dim = c.params.value("v_head_dim", p.head_dim);
+  p.window = c.params.value("window", ops::AttentionMask::kNoWindow);
   p.cp = c.parallel.cp, p.dp = c.parallel.dp;
   p.ring_step = c.f("ring_step");
   p.attention_impl = ops::attention_impl_of(c.params);
@@ -93,7 +102,8 @@ Problem Problem::of(const CaseConfig& c) {
 // Long-tailed lengths (zipf:N) next to full-length sequences (no gain to
 // expect), on a static CP group spanning the rank count. The long-tailed
 // lengths also run MLA's head dims (q/k 3/2 of v's) unless --set v_head_dim
-// names one for every instance.
+// names one for every instance, and a sliding window of seq/8 unless --set
+// window names one for every instance.
 std::vector<CaseConfig> sweep(const SweepRequest& req) {
   const Sizes d = default_sizes(req.profile);
   const int64_t seq = req.get<int64_t>("seq", d.seq), microbatches = req.get<int64_t>("microbatches", d.microbatches);
@@ -101,12 +111,20 @@ std::vector<CaseConfig> sweep(const SweepRequest& req) {
   if (req.options.contains("seq_lens")) specs = {text_option(req, "seq_lens")};
   const ParallelConfig parallel = req.parallel ? *req.parallel : ParallelConfig{1, req.ranks, 1, 1};
   const int64_t head_dim = req.get<int64_t>("head_dim", d.head_dim);
-  const bool user_dv = req.options.contains("v_head_dim");
+  const bool user_dv = req.options.contains("v_head_dim"), user_window = req.options.contains("window");
+  const int64_t none = ops::AttentionMask::kNoWindow;
   std::vector<CaseConfig> out;
   for (const std::string& spec : specs) {
-    std::vector<std::pair<int64_t, int64_t>> dims = {{head_dim, req.get<int64_t>("v_head_dim", head_dim)}};
-    if (!user_dv && spec == specs.front() && head_dim % 2 == 0) dims.push_back({head_dim + head_dim / 2, head_dim});
-    for (auto [dqk, dv] : dims)
+    struct Shape {
+      int64_t dqk, dv, window;
+    };
+    const int64_t window = req.get<int64_t>("window", none);
+    std::vector<Shape> shapes = {{head_dim, req.get<int64_t>("v_head_dim", head_dim), window}};
+    if (!user_dv && spec == specs.front() && head_dim % 2 == 0)
+      shapes.push_back({head_dim + head_dim / 2, head_dim, window});
+    if (!user_window && spec == specs.front() && seq >= 8) shapes.push_back({head_dim, head_dim, seq / 8});
+    for (auto [dqk, dv, w] : shapes) {
+      if (!cp::faults().shows(cp::faults().parse(req.fault), ring_site(w))) continue;  // a fault runs where it shows
       for (DType dtype : req.dtypes_or({DType::f32})) {
         std::vector<std::vector<int64_t>> lengths;
         for (int64_t m = 0; m < microbatches; ++m) lengths.push_back(lengths_of(spec, seq, req.seed, m));
@@ -124,12 +142,14 @@ std::vector<CaseConfig> sweep(const SweepRequest& req) {
                     {"ring_step", req.get<double>("ring_step", kRingStepPairs)},
                     {"lengths", lengths}};
         if (dv != dqk || user_dv) c.params["v_head_dim"] = dv;
+        if (w != none) c.params["window"] = w;
         ops::record_attention_impl(req, c.params);
         c.parallel = parallel;
         c.ranks = req.ranks;
         c.dtype = dtype;
         out.push_back(c);
       }
+    }
   }
   return out;
 }
@@ -221,6 +241,7 @@ std::vector<BinRun> runs_of(State& s, const cp::Schedule& schedule, int rank) {
     r.options.layout = g > 1 ? cp::Layout::zigzag : cp::Layout::contiguous;
     r.options.packing = cp::pack_sequences(lengths, g > 1 ? 2 * g : 1);
     r.options.seq = r.options.packing.rows();
+    r.options.window = s.problem.window;
     r.options.fault = s.fault;
     r.options.fault_magnitude = s.config.fault_magnitude;
     r.options.attention_impl = s.problem.attention_impl;
@@ -287,13 +308,16 @@ CaseDef dynamic_cp_case() {
                                    "head dimension of v and the output (MLA; default: head_dim, and "
                                    "the long-tailed lengths also run head_dim 3/2 of it)"),
                   OptionSpec::text("seq_lens", "lengths per microbatch: a,b,c summing to --seq, or zipf:N"),
+                  OptionSpec::integer("window", 0, kMaxDimension,
+                                      "causal sliding window within each sequence (TransformerEngine's window_size "
+                                      "(LEFT, 0)); default: the long-tailed lengths also run seq/8"),
                   OptionSpec::number("ring_step", 0, 1e12, "the scheduler's cost of one ring step, in causal pairs"),
                   ops::attention_impl_option()},
       // Its groups run the p2p ring on zigzagged packed sequences.
-      .faults =
-          cp::faults().docs_where({cp::fault_site(cp::variant_info(cp::Variant::p2p), 2, true, cp::Layout::zigzag, 2)}),
+      .faults = cp::faults().docs_where({dynamic::ring_site(ops::AttentionMask::kNoWindow), dynamic::ring_site(1)}),
       .kernel_faults = {KernelFault::attention_forward_scale, KernelFault::attention_backward_softmax_grad,
-                        KernelFault::causal_mask_diagonal, KernelFault::attention_scale_from_v_dim},
+                        KernelFault::causal_mask_diagonal, KernelFault::attention_scale_from_v_dim,
+                        KernelFault::attention_window_off_by_one},
       .table_metrics = {"speedup_vs_static", "busy_fraction_dynamic", "busy_fraction_static"},
       .configs = dynamic::sweep,
       .validate = dynamic::validate,

@@ -21,15 +21,20 @@
 
 namespace sextant::attention::dynamic {
 
+// What a bin's CP group looks like to the planted CP faults (cp_faults.h): a
+// p2p ring over zigzagged packed sequences, with this sliding window.
+cp::FaultSite ring_site(int64_t window);
+
 // The instance's problem, read from CaseConfig::params in one place.
 struct Problem {
   int64_t seq = 0;           // tokens per static microbatch (= cp x capacity)
   int64_t microbatches = 0;  // in the global batch
   std::string seq_lens;      // per microbatch: "a,b,c" or "zipf:N" (drawn per microbatch)
   int64_t heads = 0, head_dim = 0;
-  int64_t v_head_dim = 0;  // of v and out (param "v_head_dim", MLA; absent: head_dim)
-  int cp = 1, dp = 1;      // the static groups; the pool is cp x dp ranks
-  double ring_step = 0;    // the scheduler's cost of one ring step, in causal pairs
+  int64_t v_head_dim = 0;                          // of v and out (param "v_head_dim", MLA; absent: head_dim)
+  int64_t window = ops::AttentionMask::kNoWindow;  // causal sliding window within each sequence (param "window")
+  int cp = 1, dp = 1;                              // the static groups; the pool is cp x dp ranks
+  double ring_step = 0;                            // the scheduler's cost of one ring step, in causal pairs
   ops::AttentionImpl attention_impl = ops::AttentionImpl::own;  // the block kernels on a GPU
   std::vector<std::vector<int64_t>> lengths;                    // [microbatch][sequence]
 

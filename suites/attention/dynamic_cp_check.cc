@@ -155,6 +155,7 @@ Results baseline(State& s) {
   o.layout = cp::Layout::contiguous;
   o.packing = cp::pack_sequences(s.problem.all_lengths(), 1);
   o.seq = o.packing.rows();
+  o.window = s.problem.window;
   o.attention_impl = s.problem.attention_impl;
   const cp::Comms comms{nullptr, s.self};
   cp::Forward f = cp::cp_attention_forward(comms, o, in.q, in.k, in.v);
@@ -194,8 +195,9 @@ void check(State& s, Checker& checker) {
     checker.input(name, *t);
   checker.input("seq_lens", Tensor::from_values({static_cast<int64_t>(lengths.size())},
                                                 std::vector<double>(lengths.begin(), lengths.end()), DType::f64));
-  const ref::AttentionResult fwd = ref::packed_attention_forward(in.q, in.k, in.v, lengths);
-  const ref::AttentionGradients grads = ref::packed_attention_backward(in.q, in.k, in.v, in.dout, lengths);
+  const int64_t window = s.problem.window;
+  const ref::AttentionResult fwd = ref::packed_attention_forward(in.q, in.k, in.v, lengths, window);
+  const ref::AttentionGradients grads = ref::packed_attention_backward(in.q, in.k, in.v, in.dout, lengths, window);
   const Results base = baseline(s);
   compare(checker, "static", fixed, base, fwd, grads);
   compare(checker, "dynamic", dynamic, base, fwd, grads);

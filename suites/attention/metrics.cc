@@ -146,12 +146,12 @@ Metrics metrics(State& s, const RegionTimes& times) {
   m.add(kTflopsPerRank, tflops(fwd_bwd, "fwd_bwd"));
   m.add(kTflopsPerRankFwd, tflops(fwd, "fwd"));
   m.add_json(kFlopsFormula,
-             s.problem.packed()
+             s.problem.window >= 0
+                 ? "forward 2*b*h*(d+d_v) x the visible pairs (sum over each sequence's i of min(i, window) + 1), "
+                   "fwd_bwd 3.5x forward; per rank: / (time * ranks)"
+             : s.problem.packed()
                  ? "forward sum over packed sequences of 2*b*L^2*h*(d+d_v) x0.5 (real tokens only), fwd_bwd "
                    "3.5x forward; per rank: / (time * ranks)"
-             : s.problem.window >= 0
-                 ? "forward 2*b*h*(d+d_v) x the visible pairs (sum over i of min(i, window) + 1), fwd_bwd 3.5x "
-                   "forward; per rank: / (time * ranks)"
                  : "forward 2*b*s^2*h*(d+d_v) (x0.5 causal), fwd_bwd 3.5x forward; per rank: / (time * ranks)");
 
   const RegionStats& r = s.regions.at("fwd_bwd");

@@ -210,8 +210,9 @@ std::vector<CaseConfig> sweep(const Variant& v, const SweepRequest& req) {
   if (req.options.contains("causal")) causals = {req.get<bool>("causal", false)};
   else if (!user_spec.empty() || req.options.contains("window")) causals = {true};
   // Sliding windows: the user's on every causal instance, else one more
-  // causal instance of the single sequence with a window of seq/8 (at cp 4
-  // and more, ring steps wholly outside the window are skipped).
+  // causal instance of the single sequence and of the packed stream with a
+  // window of seq/8 (at cp 4 and more, ring steps wholly outside the window
+  // are skipped; packed, the window stays within each sequence).
   const bool user_window = req.options.contains("window");
   const int64_t window = req.get<int64_t>("window", seq / 8);
   // MLA: the user's v head dim on every instance, else the plain MHA rows
@@ -224,13 +225,12 @@ std::vector<CaseConfig> sweep(const Variant& v, const SweepRequest& req) {
     const auto [a2a, p2p] = split_of(v, req, parallel.cp);
     for (const Stream& stream : streams)
       for (bool causal : causals) {
-        if (!stream.lens.empty() && !causal && user_spec.empty()) continue;      // a user's is refused by validate
-        if (!stream.lens.empty() && user_window && user_spec.empty()) continue;  // windows run one sequence
+        if (!stream.lens.empty() && !causal && user_spec.empty()) continue;  // a user's is refused by validate
         std::vector<cp::Layout> layouts = {cp::Layout::contiguous};
         if (req.options.contains("layout")) layouts = {cp::parse_layout(req.get<std::string>("layout", ""))};
         else if (causal) layouts.push_back(cp::Layout::zigzag);
         std::vector<int64_t> windows = {user_window && causal ? window : ops::AttentionMask::kNoWindow};
-        if (!user_window && causal && stream.lens.empty() && window >= 1) windows.push_back(window);
+        if (!user_window && causal && window >= 1) windows.push_back(window);
         for (cp::Layout layout : layouts)
           for (int64_t w : windows) {
             // High GQA ratios and MLA on the plain single-sequence rows; a default window runs MHA only: GQA
@@ -315,10 +315,8 @@ void validate(const Variant& v, const CaseConfig& c) {
       require(dim <= 256, cat(name, " ", dim,
                               " must be at most 256 on --device cuda (the CUDA "
                               "attention kernels hold a row's columns in registers)"));
-  if (p.window != ops::AttentionMask::kNoWindow) {
+  if (p.window != ops::AttentionMask::kNoWindow)
     require(p.causal, "--set window: a sliding window applies to a causal mask; --set causal=false does not apply");
-    require(!p.packed(), "--set window: a window over packed sequences (--set seq_lens) is not supported yet");
-  }
   if (p.packed()) validate_packed(p, c);
   else if (p.layout == cp::Layout::zigzag)
     require(p.seq % (2 * par.cp) == 0,
@@ -375,8 +373,9 @@ Problem Problem::of(const CaseConfig& c) {
 
 double Problem::flops_forward() const {
   if (causal && window != ops::AttentionMask::kNoWindow) {
-    double pairs = 0;
-    for (int64_t i = 0; i < seq; ++i) pairs += static_cast<double>(std::min(i, window) + 1);
+    double pairs = 0;  // per sequence: a query at i sees min(i, window) + 1 keys
+    for (int64_t n : packed() ? seq_lens : std::vector<int64_t>{seq})
+      for (int64_t i = 0; i < n; ++i) pairs += static_cast<double>(std::min(i, window) + 1);
     return 2.0 * batch * pairs * heads * (head_dim + v_head_dim);
   }
   double squares = static_cast<double>(seq) * seq;  // sum of L^2 over the sequences of a batch row
