@@ -108,6 +108,8 @@ std::vector<CaseConfig> sweep(const SweepRequest& req) {
   const Sizes d = default_sizes(req.profile);
   const int64_t seq = req.get<int64_t>("seq", d.seq), microbatches = req.get<int64_t>("microbatches", d.microbatches);
   std::vector<std::string> specs = {cat("zipf:", std::clamp<int64_t>(seq / 16, 1, 32)), cat(seq)};
+  // The attention suite's stream: a sequence of one token and one of none among longer ones.
+  if (seq % 8 == 0 && seq >= 16) specs.push_back(cat("1,0,", seq * 5 / 8 - 1, ",", seq / 8, ",", seq / 4));
   if (req.options.contains("seq_lens")) specs = {text_option(req, "seq_lens")};
   const ParallelConfig parallel = req.parallel ? *req.parallel : ParallelConfig{1, req.ranks, 1, 1};
   const int64_t head_dim = req.get<int64_t>("head_dim", d.head_dim);
@@ -173,7 +175,7 @@ void validate(const CaseConfig& c) {
   for (const std::vector<int64_t>& mb : p.lengths) {
     int64_t sum = 0;
     for (int64_t n : mb) {
-      require(n >= 1, cat("--set seq_lens: length ", n, " must be positive"));
+      require(n >= 0, cat("--set seq_lens: length ", n, " must not be negative"));
       sum += n;
     }
     require(sum == p.seq, cat("--set seq_lens: the lengths sum to ", sum, ", not --seq ", p.seq));
@@ -229,6 +231,7 @@ std::vector<BinRun> runs_of(State& s, const cp::Schedule& schedule, int rank) {
   std::vector<BinRun> runs;
   for (const cp::Placement& placement : schedule.placements_of(rank)) {
     const cp::Bin& bin = schedule.bins[static_cast<size_t>(placement.bin)];
+    if (bin.tokens == 0) continue;  // sequences of no tokens alone: nothing to attend
     const int g = bin.group;
     BinRun r;
     r.placement = placement;
