@@ -128,17 +128,22 @@ void validate_cp(const GptConfig& c, const ParallelConfig& p) {
   if (p.sp && p.tp > 1)
     require(local % p.tp == 0, cat("--tp ", p.tp, " must divide seq/cp = ", c.seq, "/", p.cp, " = ", local,
                                    " under --sp (each TP rank holds a sequence shard)"));
-  // Ulysses scatters the KV heads as well as the query heads.
-  const int64_t local_kv_heads = c.kv_heads / p.tp;
+  // Ulysses scatters the query heads over its group of A, and the KV heads
+  // too, or replicates them where there are fewer (kernels/attention/ulysses.h).
   const cp::VariantInfo& v = cp::variant_info(c.cp_comm);
-  if (v.a2a && !v.kv)
-    require(local_kv_heads % p.cp == 0, cat("--cp ", p.cp, " must divide kv_heads/tp = ", c.kv_heads, "/", p.tp, " = ",
-                                            local_kv_heads, " for cp_comm ", v.name, " (Ulysses scatters heads)"));
+  auto ulysses = [&](int64_t a, const std::string& group) {
+    const int64_t heads = c.heads / p.tp, kv = c.kv_heads / p.tp;
+    require(heads % a == 0, cat(group, " must divide heads/tp = ", c.heads, "/", p.tp, " = ", heads, " for cp_comm ",
+                                v.name, " (Ulysses scatters heads)"));
+    require(kv % a == 0 || a % kv == 0,
+            cat(group, " and kv_heads/tp = ", c.kv_heads, "/", p.tp, " = ", kv, " must divide one another for cp_comm ",
+                v.name, " (KV heads fewer than the Ulysses group are replicated)"));
+  };
+  if (v.a2a && !v.kv) ulysses(p.cp, cat("--cp ", p.cp));
   if (v.split()) {
     require(c.a2a_size >= 1 && p.cp % c.a2a_size == 0,
             cat("--set a2a_size=", c.a2a_size, " must divide --cp ", p.cp, " for cp_comm ", v.name));
-    require(local_kv_heads % c.a2a_size == 0,
-            cat("--set a2a_size=", c.a2a_size, " must divide kv_heads/tp = ", local_kv_heads, " for cp_comm ", v.name));
+    ulysses(c.a2a_size, cat("--set a2a_size=", c.a2a_size));
   }
 }
 

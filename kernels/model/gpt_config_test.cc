@@ -63,7 +63,12 @@ TEST(GptConfig, EachRuleNamesItsNumbers) {
   EXPECT_NE(rule(c, sp).find("--tp 4 must divide seq/cp = 24/4 = 6"), std::string::npos) << rule(c, sp);
   c.seq = 16;
   c.cp_comm = cp::Variant::a2a;
-  EXPECT_NE(rule(c, {1, 8, 1, 1}).find("--cp 8 must divide kv_heads/tp"), std::string::npos);
+  EXPECT_NE(rule(c, {1, 8, 1, 1}).find("--cp 8 must divide heads/tp = 4/1 = 4"), std::string::npos);
+  c.kv_heads = 1;  // GQA 4:1 on a Ulysses group of 4: the KV head is replicated
+  EXPECT_EQ(rule(c, {1, 4, 1, 1}), "");
+  c.heads = 12, c.kv_heads = 6, c.hidden = 12 * c.head_dim;
+  EXPECT_NE(rule(c, {1, 4, 1, 1}).find("--cp 4 and kv_heads/tp = 6/1 = 6 must divide one another"), std::string::npos)
+      << rule(c, {1, 4, 1, 1});
   c = tiny();
   c.kv_heads = 3;
   EXPECT_NE(rule(c, {1, 1, 1, 1}).find("--kv-heads 3 must divide --heads"), std::string::npos);

@@ -87,8 +87,9 @@ nlohmann::json default_params(const SweepRequest& req) {
 // (alone, and under pipelines whose backward splits I and W), and all six at
 // once from 16 ranks; one recipe reads its tokens through the Megatron
 // dataset reader (own_dataset) and packs two sequences in a row; grouped-
-// query attention runs under TP (2:1), the ring (4:1), Ulysses and a2a+p2p
-// (2:1). ci keeps the first ones of each count.
+// query attention runs under TP (2:1), the ring (4:1), Ulysses (4:1, its one
+// KV head replicated on the group of two) and a2a+p2p (2:1). ci keeps the
+// first ones of each count.
 std::vector<Recipe> recipes(int ranks, Profile profile) {
   const bool sp = true;
   const nlohmann::json zero_overlap = {{"zero", true}, {"overlap_grad_reduce", true}, {"overlap_param_gather", true}};
@@ -109,7 +110,7 @@ std::vector<Recipe> recipes(int ranks, Profile profile) {
       all = {recipe(par(2, 2, 1, 1, 2, sp)),
              recipe(par(1, 1, 2, 2, 2), with({{"microbatches", 2}, {"schedule", "zb-h1"}}, zero_overlap)),
              recipe(par(2, 1, 2, 1, 1, sp, 2), {{"microbatches", 2}, {"schedule", "interleaved"}}),
-             recipe(par(1, 2, 1, 2), {{"cp_comm", "a2a"}, {kGroupedKv, 2}}),
+             recipe(par(1, 2, 1, 2), {{"cp_comm", "a2a"}, {kGroupedKv, 4}}),  // 1 KV head on 2: replicated
              recipe(par(1, 1, 4, 1), {{"microbatches", 4}, {"schedule", "1f1b"}})};
       break;
     case 8:
