@@ -31,6 +31,7 @@ ROWS = [
     ("attention_gqa_head_map", "attention", 1, "baseline"),
     ("attention_window_off_by_one", "attention", 1, "baseline"),
     ("attention_window_off_by_one", "ops", 1, "baseline"),
+    ("attention_window_off_by_one", "step/train", 2, "baseline"),  # the 2-rank recipe with packed rows and a window
     ("attention_scale_from_v_dim", "attention", 1, "baseline"),  # the sweep's MLA rows (q/k head dim 3/2 of v's)
     ("attention_scale_from_v_dim", "ops", 1, "baseline"),
     ("attention_gqa_head_map", "step/train", 2, "baseline"),  # the 2-rank recipes group the KV heads

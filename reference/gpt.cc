@@ -93,14 +93,15 @@ Tensor merge_heads(const Qkv& parts, const Shape& packed_shape) {
   return out;
 }
 
-// Causal attention over each row, or over each packed sequence of it.
+// Causal attention over each row, or over each packed sequence of it (in a
+// sliding window, if the model has one).
 Tensor core_attention(const GptDims& d, const Qkv& qkv) {
-  if (d.seq_lens.empty()) return attention_forward(qkv.q, qkv.k, qkv.v, true).out;
-  return packed_attention_forward(qkv.q, qkv.k, qkv.v, d.seq_lens).out;
+  if (d.seq_lens.empty()) return attention_forward(qkv.q, qkv.k, qkv.v, true, d.window).out;
+  return packed_attention_forward(qkv.q, qkv.k, qkv.v, d.seq_lens, d.window).out;
 }
 AttentionGradients core_attention_backward(const GptDims& d, const Qkv& qkv, const Tensor& dout) {
-  if (d.seq_lens.empty()) return attention_backward(qkv.q, qkv.k, qkv.v, dout, true);
-  return packed_attention_backward(qkv.q, qkv.k, qkv.v, dout, d.seq_lens);
+  if (d.seq_lens.empty()) return attention_backward(qkv.q, qkv.k, qkv.v, dout, true, d.window);
+  return packed_attention_backward(qkv.q, qkv.k, qkv.v, dout, d.seq_lens, d.window);
 }
 
 // The attention sublayer: y = x + Wo attention(split(LN1(x) Wqkv + bqkv)) + bo.

@@ -35,6 +35,7 @@ struct GptDims {
   int64_t kv_heads = 0;  // GQA: query head h reads KV head h / (heads / kv_heads); 0: heads (MHA)
   int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }
   std::vector<int64_t> seq_lens;  // packed rows: lengths summing to seq; empty: one sequence
+  int64_t window = -1;            // causal sliding window of the attention (within each sequence); -1: none
   MoeConfig moe;                  // used by the layers with is_moe
   double eps = 1e-5;
 };

@@ -42,6 +42,7 @@ GptConfig gpt_config_from_json(const nlohmann::json& j) {
   c.layers = i64("layers", c.layers);
   c.seq = i64("seq", c.seq);
   if (j.contains("seq_lens")) c.seq_lens = j.at("seq_lens").get<std::vector<int64_t>>();
+  c.window = i64("window", c.window);
   c.moe = moe_layer_pattern(c.layers, i64("moe_every", 0), j.value("moe_pattern", std::string()));
   c.experts = static_cast<int>(i64("experts", c.experts));
   c.topk = static_cast<int>(i64("topk", c.topk));
@@ -119,6 +120,7 @@ void validate_packed(const GptConfig& c, const ParallelConfig& p) {
 
 void validate_cp(const GptConfig& c, const ParallelConfig& p) {
   if (!c.seq_lens.empty()) validate_packed(c, p);
+  require(c.window >= -1, cat("--set window=", c.window, " must not be negative"));
   const int64_t chunks = cp::layout_chunks(c.cp_layout, p.cp);
   if (c.cp_layout == cp::Layout::zigzag)
     require(c.seq % chunks == 0, cat("2 x --cp ", p.cp, " = ", chunks, " must divide --seq ", c.seq,

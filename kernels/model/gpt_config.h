@@ -26,6 +26,9 @@ struct GptConfig {
   // Packed rows (THD): the lengths of the sequences of every row, summing to
   // seq; attention within each (kernels/model/data.h). Empty: one sequence.
   std::vector<int64_t> seq_lens;
+  // Causal sliding window of every layer's attention: a query sees the keys
+  // at most this many positions before it, within its sequence (-1: none).
+  int64_t window = -1;
   std::vector<bool> moe;  // [layers]: the layer's feed-forward is MoE (else a dense GELU MLP)
   int experts = 8, topk = 2;
   int64_t moe_ffn = 256;  // width of each expert

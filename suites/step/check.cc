@@ -185,6 +185,7 @@ RunRecord reference_steps(const model::GptConfig& c, uint64_t seed, int steps, c
   dims.kv_heads = c.kv_heads;
   dims.layers = c.layers, dims.seq = c.seq, dims.eps = c.eps;
   dims.seq_lens = c.seq_lens;
+  dims.window = c.window;
   dims.moe.experts = c.experts, dims.moe.topk = c.topk;  // dropless, aux and z losses off
   const std::vector<model::ParamSpec> specs = model::param_specs(c);
   ref::GptParams params = reference_params(c, seed);

@@ -23,8 +23,8 @@ const std::vector<std::string> kModelKeys = {
 
 const std::vector<std::string>& step_keys() {
   static const std::vector<std::string> keys = {
-      "microbatches",        "schedule", "cp_comm", "a2a_size", "zero", "bucket_mb", "overlap_grad_reduce",
-      "overlap_param_gather"};
+      "microbatches",         "schedule", "cp_comm", "a2a_size", "zero", "bucket_mb", "overlap_grad_reduce",
+      "overlap_param_gather", "window"};
   return keys;
 }
 
@@ -86,7 +86,8 @@ nlohmann::json default_params(const SweepRequest& req) {
 // reduced during the backward and ZeRO gathers during the next forward
 // (alone, and under pipelines whose backward splits I and W), and all six at
 // once from 16 ranks; one recipe reads its tokens through the Megatron
-// dataset reader (own_dataset) and packs two sequences in a row; grouped-
+// dataset reader (own_dataset) and packs two sequences in a row, attending in
+// a sliding window of 8 within each; grouped-
 // query attention runs under TP (2:1), the ring (4:1), Ulysses (4:1, its one
 // KV head replicated on the group of two) and a2a+p2p (2:1). ci keeps the
 // first ones of each count.
@@ -102,7 +103,7 @@ std::vector<Recipe> recipes(int ranks, Profile profile) {
     case 1: all = {recipe(par(1, 1, 1, 1), {{"microbatches", 2}})}; break;
     case 2:
       all = {recipe(par(2, 1, 1, 1, 1, sp), {{kGroupedKv, 2}}),
-             recipe(par(1, 2, 1, 1), {{"own_dataset", true}, {kPackedRows, true}, {kGroupedKv, 4}}),
+             recipe(par(1, 2, 1, 1), {{"own_dataset", true}, {kPackedRows, true}, {kGroupedKv, 4}, {"window", 8}}),
              recipe(par(1, 1, 2, 1), {{"microbatches", 2}}),
              recipe(par(1, 1, 1, 2, 2), with(zero_overlap, {{"bucket_mb", 0.3}}))};
       break;
@@ -274,6 +275,9 @@ std::vector<OptionSpec> model_options(std::vector<OptionSpec> case_options) {
       OptionSpec::size("layers", "transformer layers"),
       OptionSpec::size("seq", "sequence length"),
       OptionSpec::text("seq_lens", "packed rows (THD): sequence lengths a,b,c summing to --seq, or zipf:N"),
+      OptionSpec::integer("window", 0, kMaxDimension,
+                          "causal sliding window of every layer's attention (TransformerEngine's window_size "
+                          "(LEFT, 0)), within each packed sequence; default: none, one 2-rank recipe 8"),
       OptionSpec::integer("moe_every", 0, kMaxDimension, "layer i is MoE when i % moe_every == 0 (0: dense)"),
       OptionSpec::text("moe_pattern", "one digit per layer: 1 MoE, 0 dense (wins over moe_every)"),
       OptionSpec::integer("experts", 1, 65536, "experts per MoE layer"),
