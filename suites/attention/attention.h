@@ -71,6 +71,14 @@ struct Problem {
 void check_padding_rows(Checker& checker, const std::string& what, const std::vector<int64_t>& rows, const Tensor& out,
                         const Tensor& lse, const Tensor& dq, const Tensor& dk, const Tensor& dv);
 
+// The shapes the sweeps add on their own (sweep.cc; dynamic_cp.cc too):
+//   padded_stream_spec: five sequences of one token, none, 5/8 of seq less
+//   one, 1/8 and 2/8 ("" where seq is not a multiple of 8 of at least 16);
+//   mla_qk_head_dim: DeepSeek-V3's proportions, q/k 3/2 of a v head dim (0
+//   where it is odd).
+std::string padded_stream_spec(int64_t seq);
+int64_t mla_qk_head_dim(int64_t v_head_dim);
+
 // The packing of seq_lens for a CP size (padded to 2 cp rows or not).
 cp::Packing packing_for(const std::vector<int64_t>& seq_lens, bool thd_padding, int cp, int64_t tail_padding = 0);
 

@@ -15,6 +15,10 @@
 
 namespace sextant::attention::dynamic {
 
+cp::FaultSite ring_site(int64_t window) {
+  return cp::fault_site(cp::variant_info(cp::Variant::p2p), 2, true, cp::Layout::zigzag, 2, window);
+}
+
 namespace {
 
 struct Sizes {
@@ -38,14 +42,6 @@ std::string text_option(const SweepRequest& req, const std::string& key) {
 }
 
 bool power_of_two(int n) { return n >= 1 && (n & (n - 1)) == 0; }
-
-}  // namespace
-
-cp::FaultSite ring_site(int64_t window) {
-  return cp::fault_site(cp::variant_info(cp::Variant::p2p), 2, true, cp::Layout::zigzag, 2, window);
-}
-
-namespace {
 
 // The scheduler's default cost of one ring step in causal pairs: about one
 // message latency (~20 us between MPI ranks on a CPU node) at ~20 ns per
@@ -109,7 +105,7 @@ std::vector<CaseConfig> sweep(const SweepRequest& req) {
   const int64_t seq = req.get<int64_t>("seq", d.seq), microbatches = req.get<int64_t>("microbatches", d.microbatches);
   std::vector<std::string> specs = {cat("zipf:", std::clamp<int64_t>(seq / 16, 1, 32)), cat(seq)};
   // The attention suite's stream: a sequence of one token and one of none among longer ones.
-  if (seq % 8 == 0 && seq >= 16) specs.push_back(cat("1,0,", seq * 5 / 8 - 1, ",", seq / 8, ",", seq / 4));
+  if (const std::string spec = padded_stream_spec(seq); !spec.empty()) specs.push_back(spec);
   if (req.options.contains("seq_lens")) specs = {text_option(req, "seq_lens")};
   const ParallelConfig parallel = req.parallel ? *req.parallel : ParallelConfig{1, req.ranks, 1, 1};
   const int64_t head_dim = req.get<int64_t>("head_dim", d.head_dim);
@@ -121,15 +117,15 @@ std::vector<CaseConfig> sweep(const SweepRequest& req) {
       int64_t dqk, dv, window;
     };
     const int64_t window = req.get<int64_t>("window", none);
+    std::vector<std::vector<int64_t>> lengths;
+    for (int64_t m = 0; m < microbatches; ++m) lengths.push_back(lengths_of(spec, seq, req.seed, m));
     std::vector<Shape> shapes = {{head_dim, req.get<int64_t>("v_head_dim", head_dim), window}};
-    if (!user_dv && spec == specs.front() && head_dim % 2 == 0)
-      shapes.push_back({head_dim + head_dim / 2, head_dim, window});
+    if (!user_dv && spec == specs.front() && mla_qk_head_dim(head_dim) > 0)
+      shapes.push_back({mla_qk_head_dim(head_dim), head_dim, window});
     if (!user_window && spec == specs.front() && seq >= 8) shapes.push_back({head_dim, head_dim, seq / 8});
     for (auto [dqk, dv, w] : shapes) {
       if (!cp::faults().shows(cp::faults().parse(req.fault), ring_site(w))) continue;  // a fault runs where it shows
       for (DType dtype : req.dtypes_or({DType::f32})) {
-        std::vector<std::vector<int64_t>> lengths;
-        for (int64_t m = 0; m < microbatches; ++m) lengths.push_back(lengths_of(spec, seq, req.seed, m));
         CaseConfig c;
         c.params = {{"variant", "dynamic_cp"},
                     {"layout", "zigzag"},

@@ -116,6 +116,12 @@ void validate_packed(const Problem& p, const CaseConfig& c) {
 
 }  // namespace
 
+std::string padded_stream_spec(int64_t seq) {
+  return seq % 8 == 0 && seq >= 16 ? cat("1,0,", seq * 5 / 8 - 1, ",", seq / 8, ",", seq / 4) : "";
+}
+
+int64_t mla_qk_head_dim(int64_t v_head_dim) { return v_head_dim % 2 == 0 ? v_head_dim + v_head_dim / 2 : 0; }
+
 cp::Packing packing_for(const std::vector<int64_t>& seq_lens, bool thd_padding, int cp, int64_t tail_padding) {
   return cp::pack_sequences(seq_lens, thd_padding ? 2 * cp : 1, tail_padding);
 }
@@ -201,10 +207,8 @@ std::vector<CaseConfig> sweep(const Variant& v, const SweepRequest& req) {
   if (!user_spec.empty()) streams.push_back({user_spec, cp::parse_seq_lens(user_spec, seq, req.seed)});
   else {
     streams.push_back({"", {}});
-    if (seq % 8 == 0 && seq >= 16) {
-      const std::string spec = cat("1,0,", seq * 5 / 8 - 1, ",", seq / 8, ",", seq / 4);
+    if (const std::string spec = padded_stream_spec(seq); !spec.empty())
       streams.push_back({spec, cp::parse_seq_lens(spec, seq, req.seed)});
-    }
   }
   std::vector<bool> causals = {false, true};
   if (req.options.contains("causal")) causals = {req.get<bool>("causal", false)};
@@ -242,8 +246,8 @@ std::vector<CaseConfig> sweep(const Variant& v, const SweepRequest& req) {
                     : std::vector<int64_t>{heads};
             for (int64_t kv : kv_list) {
               std::vector<std::pair<int64_t, int64_t>> dims = {{head_dim, v_head_dim}};  // (q/k, v)
-              if (!user_dv && plain && kv == heads && head_dim % 2 == 0)
-                dims.push_back({head_dim + head_dim / 2, head_dim});
+              if (!user_dv && plain && kv == heads && mla_qk_head_dim(head_dim) > 0)
+                dims.push_back({mla_qk_head_dim(head_dim), head_dim});
               const bool replicated = v.a2a && kv / parallel.tp < a2a;
               const cp::FaultSite site = cp::fault_site(v, p2p, causal, layout, stream.lens.size(), w, replicated);
               if (!cp::faults().shows(cp::faults().parse(req.fault), site)) continue;
