@@ -115,22 +115,24 @@ def main():
 
         # Suspect rules from the expectations file: an effect no planted
         # slow rank reaches names nobody; the user's --set wins over the file.
+        # Four ranks: three healthy ones, so one oversubscribed rank cannot
+        # widen the class's spread until it hides the slow one.
         lenient = os.path.join(tmp, "lenient.toml")
         with open(os.path.join(os.path.dirname(HERE), "results", "expectations", "host.toml")) as f:
             host_toml = f.read()
         with open(lenient, "w") as f:
             f.write(host_toml + '\n[suspects.tflops]\nmin_effect = 0.95\nnote = "only a rank at a twentieth"\n')
         slow = ("screen/compute", "--fault", "slow_rank", "--expectations", lenient)
-        r = qualify(sextant, mpiexec, os.path.join(tmp, "lenient"), *slow, ranks=3)
+        r = qualify(sextant, mpiexec, os.path.join(tmp, "lenient"), *slow, ranks=4)
         q = json.load(open(only(os.path.join(tmp, "lenient"), ".json")))["qualification"]
         rule = [x for x in q["suspect_rules"] if x["key"] == "tflops"][0]
         check(r.returncode == 0 and q["suspects"] == [], f"the file's rule names no 5x-slow rank (exit {r.returncode})")
         check(rule["min_effect"] == 0.95 and "lenient.toml [suspects.tflops]: only a rank" in rule["source"]
               and "only a rank at a twentieth" in r.stdout, f"the verdict says the rule and its source: {rule}")
-        r = qualify(sextant, mpiexec, os.path.join(tmp, "strict_rule"), *slow, "--set", "tflops_effect=0.5", ranks=3)
+        r = qualify(sextant, mpiexec, os.path.join(tmp, "strict_rule"), *slow, "--set", "tflops_effect=0.5", ranks=4)
         q = json.load(open(only(os.path.join(tmp, "strict_rule"), ".json")))["qualification"]
-        check(r.returncode == 1 and [x["rank"] for x in q["suspects"]] == [2],
-              f"--set tflops_effect=0.5 wins over the file and names rank 2 (exit {r.returncode})")
+        check(r.returncode == 1 and [x["rank"] for x in q["suspects"]] == [3],
+              f"--set tflops_effect=0.5 wins over the file and names rank 3 (exit {r.returncode})")
         with open(lenient, "a") as f:
             f.write('[suspects.tflopz]\nmin_effect = 0.5\nnote = "x"\n')
         r = qualify(sextant, mpiexec, os.path.join(tmp, "bad_rule"), "--expectations", lenient)
