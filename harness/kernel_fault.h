@@ -27,7 +27,7 @@ enum class KernelFault {
   attention_backward_softmax_grad,  // dS = P * dP: the - rowsum(dO * O) term is missing
   attention_merge_lse,              // merged LSE = max(lse_a, lse_b), without the log1p(exp(min - max)) term
   causal_mask_diagonal,             // a query does not see its own key (k < q instead of k <= q)
-  attention_window_off_by_one,      // a sliding window one key wider than asked (left + 1)
+  attention_window_off_by_one,      // a sliding window one key wider than asked (left + 1, else right + 1)
   attention_gqa_head_map,           // query head h reads KV head h % kv instead of h / (heads / kv)
   attention_scale_from_v_dim,       // MLA: softmax scale 1/sqrt(d_v) from V's head dim, not 1/sqrt(d_qk)
   layernorm_forward_variance,       // variance divided by h - 1 (unbiased) instead of h
@@ -70,7 +70,9 @@ inline const std::vector<KernelFaultInfo>& kernel_faults() {
       {KernelFault::causal_mask_diagonal, "causal_mask_diagonal", "causal mask",
        "a query does not see its own key (k < q instead of k <= q)", true},
       {KernelFault::attention_window_off_by_one, "attention_window_off_by_one", "sliding-window mask",
-       "the window is one key wider than asked: a query also sees the key window + 1 before it", true},
+       "the window is one key wider than asked: a query also sees the key LEFT + 1 before it (RIGHT + 1 after it "
+       "where only that side is bounded)",
+       true},
       {KernelFault::attention_gqa_head_map, "attention_gqa_head_map", "attention (GQA)",
        "query head h reads KV head h % kv (heads repeated) instead of h / (heads / kv) (each KV head's own "
        "consecutive query heads)",

@@ -16,7 +16,7 @@ struct Attention {
   int64_t b = 0, s = 0, hq = 0, hk = 0, d = 0, dv = 0;
   double scale = 1;  // 1/sqrt(d)
   bool causal = false;
-  int64_t window = -1;  // causal sliding window: keys at most this far before the query; -1: none
+  Window window;  // keys at most left before the query and right after it; -1: unbounded
   Tensor q, k, v;
 
   // Row i of head h in batch bi; k and v rows are those of the kv head h reads.
@@ -29,8 +29,11 @@ struct Attention {
   }
   int64_t kv(int64_t h) const { return h / (hq / hk); }  // the kv head query head h reads
   // Query i sees keys [first_key(i), last_key(i)).
-  int64_t first_key(int64_t i) const { return causal && window >= 0 ? std::max<int64_t>(0, i - window) : 0; }
-  int64_t last_key(int64_t i) const { return causal ? i + 1 : s; }
+  int64_t first_key(int64_t i) const { return window.left >= 0 ? std::max<int64_t>(0, i - window.left) : 0; }
+  int64_t last_key(int64_t i) const {
+    if (causal) return i + 1;
+    return window.right >= 0 ? std::min(s, i + window.right + 1) : s;
+  }
 };
 
 Tensor f64(const Tensor& t, const char* name) {
@@ -38,7 +41,7 @@ Tensor f64(const Tensor& t, const char* name) {
   return t.to(DType::f64);
 }
 
-Attention load(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, int64_t window) {
+Attention load(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, Window window) {
   if (q.ndim() != 4 || k.ndim() != 4 || v.ndim() != 4 || k.dim(0) != q.dim(0) || k.dim(1) != q.dim(1) ||
       k.dim(3) != q.dim(3) || q.dim(2) % k.dim(2) != 0 || v.dim(0) != k.dim(0) || v.dim(1) != k.dim(1) ||
       v.dim(2) != k.dim(2))
@@ -49,7 +52,9 @@ Attention load(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, i
   a.b = q.dim(0), a.s = q.dim(1), a.hq = q.dim(2), a.hk = k.dim(2), a.d = q.dim(3), a.dv = v.dim(3);
   a.scale = 1.0 / std::sqrt(static_cast<double>(a.d));
   a.causal = causal;
-  if (window >= 0 && !causal) throw RuntimeError("reference attention: a sliding window needs a causal mask");
+  if (window.left < -1 || window.right < -1 || (causal && window.right > 0))
+    throw RuntimeError(cat("reference attention: window (", window.left, ", ", window.right,
+                           ") needs sides >= 0 or -1, and right 0 or -1 when causal"));
   a.window = window;
   a.q = f64(q, "q"), a.k = f64(k, "k"), a.v = f64(v, "v");
   return a;
@@ -108,7 +113,7 @@ std::vector<double> score_grads(const Attention& a, const SoftmaxRow& row, const
 
 }  // namespace
 
-AttentionResult attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, int64_t window) {
+AttentionResult attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, Window window) {
   const Attention a = load(q, k, v, causal, window);
   AttentionResult r{Tensor::zeros({a.b, a.s, a.hq, a.dv}, DType::f64), Tensor::zeros({a.b, a.hq, a.s}, DType::f64)};
   double* out = r.out.data<double>();
@@ -125,7 +130,7 @@ AttentionResult attention_forward(const Tensor& q, const Tensor& k, const Tensor
 }
 
 AttentionGradients attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
-                                      bool causal, int64_t window) {
+                                      bool causal, Window window) {
   const Attention a = load(q, k, v, causal, window);
   const Tensor dO = f64(dout_of(a, dout), "dout");
   AttentionGradients g{Tensor::zeros(q.shape(), DType::f64), Tensor::zeros(k.shape(), DType::f64),
@@ -154,7 +159,7 @@ AttentionGradients attention_backward(const Tensor& q, const Tensor& k, const Te
 }
 
 AttentionRows attention_rows(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout, bool causal,
-                             const std::vector<int64_t>& rows, int64_t window) {
+                             const std::vector<int64_t>& rows, Window window) {
   const Attention a = load(q, k, v, causal, window);
   const Tensor dO = f64(dout_of(a, dout), "dout");
   const int64_t n = static_cast<int64_t>(rows.size());

@@ -3,10 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <utility>
 
 #include "harness/compare.h"
 #include "harness/error.h"
 #include "harness/rng.h"
+#include "harness/strings.h"
 
 namespace sextant::ref {
 namespace {
@@ -26,15 +29,15 @@ Inputs make_inputs(int64_t b, int64_t s, int64_t hq, int64_t hk, int64_t d, uint
 }
 
 // The scalar whose gradients the backward returns: L = sum(dout * out).
-double loss(const Inputs& x, bool causal) {
-  Tensor out = attention_forward(x.q, x.k, x.v, causal).out;
+double loss(const Inputs& x, bool causal, Window window = {}) {
+  Tensor out = attention_forward(x.q, x.k, x.v, causal, window).out;
   double sum = 0;
   for (int64_t i = 0; i < out.numel(); ++i) sum += out.at(i) * x.dout.at(i);
   return sum;
 }
 
 // Central differences of L against every element of one input.
-Tensor numeric_grad(Inputs x, Tensor Inputs::*which, bool causal) {
+Tensor numeric_grad(Inputs x, Tensor Inputs::*which, bool causal, Window window = {}) {
   const double h = 1e-5;
   Tensor& t = x.*which;
   t = t.clone();
@@ -42,9 +45,9 @@ Tensor numeric_grad(Inputs x, Tensor Inputs::*which, bool causal) {
   for (int64_t i = 0; i < t.numel(); ++i) {
     const double keep = t.at(i);
     t.set(i, keep + h);
-    const double up = loss(x, causal);
+    const double up = loss(x, causal, window);
     t.set(i, keep - h);
-    const double down = loss(x, causal);
+    const double down = loss(x, causal, window);
     t.set(i, keep);
     g.set(i, (up - down) / (2 * h));
   }
@@ -59,6 +62,23 @@ TEST(ReferenceAttention, BackwardMatchesFiniteDifferences) {
     EXPECT_LT(compare(g.dk, numeric_grad(x, &Inputs::k, causal)).rel_l2, 1e-8) << "causal=" << causal;
     EXPECT_LT(compare(g.dv, numeric_grad(x, &Inputs::v, causal)).rel_l2, 1e-8) << "causal=" << causal;
   }
+}
+
+// Sliding windows, causal (2 keys back) and not (2 back, 1 ahead; 0 back,
+// 2 ahead).
+TEST(ReferenceAttention, WindowedBackwardMatchesFiniteDifferences) {
+  const Inputs x = make_inputs(1, 6, 2, 1, 3, 7);
+  for (auto [causal, window] : {std::pair{true, Window{2}}, {false, Window{2, 1}}, {false, Window{0, 2}}}) {
+    const AttentionGradients g = attention_backward(x.q, x.k, x.v, x.dout, causal, window);
+    const std::string what = cat("causal ", causal, " window ", window.left, ",", window.right);
+    EXPECT_LT(compare(g.dq, numeric_grad(x, &Inputs::q, causal, window)).rel_l2, 1e-8) << what;
+    EXPECT_LT(compare(g.dk, numeric_grad(x, &Inputs::k, causal, window)).rel_l2, 1e-8) << what;
+    EXPECT_LT(compare(g.dv, numeric_grad(x, &Inputs::v, causal, window)).rel_l2, 1e-8) << what;
+    const AttentionRows rows = attention_rows(x.q, x.k, x.v, x.dout, causal, {0, 5}, window);
+    const AttentionResult f = attention_forward(x.q, x.k, x.v, causal, window);
+    EXPECT_LT(compare(narrow(rows.out, 1, 1, 1), narrow(f.out, 1, 5, 1)).max_abs, 1e-15) << what;
+  }
+  EXPECT_THROW(attention_forward(x.q, x.k, x.v, true, {2, 1}), RuntimeError);  // a causal mask sees nothing ahead
 }
 
 // MLA: q/k head dim 3, v head dim 2 (and 5: wider values than queries).
@@ -99,6 +119,15 @@ TEST(ReferenceAttention, SmallCasesByHand) {
   EXPECT_DOUBLE_EQ(causal.out.at(0), 2.0);
   EXPECT_DOUBLE_EQ(causal.out.at(1), 3.0);
   EXPECT_DOUBLE_EQ(causal.lse.at(0), 1.0);
+  // A window of no key either side: each query sees its own key only.
+  AttentionResult self = attention_forward(q2, k2, v2, false, {0, 0});
+  EXPECT_DOUBLE_EQ(self.out.at(0), 2.0);
+  EXPECT_DOUBLE_EQ(self.out.at(1), 4.0);
+  EXPECT_DOUBLE_EQ(self.lse.at(1), 1.0);
+  // One key ahead, none behind: row 0 sees both keys, row 1 its own.
+  AttentionResult ahead = attention_forward(q2, k2, v2, false, {0, 1});
+  EXPECT_DOUBLE_EQ(ahead.out.at(0), 3.0);
+  EXPECT_DOUBLE_EQ(ahead.out.at(1), 4.0);
 }
 
 TEST(ReferenceAttention, GroupedQueryEqualsRepeatedKvHeads) {

@@ -96,11 +96,11 @@ Tensor merge_heads(const Qkv& parts, const Shape& packed_shape) {
 // Causal attention over each row, or over each packed sequence of it (in a
 // sliding window, if the model has one).
 Tensor core_attention(const GptDims& d, const Qkv& qkv) {
-  if (d.seq_lens.empty()) return attention_forward(qkv.q, qkv.k, qkv.v, true, d.window).out;
+  if (d.seq_lens.empty()) return attention_forward(qkv.q, qkv.k, qkv.v, true, {d.window}).out;
   return packed_attention_forward(qkv.q, qkv.k, qkv.v, d.seq_lens, d.window).out;
 }
 AttentionGradients core_attention_backward(const GptDims& d, const Qkv& qkv, const Tensor& dout) {
-  if (d.seq_lens.empty()) return attention_backward(qkv.q, qkv.k, qkv.v, dout, true, d.window);
+  if (d.seq_lens.empty()) return attention_backward(qkv.q, qkv.k, qkv.v, dout, true, {d.window});
   return packed_attention_backward(qkv.q, qkv.k, qkv.v, dout, d.seq_lens, d.window);
 }
 

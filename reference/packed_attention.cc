@@ -31,10 +31,10 @@ Tensor rows_of(const Tensor& t, const Span& span) { return narrow(t, 1, span.sta
 }  // namespace
 
 AttentionResult packed_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
-                                         const std::vector<int64_t>& seq_lens, int64_t window) {
+                                         const std::vector<int64_t>& seq_lens, int64_t window_left) {
   std::vector<Tensor> out, lse;
   for (const Span& span : spans_of(seq_lens, q.dim(1))) {
-    AttentionResult r = attention_forward(rows_of(q, span), rows_of(k, span), rows_of(v, span), true, window);
+    AttentionResult r = attention_forward(rows_of(q, span), rows_of(k, span), rows_of(v, span), true, {window_left});
     out.push_back(r.out);
     lse.push_back(r.lse);
   }
@@ -42,11 +42,11 @@ AttentionResult packed_attention_forward(const Tensor& q, const Tensor& k, const
 }
 
 AttentionGradients packed_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
-                                             const std::vector<int64_t>& seq_lens, int64_t window) {
+                                             const std::vector<int64_t>& seq_lens, int64_t window_left) {
   std::vector<Tensor> dq, dk, dv;
   for (const Span& span : spans_of(seq_lens, q.dim(1))) {
-    AttentionGradients g =
-        attention_backward(rows_of(q, span), rows_of(k, span), rows_of(v, span), rows_of(dout, span), true, window);
+    AttentionGradients g = attention_backward(rows_of(q, span), rows_of(k, span), rows_of(v, span), rows_of(dout, span),
+                                              true, {window_left});
     dq.push_back(g.dq);
     dk.push_back(g.dk);
     dv.push_back(g.dv);
@@ -56,7 +56,7 @@ AttentionGradients packed_attention_backward(const Tensor& q, const Tensor& k, c
 
 AttentionRows packed_attention_rows(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
                                     const std::vector<int64_t>& seq_lens, const std::vector<int64_t>& rows,
-                                    int64_t window) {
+                                    int64_t window_left) {
   const std::vector<Span> spans = spans_of(seq_lens, q.dim(1));
   std::vector<Tensor> out, lse, dq;
   for (int64_t row : rows) {
@@ -65,7 +65,7 @@ AttentionRows packed_attention_rows(const Tensor& q, const Tensor& k, const Tens
       if (row >= s.start && row < s.start + s.length) span = &s;
     if (!span) throw RuntimeError(cat("reference packed attention: row ", row, " outside [0, ", q.dim(1), ")"));
     AttentionRows r = attention_rows(rows_of(q, *span), rows_of(k, *span), rows_of(v, *span), rows_of(dout, *span),
-                                     true, {row - span->start}, window);
+                                     true, {row - span->start}, {window_left});
     out.push_back(r.out);
     lse.push_back(r.lse);
     dq.push_back(r.dq);

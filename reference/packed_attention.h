@@ -16,14 +16,14 @@
 
 namespace sextant::ref {
 
-// window: a causal sliding window within each sequence (-1: none).
+// window_left: a causal sliding window within each sequence (-1: none).
 AttentionResult packed_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
-                                         const std::vector<int64_t>& seq_lens, int64_t window = -1);
+                                         const std::vector<int64_t>& seq_lens, int64_t window_left = -1);
 AttentionGradients packed_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
-                                             const std::vector<int64_t>& seq_lens, int64_t window = -1);
+                                             const std::vector<int64_t>& seq_lens, int64_t window_left = -1);
 // The query rows at packed positions `rows` (spot check), each from its own sequence.
 AttentionRows packed_attention_rows(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
                                     const std::vector<int64_t>& seq_lens, const std::vector<int64_t>& rows,
-                                    int64_t window = -1);
+                                    int64_t window_left = -1);
 
 }  // namespace sextant::ref

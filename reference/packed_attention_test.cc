@@ -64,9 +64,9 @@ TEST(ReferencePackedAttention, WindowsStayWithinEachSequence) {
   const AttentionResult packed = packed_attention_forward(x.q, x.k, x.v, {5, 7}, 2);
   const AttentionGradients grads = packed_attention_backward(x.q, x.k, x.v, x.dout, {5, 7}, 2);
   const AttentionResult second =
-      attention_forward(narrow(x.q, 1, 5, 7), narrow(x.k, 1, 5, 7), narrow(x.v, 1, 5, 7), true, 2);
+      attention_forward(narrow(x.q, 1, 5, 7), narrow(x.k, 1, 5, 7), narrow(x.v, 1, 5, 7), true, {2});
   const AttentionGradients second_grads = attention_backward(narrow(x.q, 1, 5, 7), narrow(x.k, 1, 5, 7),
-                                                             narrow(x.v, 1, 5, 7), narrow(x.dout, 1, 5, 7), true, 2);
+                                                             narrow(x.v, 1, 5, 7), narrow(x.dout, 1, 5, 7), true, {2});
   EXPECT_EQ(compare(narrow(packed.out, 1, 5, 7), second.out).max_abs, 0.0);
   EXPECT_EQ(compare(narrow(grads.dk, 1, 5, 7), second_grads.dk).max_abs, 0.0);
   const AttentionRows rows = packed_attention_rows(x.q, x.k, x.v, x.dout, {5, 7}, {4, 9}, 2);

@@ -23,7 +23,10 @@ std::vector<int64_t> key_positions(const BlockPlan& plan, int q_member, int k_me
 }  // namespace
 
 ops::AttentionMask BlockPlan::mask(int q_member, int k_member) const {
-  if (!causal) return ops::AttentionMask::none();
+  if (!causal && !window.any()) return ops::AttentionMask::none();
+  if (!causal)
+    return ops::AttentionMask::positions(positions.at(q_member), key_positions(*this, q_member, k_member))
+        .with_window(window);
   if (sequences.empty())
     return ops::AttentionMask::causal_positions(positions.at(q_member), key_positions(*this, q_member, k_member))
         .with_window(window);
@@ -33,13 +36,14 @@ ops::AttentionMask BlockPlan::mask(int q_member, int k_member) const {
 }
 
 ops::AttentionMask BlockPlan::mask_all(int q_member) const {
-  if (!causal) return ops::AttentionMask::none();
+  if (!causal && !window.any()) return ops::AttentionMask::none();
   std::vector<int64_t> keys, key_sequences;
   for (int m = 0; m < static_cast<int>(positions.size()); ++m) {
     std::vector<int64_t> mine = key_positions(*this, q_member, m);
     keys.insert(keys.end(), mine.begin(), mine.end());
     if (!sequences.empty()) key_sequences.insert(key_sequences.end(), sequences[m].begin(), sequences[m].end());
   }
+  if (!causal) return ops::AttentionMask::positions(positions.at(q_member), std::move(keys)).with_window(window);
   if (sequences.empty())
     return ops::AttentionMask::causal_positions(positions.at(q_member), std::move(keys)).with_window(window);
   return ops::AttentionMask::causal_packed(positions.at(q_member), sequences.at(q_member), std::move(keys),

@@ -78,8 +78,8 @@ void check_inputs(const char* op, const Options& o, const Geometry& g, const Ten
   for (const Tensor* t : {&q, &k, &v})
     if (!t->defined() || t->device() != q.device() || t->ndim() != 4)
       throw RuntimeError(cat(op, ": q, k, v must be tensors [b, n, h, d] on one device"));
-  if (o.window != ops::AttentionMask::kNoWindow && (!o.causal || o.window < 0))
-    throw RuntimeError(cat(op, ": a sliding window (", o.window, ") needs a causal mask and left >= 0"));
+  if (const std::string problem = ops::window_problem(o.window, o.causal); !problem.empty())
+    throw RuntimeError(cat(op, ": ", problem));
   if (o.packing.packed() && (!o.causal || o.packing.rows() != o.seq))
     throw RuntimeError(
         cat(op, ": packed sequences need a causal mask and seq ", o.seq, " = the packed rows ", o.packing.rows()));

@@ -44,7 +44,7 @@ namespace sextant::cp {
 
 struct Options {
   bool causal = false;
-  int64_t window = ops::AttentionMask::kNoWindow;  // causal sliding window (attention_mask.h); kNoWindow: none
+  ops::Window window;  // sliding window (attention_mask.h); none by default
   Layout layout = Layout::contiguous;
   int64_t seq = 0;  // global sequence length (packed: packing.rows(), the padded stream)
   Packing packing;  // packed sequences (causal only); empty: one sequence

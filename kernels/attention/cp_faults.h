@@ -11,6 +11,7 @@
 #include "harness/fault_table.h"
 #include "kernels/attention/cp_types.h"
 #include "kernels/attention/layout.h"
+#include "kernels/ops/attention_mask.h"
 
 namespace sextant::cp {
 
@@ -39,7 +40,7 @@ struct FaultSite {
   bool causal = false;
   Layout layout = Layout::contiguous;
   size_t sequences = 0;        // packed sequences in a batch row (0: not packed)
-  int64_t window = -1;         // causal sliding window (-1: none)
+  ops::Window window;          // sliding window (attention_mask.h; none by default)
   bool kv_replicated = false;  // the Ulysses stage sends each KV head as several copies
 };
 
@@ -50,10 +51,13 @@ inline bool ring(const FaultSite& s) { return s.kv == KvExchange::ring && s.kv_s
 // causal contiguous layout only the last member's (rank 0's block) carries
 // work, and none does when the stream packs 2+ sequences (the first and the
 // last member hold different sequences) or, from three members on, when a
-// sliding window ends before rank 0's block (as the sweep's seq/8 does).
+// sliding window ends before rank 0's block (as the sweep's seq/8 does) and
+// sees no key after the query (causal, or right 0); a window that does sees
+// the start of the next member's block.
 inline bool ring_last_step_has_work(const FaultSite& s) {
   const bool contiguous = s.layout == Layout::contiguous;
-  return ring(s) && !(s.sequences >= 2 && contiguous) && !(s.window >= 0 && contiguous && s.kv_size >= 3);
+  const bool window_hides = s.window.any() && (s.causal || s.window.right == 0) && contiguous && s.kv_size >= 3;
+  return ring(s) && !(s.sequences >= 2 && contiguous) && !window_hides;
 }
 inline bool kv_blocks(const FaultSite& s) { return s.kv.has_value() && s.kv_size >= 2 && s.causal; }
 inline bool zigzag(const FaultSite& s) { return s.causal && s.layout == Layout::zigzag; }
@@ -61,7 +65,7 @@ inline bool ulysses(const FaultSite& s) { return s.a2a; }
 inline bool packed(const FaultSite& s) { return s.sequences >= 2; }
 inline bool packed_zigzag(const FaultSite& s) { return packed(s) && s.layout == Layout::zigzag; }
 // Every windowed ring has a partly covered step: the diagonal (its own block).
-inline bool windowed_ring(const FaultSite& s) { return ring(s) && s.causal && s.window >= 0; }
+inline bool windowed_ring(const FaultSite& s) { return ring(s) && s.window.any(); }
 inline bool kv_replicated(const FaultSite& s) { return s.a2a && s.kv_replicated; }
 inline bool packed_any(const FaultSite& s) { return s.sequences >= 1; }
 
@@ -103,7 +107,7 @@ inline const FaultTable<Fault, FaultSite>& faults() {
            "a ring of 2+ members", rules::ring, 1e-3},
           {Fault::window_skip_partial, "window_skip_partial",
            "the ring skips every step whose K/V block the sliding window only partly covers (as if outside it)",
-           "a causal sliding window on a ring of 2+ members", rules::windowed_ring},
+           "a sliding window on a ring of 2+ members", rules::windowed_ring},
           {Fault::kv_replica_first_only, "kv_replica_first_only",
            "KV heads replicated for an a2a group larger than them: each head's dK/dV is its first copy's, not "
            "the sum over the copies",

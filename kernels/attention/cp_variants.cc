@@ -37,8 +37,8 @@ Variant parse_variant(const std::string& name, const std::string& parameter) {
   throw UsageError(cat(parameter, " '", name, "' must be one of ", join(variant_names(), ", ")));
 }
 
-FaultSite fault_site(const VariantInfo& v, int kv_size, bool causal, Layout layout, size_t sequences, int64_t window,
-                     bool kv_replicated) {
+FaultSite fault_site(const VariantInfo& v, int kv_size, bool causal, Layout layout, size_t sequences,
+                     ops::Window window, bool kv_replicated) {
   return {v.a2a, v.kv, kv_size, causal, layout, sequences, window, kv_replicated};
 }
 

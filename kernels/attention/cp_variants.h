@@ -42,6 +42,6 @@ std::vector<std::string> variant_names();
 
 // The site its faults see (cp_faults.h) for one config of the variant.
 FaultSite fault_site(const VariantInfo& v, int kv_size, bool causal, Layout layout, size_t sequences,
-                     int64_t window = -1, bool kv_replicated = false);
+                     ops::Window window = {}, bool kv_replicated = false);
 
 }  // namespace sextant::cp

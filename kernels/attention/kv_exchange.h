@@ -31,7 +31,7 @@ struct BlockPlan {
   double fault_magnitude = 0;
   Stats* stats = nullptr;
   ops::AttentionImpl impl = ops::AttentionImpl::own;
-  int64_t window = ops::AttentionMask::kNoWindow;  // causal sliding window of every mask
+  ops::Window window;  // sliding window of every mask (attention_mask.h)
 
   // Mask of member q_member's queries against member k_member's keys.
   ops::AttentionMask mask(int q_member, int k_member) const;

@@ -55,7 +55,7 @@ LayerEnv GptTrainer::layer_env() {
   env.cp_options.layout = config_.cp_layout;
   env.cp_options.seq = config_.seq;
   env.cp_options.packing = row_packing(config_);
-  env.cp_options.window = config_.window;
+  env.cp_options.window = ops::Window::causal(config_.window);
   const cp::VariantInfo& variant = cp::variant_info(config_.cp_comm);
   env.cp_options.kv_exchange = variant.kv.value_or(cp::KvExchange::ring);
   env.cp_options.attention_impl = config_.attention_impl;

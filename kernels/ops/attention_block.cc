@@ -68,7 +68,7 @@ Dims check_dims(const char* op, const Tensor& q, const Tensor& k, const Tensor& 
   g.dv = v.dim(3);
   if (g.hk <= 0 || g.hq % g.hk != 0)
     throw RuntimeError(cat(op, ": kv heads ", g.hk, " must divide query heads ", g.hq));
-  if (mask.causal &&
+  if (mask.positional() &&
       (static_cast<int64_t>(mask.q_pos.size()) != g.sq || static_cast<int64_t>(mask.k_pos.size()) != g.sk))
     throw RuntimeError(cat(op, ": mask has ", mask.q_pos.size(), " query and ", mask.k_pos.size(),
                            " key positions for a block of ", g.sq, " x ", g.sk));
@@ -76,8 +76,8 @@ Dims check_dims(const char* op, const Tensor& q, const Tensor& k, const Tensor& 
                         static_cast<int64_t>(mask.k_seq.size()) != g.sk))
     throw RuntimeError(cat(op, ": a packed mask needs causal positions and ", g.sq, " query and ", g.sk,
                            " key sequence names, not ", mask.q_seq.size(), " and ", mask.k_seq.size()));
-  if (mask.window_left != AttentionMask::kNoWindow && (!mask.causal || mask.window_left < 0))
-    throw RuntimeError(cat(op, ": a sliding window (", mask.window_left, ") needs a causal mask and left >= 0"));
+  if (const std::string problem = window_problem(mask.window, mask.causal); !problem.empty())
+    throw RuntimeError(cat(op, ": ", problem));
   g.group = g.hq / g.hk;
   g.scale = attention_scale(g.d, g.dv);
   return g;
@@ -105,26 +105,25 @@ std::vector<Tile> tiles_of(const std::vector<int64_t>& pos, const std::vector<in
 }
 
 Visibility classify(const AttentionMask& m, const Tile& q, const Tile& k) {
-  if (!m.causal) return Visibility::full;
+  if (!m.positional()) return Visibility::full;
   if (q.seq == AttentionMask::kPaddingRow || k.seq != q.seq) return Visibility::none;  // another sequence, or padding
   const int64_t q_last = q.pos + q.rows - 1, k_last = k.pos + k.rows - 1;
-  if (k.pos > q_last) return Visibility::none;                                  // after every query
-  if (m.windowed() && k_last < q.pos - m.window_left) return Visibility::none;  // before every query's window
-  const bool inside_window = !m.windowed() || k.pos >= q_last - m.window_left;
-  if (k_last <= q.pos && inside_window) return Visibility::full;
+  // Every query's keys run from first_key to last_key, both rising with the query's position.
+  if (k.pos > m.last_key(q_last) || k_last < m.first_key(q.pos)) return Visibility::none;
+  if (k.pos >= m.first_key(q_last) && k_last <= m.last_key(q.pos)) return Visibility::full;
   return Visibility::partial;
 }
 
 // The keys of tile k that query row r of tile q may see: columns [begin, end)
-// of the tile, one stretch (the window's start to the diagonal).
+// of the tile, one stretch (the window's start to the diagonal or its end).
 struct Columns {
   int64_t begin = 0, end = 0;
 };
 Columns visible_range(const AttentionMask& m, Visibility tm, const Tile& q, int64_t r, const Tile& k) {
   if (tm == Visibility::full) return {0, k.rows};
   const int64_t pos = q.pos + r;
-  const int64_t end = std::clamp<int64_t>(pos - k.pos + 1, 0, k.rows);
-  const int64_t begin = m.windowed() ? std::clamp<int64_t>(pos - m.window_left - k.pos, 0, end) : 0;
+  const int64_t end = std::clamp<int64_t>(m.last_key(pos) - k.pos + 1, 0, k.rows);
+  const int64_t begin = std::clamp<int64_t>(m.first_key(pos) - k.pos, 0, end);
   return {begin, end};
 }
 
@@ -280,7 +279,8 @@ int64_t backward_head(const BackwardArgs& a, int64_t bi, int64_t h, std::vector<
 // The mask a kernel applies: the caller's, or under the planted fault
 // causal_mask_diagonal one whose keys sit a position later, so that a query
 // no longer sees its own key.
-// Under attention_window_off_by_one, a windowed mask's window is one key wider.
+// Under attention_window_off_by_one, a windowed mask's window is one key
+// wider (before the query, or after it when only that side is bounded).
 const AttentionMask& applied_mask(const AttentionMask& mask, AttentionMask& shifted) {
   const bool diagonal = mask.causal && kernel_fault_planted(KernelFault::causal_mask_diagonal);
   const bool window = mask.windowed() && kernel_fault_planted(KernelFault::attention_window_off_by_one);
@@ -288,7 +288,7 @@ const AttentionMask& applied_mask(const AttentionMask& mask, AttentionMask& shif
   shifted = mask;
   if (diagonal)
     for (int64_t& pos : shifted.k_pos) ++pos;
-  if (window) ++shifted.window_left;
+  if (window) ++(shifted.window.left != AttentionMask::kNoWindow ? shifted.window.left : shifted.window.right);
   return shifted;
 }
 

@@ -19,7 +19,7 @@
 // sub-matrices with an online softmax, so memory is O(tile), never O(sq*sk).
 // Tiles that the causal mask hides completely are skipped, which is what
 // makes a zigzag-sharded ring do half a block of work per step.
-// A sliding window (attention_mask.h) skips the tiles wholly before every
+// A sliding window (attention_mask.h) skips the tiles wholly outside every
 // query's window the same way; cuDNN's path (AttentionImpl::cudnn) hands
 // windowed blocks to our kernels, as its pieces know only the diagonal.
 // CUDA (kernels/ops/cuda/attention*.cu): the same functions on device

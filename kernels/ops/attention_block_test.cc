@@ -66,11 +66,11 @@ TEST(AttentionBlock, SlidingWindowMatchesTheReference) {
   const Inputs x = make_inputs(DType::f32, 1, s, 4, 2, 16);
   const AttentionOut causal = attention_block_forward(x.q, x.k, x.v, mask_for(true, s));
   for (int64_t window : {0, 5, 63, 64, 130, 400}) {
-    const AttentionMask mask = mask_for(true, s).with_window(window);
+    const AttentionMask mask = mask_for(true, s).with_window(Window::causal(window));
     AttentionOut f = attention_block_forward(x.q, x.k, x.v, mask);
     AttentionGrads g = attention_block_backward(x.q, x.k, x.v, f.out, f.lse, x.dout, mask);
-    ref::AttentionResult rf = ref::attention_forward(x.q, x.k, x.v, true, window);
-    ref::AttentionGradients rg = ref::attention_backward(x.q, x.k, x.v, x.dout, true, window);
+    ref::AttentionResult rf = ref::attention_forward(x.q, x.k, x.v, true, {window});
+    ref::AttentionGradients rg = ref::attention_backward(x.q, x.k, x.v, x.dout, true, {window});
     const std::string what = "window=" + std::to_string(window);
     EXPECT_LT(err(f.out, rf.out), 2e-6) << what;
     EXPECT_LT(err(f.lse, rf.lse), 2e-6) << what;
@@ -85,10 +85,59 @@ TEST(AttentionBlock, SlidingWindowMatchesTheReference) {
     EXPECT_EQ(visible_pairs(mask, s, s), pairs) << what;
   }
   // Blocks of a sharded sequence: a key block wholly before a query block's window is hidden.
-  EXPECT_EQ(visibility(AttentionMask::causal_blocks(100, 10, 0, 50).with_window(49)), Visibility::none);
-  EXPECT_EQ(visibility(AttentionMask::causal_blocks(100, 10, 0, 51).with_window(50)), Visibility::partial);
-  EXPECT_EQ(visibility(AttentionMask::causal_blocks(100, 10, 60, 40).with_window(50)), Visibility::full);
-  EXPECT_THROW(attention_block_forward(x.q, x.k, x.v, AttentionMask::none().with_window(3)), RuntimeError);
+  EXPECT_EQ(visibility(AttentionMask::causal_blocks(100, 10, 0, 50).with_window(Window::causal(49))), Visibility::none);
+  EXPECT_EQ(visibility(AttentionMask::causal_blocks(100, 10, 0, 51).with_window(Window::causal(50))),
+            Visibility::partial);
+  EXPECT_EQ(visibility(AttentionMask::causal_blocks(100, 10, 60, 40).with_window(Window::causal(50))),
+            Visibility::full);
+  EXPECT_THROW(attention_block_forward(x.q, x.k, x.v, AttentionMask::none().with_window(Window::causal(3))),
+               RuntimeError);
+}
+
+// A sliding window without a causal mask, (left, right) keys either side of
+// the query: none either side, narrower than a tile, across tile edges, one
+// side unbounded, and wider than the sequence (no mask at all).
+TEST(AttentionBlock, TwoSidedWindowMatchesTheReference) {
+  const int64_t s = 300;
+  const Inputs x = make_inputs(DType::f32, 1, s, 4, 2, 16);
+  const AttentionOut full = attention_block_forward(x.q, x.k, x.v, AttentionMask::none());
+  std::vector<int64_t> pos(s);
+  std::iota(pos.begin(), pos.end(), 0);
+  for (Window w : {Window{0, 0}, Window{5, 3}, Window{63, 64}, Window{130, 10}, Window{kNoWindow, 20},
+                   Window{40, kNoWindow}, Window{400, 400}}) {
+    const AttentionMask mask = AttentionMask::positions(pos, pos).with_window(w);
+    AttentionOut f = attention_block_forward(x.q, x.k, x.v, mask);
+    AttentionGrads g = attention_block_backward(x.q, x.k, x.v, f.out, f.lse, x.dout, mask);
+    ref::AttentionResult rf = ref::attention_forward(x.q, x.k, x.v, false, {w.left, w.right});
+    ref::AttentionGradients rg = ref::attention_backward(x.q, x.k, x.v, x.dout, false, {w.left, w.right});
+    const std::string what = "window=" + std::to_string(w.left) + "," + std::to_string(w.right);
+    EXPECT_LT(err(f.out, rf.out), 2e-6) << what;
+    EXPECT_LT(err(f.lse, rf.lse), 2e-6) << what;
+    EXPECT_LT(err(g.dq, rg.dq), 1e-5) << what;
+    EXPECT_LT(err(g.dk, rg.dk), 1e-5) << what;
+    EXPECT_LT(err(g.dv, rg.dv), 1e-5) << what;
+    if (w.left < 130 && w.left != kNoWindow) EXPECT_LT(f.scores, full.scores) << what;
+    // The mask's own count: a query at i sees the keys of [i - left, i + right] in [0, s).
+    int64_t pairs = 0;
+    for (int64_t i = 0; i < s; ++i)
+      pairs += std::min(s - 1, w.right == kNoWindow ? s : i + w.right) -
+               std::max<int64_t>(0, w.left == kNoWindow ? 0 : i - w.left) + 1;
+    EXPECT_EQ(visible_pairs(mask, s, s), pairs) << what;
+  }
+  // Blocks of a sharded sequence: keys wholly after every query's window are hidden too.
+  auto blocks = [](int64_t q0, int64_t sq, int64_t k0, int64_t sk, Window w) {
+    std::vector<int64_t> q(sq), k(sk);
+    std::iota(q.begin(), q.end(), q0);
+    std::iota(k.begin(), k.end(), k0);
+    return visibility(AttentionMask::positions(q, k).with_window(w));
+  };
+  EXPECT_EQ(blocks(0, 10, 20, 10, {0, 10}), Visibility::none);
+  EXPECT_EQ(blocks(0, 10, 19, 10, {0, 10}), Visibility::partial);
+  EXPECT_EQ(blocks(10, 10, 0, 10, {0, 5}), Visibility::none);
+  EXPECT_EQ(blocks(10, 10, 0, 10, {2, 0}), Visibility::partial);
+  EXPECT_EQ(blocks(10, 10, 5, 10, {20, 20}), Visibility::full);
+  // A causal mask sees no later key: a right side is refused.
+  EXPECT_THROW(attention_block_forward(x.q, x.k, x.v, mask_for(true, s).with_window({4, 2})), RuntimeError);
 }
 
 // Multi-head latent attention's shapes: q/k head dim other than v's (192 and
@@ -98,13 +147,13 @@ TEST(AttentionBlock, DifferentValueHeadDimMatchesTheReference) {
   const int64_t s = 150;
   for (auto [d, dv] : {std::pair<int64_t, int64_t>{24, 16}, {16, 40}}) {
     const Inputs x = make_inputs(DType::f32, 2, s, 4, 2, d, 0, dv);
-    for (int64_t window : {AttentionMask::kNoWindow, int64_t{40}}) {
-      const AttentionMask mask = mask_for(true, s).with_window(window);
+    for (int64_t window : {kNoWindow, int64_t{40}}) {
+      const AttentionMask mask = mask_for(true, s).with_window(Window::causal(window));
       AttentionOut f = attention_block_forward(x.q, x.k, x.v, mask);
       EXPECT_EQ(f.out.shape(), (Shape{2, s, 4, dv}));
       AttentionGrads g = attention_block_backward(x.q, x.k, x.v, f.out, f.lse, x.dout, mask);
-      ref::AttentionResult rf = ref::attention_forward(x.q, x.k, x.v, true, window);
-      ref::AttentionGradients rg = ref::attention_backward(x.q, x.k, x.v, x.dout, true, window);
+      ref::AttentionResult rf = ref::attention_forward(x.q, x.k, x.v, true, {window});
+      ref::AttentionGradients rg = ref::attention_backward(x.q, x.k, x.v, x.dout, true, {window});
       const std::string what =
           "d=" + std::to_string(d) + " dv=" + std::to_string(dv) + " window=" + std::to_string(window);
       EXPECT_LT(err(f.out, rf.out), 2e-6) << what;

@@ -6,6 +6,8 @@
 #include <numeric>
 #include <utility>
 
+#include "harness/strings.h"
+
 namespace sextant::ops {
 
 AttentionMask AttentionMask::causal_blocks(int64_t q_start, int64_t sq, int64_t k_start, int64_t sk) {
@@ -26,6 +28,12 @@ AttentionMask AttentionMask::causal_positions(std::vector<int64_t> q_pos, std::v
   return m;
 }
 
+AttentionMask AttentionMask::positions(std::vector<int64_t> q_pos, std::vector<int64_t> k_pos) {
+  AttentionMask m = causal_positions(std::move(q_pos), std::move(k_pos));
+  m.causal = false;
+  return m;
+}
+
 AttentionMask AttentionMask::causal_packed(std::vector<int64_t> q_pos, std::vector<int64_t> q_seq,
                                            std::vector<int64_t> k_pos, std::vector<int64_t> k_seq) {
   AttentionMask m = causal_positions(std::move(q_pos), std::move(k_pos));
@@ -34,24 +42,41 @@ AttentionMask AttentionMask::causal_packed(std::vector<int64_t> q_pos, std::vect
   return m;
 }
 
-AttentionMask AttentionMask::with_window(int64_t left) const {
+AttentionMask AttentionMask::with_window(Window w) const {
   AttentionMask m = *this;
-  m.window_left = left;
+  m.window = w;
   return m;
 }
 
+// Far past any position (positions stay within an int64's quarter), so that
+// p - left and p + right never overflow.
+constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max() / 4;
+
+int64_t AttentionMask::first_key(int64_t p) const { return window.left == kNoWindow ? -kUnbounded : p - window.left; }
+
+int64_t AttentionMask::last_key(int64_t p) const {
+  if (causal) return p;
+  return window.right == kNoWindow ? kUnbounded : p + window.right;
+}
+
+std::string window_problem(Window w, bool causal) {
+  const std::string which = cat("the sliding window (", w.left, ", ", w.right, ")");
+  if (w.left < kNoWindow || w.right < kNoWindow) return cat(which, " needs each side >= 0 (or unbounded)");
+  if (causal && w.right != kNoWindow && w.right != 0) return cat(which, " of a causal mask needs right 0");
+  return "";
+}
+
 bool key_visible(const AttentionMask& m, size_t i, size_t j) {
-  if (!m.causal) return true;
+  if (!m.positional()) return true;
   if (m.packed() && (m.q_seq[i] == AttentionMask::kPaddingRow || m.k_seq[j] != m.q_seq[i])) return false;
-  if (m.windowed() && m.k_pos[j] < m.q_pos[i] - m.window_left) return false;
-  return m.k_pos[j] <= m.q_pos[i];
+  return m.first_key(m.q_pos[i]) <= m.k_pos[j] && m.k_pos[j] <= m.last_key(m.q_pos[i]);
 }
 
 namespace {
 
-// Visible pairs of a causal mask: the keys of each sequence sorted by
-// position, each query counting those of its own sequence up to its
-// position (and from the start of its window).
+// Visible pairs of a positional mask: the keys of each sequence sorted by
+// position, each query counting those of its own sequence from its first
+// key to its last.
 int64_t positional_visible_pairs(const AttentionMask& mask) {
   const bool packed = mask.packed();
   std::vector<std::pair<int64_t, int64_t>> keys;  // (sequence, position)
@@ -63,9 +88,10 @@ int64_t positional_visible_pairs(const AttentionMask& mask) {
   for (size_t i = 0; i < mask.q_pos.size(); ++i) {
     const int64_t seq = packed ? mask.q_seq[i] : 0;
     if (seq == AttentionMask::kPaddingRow) continue;
-    const int64_t lowest = mask.windowed() ? mask.q_pos[i] - mask.window_left : std::numeric_limits<int64_t>::min();
-    auto first = std::lower_bound(keys.begin(), keys.end(), std::pair<int64_t, int64_t>{seq, lowest});
-    auto last = std::upper_bound(keys.begin(), keys.end(), std::pair<int64_t, int64_t>{seq, mask.q_pos[i]});
+    auto first =
+        std::lower_bound(keys.begin(), keys.end(), std::pair<int64_t, int64_t>{seq, mask.first_key(mask.q_pos[i])});
+    auto last =
+        std::upper_bound(keys.begin(), keys.end(), std::pair<int64_t, int64_t>{seq, mask.last_key(mask.q_pos[i])});
     pairs += last - first;
   }
   return pairs;
@@ -74,7 +100,7 @@ int64_t positional_visible_pairs(const AttentionMask& mask) {
 }  // namespace
 
 Visibility visibility(const AttentionMask& mask) {
-  if (!mask.causal) return Visibility::full;
+  if (!mask.positional()) return Visibility::full;
   if (mask.q_pos.empty() || mask.k_pos.empty()) return Visibility::none;
   if (mask.packed() || mask.windowed()) {
     const int64_t pairs = positional_visible_pairs(mask);
@@ -89,7 +115,7 @@ Visibility visibility(const AttentionMask& mask) {
 }
 
 int64_t visible_pairs(const AttentionMask& mask, int64_t sq, int64_t sk) {
-  if (!mask.causal) return sq * sk;
+  if (!mask.positional()) return sq * sk;
   if (mask.packed() || mask.windowed()) return positional_visible_pairs(mask);
   std::vector<int64_t> keys = mask.k_pos;
   std::sort(keys.begin(), keys.end());

@@ -6,9 +6,24 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace sextant::ops {
+
+// A sliding window (TransformerEngine's window_size (left, right)): the
+// query at position p sees the keys at positions [p - left, p + right] only;
+// kNoWindow leaves that side unbounded. Under a causal mask right is 0 or
+// kNoWindow (no later key is seen anyway).
+inline constexpr int64_t kNoWindow = -1;
+struct Window {
+  int64_t left = kNoWindow, right = kNoWindow;
+
+  bool any() const { return left != kNoWindow || right != kNoWindow; }
+  bool operator==(const Window&) const = default;
+  // A causal window of `left` keys before the query.
+  static Window causal(int64_t left) { return {left, kNoWindow}; }
+};
 
 // Which keys a query row may see. Rows carry their global sequence positions
 // so that a block of a sharded sequence (contiguous, zigzag, or gathered from
@@ -22,33 +37,44 @@ namespace sextant::ops {
 // seen by no query (its out is 0 and its lse -inf). Sequences must occupy
 // disjoint ranges of positions, each starting at its name: the CUDA kernels
 // read "same sequence, causal" as the window [q_seq[i], q_pos[i]].
-// Sliding window (causal only, TransformerEngine's window_size (left, 0)):
-// query i also sees no key more than window_left positions before it, so
-// its keys are those at positions [q_pos[i] - window_left, q_pos[i]].
+// A sliding window (above) bounds every query's keys further, causal or not;
+// a windowed mask carries positions even without a causal one.
 struct AttentionMask {
   static constexpr int64_t kPaddingRow = -1;
-  static constexpr int64_t kNoWindow = -1;
+  static constexpr int64_t kNoWindow = ops::kNoWindow;
 
   bool causal = false;
-  int64_t window_left = kNoWindow;  // causal only; kNoWindow: every earlier key
-  std::vector<int64_t> q_pos;       // [sq] global positions of the query rows (causal only)
-  std::vector<int64_t> k_pos;       // [sk] global positions of the key rows (causal only)
-  std::vector<int64_t> q_seq;       // [sq] sequence of each query row (packed only; empty: one sequence)
-  std::vector<int64_t> k_seq;       // [sk] sequence of each key row (packed only)
+  Window window;               // kNoWindow on both sides: none
+  std::vector<int64_t> q_pos;  // [sq] global positions of the query rows (positional() only)
+  std::vector<int64_t> k_pos;  // [sk] global positions of the key rows (positional() only)
+  std::vector<int64_t> q_seq;  // [sq] sequence of each query row (packed only; empty: one sequence)
+  std::vector<int64_t> k_seq;  // [sk] sequence of each key row (packed only)
 
   bool packed() const { return !q_seq.empty(); }
-  bool windowed() const { return causal && window_left != kNoWindow; }
-  // The same mask with a sliding window of `left` keys before each query.
-  AttentionMask with_window(int64_t left) const;
+  bool windowed() const { return window.any(); }
+  // Whether rows carry positions: a causal or a windowed mask.
+  bool positional() const { return causal || windowed(); }
+  // The same mask with a sliding window.
+  AttentionMask with_window(Window w) const;
+  // The positions of the keys a query at position p may see (within its
+  // sequence when packed): [first_key(p), last_key(p)].
+  int64_t first_key(int64_t p) const;
+  int64_t last_key(int64_t p) const;
 
   static AttentionMask none() { return {}; }
   // Query rows at q_start.., key rows at k_start.. (contiguous blocks).
   static AttentionMask causal_blocks(int64_t q_start, int64_t sq, int64_t k_start, int64_t sk);
   static AttentionMask causal_positions(std::vector<int64_t> q_pos, std::vector<int64_t> k_pos);
+  // No causal mask, rows at these positions (for a window to bound).
+  static AttentionMask positions(std::vector<int64_t> q_pos, std::vector<int64_t> k_pos);
   // Causal within packed sequences.
   static AttentionMask causal_packed(std::vector<int64_t> q_pos, std::vector<int64_t> q_seq, std::vector<int64_t> k_pos,
                                      std::vector<int64_t> k_seq);
 };
+
+// "the window (left, right) needs ...", or "" when w fits a mask that is
+// causal or not: each side kNoWindow or >= 0, and right 0 or kNoWindow when causal.
+std::string window_problem(Window w, bool causal);
 
 // The CUDA kernels take a mask as at most this many runs of consecutive
 // positions of one sequence, per side (kernels/ops/cuda/attention_common.cuh);

@@ -56,12 +56,12 @@ void cut_pair(const Run& q, const Run& k, std::vector<AttentionPiece>& out) {
 }
 
 // A sliding window's band of one run pair, one row at a time: row i sees
-// the keys at positions [q.pos + i - window, q.pos + i] of the run, a
+// the keys of the run at positions [first_key, last_key] of its own, a
 // rectangle of one row (coalesce joins rows whose keys are the same).
-void cut_pair_windowed(const Run& q, const Run& k, int64_t window, std::vector<AttentionPiece>& out) {
+void cut_pair_windowed(const Run& q, const Run& k, const AttentionMask& mask, std::vector<AttentionPiece>& out) {
   for (int64_t i = 0; i < q.len; ++i) {
     const int64_t pos = q.pos + i;
-    const int64_t first = std::max(k.pos, pos - window), last = std::min(k.pos + k.len - 1, pos);
+    const int64_t first = std::max(k.pos, mask.first_key(pos)), last = std::min(k.pos + k.len - 1, mask.last_key(pos));
     if (first <= last) out.push_back({q.start + i, 1, k.start + first - k.pos, last - first + 1, false});
   }
 }
@@ -112,7 +112,7 @@ bool index_causal(const AttentionMask& mask) {
 
 std::vector<AttentionPiece> attention_pieces(const AttentionMask& mask, int64_t sq, int64_t sk) {
   if (sq == 0 || sk == 0) return {};
-  if (!mask.causal || visibility(mask) == Visibility::full) return {{0, sq, 0, sk, false}};
+  if (!mask.positional() || visibility(mask) == Visibility::full) return {{0, sq, 0, sk, false}};
   if (visibility(mask) == Visibility::none) return {};
   if (!mask.windowed() && index_causal(mask)) return {{0, sq, 0, sk, sq > 1}};
   std::vector<AttentionPiece> pieces;
@@ -120,7 +120,7 @@ std::vector<AttentionPiece> attention_pieces(const AttentionMask& mask, int64_t 
   for (const Run& q : q_runs)
     for (const Run& k : k_runs)
       if (q.seq != k.seq) continue;
-      else if (mask.windowed()) cut_pair_windowed(q, k, mask.window_left, pieces);
+      else if (mask.windowed()) cut_pair_windowed(q, k, mask, pieces);
       else cut_pair(q, k, pieces);
   std::vector<AttentionPiece> out = coalesce(std::move(pieces));
   if (kernel_fault_planted(KernelFault::attention_pieces_drop_last) && out.size() > 1) out.pop_back();

@@ -80,12 +80,23 @@ TEST(AttentionPieces, CoverSlidingWindows) {
   for (int64_t window : {0, 1, 3, 20})
     for (int64_t q_start = 0; q_start < 12; q_start += 2)
       for (int64_t k_start = 0; k_start < 12; k_start += 3)
-        expect_exact_cover(AttentionMask::causal_blocks(q_start, 7, k_start, 5).with_window(window), 7, 5,
+        expect_exact_cover(AttentionMask::causal_blocks(q_start, 7, k_start, 5).with_window(Window::causal(window)), 7,
+                           5,
                            "window " + std::to_string(window) + " q at " + std::to_string(q_start) + " k at " +
                                std::to_string(k_start));
+  // Without a causal mask: both sides, and one side unbounded.
+  for (Window w : {Window{0, 0}, Window{1, 3}, Window{3, 0}, Window{kNoWindow, 2}, Window{2, kNoWindow}})
+    for (int64_t q_start = 0; q_start < 12; q_start += 2)
+      for (int64_t k_start = 0; k_start < 12; k_start += 3) {
+        AttentionMask m = AttentionMask::causal_blocks(q_start, 7, k_start, 5).with_window(w);
+        m.causal = false;
+        expect_exact_cover(m, 7, 5,
+                           "window " + std::to_string(w.left) + "," + std::to_string(w.right) + " q at " +
+                               std::to_string(q_start) + " k at " + std::to_string(k_start));
+      }
   expect_exact_cover(AttentionMask::causal_packed({0, 1, 2, 3, 10, 11}, {0, 0, 0, 0, 10, 10}, {0, 1, 2, 3, 10, 11},
                                                   {0, 0, 0, 0, 10, 10})
-                         .with_window(1),
+                         .with_window(Window::causal(1)),
                      6, 6, "packed, window 1");
 }
 

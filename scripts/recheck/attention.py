@@ -25,6 +25,18 @@ def windowed_visible(query_positions, keys, window):
     return (j <= i) & (j >= i - window)
 
 
+def band_visible(query_positions, keys, left=None, right=None):
+    """No causal mask, a two-sided sliding window: key j is visible to the query at position i iff
+    i - left <= j <= i + right (None: that side unbounded)."""
+    j, i = np.arange(keys)[None, :], np.asarray(query_positions)[:, None]
+    visible = np.ones((i.shape[0], keys), dtype=bool)
+    if left is not None:
+        visible &= j >= i - left
+    if right is not None:
+        visible &= j <= i + right
+    return visible
+
+
 def packed_visible(seq_lens, window=None):
     """Packed sequences laid end to end (THD): causal within each sequence (and within a sliding
     window there, if given), nothing across them."""

@@ -50,6 +50,8 @@ def ops_attention(params, read):
                 raise Inconsistent(f"{name} is not rows [{offset}, {sk}) of {name}_all")
     if causal and "window" in params:
         visible = attention.windowed_visible(np.arange(offset, sk), sk, params["window"])
+    elif "window" in params or "window_right" in params:
+        visible = attention.band_visible(np.arange(offset, sk), sk, params.get("window"), params.get("window_right"))
     else:
         visible = attention.causal_visible(np.arange(offset, sk), sk) if causal else None
     result = attention.attention(q, k, v, dout, visible)
@@ -80,6 +82,9 @@ def cp_attention(params, read):
         visible = attention.windowed_visible(np.arange(q.shape[1]), k.shape[1], params["window"])
     elif params["causal"]:
         visible = attention.causal_visible(np.arange(q.shape[1]), k.shape[1])
+    elif "window" in params or "window_right" in params:
+        visible = attention.band_visible(np.arange(q.shape[1]), k.shape[1], params.get("window"),
+                                         params.get("window_right"))
     else:
         visible = None
     if params.get("reference", "full") == "full":

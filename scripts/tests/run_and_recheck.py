@@ -92,6 +92,9 @@ class Recheck(unittest.TestCase):
         windowed_packed = {c["id"].split()[0] for c in doc["cases"] if " window=" in c["id"] and " seq_lens" in c["id"]
                            and c["status"] == "rechecked"}
         self.assertEqual(windowed_packed, {"attention/p2p", "attention/dynamic_cp"}, "windows over packed sequences")
+        two_sided = {c["id"].split()[0] for c in doc["cases"] if " window_right=" in c["id"] and " causal=false" in c["id"]
+                     and c["status"] == "rechecked"}
+        self.assertEqual(two_sided, {"ops/attention", "attention/p2p"}, "two-sided windows without a causal mask")
 
     def test_spot_rows_are_rechecked(self):
         self.assertEqual(self.run_spot.returncode, 0, self.run_spot.stdout + self.run_spot.stderr)

@@ -15,6 +15,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,7 +42,9 @@ struct Problem {
   cp::Variant variant = cp::Variant::p2p;
   cp::Layout layout = cp::Layout::contiguous;
   bool causal = false;
-  int64_t window = ops::AttentionMask::kNoWindow;  // causal sliding window (param "window"; absent: none)
+  // Sliding window: params "window" (left) and "window_right" (right; no
+  // causal mask); an absent param leaves its side unbounded.
+  ops::Window window;
   int64_t seq = 0, batch = 0, heads = 0, kv_heads = 0, head_dim = 0;
   int64_t v_head_dim = 0;          // of v, out, dout (param "v_head_dim", MLA; absent: head_dim)
   int a2a_size = 1, p2p_size = 1;  // cp = a2a_size x p2p_size
@@ -60,7 +63,7 @@ struct Problem {
   // Forward FLOPs of the real tokens: 2 b s^2 h (d + d_v) (Q K^T and P V),
   // halved when causal; packed: the sum over sequences of b L^2 h (d + d_v);
   // windowed: 2 b h (d + d_v) x the visible pairs, sum over each sequence's
-  // i of min(i, window) + 1.
+  // query i of the keys in [i - left, i + right] (causal: [i - left, i]).
   double flops_forward() const;
 };
 
@@ -78,6 +81,10 @@ void check_padding_rows(Checker& checker, const std::string& what, const std::ve
 //   where it is odd).
 std::string padded_stream_spec(int64_t seq);
 int64_t mla_qk_head_dim(int64_t v_head_dim);
+
+// --set window=LEFT[,RIGHT] as given (right kNoWindow when absent; a lone
+// LEFT arrives as a JSON number), or none; UsageError when malformed.
+std::optional<ops::Window> window_option(const SweepRequest& req);
 
 // The packing of seq_lens for a CP size (padded to 2 cp rows or not).
 cp::Packing packing_for(const std::vector<int64_t>& seq_lens, bool thd_padding, int cp, int64_t tail_padding = 0);

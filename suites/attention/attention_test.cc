@@ -90,18 +90,30 @@ TEST(Attention, EveryVariantPassesAtEveryRankCount) {
 // ring skips the steps whose block lies wholly before every query's window,
 // beyond the later blocks that causality alone hides (at cp 4: 9 of 16
 // steps per pass, not 6). Zigzag's balance is measured, not assumed: a
-// window breaks its pairing of an early chunk with a late one.
+// window breaks its pairing of an early chunk with a late one. Without a
+// causal mask a window of (8, 4) keys skips the blocks beyond both sides:
+// every rank computes its own block and its neighbours' only.
 TEST(Attention, SlidingWindowPassesEveryVariantAndSkipsRingSteps) {
   RunOptions o = ci_options(kVariants);
   o.rank_counts = {world().size()};
   o.dtypes = {DType::f32};
   std::vector<CaseRecord> records = run_suite("attention", o);
   if (world().rank() != 0) return;
-  std::map<std::string, double> skipped;  // by "window layout tp", p2p only
+  std::map<std::string, double> skipped;     // by "window layout tp", p2p only
+  std::map<bool, double> two_sided_skipped;  // without a causal mask, by windowed: p2p, MHA, tp 1
   int windowed = 0;
   for (const CaseRecord& r : records) {
     const std::string id = r.config.id();
     EXPECT_EQ(r.conformance.status, "pass") << id << " " << r.error;
+    const bool mha = r.config.params["kv_heads"] == r.config.params["heads"];
+    if (r.config.params["causal"] != true && r.config.name == "p2p" && mha && r.config.parallel.tp == 1 &&
+        !r.config.params.contains("v_head_dim")) {
+      if (r.config.params.contains("window")) {
+        EXPECT_EQ(r.config.params["window"], 8) << id;
+        EXPECT_EQ(r.config.params["window_right"], 4) << id;
+      }
+      two_sided_skipped[r.config.params.contains("window")] = metric(r, "ring_steps_skipped");
+    }
     if (r.config.params["causal"] != true || r.config.params.contains("seq_lens")) continue;
     const bool window = r.config.params.contains("window");
     windowed += window ? 1 : 0;
@@ -109,7 +121,7 @@ TEST(Attention, SlidingWindowPassesEveryVariantAndSkipsRingSteps) {
       EXPECT_EQ(r.config.params["window"], 8) << id;
       EXPECT_GT(metric(r, "work_balance"), 0.0) << id;
     }
-    if (r.config.name == "p2p" && r.config.params["kv_heads"] == r.config.params["heads"])
+    if (r.config.name == "p2p" && mha)
       skipped[cat(window, " ", r.config.params["layout"].get<std::string>(), " ", r.config.parallel.tp)] =
           metric(r, "ring_steps_skipped");
   }
@@ -120,6 +132,9 @@ TEST(Attention, SlidingWindowPassesEveryVariantAndSkipsRingSteps) {
     EXPECT_EQ(skipped.at("0 contiguous 1"), 2 * 6.0);
   }
   if (cp >= 4) EXPECT_GT(skipped.at("1 contiguous 1"), skipped.at("0 contiguous 1"));
+  // Per pass: cp^2 steps, of which the end ranks compute 2 and the others 3 (cp 2: all 4).
+  EXPECT_EQ(two_sided_skipped.at(false), 0.0);
+  EXPECT_EQ(two_sided_skipped.at(true), cp >= 4 ? 2.0 * (cp * cp - (3 * cp - 2)) : 0.0);
 }
 
 // Packed sequences (40, 8, 16 in one row of 64): every variant passes, the
@@ -205,8 +220,8 @@ TEST(Attention, SpotCheckOnSampledRowsPasses) {
 // Whether a fault shows only on packed sequences (its table row says so).
 bool needs_packing(const std::string& fault) {
   const cp::Fault f = cp::faults().parse(fault);
-  return !cp::faults().shows(
-      f, cp::fault_site(cp::variant_info(cp::Variant::a2a_p2p), 2, true, cp::Layout::zigzag, 0, 1, true));
+  return !cp::faults().shows(f, cp::fault_site(cp::variant_info(cp::Variant::a2a_p2p), 2, true, cp::Layout::zigzag, 0,
+                                               ops::Window::causal(1), true));
 }
 
 // Each fault must fail every case that plants it (a fault in the ring is

@@ -88,12 +88,15 @@ struct Reference {
   ref::AttentionGradients grads;
 };
 
+// The problem's window as the reference takes it (kNoWindow is its -1).
+ref::Window reference_window(const Problem& p) { return {p.window.left, p.window.right}; }
+
 // What the float64 reference depends on: the problem and its rounded
 // inputs, not the variant or layout (the sweep repeats problems).
 struct ReferenceKey {
   int64_t batch, seq, heads, kv_heads, head_dim, v_head_dim;
   bool causal;
-  int64_t window;
+  ops::Window window;
   std::vector<int64_t> seq_lens;
   DType dtype;
   uint64_t seed;
@@ -106,10 +109,10 @@ const Reference& full_reference(const Problem& p, DType dtype, uint64_t seed, co
                          p.causal, p.window, p.seq_lens, dtype,      seed};
   return memo.get(key, [&] {
     if (p.packed())
-      return Reference{ref::packed_attention_forward(in.q, in.k, in.v, p.seq_lens, p.window),
-                       ref::packed_attention_backward(in.q, in.k, in.v, in.dout, p.seq_lens, p.window)};
-    return Reference{ref::attention_forward(in.q, in.k, in.v, p.causal, p.window),
-                     ref::attention_backward(in.q, in.k, in.v, in.dout, p.causal, p.window)};
+      return Reference{ref::packed_attention_forward(in.q, in.k, in.v, p.seq_lens, p.window.left),
+                       ref::packed_attention_backward(in.q, in.k, in.v, in.dout, p.seq_lens, p.window.left)};
+    return Reference{ref::attention_forward(in.q, in.k, in.v, p.causal, reference_window(p)),
+                     ref::attention_backward(in.q, in.k, in.v, in.dout, p.causal, reference_window(p))};
   });
 }
 
@@ -142,8 +145,9 @@ SpotRows spot_rows(const Problem& p, const std::vector<int64_t>& tokens) {
   std::vector<int64_t> keys(static_cast<size_t>(p.rows()));
   std::iota(keys.begin(), keys.end(), 0);
   if (!p.packed())
-    return {tokens, p.causal ? ops::AttentionMask::causal_positions(tokens, keys).with_window(p.window)
-                             : ops::AttentionMask::none()};
+    return {tokens, p.causal         ? ops::AttentionMask::causal_positions(tokens, keys).with_window(p.window)
+                    : p.window.any() ? ops::AttentionMask::positions(tokens, keys).with_window(p.window)
+                                     : ops::AttentionMask::none()};
   const std::vector<int64_t> token0 = p.packing.cu_seqlens(), row0 = p.packing.cu_seqlens_padded();
   std::vector<int64_t> rows;
   for (int64_t t : tokens) {
@@ -197,8 +201,8 @@ void check_spot(State& s, Checker& checker, const Results& dist, const Inputs& s
   checker.input("query_rows", Tensor::from_values({static_cast<int64_t>(tokens.size())},
                                                   std::vector<double>(tokens.begin(), tokens.end()), DType::f64));
   const ref::AttentionRows ref =
-      p.packed() ? ref::packed_attention_rows(in.q, in.k, in.v, in.dout, p.seq_lens, tokens, p.window)
-                 : ref::attention_rows(in.q, in.k, in.v, in.dout, p.causal, tokens, p.window);
+      p.packed() ? ref::packed_attention_rows(in.q, in.k, in.v, in.dout, p.seq_lens, tokens, p.window.left)
+                 : ref::attention_rows(in.q, in.k, in.v, in.dout, p.causal, tokens, reference_window(p));
   const Results base = spot_baseline(stream, spot_rows(p, tokens), s.config.dtype, s.device, p.attention_impl);
   checker.compare("out", OpClass::attention, select_rows(dist.out, 1, tokens), base.out, ref.out);
   checker.compare("lse", OpClass::row_stat, select_rows(dist.lse, 2, tokens), base.lse, ref.lse);

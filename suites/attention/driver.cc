@@ -85,8 +85,8 @@ std::vector<FaultDoc> variant_faults(const Variant& v) {
   // window, and with KV heads replicated over a Ulysses group.
   return cp::faults().docs_where({cp::fault_site(v, 2, false, cp::Layout::contiguous, 0),
                                   cp::fault_site(v, 2, true, cp::Layout::zigzag, 2),
-                                  cp::fault_site(v, 2, true, cp::Layout::zigzag, 0, 1),
-                                  cp::fault_site(v, 2, true, cp::Layout::zigzag, 0, -1, true)});
+                                  cp::fault_site(v, 2, true, cp::Layout::zigzag, 0, ops::Window::causal(1)),
+                                  cp::fault_site(v, 2, true, cp::Layout::zigzag, 0, {}, true)});
 }
 
 CaseDef make_attention_case(const Variant& v) {

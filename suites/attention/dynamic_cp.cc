@@ -16,7 +16,8 @@
 namespace sextant::attention::dynamic {
 
 cp::FaultSite ring_site(int64_t window) {
-  return cp::fault_site(cp::variant_info(cp::Variant::p2p), 2, true, cp::Layout::zigzag, 2, window);
+  return cp::fault_site(cp::variant_info(cp::Variant::p2p), 2, true, cp::Layout::zigzag, 2,
+                        ops::Window::causal(window));
 }
 
 namespace {
@@ -109,14 +110,17 @@ std::vector<CaseConfig> sweep(const SweepRequest& req) {
   if (req.options.contains("seq_lens")) specs = {text_option(req, "seq_lens")};
   const ParallelConfig parallel = req.parallel ? *req.parallel : ParallelConfig{1, req.ranks, 1, 1};
   const int64_t head_dim = req.get<int64_t>("head_dim", d.head_dim);
-  const bool user_dv = req.options.contains("v_head_dim"), user_window = req.options.contains("window");
+  // Its sequences attend causally: a window with keys after the query (RIGHT 1 or more) runs nothing here.
+  const std::optional<ops::Window> user_window = window_option(req);
+  if (user_window && user_window->right >= 1) return {};
+  const bool user_dv = req.options.contains("v_head_dim");
   const int64_t none = ops::AttentionMask::kNoWindow;
   std::vector<CaseConfig> out;
   for (const std::string& spec : specs) {
     struct Shape {
       int64_t dqk, dv, window;
     };
-    const int64_t window = req.get<int64_t>("window", none);
+    const int64_t window = user_window ? user_window->left : none;
     std::vector<std::vector<int64_t>> lengths;
     for (int64_t m = 0; m < microbatches; ++m) lengths.push_back(lengths_of(spec, seq, req.seed, m));
     std::vector<Shape> shapes = {{head_dim, req.get<int64_t>("v_head_dim", head_dim), window}};
@@ -240,7 +244,7 @@ std::vector<BinRun> runs_of(State& s, const cp::Schedule& schedule, int rank) {
     r.options.layout = g > 1 ? cp::Layout::zigzag : cp::Layout::contiguous;
     r.options.packing = cp::pack_sequences(lengths, g > 1 ? 2 * g : 1);
     r.options.seq = r.options.packing.rows();
-    r.options.window = s.problem.window;
+    r.options.window = ops::Window::causal(s.problem.window);
     r.options.fault = s.fault;
     r.options.fault_magnitude = s.config.fault_magnitude;
     r.options.attention_impl = s.problem.attention_impl;
@@ -307,9 +311,10 @@ CaseDef dynamic_cp_case() {
                                    "head dimension of v and the output (MLA; default: head_dim, and "
                                    "the long-tailed lengths also run head_dim 3/2 of it)"),
                   OptionSpec::text("seq_lens", "lengths per microbatch: a,b,c summing to --seq, or zipf:N"),
-                  OptionSpec::integer("window", 0, kMaxDimension,
-                                      "causal sliding window within each sequence (TransformerEngine's window_size "
-                                      "(LEFT, 0)); default: the long-tailed lengths also run seq/8"),
+                  OptionSpec::text("window",
+                                   "causal sliding window LEFT[,0] within each sequence (TransformerEngine's "
+                                   "window_size (LEFT, 0); a RIGHT of 1 or more runs no case here); default: the "
+                                   "long-tailed lengths also run seq/8"),
                   OptionSpec::number("ring_step", 0, 1e12, "the scheduler's cost of one ring step, in causal pairs"),
                   ops::attention_impl_option()},
       // Its groups run the p2p ring on zigzagged packed sequences.

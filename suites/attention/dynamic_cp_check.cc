@@ -155,7 +155,7 @@ Results baseline(State& s) {
   o.layout = cp::Layout::contiguous;
   o.packing = cp::pack_sequences(s.problem.all_lengths(), 1);
   o.seq = o.packing.rows();
-  o.window = s.problem.window;
+  o.window = ops::Window::causal(s.problem.window);
   o.attention_impl = s.problem.attention_impl;
   const cp::Comms comms{nullptr, s.self};
   cp::Forward f = cp::cp_attention_forward(comms, o, in.q, in.k, in.v);

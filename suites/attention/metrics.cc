@@ -58,7 +58,7 @@ const MetricDef& kWorkBalanceZigzagStream =
 const MetricDef& kRingStepsSkipped =
     define_metric({"attention", "ring_steps_skipped", "steps", Better::neither,
                    "ring steps of fwd_bwd (forward and backward) whose block the mask hides wholly, summed over the "
-                   "ranks (causal: the later blocks; a sliding window also the blocks before every query's window)"});
+                   "ranks (causal: the later blocks; a sliding window also the blocks outside every query's window)"});
 const MetricDef& kRingSteps = define_metric({"attention", "ring_steps", "steps", Better::neither,
                                              "ring steps of fwd_bwd (forward and backward), summed over the ranks"});
 const MetricDef& kSkippedComputeS =
@@ -146,8 +146,9 @@ Metrics metrics(State& s, const RegionTimes& times) {
   m.add(kTflopsPerRank, tflops(fwd_bwd, "fwd_bwd"));
   m.add(kTflopsPerRankFwd, tflops(fwd, "fwd"));
   m.add_json(kFlopsFormula,
-             s.problem.window >= 0
-                 ? "forward 2*b*h*(d+d_v) x the visible pairs (sum over each sequence's i of min(i, window) + 1), "
+             s.problem.window.any()
+                 ? "forward 2*b*h*(d+d_v) x the visible pairs (sum over each sequence's query i of its keys in "
+                   "[i - left, i + right], causal: [i - left, i]), "
                    "fwd_bwd 3.5x forward; per rank: / (time * ranks)"
              : s.problem.packed()
                  ? "forward sum over packed sequences of 2*b*L^2*h*(d+d_v) x0.5 (real tokens only), fwd_bwd "

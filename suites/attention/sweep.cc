@@ -1,5 +1,7 @@
 // Which instances a rank count runs, and the bad-input rules.
 #include <algorithm>
+#include <cstdlib>
+#include <optional>
 
 #include "harness/error.h"
 #include "harness/rng.h"
@@ -45,9 +47,10 @@ std::pair<int, int> split_of(const Variant& v, const SweepRequest& req, int cp) 
   if (!v.kv) return {cp, 1};
   // A fault that needs a ring of two (it shows at ring size 2, not at 1).
   const cp::Fault fault = cp::faults().parse(req.fault);
-  const bool ring_fault = fault != cp::Fault::none &&
-                          !cp::faults().shows(fault, cp::fault_site(v, 1, true, cp::Layout::zigzag, 2, 1)) &&
-                          cp::faults().shows(fault, cp::fault_site(v, 2, true, cp::Layout::zigzag, 2, 1));
+  const bool ring_fault =
+      fault != cp::Fault::none &&
+      !cp::faults().shows(fault, cp::fault_site(v, 1, true, cp::Layout::zigzag, 2, ops::Window::causal(1))) &&
+      cp::faults().shows(fault, cp::fault_site(v, 2, true, cp::Layout::zigzag, 2, ops::Window::causal(1)));
   const int fallback = cp >= 4 || (cp >= 2 && !ring_fault) ? 2 : 1;
   const int a2a = static_cast<int>(req.get<int64_t>("a2a_size", fallback));
   const int p2p = static_cast<int>(req.get<int64_t>("p2p_size", a2a > 0 ? cp / a2a : 0));
@@ -80,6 +83,30 @@ std::string seq_lens_option(const SweepRequest& req) {
   if (!req.options.contains("seq_lens")) return "";
   const nlohmann::json& v = req.options.at("seq_lens");
   return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+// The window an instance runs from the user's: causal, keys up to LEFT
+// before the query (RIGHT must be 0); without a causal mask RIGHT after it,
+// LEFT when not given (a symmetric band).
+ops::Window window_for(ops::Window given, bool causal) {
+  if (causal) {
+    require(given.right == ops::kNoWindow || given.right == 0,
+            cat("--set window: a causal mask sees no key after the query: RIGHT ", given.right, " must be 0"));
+    return ops::Window::causal(given.left);
+  }
+  return {given.left, given.right == ops::kNoWindow ? given.left : given.right};
+}
+
+// Keys of [i - left, i + right] within [0, n) over the queries i of one
+// sequence of n (causal: right 0).
+double window_pairs(int64_t n, bool causal, ops::Window w) {
+  double pairs = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t first = w.left == ops::kNoWindow ? 0 : std::max<int64_t>(0, i - w.left);
+    const int64_t last = causal ? i : w.right == ops::kNoWindow ? n - 1 : std::min(n - 1, i + w.right);
+    pairs += static_cast<double>(last - first + 1);
+  }
+  return pairs;
 }
 
 // The rules of packed sequences (their lengths were parsed by the sweep; a
@@ -122,6 +149,24 @@ std::string padded_stream_spec(int64_t seq) {
 
 int64_t mla_qk_head_dim(int64_t v_head_dim) { return v_head_dim % 2 == 0 ? v_head_dim + v_head_dim / 2 : 0; }
 
+std::optional<ops::Window> window_option(const SweepRequest& req) {
+  if (!req.options.contains("window")) return std::nullopt;
+  const nlohmann::json& v = req.options.at("window");
+  const std::string text = v.is_string() ? v.get<std::string>() : v.dump();
+  const std::vector<std::string> sides = split(text, ',');
+  std::vector<int64_t> values;
+  for (const std::string& side : sides) {
+    char* end = nullptr;
+    const long long x = side.empty() ? -1 : std::strtoll(side.c_str(), &end, 10);
+    if (side.empty() || *end != '\0' || x < 0 || x > kMaxDimension) values.clear();
+    else values.push_back(x);
+    if (values.empty()) break;
+  }
+  if (values.empty() || values.size() != sides.size() || sides.size() > 2)
+    throw UsageError(cat("--set window '", text, "' must be LEFT or LEFT,RIGHT: integers in [0, ", kMaxDimension, "]"));
+  return ops::Window{values[0], values.size() == 2 ? values[1] : ops::kNoWindow};
+}
+
 cp::Packing packing_for(const std::vector<int64_t>& seq_lens, bool thd_padding, int cp, int64_t tail_padding) {
   return cp::pack_sequences(seq_lens, thd_padding ? 2 * cp : 1, tail_padding);
 }
@@ -141,7 +186,7 @@ struct Instance {
   const Stream* stream = nullptr;
   bool causal = false;
   cp::Layout layout = cp::Layout::contiguous;
-  int64_t window = ops::AttentionMask::kNoWindow;
+  ops::Window window;
   int64_t kv_heads = 0, head_dim = 0, v_head_dim = 0;  // v_head_dim: recorded where it differs or was asked for
   DType dtype = DType::f32;
 };
@@ -167,7 +212,8 @@ CaseConfig config_of(const Variant& v, const SweepRequest& req, const Instance& 
                                                                                             : ReferenceRows::full))}};
   if (in.v_head_dim != in.head_dim || req.options.contains("v_head_dim")) c.params["v_head_dim"] = in.v_head_dim;
   ops::record_attention_impl(req, c.params);
-  if (in.window != ops::AttentionMask::kNoWindow) c.params["window"] = in.window;
+  if (in.window.left != ops::kNoWindow) c.params["window"] = in.window.left;
+  if (in.window.right != ops::kNoWindow) c.params["window_right"] = in.window.right;
   if (!in.stream->lens.empty()) {
     const bool thd_padding = req.get<bool>("thd_padding", true);
     // The sweep's own stream ends in 2 cp rows of padding; a user's in none unless asked.
@@ -210,15 +256,17 @@ std::vector<CaseConfig> sweep(const Variant& v, const SweepRequest& req) {
     if (const std::string spec = padded_stream_spec(seq); !spec.empty())
       streams.push_back({spec, cp::parse_seq_lens(spec, seq, req.seed)});
   }
+  // Sliding windows: the user's on every instance (a RIGHT side of 1 or
+  // more: without a causal mask only), else one more causal instance of the
+  // single sequence and of the packed stream with a window of seq/8, and one
+  // more instance without a causal mask of (seq/8, seq/16) keys either side
+  // (at cp 4 and more, ring steps wholly outside the window are skipped;
+  // packed, the window stays within each sequence).
+  const std::optional<ops::Window> user_window = window_option(req);
   std::vector<bool> causals = {false, true};
   if (req.options.contains("causal")) causals = {req.get<bool>("causal", false)};
-  else if (!user_spec.empty() || req.options.contains("window")) causals = {true};
-  // Sliding windows: the user's on every causal instance, else one more
-  // causal instance of the single sequence and of the packed stream with a
-  // window of seq/8 (at cp 4 and more, ring steps wholly outside the window
-  // are skipped; packed, the window stays within each sequence).
-  const bool user_window = req.options.contains("window");
-  const int64_t window = req.get<int64_t>("window", seq / 8);
+  else if (user_window && user_window->right >= 1) causals = {false};
+  else if (!user_spec.empty() || user_window) causals = {true};
   // MLA: the user's v head dim on every instance, else the plain MHA rows
   // also run DeepSeek-V3's proportions, q/k head dim 3/2 of v's (192 and
   // 128 at the qualify profile's 128).
@@ -233,15 +281,16 @@ std::vector<CaseConfig> sweep(const Variant& v, const SweepRequest& req) {
         std::vector<cp::Layout> layouts = {cp::Layout::contiguous};
         if (req.options.contains("layout")) layouts = {cp::parse_layout(req.get<std::string>("layout", ""))};
         else if (causal) layouts.push_back(cp::Layout::zigzag);
-        std::vector<int64_t> windows = {user_window && causal ? window : ops::AttentionMask::kNoWindow};
-        if (!user_window && causal && window >= 1) windows.push_back(window);
+        std::vector<ops::Window> windows = {user_window ? window_for(*user_window, causal) : ops::Window{}};
+        if (!user_window && seq >= 8 && causal) windows.push_back(ops::Window::causal(seq / 8));
+        if (!user_window && seq >= 16 && !causal) windows.push_back({seq / 8, seq / 16});
         for (cp::Layout layout : layouts)
-          for (int64_t w : windows) {
+          for (ops::Window w : windows) {
             // High GQA ratios and MLA on the plain single-sequence rows; a default window runs MHA only: GQA
             // meets the window through the same mask.
-            const bool plain = w == ops::AttentionMask::kNoWindow && stream.lens.empty();
+            const bool plain = !w.any() && stream.lens.empty();
             const std::vector<int64_t> kv_list =
-                w == ops::AttentionMask::kNoWindow || user_window
+                !w.any() || user_window
                     ? kv_heads_list(req, heads, static_cast<int64_t>(a2a) * parallel.tp, parallel.tp, plain)
                     : std::vector<int64_t>{heads};
             for (int64_t kv : kv_list) {
@@ -283,9 +332,10 @@ std::vector<OptionSpec> attention_options() {
           OptionSpec::integer("tail_padding", 0, kMaxDimension,
                               "packed: rows of padding after the last sequence (rounded up like the sequences; "
                               "default: 2 cp on the sweep's own stream, 0 with --set seq_lens)"),
-          OptionSpec::integer("window", 0, kMaxDimension,
-                              "causal sliding window: a query sees the keys at most LEFT positions before it "
-                              "(TransformerEngine's window_size (LEFT, 0)); default: the causal rows also run seq/8"),
+          OptionSpec::text("window",
+                           "sliding window LEFT[,RIGHT]: a query sees the keys at most LEFT positions before it and "
+                           "RIGHT after it (TransformerEngine's window_size; causal: RIGHT 0; without a causal mask "
+                           "RIGHT defaults to LEFT); default: the causal rows also run seq/8, the others seq/8,seq/16"),
           ops::attention_impl_option()};
 }
 
@@ -319,8 +369,8 @@ void validate(const Variant& v, const CaseConfig& c) {
       require(dim <= 256, cat(name, " ", dim,
                               " must be at most 256 on --device cuda (the CUDA "
                               "attention kernels hold a row's columns in registers)"));
-  if (p.window != ops::AttentionMask::kNoWindow)
-    require(p.causal, "--set window: a sliding window applies to a causal mask; --set causal=false does not apply");
+  if (const std::string problem = ops::window_problem(p.window, p.causal); !problem.empty())
+    throw UsageError(cat("--set window: ", problem));
   if (p.packed()) validate_packed(p, c);
   else if (p.layout == cp::Layout::zigzag)
     require(p.seq % (2 * par.cp) == 0,
@@ -356,7 +406,7 @@ Problem Problem::of(const CaseConfig& c) {
   p.variant = cp::parse_variant(c.s("variant"), "variant");
   p.layout = cp::parse_layout(c.s("layout"));
   p.causal = c.b("causal");
-  p.window = c.params.value("window", ops::AttentionMask::kNoWindow);
+  p.window = {c.params.value("window", ops::kNoWindow), c.params.value("window_right", ops::kNoWindow)};
   p.seq = c.i("seq"), p.batch = c.i("batch"), p.heads = c.i("heads"), p.kv_heads = c.i("kv_heads");
   p.head_dim = c.i("head_dim");
   p.v_head_dim = c.params.value("v_head_dim", p.head_dim);
@@ -376,10 +426,9 @@ Problem Problem::of(const CaseConfig& c) {
 }
 
 double Problem::flops_forward() const {
-  if (causal && window != ops::AttentionMask::kNoWindow) {
-    double pairs = 0;  // per sequence: a query at i sees min(i, window) + 1 keys
-    for (int64_t n : packed() ? seq_lens : std::vector<int64_t>{seq})
-      for (int64_t i = 0; i < n; ++i) pairs += static_cast<double>(std::min(i, window) + 1);
+  if (window.any()) {
+    double pairs = 0;
+    for (int64_t n : packed() ? seq_lens : std::vector<int64_t>{seq}) pairs += window_pairs(n, causal, window);
     return 2.0 * batch * pairs * heads * (head_dim + v_head_dim);
   }
   double squares = static_cast<double>(seq) * seq;  // sum of L^2 over the sequences of a batch row

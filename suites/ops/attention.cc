@@ -2,7 +2,7 @@
 // forward and backward, against reference/attention.h: one-row inputs, odd
 // head counts and dimensions, GQA ratios, tiles that the causal diagonal
 // crosses, query blocks at an offset in the sequence (a CP shard: the
-// queries see every earlier key), causal sliding windows, and the value head
+// queries see every earlier key), sliding windows causal and two-sided, and the value head
 // dim of multi-head latent attention (MLA) other than the query/key head dim.
 // Offset blocks are checked row by row
 // (out, lse, dq); whole blocks also dk and dv. On a GPU with
@@ -22,8 +22,8 @@ namespace {
 struct Shape4 {
   int64_t b, sq, sk, hq, hk, d, q_start;
   bool causal;
-  int64_t window = ops::AttentionMask::kNoWindow;  // causal sliding window (param "window")
-  int64_t dv = 0;                                  // head dim of v, out, dout (param "v_head_dim"; absent: d)
+  ops::Window window;  // sliding window (params "window", "window_right")
+  int64_t dv = 0;      // head dim of v, out, dout (param "v_head_dim"; absent: d)
 };
 
 struct State {
@@ -38,14 +38,15 @@ struct State {
 };
 
 nlohmann::json shape(int64_t b, int64_t sq, int64_t sk, int64_t hq, int64_t hk, int64_t d, bool causal,
-                     int64_t window = ops::AttentionMask::kNoWindow, int64_t dv = 0) {
+                     ops::Window window = {}, int64_t dv = 0) {
   nlohmann::json j = {{"batch", b},     {"sq", sq},      {"sk", sk},        {"heads", hq},
                       {"kv_heads", hk}, {"head_dim", d}, {"causal", causal}};
-  if (window != ops::AttentionMask::kNoWindow) j["window"] = window;
+  if (window.left != ops::kNoWindow) j["window"] = window.left;
+  if (window.right != ops::kNoWindow) j["window_right"] = window.right;
   if (dv != 0) j["v_head_dim"] = dv;
   return j;
 }
-constexpr int64_t kNoWindow = ops::AttentionMask::kNoWindow;
+constexpr ops::Window kNoWindow = {};
 
 std::vector<nlohmann::json> shapes(Profile profile) {
   std::vector<nlohmann::json> out = {
@@ -54,9 +55,11 @@ std::vector<nlohmann::json> shapes(Profile profile) {
       shape(2, 13, 13, 6, 2, 20, true),                  // GQA 3, odd sizes
       shape(1, 67, 67, 3, 3, 24, false),                 // three heads, MHA
       shape(1, 19, 300, 2, 1, 32, true),                 // a block at offset 281: every earlier key, crossing key tiles
-      shape(1, 70, 70, 2, 1, 16, true, 0),               // a window of 0: each query sees itself only
-      shape(1, 150, 150, 4, 2, 16, true, 40),            // a window narrower than a tile, its edge across tiles
-      shape(1, 19, 300, 2, 1, 32, true, 100),            // an offset block: the keys before its windows are skipped
+      shape(1, 70, 70, 2, 1, 16, true, {0}),             // a window of 0: each query sees itself only
+      shape(1, 150, 150, 4, 2, 16, true, {40}),          // a window narrower than a tile, its edge across tiles
+      shape(1, 19, 300, 2, 1, 32, true, {100}),          // an offset block: the keys before its windows are skipped
+      shape(1, 150, 150, 4, 2, 16, false, {40, 17}),     // two-sided, both edges across tiles
+      shape(1, 19, 300, 2, 1, 32, false, {100, 3}),      // two-sided offset block: keys on both sides skipped
       shape(2, 90, 90, 4, 4, 24, true, kNoWindow, 16),   // MLA: q/k head dim 3/2 of v's (DeepSeek-V3 192/128)
       shape(1, 33, 200, 4, 2, 12, false, kNoWindow, 8),  // MLA, GQA, an offset block without a mask
   };
@@ -76,7 +79,7 @@ Shape4 shape_of(const CaseConfig& c) {
            c.i("head_dim"),
            0,
            c.b("causal"),
-           c.params.value("window", ops::AttentionMask::kNoWindow),
+           {c.params.value("window", ops::kNoWindow), c.params.value("window_right", ops::kNoWindow)},
            c.params.value("v_head_dim", c.i("head_dim"))};
   p.q_start = p.sk - p.sq;  // the block ends where the sequence does
   return p;
@@ -96,8 +99,9 @@ State setup(CaseContext& ctx) {
   s.dout = narrow(s.dout_all, 1, p.q_start, p.sq);
   s.qd = on_device(s.q, ctx.device), s.kd = on_device(s.k, ctx.device), s.vd = on_device(s.v, ctx.device);
   s.doutd = on_device(s.dout, ctx.device);
-  s.mask = p.causal ? ops::AttentionMask::causal_blocks(p.q_start, p.sq, 0, p.sk).with_window(p.window)
-                    : ops::AttentionMask::none();
+  s.mask = ops::AttentionMask::causal_blocks(p.q_start, p.sq, 0, p.sk).with_window(p.window);
+  s.mask.causal = p.causal;
+  if (!s.mask.positional()) s.mask = ops::AttentionMask::none();
   s.impl = ops::attention_impl_of(ctx.config.params);
   return s;
 }
@@ -145,8 +149,9 @@ void check(State& s, Checker& checker) {
   for (auto [name, t] : {std::pair{"q", &s.q}, {"k", &s.k}, {"v", &s.v}, {"dout", &s.dout}}) checker.input(name, *t);
   const Tensor &out = r.out, &lse = r.lse, &dq = r.dq;
   if (p.sq == p.sk) {
-    const ref::AttentionResult f = ref::attention_forward(s.q, s.k, s.v, p.causal, p.window);
-    const ref::AttentionGradients g = ref::attention_backward(s.q, s.k, s.v, s.dout, p.causal, p.window);
+    const ref::AttentionResult f = ref::attention_forward(s.q, s.k, s.v, p.causal, {p.window.left, p.window.right});
+    const ref::AttentionGradients g =
+        ref::attention_backward(s.q, s.k, s.v, s.dout, p.causal, {p.window.left, p.window.right});
     checker.compare("out", OpClass::attention, out, base.out, f.out);
     checker.compare("lse", OpClass::row_stat, lse, base.lse, f.lse);
     checker.compare("dq", OpClass::attention, dq, base.dq, g.dq);
@@ -166,7 +171,8 @@ void check(State& s, Checker& checker) {
   checker.input("dout_all", s.dout_all);
   std::vector<int64_t> row_ids(static_cast<size_t>(p.sq));
   std::iota(row_ids.begin(), row_ids.end(), p.q_start);
-  const ref::AttentionRows rows = ref::attention_rows(s.q_all, s.k, s.v, s.dout_all, p.causal, row_ids, p.window);
+  const ref::AttentionRows rows =
+      ref::attention_rows(s.q_all, s.k, s.v, s.dout_all, p.causal, row_ids, {p.window.left, p.window.right});
   checker.compare("out", OpClass::attention, out, base.out, rows.out);
   checker.compare("lse", OpClass::row_stat, lse, base.lse, rows.lse);
   checker.compare("dq", OpClass::attention, dq, base.dq, rows.dq);

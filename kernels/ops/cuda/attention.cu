@@ -49,13 +49,15 @@ PositionRuns runs_of(const std::vector<int64_t>& pos, const std::vector<int64_t>
 MaskRuns mask_runs(const AttentionMask& mask) {
   MaskRuns m;
   m.causal = mask.causal ? 1 : 0;
+  m.positional = mask.positional() ? 1 : 0;
   m.packed = mask.packed() ? 1 : 0;
-  if (mask.windowed()) {
-    if (mask.window_left > (int64_t{1} << 30))
-      throw RuntimeError(cat("attention on CUDA: window ", mask.window_left, " is out of range"));
-    m.window = static_cast<int>(mask.window_left);
-  }
-  if (mask.causal) m.q = runs_of(mask.q_pos, mask.q_seq, "query"), m.k = runs_of(mask.k_pos, mask.k_seq, "key");
+  // Below 2^30, as the positions: pos + right stays within an int.
+  for (int64_t side : {mask.window.left, mask.window.right})
+    if (side >= (int64_t{1} << 30))
+      throw RuntimeError(cat("attention on CUDA: window side ", side, " is out of range"));
+  m.window_left = static_cast<int>(mask.window.left);
+  m.window_right = static_cast<int>(mask.window.right);
+  if (mask.positional()) m.q = runs_of(mask.q_pos, mask.q_seq, "query"), m.k = runs_of(mask.k_pos, mask.k_seq, "key");
   return m;
 }
 
@@ -79,7 +81,7 @@ bool uses_tensor_cores(DType dtype, const Sizes& s) {
 // mask does not hide completely, per (batch, head); the host side of
 // tile_hidden (attention_common.cuh).
 int64_t tile_scores(const AttentionMask& mask, int64_t sq, int64_t sk, int64_t tq, int64_t tk) {
-  if (!mask.causal) return sq * sk;
+  if (!mask.positional()) return sq * sk;
   constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
   const bool packed = mask.packed();
   auto padding = [](const std::vector<int64_t>& seq, int64_t i) {
@@ -98,13 +100,13 @@ int64_t tile_scores(const AttentionMask& mask, int64_t sq, int64_t sk, int64_t t
   int64_t scores = 0;
   for (int64_t q0 = 0; q0 < sq; q0 += tq) {
     const int64_t q1 = std::min(sq, q0 + tq);
-    Range window;  // lowest window start, highest position of the real queries
+    Range window;  // lowest window start, highest window end of the real queries
     int64_t lowest = kNone;
     for (int64_t i = q0; i < q1; ++i)
       if (!padding(mask.q_seq, i))
         window.lo = std::min(window.lo, packed ? mask.q_seq[i] : -kNone),
-        window.hi = std::max(window.hi, mask.q_pos[i]), lowest = std::min(lowest, mask.q_pos[i]);
-    if (mask.windowed() && lowest != kNone) window.lo = std::max(window.lo, lowest - mask.window_left);
+        window.hi = std::max(window.hi, mask.last_key(mask.q_pos[i])), lowest = std::min(lowest, mask.q_pos[i]);
+    if (mask.window.left != kNoWindow && lowest != kNone) window.lo = std::max(window.lo, mask.first_key(lowest));
     for (size_t t = 0; t < keys.size(); ++t) {
       const bool hidden =
           window.lo > window.hi || keys[t].lo > keys[t].hi || keys[t].lo > window.hi || keys[t].hi < window.lo;

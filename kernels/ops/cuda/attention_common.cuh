@@ -13,7 +13,9 @@
 // the sequence's first row (attention_block.h), or kPaddingRun. A query row
 // then sees the keys whose positions lie in its window [sequence start, own
 // position]; without packing the window starts at kNoStart, and without a
-// causal mask every real key is in every real query's window.
+// causal mask or a sliding window every real key is in every real query's
+// window. A sliding window narrows it to [pos - left, pos + right] (right
+// only without a causal mask, whose window ends at the query).
 #pragma once
 
 #include <climits>
@@ -38,8 +40,10 @@ struct PositionRuns {
 
 struct MaskRuns {
   int causal = 0;
-  int packed = 0;   // seq of the runs is set
-  int window = -1;  // sliding window (causal only): keys at most this far before the query; -1: none
+  int positional = 0;     // the runs are set: causal or windowed
+  int packed = 0;         // seq of the runs is set
+  int window_left = -1;   // sliding window: keys at most this far before the query; -1: none
+  int window_right = -1;  // and at most this far after it (no causal mask); -1: none
   PositionRuns q, k;
 };
 
@@ -79,17 +83,18 @@ __device__ __forceinline__ int run_of(const PositionRuns& runs, int i) {
 
 __device__ __forceinline__ Window query_window(const MaskRuns& m, int i, int sq) {
   if (i >= sq) return kEmptyWindow;
-  if (!m.causal) return {kAnyKey, kAnyQuery};
+  if (!m.positional) return {kAnyKey, kAnyQuery};
   const int r = run_of(m.q, i);
   if (m.packed && m.q.seq[r] == kPaddingRun) return kEmptyWindow;
   const int pos = m.q.pos[r] + (i - m.q.start[r]);
   const int start = m.packed ? m.q.seq[r] : kNoStart;
-  return {m.window >= 0 ? max(start, pos - m.window) : start, pos};
+  const int last = m.causal ? pos : m.window_right >= 0 ? pos + m.window_right : kAnyQuery;
+  return {m.window_left >= 0 ? max(start, pos - m.window_left) : start, last};
 }
 
 __device__ __forceinline__ int key_position(const MaskRuns& m, int j, int sk) {
   if (j >= sk) return kPaddingKey;
-  if (!m.causal) return kAnyKey;
+  if (!m.positional) return kAnyKey;
   const int r = run_of(m.k, j);
   if (m.packed && m.k.seq[r] == kPaddingRun) return kPaddingKey;
   return m.k.pos[r] + (j - m.k.start[r]);
@@ -112,21 +117,23 @@ __device__ __forceinline__ void run_range(const PositionRuns& runs, bool packed,
 }
 
 // Whether no key of rows [k0, k1) is visible to any query of rows [q0, q1):
-// a causal tile wholly above the diagonal, wholly before every query's
+// a causal tile wholly above the diagonal, wholly outside every query's
 // sliding window, or wholly in other sequences (packed), skipped. With a
 // window every row's window starts at or after max(lowest start, lowest
-// position - window), so that bound never hides a visible key.
+// position - left) and ends at or before the highest position + right, so
+// those bounds never hide a visible key.
 __device__ __forceinline__ bool tile_hidden(const MaskRuns& m, int q0, int q1, int k0, int k1) {
-  if (!m.causal) return false;
+  if (!m.positional) return false;
   int q_lo, q_hi, k_lo, k_hi;
   run_range(m.q, m.packed, true, q0, q1, q_lo, q_hi);
   run_range(m.k, m.packed, false, k0, k1, k_lo, k_hi);
   if (q_lo > q_hi || k_lo > k_hi) return true;  // only padding on one side
-  if (m.window >= 0) {
+  if (m.window_left >= 0) {
     int pos_lo, pos_hi;
     run_range(m.q, m.packed, false, q0, q1, pos_lo, pos_hi);
-    q_lo = max(q_lo, pos_lo - m.window);
+    q_lo = max(q_lo, pos_lo - m.window_left);
   }
+  if (!m.causal) q_hi = m.window_right >= 0 ? q_hi + m.window_right : kAnyQuery;
   return k_lo > q_hi || k_hi < q_lo;
 }
 
