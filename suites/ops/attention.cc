@@ -50,12 +50,14 @@ constexpr ops::Window kNoWindow = {};
 
 std::vector<nlohmann::json> shapes(Profile profile) {
   std::vector<nlohmann::json> out = {
-      shape(1, 1, 1, 1, 1, 1, false),                    // one row, one key, d = 1
-      shape(1, 1, 1, 1, 1, 8, true),                     // the first causal row sees only itself
-      shape(2, 13, 13, 6, 2, 20, true),                  // GQA 3, odd sizes
-      shape(1, 67, 67, 3, 3, 24, false),                 // three heads, MHA
-      shape(1, 19, 300, 2, 1, 32, true),                 // a block at offset 281: every earlier key, crossing key tiles
-      shape(1, 70, 70, 2, 1, 16, true, {0}),             // a window of 0: each query sees itself only
+      shape(1, 1, 1, 1, 1, 1, false),     // one row, one key, d = 1
+      shape(1, 1, 1, 1, 1, 8, true),      // the first causal row sees only itself
+      shape(2, 13, 13, 6, 2, 20, true),   // GQA 3, odd sizes
+      shape(1, 67, 67, 3, 3, 24, false),  // three heads, MHA
+      shape(1, 19, 300, 2, 1, 32, true),  // a block at offset 281: every earlier key, crossing key tiles
+      // A window of 1: each query sees itself and the key before it (with 0 a query's one weight is exactly 1,
+      // so dq and dk vanish in exact arithmetic and are all rounding).
+      shape(1, 70, 70, 2, 1, 16, true, {1}),
       shape(1, 150, 150, 4, 2, 16, true, {40}),          // a window narrower than a tile, its edge across tiles
       shape(1, 19, 300, 2, 1, 32, true, {100}),          // an offset block: the keys before its windows are skipped
       shape(1, 150, 150, 4, 2, 16, false, {40, 17}),     // two-sided, both edges across tiles
