@@ -1,9 +1,9 @@
 // Which instances a rank count runs, and the bad-input rules.
 #include <algorithm>
-#include <cstdlib>
 #include <optional>
 
 #include "harness/error.h"
+#include "harness/options.h"
 #include "harness/rng.h"
 #include "harness/strings.h"
 #include "kernels/ops/attention_block.h"
@@ -154,17 +154,12 @@ std::optional<ops::Window> window_option(const SweepRequest& req) {
   const nlohmann::json& v = req.options.at("window");
   const std::string text = v.is_string() ? v.get<std::string>() : v.dump();
   const std::vector<std::string> sides = split(text, ',');
-  std::vector<int64_t> values;
-  for (const std::string& side : sides) {
-    char* end = nullptr;
-    const long long x = side.empty() ? -1 : std::strtoll(side.c_str(), &end, 10);
-    if (side.empty() || *end != '\0' || x < 0 || x > kMaxDimension) values.clear();
-    else values.push_back(x);
-    if (values.empty()) break;
-  }
-  if (values.empty() || values.size() != sides.size() || sides.size() > 2)
-    throw UsageError(cat("--set window '", text, "' must be LEFT or LEFT,RIGHT: integers in [0, ", kMaxDimension, "]"));
-  return ops::Window{values[0], values.size() == 2 ? values[1] : ops::kNoWindow};
+  if (sides.empty() || sides.size() > 2) throw UsageError(cat("--set window '", text, "' must be LEFT or LEFT,RIGHT"));
+  // Each side is an integer as the option declarations check one.
+  const OptionSpec side = OptionSpec::integer("window", 0, kMaxDimension, "");
+  const int64_t left = parse_option(side, sides[0], "--set window").get<int64_t>();
+  if (sides.size() == 1) return ops::Window{left, ops::kNoWindow};
+  return ops::Window{left, parse_option(side, sides[1], "--set window").get<int64_t>()};
 }
 
 cp::Packing packing_for(const std::vector<int64_t>& seq_lens, bool thd_padding, int cp, int64_t tail_padding) {
