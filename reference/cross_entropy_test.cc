@@ -32,10 +32,32 @@ TEST(RefCrossEntropy, BackwardMatchesFiniteDifferences) {
   }
 }
 
+// Ignored rows (padding): the loss is the loss of the other rows alone (a
+// mean over them), and the ignored rows' gradient is zero.
+TEST(RefCrossEntropy, IgnoredRowsAddNothing) {
+  Tensor logits = random_tensor({4, 5}, DType::f64, {9, tensor_id("logits"), 3.0});
+  const std::vector<int64_t> targets{2, kIgnoreTarget, 4, kIgnoreTarget}, kept{2, 4};
+  Tensor rows = Tensor::empty({2, 5}, DType::f64);
+  for (int64_t j = 0; j < 5; ++j) rows.set(j, logits.at(j)), rows.set(5 + j, logits.at(10 + j));
+  for (Reduction reduction : {Reduction::mean, Reduction::sum}) {
+    EXPECT_NEAR(cross_entropy_forward(logits, targets, reduction), cross_entropy_forward(rows, kept, reduction), 1e-15);
+    const Tensor d = cross_entropy_backward(logits, targets, reduction, 0.7);
+    const Tensor want = cross_entropy_backward(rows, kept, reduction, 0.7);
+    for (int64_t j = 0; j < 5; ++j) {
+      EXPECT_EQ(d.at(5 + j), 0.0);
+      EXPECT_EQ(d.at(15 + j), 0.0);
+      EXPECT_NEAR(d.at(j), want.at(j), 1e-15);
+      EXPECT_NEAR(d.at(10 + j), want.at(5 + j), 1e-15);
+    }
+  }
+  EXPECT_EQ(cross_entropy_row_loss(logits, targets).at(1), 0.0);
+}
+
 TEST(RefCrossEntropy, RejectsTargetsOutsideTheVocab) {
   Tensor logits = Tensor::zeros({2, 4}, DType::f64);
-  std::vector<int64_t> bad{0, 4};
+  std::vector<int64_t> bad{0, 4}, negative{0, -2};
   EXPECT_THROW(cross_entropy_forward(logits, bad, Reduction::sum), RuntimeError);
+  EXPECT_THROW(cross_entropy_forward(logits, negative, Reduction::sum), RuntimeError);
 }
 
 }  // namespace

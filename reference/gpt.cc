@@ -1,5 +1,6 @@
 #include "reference/gpt.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "harness/error.h"
@@ -45,72 +46,126 @@ Tensor add(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-// [B, s, (H + 2K) d] with columns (KV group g, {its H/K query heads, k, v}, d)
-// -> q [B, s, H, d], k, v [B, s, K, d], and back. Query head h = g H/K + i.
+// [B, s, (H + K) d + K dv] with columns (KV group g, {its H/K query heads
+// (d each), k (d), v (dv)}) -> q [B, s, H, d], k [B, s, K, d], v [B, s, K,
+// dv], and back. Query head h = g H/K + i.
 struct Qkv {
   Tensor q, k, v;
 };
-// Column of element e of query head i (i < H/K; i = H/K: k, H/K + 1: v) of group g.
-int64_t packed_column(int64_t g, int64_t i, int64_t e, int64_t per_group, int64_t d) {
-  return (g * (per_group + 2) + i) * d + e;
-}
-Qkv split_heads(const Tensor& packed, int64_t heads, int64_t kv_heads, int64_t d) {
-  const int64_t per_group = heads / kv_heads, width = (heads + 2 * kv_heads) * d, rows = packed.numel() / width;
-  Shape q_shape = packed.shape(), kv_shape = packed.shape();
-  q_shape.back() = heads, kv_shape.back() = kv_heads;
-  q_shape.push_back(d), kv_shape.push_back(d);
-  Qkv out{Tensor::empty(q_shape, DType::f64), Tensor::empty(kv_shape, DType::f64), Tensor::empty(kv_shape, DType::f64)};
+struct PackedLayout {
+  int64_t heads, kv_heads, d, dv;
+  int64_t per_group() const { return heads / kv_heads; }
+  int64_t group_width() const { return (per_group() + 1) * d + dv; }
+  int64_t width() const { return kv_heads * group_width(); }
+  // Column of element e of query head i of group g (i < H/K), of k (i =
+  // H/K) or of v (i = H/K + 1).
+  int64_t column(int64_t g, int64_t i, int64_t e) const { return g * group_width() + i * d + e; }
+};
+PackedLayout layout_of(const GptDims& dims) { return {dims.heads, dims.kv(), dims.head_dim, dims.dv()}; }
+
+Qkv split_heads(const Tensor& packed, const PackedLayout& p) {
+  const int64_t r = p.per_group(), width = p.width(), rows = packed.numel() / width;
+  Shape q_shape = packed.shape(), k_shape = packed.shape();
+  q_shape.back() = p.heads, k_shape.back() = p.kv_heads;
+  Shape v_shape = k_shape;
+  q_shape.push_back(p.d), k_shape.push_back(p.d), v_shape.push_back(p.dv);
+  Qkv out{Tensor::empty(q_shape, DType::f64), Tensor::empty(k_shape, DType::f64), Tensor::empty(v_shape, DType::f64)};
   const double* src = packed.data<double>();
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t g = 0; g < kv_heads; ++g)
-      for (int64_t e = 0; e < d; ++e) {
-        for (int64_t i = 0; i < per_group; ++i)
-          out.q.data<double>()[(r * heads + g * per_group + i) * d + e] =
-              src[r * width + packed_column(g, i, e, per_group, d)];
-        out.k.data<double>()[(r * kv_heads + g) * d + e] =
-            src[r * width + packed_column(g, per_group, e, per_group, d)];
-        out.v.data<double>()[(r * kv_heads + g) * d + e] =
-            src[r * width + packed_column(g, per_group + 1, e, per_group, d)];
+  for (int64_t t = 0; t < rows; ++t)
+    for (int64_t g = 0; g < p.kv_heads; ++g) {
+      for (int64_t e = 0; e < p.d; ++e) {
+        for (int64_t i = 0; i < r; ++i)
+          out.q.data<double>()[(t * p.heads + g * r + i) * p.d + e] = src[t * width + p.column(g, i, e)];
+        out.k.data<double>()[(t * p.kv_heads + g) * p.d + e] = src[t * width + p.column(g, r, e)];
       }
+      for (int64_t e = 0; e < p.dv; ++e)
+        out.v.data<double>()[(t * p.kv_heads + g) * p.dv + e] = src[t * width + p.column(g, r + 1, e)];
+    }
   return out;
 }
-Tensor merge_heads(const Qkv& parts, const Shape& packed_shape) {
+Tensor merge_heads(const Qkv& parts, const PackedLayout& p, const Shape& packed_shape) {
   Tensor out = Tensor::empty(packed_shape, DType::f64);
-  const int64_t heads = parts.q.dim(-2), kv_heads = parts.k.dim(-2), d = parts.q.dim(-1);
-  const int64_t per_group = heads / kv_heads, width = (heads + 2 * kv_heads) * d, rows = out.numel() / width;
+  const int64_t r = p.per_group(), width = p.width(), rows = out.numel() / width;
   double* dst = out.data<double>();
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t g = 0; g < kv_heads; ++g)
-      for (int64_t e = 0; e < d; ++e) {
-        for (int64_t i = 0; i < per_group; ++i)
-          dst[r * width + packed_column(g, i, e, per_group, d)] =
-              parts.q.data<double>()[(r * heads + g * per_group + i) * d + e];
-        dst[r * width + packed_column(g, per_group, e, per_group, d)] =
-            parts.k.data<double>()[(r * kv_heads + g) * d + e];
-        dst[r * width + packed_column(g, per_group + 1, e, per_group, d)] =
-            parts.v.data<double>()[(r * kv_heads + g) * d + e];
+  for (int64_t t = 0; t < rows; ++t)
+    for (int64_t g = 0; g < p.kv_heads; ++g) {
+      for (int64_t e = 0; e < p.d; ++e) {
+        for (int64_t i = 0; i < r; ++i)
+          dst[t * width + p.column(g, i, e)] = parts.q.data<double>()[(t * p.heads + g * r + i) * p.d + e];
+        dst[t * width + p.column(g, r, e)] = parts.k.data<double>()[(t * p.kv_heads + g) * p.d + e];
       }
+      for (int64_t e = 0; e < p.dv; ++e)
+        dst[t * width + p.column(g, r + 1, e)] = parts.v.data<double>()[(t * p.kv_heads + g) * p.dv + e];
+    }
+  return out;
+}
+
+// The token rows of a padded packed row, in order: sequence i's first
+// seq_lens[i] of its seq_rows[i] rows.
+std::vector<int64_t> token_rows(const GptDims& d) {
+  std::vector<int64_t> rows;
+  int64_t start = 0;
+  for (size_t i = 0; i < d.seq_rows.size(); ++i) {
+    for (int64_t t = 0; t < d.seq_lens.at(i); ++t) rows.push_back(start + t);
+    start += d.seq_rows[i];
+  }
+  return rows;
+}
+// x: [B, s, ...] -> [B, rows.size(), ...], and back with zeros in the other rows.
+Tensor gather_rows(const Tensor& x, const std::vector<int64_t>& rows) {
+  Shape shape = x.shape();
+  const int64_t s = shape[1], width = x.numel() / (shape[0] * s), n = static_cast<int64_t>(rows.size());
+  shape[1] = n;
+  Tensor out = Tensor::empty(shape, DType::f64);
+  for (int64_t b = 0; b < shape[0]; ++b)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t e = 0; e < width; ++e)
+        out.data<double>()[(b * n + i) * width + e] = x.data<double>()[(b * s + rows[i]) * width + e];
+  return out;
+}
+Tensor scatter_rows(const Tensor& x, const std::vector<int64_t>& rows, int64_t s) {
+  Shape shape = x.shape();
+  const int64_t n = shape[1], width = x.numel() / (shape[0] * std::max<int64_t>(n, 1));
+  shape[1] = s;
+  Tensor out = Tensor::zeros(shape, DType::f64);
+  for (int64_t b = 0; b < shape[0]; ++b)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t e = 0; e < width; ++e)
+        out.data<double>()[(b * s + rows[i]) * width + e] = x.data<double>()[(b * n + i) * width + e];
   return out;
 }
 
 // Causal attention over each row, or over each packed sequence of it (in a
-// sliding window, if the model has one).
+// sliding window, if the model has one); padding rows are cut out first and
+// their output is zero.
 Tensor core_attention(const GptDims& d, const Qkv& qkv) {
   if (d.seq_lens.empty()) return attention_forward(qkv.q, qkv.k, qkv.v, true, {d.window}).out;
-  return packed_attention_forward(qkv.q, qkv.k, qkv.v, d.seq_lens, d.window).out;
+  if (d.seq_rows.empty()) return packed_attention_forward(qkv.q, qkv.k, qkv.v, d.seq_lens, d.window).out;
+  const std::vector<int64_t> rows = token_rows(d);
+  const Tensor out = packed_attention_forward(gather_rows(qkv.q, rows), gather_rows(qkv.k, rows),
+                                              gather_rows(qkv.v, rows), d.seq_lens, d.window)
+                         .out;
+  return scatter_rows(out, rows, qkv.q.dim(1));
 }
 AttentionGradients core_attention_backward(const GptDims& d, const Qkv& qkv, const Tensor& dout) {
   if (d.seq_lens.empty()) return attention_backward(qkv.q, qkv.k, qkv.v, dout, true, {d.window});
-  return packed_attention_backward(qkv.q, qkv.k, qkv.v, dout, d.seq_lens, d.window);
+  if (d.seq_rows.empty()) return packed_attention_backward(qkv.q, qkv.k, qkv.v, dout, d.seq_lens, d.window);
+  const std::vector<int64_t> rows = token_rows(d);
+  AttentionGradients g =
+      packed_attention_backward(gather_rows(qkv.q, rows), gather_rows(qkv.k, rows), gather_rows(qkv.v, rows),
+                                gather_rows(dout, rows), d.seq_lens, d.window);
+  const int64_t s = qkv.q.dim(1);
+  g.dq = scatter_rows(g.dq, rows, s), g.dk = scatter_rows(g.dk, rows, s), g.dv = scatter_rows(g.dv, rows, s);
+  return g;
 }
 
 // The attention sublayer: y = x + Wo attention(split(LN1(x) Wqkv + bqkv)) + bo.
 Tensor attention_sublayer(const GptDims& d, const GptLayer& p, const Tensor& x) {
   const Tensor a = layernorm_forward(x, p.ln1_gamma, p.ln1_beta, d.eps).y;
-  const Qkv qkv = split_heads(linear_forward(a, p.wqkv, p.bqkv), d.heads, d.kv(), d.head_dim);
-  Tensor o = core_attention(d, qkv);
+  const Qkv qkv = split_heads(linear_forward(a, p.wqkv, p.bqkv), layout_of(d));
+  Tensor o = core_attention(d, qkv);  // [B, s, H, dv]
   Shape flat = x.shape();
-  flat.back() = d.heads * d.head_dim;
+  flat.back() = d.heads * d.dv();
   return add(x, linear_forward(o.reshape(flat), p.wo, p.bo));
 }
 
@@ -119,13 +174,14 @@ Tensor attention_sublayer_backward(const GptDims& d, const GptLayer& p, const Te
                                    GptLayer& g) {
   const Tensor a = layernorm_forward(x, p.ln1_gamma, p.ln1_beta, d.eps).y;
   const Tensor packed = linear_forward(a, p.wqkv, p.bqkv);
-  const Qkv qkv = split_heads(packed, d.heads, d.kv(), d.head_dim);
+  const Qkv qkv = split_heads(packed, layout_of(d));
   const Tensor o = core_attention(d, qkv);
   Shape flat = x.shape();
-  flat.back() = d.heads * d.head_dim;
+  flat.back() = d.heads * d.dv();
   const LinearGrads out = linear_backward(dy, o.reshape(flat), p.wo);
   const AttentionGradients att = core_attention_backward(d, qkv, out.dx.reshape(o.shape()));
-  const LinearGrads in = linear_backward(merge_heads({att.dq, att.dk, att.dv}, packed.shape()), a, p.wqkv);
+  const LinearGrads in =
+      linear_backward(merge_heads({att.dq, att.dk, att.dv}, layout_of(d), packed.shape()), a, p.wqkv);
   const LayerNormGrads ln = layernorm_backward(in.dx, x, p.ln1_gamma, d.eps);
   g.wo = out.dw, g.bo = out.db, g.wqkv = in.dw, g.bqkv = in.db, g.ln1_gamma = ln.dgamma, g.ln1_beta = ln.dbeta;
   return add(dy, ln.dx);

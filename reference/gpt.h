@@ -5,19 +5,22 @@
 //
 //   x0 = E[tokens]                                         [B, s, h]
 //   for each layer l:
-//     a  = LN1(x); qkv = a Wqkv + bqkv                     Wqkv [h, (H + 2K) d], columns
-//                                                            (KV group, {H/K query heads, k, v}, d)
-//     o  = attention(q, k, v, causal)                      [B, s, H, d]; query head h reads KV head h / (H/K)
-//     x  = x + o Wo + bo                                   Wo [H d, h], rows (head, d)
+//     a  = LN1(x); qkv = a Wqkv + bqkv                     Wqkv [h, (H + K) d + K dv], columns
+//                                                            (KV group, {H/K query heads, k (d), v (dv)})
+//     o  = attention(q, k, v, causal)                      [B, s, H, dv]; query head h reads KV head h / (H/K)
+//     x  = x + o Wo + bo                                   Wo [H dv, h], rows (head, dv)
 //     x  = x + MLP(LN2(x))   (dense: W1 [h, ffn] + b1, gelu, W2 [ffn, h] + b2)
 //       or x + MoE(LN2(x))   (router [h, E], experts W1 [E, h, f], W2 [E, f, h])
 //   logits = LNf(x) Whead                                  Whead [h, V]
-//   loss = mean over the B s positions of CE(logits, next token)
+//   loss = mean over the B s positions (that have a target) of CE(logits, next token)
 // Packed rows (seq_lens): every row holds several sequences one after
 // another and attention runs on each sequence alone (reference/
 // packed_attention.h); inputs and targets then come apart, each sequence
 // with its own next tokens. The model has no position embeddings, so
-// nothing else restarts per sequence.
+// nothing else restarts per sequence. With padding (seq_rows) the padding
+// rows are cut out before attention and get zeros from it; their targets
+// are ignored (cross_entropy.h's kIgnoreTarget), so the loss is the mean
+// over the real tokens.
 #pragma once
 
 #include <cstdint>
@@ -32,11 +35,16 @@ namespace sextant::ref {
 
 struct GptDims {
   int64_t vocab = 0, hidden = 0, heads = 0, head_dim = 0, ffn = 0, layers = 0, seq = 0;
-  int64_t kv_heads = 0;  // GQA: query head h reads KV head h / (heads / kv_heads); 0: heads (MHA)
+  int64_t kv_heads = 0;    // GQA: query head h reads KV head h / (heads / kv_heads); 0: heads (MHA)
+  int64_t v_head_dim = 0;  // of v and o (MLA: dv != d); 0: head_dim
   int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }
+  int64_t dv() const { return v_head_dim > 0 ? v_head_dim : head_dim; }
   std::vector<int64_t> seq_lens;  // packed rows: lengths summing to seq; empty: one sequence
-  int64_t window = -1;            // causal sliding window of the attention (within each sequence); -1: none
-  MoeConfig moe;                  // used by the layers with is_moe
+  // Packed rows with padding: the rows each sequence occupies (its tokens,
+  // then its padding), rows past the last one tail padding; empty: no padding.
+  std::vector<int64_t> seq_rows;
+  int64_t window = -1;  // causal sliding window of the attention (within each sequence); -1: none
+  MoeConfig moe;        // used by the layers with is_moe
   double eps = 1e-5;
 };
 

@@ -7,6 +7,7 @@
 
 #include "harness/compare.h"
 #include "harness/rng.h"
+#include "reference/cross_entropy.h"
 #include "reference/gradcheck.h"
 
 namespace sextant::ref {
@@ -25,7 +26,7 @@ Tensor rnd(const Shape& s, const char* name, double scale) {
 
 // Layer 0 dense, layer 1 MoE.
 GptParams tiny_params(const GptDims& d) {
-  const int64_t h = d.hidden, q = d.heads * d.head_dim, qkv = (d.heads + 2 * d.kv()) * d.head_dim, f = d.ffn,
+  const int64_t h = d.hidden, q = d.heads * d.dv(), qkv = (d.heads + d.kv()) * d.head_dim + d.kv() * d.dv(), f = d.ffn,
                 e = d.moe.experts;
   GptParams p;
   p.embedding = rnd({d.vocab, h}, "emb", 1.0);
@@ -80,11 +81,13 @@ void check_gradients(const GptDims& d) {
 }
 
 // Every parameter tensor's gradient against central finite differences,
-// with multi-head and grouped-query (4 query heads over 2 KV heads) attention.
+// with multi-head and grouped-query (4 query heads over 2 KV heads)
+// attention, and with MLA's head dims (v narrower than q and k, and wider).
 TEST(ReferenceGpt, BackwardMatchesFiniteDifferences) {
-  for (const int64_t kv_heads : {0, 2}) {
+  for (const auto [kv_heads, v_head_dim] : {std::pair{0, 0}, std::pair{2, 0}, std::pair{2, 2}, std::pair{0, 5}}) {
     GptDims d = tiny_dims();
-    d.heads = 4, d.kv_heads = kv_heads;
+    d.heads = 4, d.kv_heads = kv_heads, d.v_head_dim = v_head_dim;
+    SCOPED_TRACE(testing::Message() << "kv_heads " << kv_heads << " v_head_dim " << v_head_dim);
     check_gradients(d);
   }
 }
@@ -224,6 +227,33 @@ TEST(ReferenceGpt, PackedRowsAttendWithinEachSequence) {
     params[i]->copy_from(original);
     EXPECT_LT(compare(*grads[i], numeric).rel_l2, kGradcheckTolerance) << "parameter tensor " << i;
   }
+}
+
+// Padded packed rows: sequences of 2, 0 and 1 tokens in 3, 0 and 2 rows,
+// then 2 rows of tail padding (seq 7). The padding predicts nothing and is
+// seen by nothing, so loss and every gradient equal those of the row packed
+// without padding (seq 3, no position embeddings), and the padding rows'
+// embedding row (token 0) gets no gradient from them.
+TEST(ReferenceGpt, PaddingRowsChangeNothing) {
+  GptDims tight = tiny_dims();
+  tight.seq = 3, tight.seq_lens = {2, 0, 1};
+  GptDims padded = tight;
+  padded.seq = 7, padded.seq_rows = {3, 0, 2};
+  const GptParams p = tiny_params(tight);
+  const std::vector<int64_t> rows = {0, 1, 3};  // the token rows of the padded row
+  std::vector<int64_t> inputs, targets, padded_inputs(7, 0), padded_targets(7, kIgnoreTarget);
+  for (int64_t i = 0; i < 3; ++i) {
+    inputs.push_back(1 + static_cast<int64_t>(random_bits(2, tensor_id("in"), i) % (tight.vocab - 1)));
+    targets.push_back(static_cast<int64_t>(random_bits(2, tensor_id("tg"), i) % tight.vocab));
+    padded_inputs[rows[i]] = inputs[i], padded_targets[rows[i]] = targets[i];
+  }
+  const GptStep a = gpt_forward_backward(tight, p, inputs, targets, 1);
+  const GptStep b = gpt_forward_backward(padded, p, padded_inputs, padded_targets, 1);
+  EXPECT_NEAR(a.loss, b.loss, 1e-12);
+  GptParams ga = a.grads, gb = b.grads;
+  std::vector<Tensor*> want = ga.tensors(), got = gb.tensors();
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_LT(compare(*got[i], *want[i]).max_abs, 1e-12) << "tensor " << i;
+  for (int64_t j = 0; j < tight.hidden; ++j) EXPECT_EQ(b.grads.embedding.at(j), 0.0) << "token 0 (padding), " << j;
 }
 
 }  // namespace

@@ -28,6 +28,9 @@ std::vector<Chunk> shard_chunks(Layout layout, int64_t seq, int cp, int rank) {
 
 std::vector<Chunk> shard_chunks(Layout layout, const Packing& packing, int cp, int rank) {
   if (layout == Layout::contiguous || !packing.packed()) return shard_chunks(layout, packing.rows(), cp, rank);
+  // One rank holds the whole stream: each sequence's two zigzag chunks, in
+  // order, are the sequence itself, so no length needs to split in two.
+  if (cp == 1) return shard_chunks(Layout::contiguous, packing.rows(), cp, rank);
   std::vector<Chunk> chunks;
   int64_t start = 0;
   for (size_t i = 0; i < packing.padded.size(); ++i) {

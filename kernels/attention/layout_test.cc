@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "harness/error.h"
+#include "kernels/attention/packing.h"
 
 namespace sextant::cp {
 namespace {
@@ -45,6 +46,16 @@ TEST(Layout, RejectsSequencesThatDoNotSplit) {
   EXPECT_THROW(shard_chunks(Layout::contiguous, 10, 4, 0), RuntimeError);
   EXPECT_THROW(parse_layout("stripe"), UsageError);
   EXPECT_EQ(parse_layout("zigzag"), Layout::zigzag);
+}
+
+// One CP rank holds a packed stream whole, so zigzag takes lengths of any parity.
+TEST(Layout, OneRankHoldsAPackedStreamWhole) {
+  const Packing packing = pack_sequences({19, 1, 0, 2}, 1, 3);
+  const std::vector<Chunk> chunks = shard_chunks(Layout::zigzag, packing, 1, 0);
+  ASSERT_EQ(chunks.size(), 1u);
+  EXPECT_EQ(chunks[0].start, 0);
+  EXPECT_EQ(chunks[0].length, 25);
+  EXPECT_THROW(shard_chunks(Layout::zigzag, packing, 2, 0), RuntimeError);  // 19 rows do not zigzag over 2
 }
 
 }  // namespace

@@ -113,9 +113,12 @@ std::vector<int64_t> zipf_lengths(int64_t n, int64_t total, uint64_t seed) {
   return lengths;
 }
 
-std::vector<int64_t> parse_seq_lens(const std::string& spec, int64_t seq, uint64_t seed) {
+std::vector<int64_t> parse_seq_lens(const std::string& spec, int64_t seq, uint64_t seed, int64_t multiple,
+                                    int64_t tail) {
   const std::string name = cat("--set seq_lens=", spec);
+  const bool padded = multiple > 1 || tail > 0;
   if (spec.rfind("zipf:", 0) == 0) {
+    require(!padded, cat(name, ": zipf:N draws lengths that fill --seq; with padding give the lengths as a list"));
     const int64_t n = parse_integer(spec.substr(5)).value_or(0);
     require(n >= 1, cat(name, ": zipf:N needs a positive count N"));
     require(n <= seq, cat(name, ": ", n, " sequences of at least one token must fit --seq ", seq));
@@ -131,6 +134,12 @@ std::vector<int64_t> parse_seq_lens(const std::string& spec, int64_t seq, uint64
   require(!lengths.empty(), cat(name, " must be a comma-separated list of lengths or zipf:N"));
   require(std::any_of(lengths.begin(), lengths.end(), [](int64_t n) { return n > 0; }),
           cat(name, ": at least one sequence must have a token"));
+  if (padded) {
+    const int64_t rows = pack_sequences(lengths, multiple, tail).rows();
+    require(rows == seq, cat(name, ": the lengths padded to multiples of ", multiple, " and ", tail,
+                             " rows of tail padding fill ", rows, " rows, not --seq ", seq));
+    return lengths;
+  }
   const int64_t sum = std::accumulate(lengths.begin(), lengths.end(), int64_t{0});
   require(sum == seq, cat(name, ": the lengths sum to ", sum, ", not --seq ", seq));
   return lengths;

@@ -54,7 +54,12 @@ int64_t causal_pairs(const Packing& packing);
 // `seq`) or "zipf:N" (N lengths
 // summing to `seq` drawn from `seed`: zipf_lengths). Throws UsageError naming
 // the parameter and the rule.
-std::vector<int64_t> parse_seq_lens(const std::string& spec, int64_t seq, uint64_t seed);
+//
+// With padding that is part of the data (`multiple` > 1 or `tail` > 0: the
+// step's rows), `seq` counts rows, and the lengths, each rounded up to a
+// multiple of `multiple`, and the `tail` must fill them: a list only.
+std::vector<int64_t> parse_seq_lens(const std::string& spec, int64_t seq, uint64_t seed, int64_t multiple = 1,
+                                    int64_t tail = 0);
 
 // N lengths >= 1 summing to `total`, proportional to independent Pareto
 // draws with tail index 1.2 (a Zipf-like long tail: most sequences short, a

@@ -103,6 +103,17 @@ TEST(Packing, ParsesSeqLensOrSaysTheRule) {
   EXPECT_EQ(message("a,b", 64), "--set seq_lens=a,b must be a comma-separated list of lengths or zipf:N");
   EXPECT_EQ(message("zipf:0", 64), "--set seq_lens=zipf:0: zipf:N needs a positive count N");
   EXPECT_EQ(message("zipf:65", 64), "--set seq_lens=zipf:65: 65 sequences of at least one token must fit --seq 64");
+  // Padding in the data: the padded lengths and the tail fill --seq rows.
+  EXPECT_EQ(parse_seq_lens("19,1,0,2", 32, 1, 4, 4), (std::vector<int64_t>{19, 1, 0, 2}));  // 20 + 4 + 0 + 4 + 4
+  try {
+    parse_seq_lens("19,1,0,2", 36, 1, 4, 4);
+    ADD_FAILURE() << "accepted";
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(),
+                 "--set seq_lens=19,1,0,2: the lengths padded to multiples of 4 and 4 rows of tail padding fill 32 "
+                 "rows, not --seq 36");
+  }
+  EXPECT_THROW(parse_seq_lens("zipf:3", 32, 1, 4, 0), UsageError);
 }
 
 }  // namespace

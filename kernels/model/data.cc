@@ -10,17 +10,23 @@
 #include "harness/error.h"
 #include "harness/rng.h"
 #include "harness/strings.h"
+#include "kernels/ops/cross_entropy.h"
 
 namespace sextant::model {
 
 RowSlots row_slots(const GptConfig& c) {
   RowSlots s;
-  const std::vector<int64_t> lengths = c.seq_lens.empty() ? std::vector<int64_t>{c.seq} : c.seq_lens;
-  s.per_row = c.seq + static_cast<int64_t>(lengths.size());
-  int64_t slot = 0;
-  for (int64_t n : lengths) {
-    for (int64_t o = 0; o < n; ++o) s.of_position.push_back(slot + o);
-    slot += n + 1;
+  if (c.seq_lens.empty()) {
+    s.per_row = c.seq + 1;
+    for (int64_t o = 0; o < c.seq; ++o) s.of_position.push_back(o);
+    return s;
+  }
+  const cp::Packing packing = row_packing(c);
+  for (size_t i = 0; i < packing.lengths.size(); ++i) {
+    const int64_t n = packing.lengths[i];
+    for (int64_t o = 0; o < n; ++o) s.of_position.push_back(s.per_row + o);
+    s.of_position.insert(s.of_position.end(), static_cast<size_t>(packing.padded[i] - n), RowSlots::kPadding);
+    if (n > 0) s.per_row += n + 1;  // an empty sequence reads no tokens
   }
   return s;
 }
@@ -130,15 +136,15 @@ GlobalBatch global_batch(const GptConfig& c, const TokenSource& source, int64_t 
     const std::vector<int64_t> tokens = source.row(c, step, i);
     for (int64_t t = 0; t < c.seq; ++t) {
       const int64_t slot = slots.of_position[static_cast<size_t>(t)];
-      b.inputs.push_back(tokens[slot]);
-      b.targets.push_back(tokens[slot + 1]);
+      b.inputs.push_back(slot == RowSlots::kPadding ? RowSlots::kPaddingInput : tokens[slot]);
+      b.targets.push_back(slot == RowSlots::kPadding ? ops::kIgnoreTarget : tokens[slot + 1]);
     }
   }
   return b;
 }
 
 cp::Packing row_packing(const GptConfig& c) {
-  return c.seq_lens.empty() ? cp::Packing{} : cp::pack_sequences(c.seq_lens, 1);
+  return c.seq_lens.empty() ? cp::Packing{} : cp::pack_sequences(c.seq_lens, c.pad_to, c.tail_padding);
 }
 
 std::vector<cp::Chunk> row_chunks(const GptConfig& c, int cp, int cp_rank) {
@@ -160,8 +166,8 @@ MicrobatchData microbatch_data(const GptConfig& c, const ParallelConfig& p, cons
     const std::vector<int64_t> tokens = source.row(c, step, i);
     for (int64_t r = 0; r < d.rows; ++r) {
       const int64_t slot = slots.of_position[static_cast<size_t>(positions[r])];
-      d.ids.push_back(tokens[slot]);
-      d.targets.push_back(tokens[slot + 1]);
+      d.ids.push_back(slot == RowSlots::kPadding ? RowSlots::kPaddingInput : tokens[slot]);
+      d.targets.push_back(slot == RowSlots::kPadding ? ops::kIgnoreTarget : tokens[slot + 1]);
     }
     for (int64_t r = shard0; r < shard0 + shard; ++r) d.token_index.push_back(i * c.seq + positions[r]);
   }

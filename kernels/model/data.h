@@ -8,12 +8,13 @@
 //
 // A row is one sequence of s + 1 tokens (inputs [:s], targets [1:], as
 // reference/gpt.h reads them), or, packed (seq_lens, THD), several
-// sequences: sequence j of length L has its own L + 1 tokens, inputs [:L]
-// and targets [1:], so that no prediction crosses a sequence boundary and
-// every position is a real token (the step does not pad: the lengths must
-// split for CP); CP then zigzags every sequence on its own
-// (kernels/attention/layout.h). A row of n sequences thus reads s + n
-// consecutive tokens, its "slots".
+// sequences: sequence j of length L > 0 has its own L + 1 tokens, inputs
+// [:L] and targets [1:], so that no prediction crosses a sequence boundary;
+// then its padding rows (pad_to), and after the last sequence the tail
+// padding. A padding position reads token 0 and has no target
+// (ops::kIgnoreTarget). CP zigzags every padded sequence on its own
+// (kernels/attention/layout.h). A row of n non-empty sequences of T tokens
+// in all thus reads T + n consecutive tokens, its "slots".
 //
 // Tokens come from the counter RNG (uniform ids below --vocab) or, with
 // --set data=PREFIX, from a Megatron indexed dataset: its documents laid end
@@ -40,8 +41,10 @@ namespace sextant::model {
 // The slots of a row: how many tokens it reads, and at which slot each
 // position's input sits (its target is the next slot).
 struct RowSlots {
+  static constexpr int64_t kPadding = -1;      // of_position of a padding row
+  static constexpr int64_t kPaddingInput = 0;  // the token a padding row reads
   int64_t per_row = 0;
-  std::vector<int64_t> of_position;  // [s]
+  std::vector<int64_t> of_position;  // [s]: a slot, or kPadding
 };
 RowSlots row_slots(const GptConfig& c);
 
@@ -79,7 +82,7 @@ struct GlobalBatch {
 };
 GlobalBatch global_batch(const GptConfig& c, const TokenSource& source, int64_t step);
 
-// The packing of a row (packing.h; no padding), and the CP chunks of rank cp_rank.
+// The packing of a row (packing.h; pad_to and tail_padding), and the CP chunks of rank cp_rank.
 cp::Packing row_packing(const GptConfig& c);
 std::vector<cp::Chunk> row_chunks(const GptConfig& c, int cp, int cp_rank);
 

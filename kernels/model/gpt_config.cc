@@ -5,6 +5,7 @@
 
 #include "harness/error.h"
 #include "harness/strings.h"
+#include "kernels/attention/packing.h"
 
 namespace sextant::model {
 
@@ -38,10 +39,13 @@ GptConfig gpt_config_from_json(const nlohmann::json& j) {
   c.heads = i64("heads", c.heads);
   c.kv_heads = i64("kv_heads", c.heads);
   c.head_dim = i64("head_dim", c.heads > 0 ? c.hidden / c.heads : c.head_dim);
+  c.v_head_dim = i64("v_head_dim", c.head_dim);
   c.ffn = i64("ffn", 4 * c.hidden);
   c.layers = i64("layers", c.layers);
   c.seq = i64("seq", c.seq);
   if (j.contains("seq_lens")) c.seq_lens = j.at("seq_lens").get<std::vector<int64_t>>();
+  c.pad_to = i64("pad_to", c.pad_to);
+  c.tail_padding = i64("tail_padding", c.tail_padding);
   c.window = i64("window", c.window);
   c.moe = moe_layer_pattern(c.layers, i64("moe_every", 0), j.value("moe_pattern", std::string()));
   c.experts = static_cast<int>(i64("experts", c.experts));
@@ -67,6 +71,11 @@ GptConfig gpt_config_from_json(const nlohmann::json& j) {
   return c;
 }
 
+int64_t GptConfig::predictions_per_row() const {
+  if (seq_lens.empty()) return seq;
+  return cp::pack_sequences(seq_lens, std::max<int64_t>(pad_to, 1), std::max<int64_t>(tail_padding, 0)).tokens();
+}
+
 int64_t layers_per_stage(const GptConfig& c, const ParallelConfig& p) { return c.layers / (p.pp * p.vpp); }
 
 namespace {
@@ -77,6 +86,7 @@ void validate_sizes(const GptConfig& c) {
                              {"--heads", c.heads},
                              {"--kv-heads", c.kv_heads},
                              {"--head-dim", c.head_dim},
+                             {"--set v_head_dim", c.v_head_dim},
                              {"--ffn", c.ffn},
                              {"--layers", c.layers},
                              {"--seq", c.seq},
@@ -103,23 +113,34 @@ void validate_tp(const GptConfig& c, const ParallelConfig& p) {
                       " need --sp (Megatron requires sequence parallelism for expert parallelism under TP)"));
 }
 
-// Packed rows: lengths that tile the row and split for CP without padding
-// (the step has no padding rows: every position is a token with a target).
+// Packed rows: lengths that, with their padding, fill the row and split
+// for CP: the padding is the data's, so CP cuts whole padded sequences.
 void validate_packed(const GptConfig& c, const ParallelConfig& p) {
-  int64_t sum = 0;
-  for (int64_t n : c.seq_lens) {
-    require(n >= 1, cat("--set seq_lens: length ", n, " must be positive"));
-    sum += n;
-  }
-  require(sum == c.seq, cat("--set seq_lens: the lengths sum to ", sum, ", not --seq ", c.seq));
-  if (c.cp_layout == cp::Layout::zigzag)
-    for (int64_t n : c.seq_lens)
-      require(n % (2 * p.cp) == 0, cat("--set seq_lens: sequence length ", n, " must be divisible by 2 x --cp ", p.cp,
-                                       " = ", 2 * p.cp, " (step/train zigzags each sequence and does not pad)"));
+  require(c.pad_to >= 1, cat("--set pad_to=", c.pad_to, " must be at least 1"));
+  require(c.tail_padding >= 0 && c.tail_padding % c.pad_to == 0,
+          cat("--set tail_padding=", c.tail_padding, " must be a multiple of --set pad_to=", c.pad_to));
+  require(!c.seq_lens.empty() || (c.pad_to == 1 && c.tail_padding == 0),
+          "--set pad_to and tail_padding pad packed sequences: they need --set seq_lens");
+  if (c.seq_lens.empty()) return;
+  for (int64_t n : c.seq_lens) require(n >= 0, cat("--set seq_lens: length ", n, " must not be negative"));
+  require(std::any_of(c.seq_lens.begin(), c.seq_lens.end(), [](int64_t n) { return n > 0; }),
+          "--set seq_lens: at least one sequence must have a token");
+  const cp::Packing packing = cp::pack_sequences(c.seq_lens, c.pad_to, c.tail_padding);
+  if (c.pad_to == 1 && c.tail_padding == 0)
+    require(packing.rows() == c.seq, cat("--set seq_lens: the lengths sum to ", packing.rows(), ", not --seq ", c.seq));
+  else
+    require(packing.rows() == c.seq,
+            cat("--set seq_lens: the lengths padded to multiples of pad_to ", c.pad_to, " and tail_padding ",
+                c.tail_padding, " fill ", packing.rows(), " rows, not --seq ", c.seq));
+  if (c.cp_layout == cp::Layout::zigzag && p.cp > 1)
+    for (int64_t n : packing.padded)
+      require(n % (2 * p.cp) == 0,
+              cat("--set seq_lens: a sequence of ", n, " rows (padding included) must be divisible by 2 x --cp ", p.cp,
+                  " = ", 2 * p.cp, " (step/train zigzags each sequence; --set pad_to pads them)"));
 }
 
 void validate_cp(const GptConfig& c, const ParallelConfig& p) {
-  if (!c.seq_lens.empty()) validate_packed(c, p);
+  validate_packed(c, p);
   require(c.window >= -1, cat("--set window=", c.window, " must not be negative"));
   const int64_t chunks = cp::layout_chunks(c.cp_layout, p.cp);
   if (c.cp_layout == cp::Layout::zigzag)

@@ -23,9 +23,18 @@ struct GptConfig {
   // The model (global sizes), as reference/gpt.h defines it.
   int64_t vocab = 512, hidden = 64, heads = 4, head_dim = 16, ffn = 256, layers = 4, seq = 64;
   int64_t kv_heads = 4;  // GQA: key/value heads, each read by heads / kv_heads query heads (= heads: MHA)
-  // Packed rows (THD): the lengths of the sequences of every row, summing to
-  // seq; attention within each (kernels/model/data.h). Empty: one sequence.
+  // Head dim of v and the attention output (MLA: DeepSeek-V3's 128 beside a
+  // query/key head_dim of 192); = head_dim without MLA.
+  int64_t v_head_dim = 16;
+  // Packed rows (THD): the lengths of the sequences of every row;
+  // attention within each (kernels/model/data.h). Empty: one sequence.
+  // Padding is part of the data, the same in every config: each sequence
+  // takes a multiple of pad_to rows (its tokens, then padding:
+  // TransformerEngine's pad_between_seqs), then tail_padding rows follow the
+  // last one; together they fill the seq rows. A padding row is seen by no
+  // query, sees no key and predicts nothing (ops::kIgnoreTarget).
   std::vector<int64_t> seq_lens;
+  int64_t pad_to = 1, tail_padding = 0;
   // Causal sliding window of every layer's attention: a query sees the keys
   // at most this many positions before it, within its sequence (-1: none).
   int64_t window = -1;
@@ -62,7 +71,9 @@ struct GptConfig {
   DType dtype = DType::f32;
 
   int moe_layer_count() const;
-  int64_t tokens_per_step() const { return batch * seq; }
+  int64_t tokens_per_step() const { return batch * seq; }  // positions, padding included
+  int64_t predictions_per_row() const;                     // positions with a target: seq less padding
+  int64_t predictions_per_step() const { return batch * predictions_per_row(); }
   bool operator==(const GptConfig&) const = default;
 };
 
@@ -71,8 +82,8 @@ struct GptConfig {
 // when the pattern does not fit the layer count.
 std::vector<bool> moe_layer_pattern(int64_t layers, int64_t every, const std::string& pattern);
 
-// From a step case's params (keys: vocab, hidden, heads, kv_heads, head_dim, ffn,
-// layers, seq, seq_lens (list), moe_every, moe_pattern, experts, topk,
+// From a step case's params (keys: vocab, hidden, heads, kv_heads, head_dim, v_head_dim, ffn,
+// layers, seq, seq_lens (list), pad_to, tail_padding, moe_every, moe_pattern, experts, topk,
 // moe_ffn, dispatcher, batch, data, microbatches, schedule, cp_comm,
 // a2a_size, cp_layout, attention_impl, regather, zero, overlap_grad_reduce,
 // overlap_param_gather, bucket_mb, lr, adam_eps). Missing keys keep the

@@ -62,7 +62,7 @@ Tensor GptLayer::layernorm_backward(const tp::LayerNormSaved& saved, const Tenso
 
 Tensor GptLayer::attention_forward(Saved& s, const Tensor& x) {
   const tp::TpGroup& g = *env_.tp;
-  tp::Qkv qkv = tp::qkv_forward(g, w_.attn, x, s.attn);  // q [b, s, H/tp, d], k, v [b, s, K/tp, d]
+  tp::Qkv qkv = tp::qkv_forward(g, w_.attn, x, s.attn);  // q [b, s, H/tp, d], k [b, s, K/tp, d], v [.., dv]
   cp::Forward core = cp::cp_attention_forward(env_.cp, env_.cp_options, qkv.q, qkv.k, qkv.v);
   s.q = qkv.q, s.k = qkv.k, s.v = qkv.v, s.o = core.out, s.lse = core.lse;
   Tensor y = tp::out_proj_forward(g, w_.attn, core.out, s.attn);  // [b, s/tp | s, h]
@@ -72,11 +72,11 @@ Tensor GptLayer::attention_forward(Saved& s, const Tensor& x) {
 
 Tensor GptLayer::attention_backward_input(Saved& s, const Tensor& dy) {
   const tp::TpGroup& g = *env_.tp;
-  Tensor dflat = row_backward_input(g, w_.attn.out, dy, s.d_out_full);  // [b, s, H/tp d]
+  Tensor dflat = row_backward_input(g, w_.attn.out, dy, s.d_out_full);  // [b, s, H/tp dv]
   s.d_out = dy;
   const Tensor d_o = dflat.reshape(s.o.shape());
   cp::Grads d = cp::cp_attention_backward(env_.cp, env_.cp_options, s.q, s.k, s.v, s.o, s.lse, d_o);
-  s.d_qkv = tp::merge_qkv({d.dq, d.dk, d.dv});  // [b, s, (H + 2K)/tp d], columns (group, {q heads, k, v}, d)
+  s.d_qkv = tp::merge_qkv({d.dq, d.dk, d.dv});  // [b, s, ((H + K) d + K dv)/tp], columns (group, {q heads, k, v})
   Tensor dln = column_backward_input(g, w_.attn.qkv, s.d_qkv);
   Tensor dx = layernorm_backward(s.attn.ln, w_.attn.ln_gamma, dln, g_.ln1_gamma, g_.ln1_beta);
   if (!s.drop_residual) tp::add_into(dx, dy);

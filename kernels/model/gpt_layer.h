@@ -3,8 +3,8 @@
 // gradient) and W (weight gradients) for zero-bubble schedules:
 //
 //   a  = LN1(x)                              x, a: [b, s/tp | s, h]   (SP: sequence shard)
-//   q, k, v = split(a Wqkv + bqkv)           [b, s, H/tp | K/tp, d]   column-parallel by KV groups
-//   o  = attention(q, k, v)                  [b, s, H/tp, d]          causal, over CP (s = seq/cp rows)
+//   q, k, v = split(a Wqkv + bqkv)           [b, s, H/tp | K/tp, d | dv] column-parallel by KV groups
+//   o  = attention(q, k, v)                  [b, s, H/tp, dv]         causal, over CP (s = seq/cp rows)
 //   x' = x + o Wo + bo                       [b, s/tp | s, h]         row-parallel, residual
 //   y  = x' + MLP(LN2(x'))                   dense: column W1, gelu, row W2
 //     or x' + MoE(LN2(x'))                   router + experts over EP x ETP (kernels/moe)
@@ -75,7 +75,7 @@ class GptLayer {
  private:
   struct Saved {
     tp::AttentionProjSaved attn;
-    Tensor q, k, v, o, lse;  // core attention: [b, s, H/tp, d], lse [b, H/tp, s]
+    Tensor q, k, v, o, lse;  // core attention: [b, s, H/tp, d | dv], lse [b, H/tp, s]
     bool drop_residual = false;
     tp::LayerNormSaved ln2;
     tp::ColumnSaved fc1;

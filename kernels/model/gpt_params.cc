@@ -28,13 +28,14 @@ ParamSpec split(std::string name, Shape shape, int layer, double scale, int tp_d
 // LayerNorm gains near 1 (a fresh model's), biases small.
 void add_layer(std::vector<ParamSpec>& out, const GptConfig& c, int l) {
   const std::string n = cat("layers.", l, ".");
-  const int64_t h = c.hidden, q = c.heads * c.head_dim, qkv = (c.heads + 2 * c.kv_heads) * c.head_dim;
+  const int64_t h = c.hidden, o = c.heads * c.v_head_dim;
+  const int64_t qkv = (c.heads + c.kv_heads) * c.head_dim + c.kv_heads * c.v_head_dim;
   out.push_back(replicated(n + "ln1_gamma", h, l, 1.0, 0.1, true));
   out.push_back(replicated(n + "ln1_beta", h, l, 0.0, 0.1, true));
-  // Columns (KV group, {its query heads, k, v}, d): whole groups over TP.
+  // Columns (KV group, {its query heads, k, v}): whole groups over TP.
   out.push_back(split(n + "wqkv", {h, qkv}, l, inv_sqrt(h), 1));
   out.push_back(split(n + "bqkv", {qkv}, l, 0.1, 0));
-  out.push_back(split(n + "wo", {q, h}, l, inv_sqrt(q), 0));
+  out.push_back(split(n + "wo", {o, h}, l, inv_sqrt(o), 0));
   out.push_back(replicated(n + "bo", h, l, 0.0, 0.1, false));
   out.push_back(replicated(n + "ln2_gamma", h, l, 1.0, 0.1, true));
   out.push_back(replicated(n + "ln2_beta", h, l, 0.0, 0.1, true));

@@ -32,6 +32,7 @@ LayerWeights layer_weights(ParamStore& store, const GptConfig& c, int layer, int
   w.attn.local_heads = c.heads / tp_size;
   w.attn.local_kv_heads = c.kv_heads / tp_size;
   w.attn.head_dim = c.head_dim;
+  w.attn.v_head_dim = c.v_head_dim;
   w.ln2_gamma = v("ln2_gamma"), w.ln2_beta = v("ln2_beta");
   if (!c.moe[layer]) {
     w.fc1 = {v("w1"), v("b1")};

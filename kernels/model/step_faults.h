@@ -15,6 +15,7 @@ enum class Fault {
   experts_over_dp,         // expert gradients summed over the dense DP group instead of EDP
   no_sp_layernorm_reduce,  // under SP, LayerNorm gradients not summed over TP
   loss_token_count,        // each rank averages the loss over its own tokens, not the B * seq of the batch
+  padding_in_loss,         // the loss averaged over every position, padding rows included
   stage_drops_residual,    // after a pipeline stage boundary the first layer drops its residual
   early_grad_bucket,       // overlap_grad_reduce: a bucket is reduced before its last weight gradient is written
   unwaited_param_gather,   // overlap_param_gather: the forward reads parameters before their all-gather completes
@@ -53,6 +54,9 @@ inline const FaultTable<Fault, FaultSite>& step_faults() {
           {Fault::loss_token_count, "loss_token_count",
            "each rank averages the loss over its own tokens, not the B * seq of the batch", "dp x cp of 2+",
            [](const FaultSite& s) { return s.parallel.dp * s.parallel.cp > 1; }},
+          {Fault::padding_in_loss, "padding_in_loss",
+           "the loss averaged over every position of the batch, padding rows included, not its predictions",
+           "packed rows with padding", [](const FaultSite& s) { return s.model.predictions_per_row() < s.model.seq; }},
           {Fault::stage_drops_residual, "stage_drops_residual",
            "after a pipeline stage boundary the first layer drops its residual", "2+ pipeline stages",
            [](const FaultSite& s) { return s.parallel.pp * s.parallel.vpp > 1; }},

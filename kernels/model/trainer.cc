@@ -89,11 +89,12 @@ void GptTrainer::forward_backward(StepReport& report) {
   std::vector<MicrobatchData> data;
   for (int mb = 0; mb < config_.microbatches; ++mb)
     data.push_back(microbatch_data(config_, p, comms_.coords, tokens_, data_step_, mb));
-  // The loss is the mean over every prediction of the global batch. The
-  // planted fault averages over this rank's own tokens instead.
-  const double tokens = fault_ == Fault::loss_token_count
-                            ? static_cast<double>(config_.batch / p.dp) * (config_.seq / p.cp)
-                            : static_cast<double>(config_.tokens_per_step());
+  // The loss is the mean over every prediction of the global batch (padding
+  // positions predict nothing). The planted faults average over this rank's
+  // own positions, or over every position, padding included.
+  double tokens = static_cast<double>(config_.predictions_per_step());
+  if (fault_ == Fault::loss_token_count) tokens = static_cast<double>(config_.batch / p.dp) * (config_.seq / p.cp);
+  if (fault_ == Fault::padding_in_loss) tokens = static_cast<double>(config_.tokens_per_step());
   stages_->begin_step(std::move(data), 1.0 / tokens);
   store_->zero_grads();
   optimizer_->begin_backward();

@@ -1,5 +1,6 @@
 #include "kernels/ops/cross_entropy.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -27,7 +28,15 @@ void check_targets(const char* op, const Tensor& logits, std::span<const int64_t
     throw RuntimeError(cat(op, ": ", targets.size(), " targets for logits ", shape_string(logits.shape()),
                            " (one per row: ", rows_of(logits), ")"));
   for (size_t r = 0; r < targets.size(); ++r)
-    if (targets[r] < 0) throw RuntimeError(cat(op, ": target ", targets[r], " of row ", r, " is negative"));
+    if (targets[r] < 0 && targets[r] != kIgnoreTarget)
+      throw RuntimeError(cat(op, ": target ", targets[r], " of row ", r, " is negative (and not the ignore index ",
+                             kIgnoreTarget, ")"));
+}
+
+// The rows a mean divides by: those whose target is not ignored.
+int64_t counted_rows(std::span<const int64_t> targets, int64_t rows) {
+  if (targets.empty()) return rows;
+  return static_cast<int64_t>(std::count_if(targets.begin(), targets.end(), [](int64_t t) { return t >= 0; }));
 }
 
 void check_stats(const char* op, const CrossEntropyStats& s, int64_t rows) {
@@ -130,32 +139,36 @@ Tensor cross_entropy_target_logit(const Tensor& logits, std::span<const int64_t>
   return out;
 }
 
-Tensor cross_entropy_row_loss(const CrossEntropyStats& stats) {
+Tensor cross_entropy_row_loss(const CrossEntropyStats& stats, std::span<const int64_t> targets) {
   OpTimer timer(timed::kCrossEntropy, stats.max.device());
   const char* op = "cross_entropy_row_loss";
   require_one_device(op, {{"target_logit", &stats.target_logit}, {"max", &stats.max}});
   const int64_t rows = stats.target_logit.numel();
   check_stats(op, stats, rows);
+  if (!targets.empty() && static_cast<int64_t>(targets.size()) != rows)
+    throw RuntimeError(cat(op, ": ", targets.size(), " targets for ", rows, " rows"));
   Tensor out = Tensor::empty({rows}, compute_dtype(stats.max.dtype()), stats.max.device());
   if (!out.is_host()) {
-    SEXTANT_CUDA_CALL(cuda::cross_entropy_row_loss(stats.max, stats.sum_exp, stats.target_logit, out));
+    SEXTANT_CUDA_CALL(cuda::cross_entropy_row_loss(stats.max, stats.sum_exp, stats.target_logit, targets, out));
     return out;
   }
   with_compute_type(stats.max.dtype(), [&](auto tag) {
     using F = decltype(tag);
     HostIn<F> m(stats.max), s(stats.sum_exp), t(stats.target_logit);
     F* loss = out.data<F>();
-    for (int64_t r = 0; r < rows; ++r) loss[r] = std::log(s.get()[r]) + m.get()[r] - t.get()[r];
+    for (int64_t r = 0; r < rows; ++r)
+      loss[r] = !targets.empty() && targets[r] == kIgnoreTarget ? F(0) : std::log(s.get()[r]) + m.get()[r] - t.get()[r];
   });
   return out;
 }
 
-double cross_entropy_loss(const CrossEntropyStats& stats, LossReduction reduction) {
-  const Tensor row_loss = cross_entropy_row_loss(stats);
+double cross_entropy_loss(const CrossEntropyStats& stats, LossReduction reduction, std::span<const int64_t> targets) {
+  const Tensor row_loss = cross_entropy_row_loss(stats, targets);
   const Tensor rows = row_loss.is_host() ? row_loss : row_loss.to(Device::host);  // a few values; summed in f64
   double total = 0;
   for (int64_t r = 0; r < rows.numel(); ++r) total += rows.at(r);
-  return reduction == LossReduction::mean && rows.numel() > 0 ? total / static_cast<double>(rows.numel()) : total;
+  const int64_t counted = counted_rows(targets, rows.numel());
+  return reduction == LossReduction::mean && counted > 0 ? total / static_cast<double>(counted) : total;
 }
 
 CrossEntropyForward cross_entropy_forward(const Tensor& logits, std::span<const int64_t> targets,
@@ -171,7 +184,7 @@ CrossEntropyForward cross_entropy_forward(const Tensor& logits, std::span<const 
   out.stats.max = cross_entropy_row_max(logits);
   out.stats.sum_exp = cross_entropy_sum_exp(logits, out.stats.max);
   out.stats.target_logit = cross_entropy_target_logit(logits, targets, 0);
-  out.loss = cross_entropy_loss(out.stats, reduction);
+  out.loss = cross_entropy_loss(out.stats, reduction, targets);
   return out;
 }
 
@@ -184,12 +197,12 @@ void cross_entropy_backward(const Tensor& logits, std::span<const int64_t> targe
   check_stats(op, stats, rows_of(logits));
   require_one_device(op, {{"logits", &logits}, {"max", &stats.max}, {"dlogits", &dlogits}});
   require_shape(op, "dlogits", dlogits, logits.shape());
+  const int64_t counted = counted_rows(targets, rows_of(logits));
   if (!logits.is_host()) {
     // w in the compute type, as the host loop below forms it.
-    const int64_t rows = rows_of(logits);
     const double w = with_compute_type(logits.dtype(), [&](auto tag) {
       using F = decltype(tag);
-      return static_cast<double>(reduction == LossReduction::mean && rows > 0 ? F(dloss) / F(rows) : F(dloss));
+      return static_cast<double>(reduction == LossReduction::mean && counted > 0 ? F(dloss) / F(counted) : F(dloss));
     });
     return SEXTANT_CUDA_CALL(
         cuda::cross_entropy_backward(logits, targets, stats.max, stats.sum_exp, w, dlogits, vocab_start));
@@ -198,14 +211,14 @@ void cross_entropy_backward(const Tensor& logits, std::span<const int64_t> targe
     using F = decltype(tag);
     HostIn<F> x(logits), m(stats.max), s(stats.sum_exp);
     HostOut<F> dx(dlogits);
-    const F w = reduction == LossReduction::mean && rows > 0 ? F(dloss) / F(rows) : F(dloss);
+    const F w = reduction == LossReduction::mean && counted > 0 ? F(dloss) / F(counted) : F(dloss);
     std::vector<F> scale(rows);
-    for (int64_t r = 0; r < rows; ++r) scale[r] = w / s.get()[r];
+    for (int64_t r = 0; r < rows; ++r) scale[r] = targets[r] == kIgnoreTarget ? F(0) : w / s.get()[r];
     scaled_softmax_rows<F>(rows, n, x.get(), m.get(), static_cast<const F*>(scale.data()), dx.get());
     const bool no_target = kernel_fault_planted(KernelFault::cross_entropy_gradient);
     for (int64_t r = 0; r < rows && !no_target; ++r) {  // minus the one-hot target, where it lies in this slice
       const int64_t local = targets[r] - vocab_start;
-      if (local >= 0 && local < n) dx.get()[r * n + local] -= w;
+      if (targets[r] != kIgnoreTarget && local >= 0 && local < n) dx.get()[r * n + local] -= w;
     }
     dx.store();
   });

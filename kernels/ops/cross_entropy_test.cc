@@ -26,22 +26,33 @@ ref::Reduction to_ref(LossReduction r) { return r == LossReduction::mean ? ref::
 
 double rel_error(double x, double ref) { return std::abs(x - ref) / std::abs(ref); }
 
+// With padding positions too: rows whose target is kIgnoreTarget have loss
+// and gradient exactly 0, and a mean divides by the other rows, as the reference.
 TEST(CrossEntropy, LossAndGradientMatchTheReference) {
   testing::for_each_lane_width([&](int lanes) {
     SCOPED_TRACE(::testing::Message() << "lanes " << lanes);
     const int64_t vocab = 83;
     for (DType d : kTestDtypes)
-      for (LossReduction reduction : {LossReduction::mean, LossReduction::sum}) {
-        Tensor logits = random_input({2, 6, vocab}, d, "ce.logits", 4.0);
-        const std::vector<int64_t> targets = targets_for(12, vocab);
-        CrossEntropyForward fwd = cross_entropy_forward(logits, targets, reduction);
-        Tensor dlogits = Tensor::empty(logits.shape(), d);
-        cross_entropy_backward(logits, targets, fwd.stats, reduction, 0.7f, dlogits);
-        const double ref_loss = ref::cross_entropy_forward(logits, targets, to_ref(reduction));
-        EXPECT_LE(rel_error(fwd.loss, ref_loss), baseline_gate(d, OpClass::loss)) << dtype_name(d);
-        EXPECT_TRUE(matches_reference(dlogits, ref::cross_entropy_backward(logits, targets, to_ref(reduction), 0.7), d,
-                                      OpClass::softmax));
-      }
+      for (LossReduction reduction : {LossReduction::mean, LossReduction::sum})
+        for (bool padding : {false, true}) {
+          Tensor logits = random_input({2, 6, vocab}, d, "ce.logits", 4.0);
+          std::vector<int64_t> targets = targets_for(12, vocab);
+          const std::vector<int64_t> ignored = padding ? std::vector<int64_t>{0, 5, 6, 11} : std::vector<int64_t>{};
+          for (int64_t r : ignored) targets[r] = kIgnoreTarget;
+          CrossEntropyForward fwd = cross_entropy_forward(logits, targets, reduction);
+          Tensor dlogits = Tensor::empty(logits.shape(), d);
+          cross_entropy_backward(logits, targets, fwd.stats, reduction, 0.7f, dlogits);
+          const double ref_loss = ref::cross_entropy_forward(logits, targets, to_ref(reduction));
+          EXPECT_LE(rel_error(fwd.loss, ref_loss), baseline_gate(d, OpClass::loss)) << dtype_name(d);
+          EXPECT_TRUE(matches_reference(dlogits, ref::cross_entropy_backward(logits, targets, to_ref(reduction), 0.7),
+                                        d, OpClass::softmax));
+          const Tensor row_loss = cross_entropy_row_loss(fwd.stats, targets);
+          for (int64_t r : ignored) {
+            EXPECT_EQ(row_loss.at(r), 0.0) << dtype_name(d);
+            for (int64_t j = 0; j < vocab; ++j)
+              ASSERT_EQ(dlogits.at(r * vocab + j), 0.0) << dtype_name(d) << " row " << r;
+          }
+        }
   });
 }
 
@@ -121,11 +132,11 @@ TEST(CrossEntropy, SlicesWithoutTheMaxAllReduceGiveAWrongLoss) {
 
 TEST(CrossEntropy, BadTargetsAreClearErrors) {
   Tensor logits = Tensor::zeros({3, 5}, DType::f32);
-  const std::vector<int64_t> too_few{0, 1}, negative{0, -1, 2}, outside{0, 5, 1};
+  const std::vector<int64_t> too_few{0, 1}, negative{0, -2, 2}, outside{0, 5, 1};  // -1 is the ignore index
   EXPECT_TRUE(testing::throws_naming([&] { cross_entropy_forward(logits, too_few, LossReduction::sum); },
                                      "2 targets for logits [3, 5]"));
   EXPECT_TRUE(testing::throws_naming([&] { cross_entropy_forward(logits, negative, LossReduction::sum); },
-                                     "target -1 of row 1 is negative"));
+                                     "target -2 of row 1 is negative (and not the ignore index -1)"));
   EXPECT_TRUE(testing::throws_naming([&] { cross_entropy_forward(logits, outside, LossReduction::sum); },
                                      "target 5 of row 1 is outside the vocab 5"));
 }

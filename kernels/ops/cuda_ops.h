@@ -44,8 +44,11 @@ void cross_entropy_row_max(const Tensor& logits, Tensor& out);
 void cross_entropy_sum_exp(const Tensor& logits, const Tensor& row_max, Tensor& out);
 void cross_entropy_target_logit(const Tensor& logits, std::span<const int64_t> targets, int64_t vocab_start,
                                 Tensor& out);
-void cross_entropy_row_loss(const Tensor& max, const Tensor& sum_exp, const Tensor& target_logit, Tensor& out);
-// dlogits[r, j] = w * exp(logits[r, j] - max[r]) / sum_exp[r] - w [vocab_start + j == targets[r]].
+// targets: empty, or per row (kIgnoreTarget: loss 0).
+void cross_entropy_row_loss(const Tensor& max, const Tensor& sum_exp, const Tensor& target_logit,
+                            std::span<const int64_t> targets, Tensor& out);
+// dlogits[r, j] = w * exp(logits[r, j] - max[r]) / sum_exp[r] - w [vocab_start + j == targets[r]],
+// and 0 on a row whose target is kIgnoreTarget.
 void cross_entropy_backward(const Tensor& logits, std::span<const int64_t> targets, const Tensor& max,
                             const Tensor& sum_exp, double w, Tensor& dlogits, int64_t vocab_start);
 

@@ -1,11 +1,13 @@
 // Model FLOPs of a training step, Megatron's num_floating_point_operations
 // (Megatron-LM, megatron/training/training.py),
-// with T = B * s tokens, q = heads * head_dim, F = 2 (GELU MLP, two matrices):
+// with T = B * s tokens, q = heads * head_dim, kv = kv_heads * head_dim, and
+// for the value head dim dv: v = kv_heads * dv, o = heads * dv (MLA: dv !=
+// head_dim; else v = kv, o = q); F = 2 (GELU MLP, two matrices):
 //
 //   FLOPs = T [ 6 h (ffn F L_dense + moe_ffn topk F L_moe)     MLPs (MoE: the top-k experts)
-//             + 6 L (h (q + 2 q) + q h)                         QKV and output projections
+//             + 6 L (h (q + kv + v) + o h)                      QKV and output projections
 //             + 6 h V ]                                         LM head
-//         + 6 q L B s^2                                         causal attention scores (12 unmasked)
+//         + 3 (q + o) L B s^2                                   causal attention: QK^T and PV (x2 unmasked)
 //
 // Forward + backward = 3 x forward, a product with n weights costs 2n per
 // token forward. Router, LayerNorms, biases and the embedding lookup are not

@@ -12,7 +12,8 @@ namespace sextant::plan {
 double ModelSpec::attention_params() const {
   if (attention_params_override > 0) return attention_params_override;
   const double q = static_cast<double>(heads * dhead()), k = static_cast<double>(kv() * dhead());
-  return hidden * (q + 2 * k) + q * hidden;
+  const double v = static_cast<double>(kv() * dv()), o = static_cast<double>(heads * dv());
+  return hidden * (q + k + v) + o * hidden;
 }
 double ModelSpec::mlp_params(int64_t width) const { return (swiglu ? 3.0 : 2.0) * hidden * width; }
 double ModelSpec::embedding_params() const { return 2.0 * vocab * hidden; }
@@ -74,11 +75,12 @@ void to_json(nlohmann::json& j, const Estimate& e) {
 // of n params costs 2n per token forward.
 double model_flops_per_step(const ModelSpec& m, int64_t sequences) {
   const double tokens = static_cast<double>(sequences) * m.seq;
-  const double h = m.hidden, q = static_cast<double>(m.heads * m.dhead());
+  const double h = m.hidden, qv = static_cast<double>(m.heads * (m.dhead() + m.dv())) / 2;
   const double mlp =
       m.dense_layers() * m.mlp_params(m.ffn) + m.moe_layers * (m.topk + m.shared_experts) * m.mlp_params(m.moe_ffn);
   const double dense = 6.0 * tokens * (mlp + m.layers * m.attention_params() + h * m.vocab);
-  const double scores = (m.causal ? 6.0 : 12.0) * q * m.layers * static_cast<double>(sequences) * m.seq * m.seq;
+  // QK^T reads the query/key head dim, PV the value head dim: their mean.
+  const double scores = (m.causal ? 6.0 : 12.0) * qv * m.layers * static_cast<double>(sequences) * m.seq * m.seq;
   return dense + scores;
 }
 
@@ -196,10 +198,10 @@ Estimate estimate(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t, 
               ring_time(act_bytes, g.tp, 2.0 * (g.tp - 1) / g.tp, bw(g.tp), alpha);
   // CP: the ring passes K and V (and dK, dV in backward) cp-1 times per layer,
   // overlapped with the attention compute of the layer.
-  const double kv_bytes = 2.0 * sbh / m.hidden * m.kv() * m.dhead() * 2.0 / g.tp;
+  const double kv_bytes = sbh / m.hidden * m.kv() * (m.dhead() + m.dv()) * 2.0 / g.tp;
   const double cp_raw = st.layers * m_count * 3.0 * (g.cp - 1) * (kv_bytes / (bw(g.tp * g.cp) * 1e9) + alpha);
-  const double attention_flops =
-      (m.causal ? 6.0 : 12.0) * m.heads * m.dhead() * m.layers * static_cast<double>(t.global_batch) * m.seq * m.seq;
+  const double attention_flops = (m.causal ? 3.0 : 6.0) * m.heads * (m.dhead() + m.dv()) * m.layers *
+                                 static_cast<double>(t.global_batch) * m.seq * m.seq;
   e.cp_comm = std::max(0.0, cp_raw - attention_flops / c.gpus / flops_rate * imbalance);
   // EP: dispatch and combine all-to-alls, forward and backward, per MoE layer.
   const double token_bytes = sbh / (g.sp ? g.tp : 1) * 2.0 * m.topk;

@@ -16,18 +16,21 @@ namespace sextant::plan {
 struct ModelSpec {
   std::string name;
   int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0, seq = 0;
+  int64_t v_head_dim = 0;  // of v and the attention output (MLA); 0: the query/key head dim
   // MoE: `moe_layers` of the layers use `experts` routed experts (top-k) of
   // width moe_ffn, plus `shared_experts` always-active experts of that width.
   int64_t moe_layers = 0, experts = 0, topk = 0, moe_ffn = 0, shared_experts = 0;
   bool swiglu = false;  // 3 matrices per MLP instead of 2
-  // Attention parameters per layer when not plain MHA/GQA (e.g. MLA); 0: h(q + 2kv) + qh.
+  // Attention parameters per layer when not (H + K) d + K dv columns of QKV
+  // and H dv rows of the output (MLA's low-rank projections); 0: those.
   double attention_params_override = 0;
   bool causal = true;
 
   int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }
   int64_t dhead() const { return head_dim > 0 ? head_dim : hidden / heads; }
+  int64_t dv() const { return v_head_dim > 0 ? v_head_dim : dhead(); }
   int64_t dense_layers() const { return layers - moe_layers; }
-  double attention_params() const;         // per layer: h(q + 2kv) + qh
+  double attention_params() const;         // per layer: h((H + K) d + K dv) + H dv h
   double mlp_params(int64_t width) const;  // (2 or 3) h width
   double embedding_params() const;         // input embedding + LM head (untied)
   double total_params() const;

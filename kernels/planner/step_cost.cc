@@ -36,6 +36,7 @@ struct Dims {
   double T = 0;                                    // tokens per rank in the projections: mb x S
   double Tsp = 0;                                  // tokens in LayerNorm and residual: T / tp under SP
   double h = 0, q = 0, kvd = 0, d = 0, heads = 0;  // heads: per TP rank
+  double kvdv = 0, o = 0;                          // v and attention-output widths (MLA: v head dim != d)
   double qkv = 0;                                  // QKV output width per TP rank
   double f = 0, fw = 0;                            // dense FFN width per TP rank (fw: first matrix, doubled by SwiGLU)
   double Tm = 0;                                   // tokens the MoE layer routes on this rank
@@ -79,8 +80,10 @@ class Costing {
     d_.d = static_cast<double>(m.dhead());
     d_.q = static_cast<double>(m.heads) * d_.d;
     d_.kvd = static_cast<double>(m.kv()) * d_.d;
+    d_.kvdv = static_cast<double>(m.kv()) * m.dv();
+    d_.o = static_cast<double>(m.heads) * m.dv();
     d_.heads = static_cast<double>(m.heads) / c.tp;
-    d_.qkv = (d_.q + 2 * d_.kvd) / c.tp;
+    d_.qkv = (d_.q + d_.kvd + d_.kvdv) / c.tp;
     d_.f = static_cast<double>(m.ffn) / c.tp;
     d_.fw = m.swiglu ? 2 * d_.f : d_.f;
     d_.Tm = d_.Tsp;
@@ -147,8 +150,8 @@ class Costing {
   // The attention sublayer: LN, QKV, core attention over CP, output projection, residual.
   Action3 attention_sublayer() const {
     Action3 a = linear(d_.T, d_.h, d_.qkv);
-    a += linear(d_.T, d_.q / c_.tp, d_.h);
-    const double flops_fwd = 4 * d_.mb * d_.heads * d_.d * d_.S * m_.seq * (m_.causal ? 0.5 : 1.0);
+    a += linear(d_.T, d_.o / c_.tp, d_.h);
+    const double flops_fwd = 2 * d_.mb * d_.heads * (d_.d + m_.dv()) * d_.S * m_.seq * (m_.causal ? 0.5 : 1.0);
     const double calls = c_.cp;  // the ring calls the block kernel once per step
     if (queries_)
       queries_->attention.insert(
@@ -187,7 +190,7 @@ class Costing {
   void cp_attention(Action3& a) const {
     if (c_.cp <= 1) return;
     const bool inter = spans(static_cast<int64_t>(c_.tp) * c_.cp);
-    const double kv = 2 * d_.mb * d_.S * d_.kvd / c_.tp;  // K and V of this rank's rows
+    const double kv = d_.mb * d_.S * (d_.kvd + d_.kvdv) / c_.tp;  // K and V of this rank's rows
     const double qo = d_.mb * d_.S * d_.q / c_.tp;
     auto ring = [&](int n, double fraction) {
       // n - 1 steps; each sends K, V forward and K, V, dK, dV backward.

@@ -1,97 +1,50 @@
 #include "kernels/tensor_parallel/attention_proj.h"
 
 #include <cmath>
-#include <cstring>
 
 #include "harness/error.h"
 #include "harness/strings.h"
-#include "kernels/ops/device_dispatch.h"
 #include "kernels/tensor_parallel/shard.h"
 
 namespace sextant::tp {
 
-namespace {
-// Copies each of `rows_groups` rows of the packed [rows groups, (r + 2) d]
-// between it and the three parts, whose rows are r d (q), d (k), d (v) wide.
-// to_parts: packed -> parts; otherwise parts -> packed.
-void copy_qkv(Tensor& packed, Tensor* parts[3], int64_t rows_groups, int64_t r, int64_t d, bool to_parts) {
-  const size_t elem = dtype_size(packed.dtype());
-  const size_t width[3] = {static_cast<size_t>(r * d) * elem, static_cast<size_t>(d) * elem,
-                           static_cast<size_t>(d) * elem};
-  const size_t offset[3] = {0, width[0], width[0] + width[1]}, packed_row = width[0] + width[1] + width[2];
-  auto* p = static_cast<char*>(packed.raw());
-  for (int64_t i = 0; i < rows_groups; ++i)
-    for (int j = 0; j < 3; ++j) {
-      char* part = static_cast<char*>(parts[j]->raw()) + i * width[j];
-      char* pack = p + i * packed_row + offset[j];
-      if (to_parts) std::memcpy(part, pack, width[j]);
-      else std::memcpy(pack, part, width[j]);
-    }
-}
-
-// On a device: [rows groups, r + 2, d] -> [r + 2, rows groups, d], where k and
-// v are contiguous blocks and q's [r, rows groups, d] permutes back to
-// [rows groups, r, d]. Merging runs the same steps backwards.
-Qkv split_qkv_device(const Tensor& packed, int64_t heads, int64_t kv_heads, int64_t head_dim) {
-  const int64_t r = heads / kv_heads, rows_groups = packed.dim(0) * packed.dim(1) * kv_heads;
-  Tensor parts = Tensor::empty({r + 2, rows_groups, head_dim}, packed.dtype(), packed.device());
-  SEXTANT_CUDA_CALL(ops::cuda::permute_rows(packed, {rows_groups, r + 2, head_dim}, {1, 0, 2}, parts));
-  Tensor q = Tensor::empty({packed.dim(0), packed.dim(1), heads, head_dim}, packed.dtype(), packed.device());
-  SEXTANT_CUDA_CALL(ops::cuda::permute_rows(narrow(parts, 0, 0, r), {r, rows_groups, head_dim}, {1, 0, 2}, q));
-  const Shape kv{packed.dim(0), packed.dim(1), kv_heads, head_dim};
-  return {q, narrow(parts, 0, r, 1).reshape(kv), narrow(parts, 0, r + 1, 1).reshape(kv)};
-}
-
-Tensor merge_qkv_device(const Qkv& in) {
-  const Shape& s = in.q.shape();
-  const int64_t groups = in.k.dim(2), r = s[2] / groups, rows_groups = s[0] * s[1] * groups;
-  Tensor q = Tensor::empty({r, rows_groups, s[3]}, in.q.dtype(), in.q.device());
-  SEXTANT_CUDA_CALL(ops::cuda::permute_rows(in.q, {rows_groups, r, s[3]}, {1, 0, 2}, q));
-  const Shape part{1, rows_groups, s[3]};
-  const Tensor parts = concat({q, in.k.reshape(part), in.v.reshape(part)}, 0);  // [r + 2, rows groups, d]
-  Tensor packed = Tensor::empty({s[0], s[1], groups * (r + 2) * s[3]}, in.q.dtype(), in.q.device());
-  SEXTANT_CUDA_CALL(ops::cuda::permute_rows(parts, {r + 2, rows_groups, s[3]}, {1, 0, 2}, packed));
-  return packed;
-}
-}  // namespace
-
-Qkv split_qkv(const Tensor& packed, int64_t heads, int64_t kv_heads, int64_t head_dim) {
+// The packed projection is, per (token, KV group), one row of r d query
+// columns, d key columns and dv value columns (r = heads / kv): splitting
+// is three column blocks of a [tokens groups, r d + d + dv] matrix, merging
+// their concatenation. narrow and concat copy pitched rows on the host and
+// the device alike (cudaMemcpy2D), so one path serves both.
+Qkv split_qkv(const Tensor& packed, int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t v_head_dim) {
   if (kv_heads < 1 || heads % kv_heads != 0)
     throw RuntimeError(cat("split_qkv: kv_heads ", kv_heads, " must divide heads ", heads));
-  const int64_t width = (heads + 2 * kv_heads) * head_dim;
-  if (!packed.defined() || packed.ndim() != 3 || packed.dim(2) != width)
-    throw RuntimeError(cat("split_qkv: packed ", shape_string(packed.shape()), " must be [b, s, ", width, "]"));
-  if (!packed.is_host()) return split_qkv_device(packed, heads, kv_heads, head_dim);
-  const Shape q{packed.dim(0), packed.dim(1), heads, head_dim}, kv{packed.dim(0), packed.dim(1), kv_heads, head_dim};
-  Qkv out{Tensor::empty(q, packed.dtype()), Tensor::empty(kv, packed.dtype()), Tensor::empty(kv, packed.dtype())};
-  Tensor* parts[3] = {&out.q, &out.k, &out.v};
-  Tensor src = packed;
-  copy_qkv(src, parts, packed.dim(0) * packed.dim(1) * kv_heads, heads / kv_heads, head_dim, true);
-  return out;
+  const int64_t r = heads / kv_heads, d = head_dim, dv = v_head_dim, group = (r + 1) * d + dv;
+  if (!packed.defined() || packed.ndim() != 3 || packed.dim(2) != kv_heads * group)
+    throw RuntimeError(
+        cat("split_qkv: packed ", shape_string(packed.shape()), " must be [b, s, ", kv_heads * group, "]"));
+  const int64_t b = packed.dim(0), s = packed.dim(1);
+  const Tensor rows = packed.reshape({b * s * kv_heads, group});  // [tokens groups, r d + d + dv]
+  return {narrow(rows, 1, 0, r * d).reshape({b, s, heads, d}), narrow(rows, 1, r * d, d).reshape({b, s, kv_heads, d}),
+          narrow(rows, 1, (r + 1) * d, dv).reshape({b, s, kv_heads, dv})};
 }
 
 Tensor merge_qkv(const Qkv& in) {
   const Shape& s = in.q.shape();
-  const bool shapes = s.size() == 4 && in.k.ndim() == 4 && in.k.shape() == in.v.shape() && in.k.dim(0) == s[0] &&
-                      in.k.dim(1) == s[1] && in.k.dim(3) == s[3] && in.k.dim(2) > 0 && s[2] % in.k.dim(2) == 0;
+  const bool shapes = s.size() == 4 && in.k.ndim() == 4 && in.v.ndim() == 4 && in.k.dim(0) == s[0] &&
+                      in.k.dim(1) == s[1] && in.k.dim(3) == s[3] && in.k.dim(2) > 0 && s[2] % in.k.dim(2) == 0 &&
+                      in.v.dim(0) == s[0] && in.v.dim(1) == s[1] && in.v.dim(2) == in.k.dim(2);
   if (!shapes || in.k.device() != in.q.device() || in.v.device() != in.q.device())
     throw RuntimeError(cat("merge_qkv: q ", shape_string(s), ", k ", shape_string(in.k.shape()), " and v ",
                            shape_string(in.v.shape()),
-                           " must be [b, s, heads, d] and [b, s, kv_heads, d] (kv_heads "
+                           " must be [b, s, heads, d], [b, s, kv_heads, d] and [b, s, kv_heads, dv] (kv_heads "
                            "dividing heads) on one device"));
-  if (!in.q.is_host()) return merge_qkv_device(in);
-  const int64_t groups = in.k.dim(2), r = s[2] / groups;
-  Tensor packed = Tensor::empty({s[0], s[1], groups * (r + 2) * s[3]}, in.q.dtype());
-  Qkv copy = in;
-  Tensor* parts[3] = {&copy.q, &copy.k, &copy.v};
-  copy_qkv(packed, parts, s[0] * s[1] * groups, r, s[3], false);
-  return packed;
+  const int64_t groups = in.k.dim(2), r = s[2] / groups, d = s[3], dv = in.v.dim(3), rows = s[0] * s[1] * groups;
+  const Tensor packed = concat({in.q.reshape({rows, r * d}), in.k.reshape({rows, d}), in.v.reshape({rows, dv})}, 1);
+  return packed.reshape({s[0], s[1], groups * ((r + 1) * d + dv)});
 }
 
 Qkv qkv_forward(const TpGroup& g, const AttentionProjWeights& w, const Tensor& x, AttentionProjSaved& saved) {
   Tensor ln = layernorm_forward(g, x, w.ln_gamma, w.ln_beta, saved.ln);  // [b, s/tp | s, h]
-  Tensor packed = column_parallel_forward(g, w.qkv, ln, saved.qkv);      // [b, s, heads/tp 3 d]
-  return split_qkv(packed, w.local_heads, w.local_kv_heads, w.head_dim);
+  Tensor packed = column_parallel_forward(g, w.qkv, ln, saved.qkv);      // [b, s, ((heads + kv) d + kv dv)/tp]
+  return split_qkv(packed, w.local_heads, w.local_kv_heads, w.head_dim, w.v_head_dim);
 }
 
 Tensor qkv_backward(const TpGroup& g, const AttentionProjWeights& w, const AttentionProjSaved& saved, const Qkv& dqkv,
@@ -102,14 +55,14 @@ Tensor qkv_backward(const TpGroup& g, const AttentionProjWeights& w, const Atten
 
 Tensor out_proj_forward(const TpGroup& g, const AttentionProjWeights& w, const Tensor& o, AttentionProjSaved& saved) {
   // A rank-4 tensor is a [rows, d] matrix to gemm: flatten the heads first.
-  Tensor flat = o.reshape({o.dim(0), o.dim(1), o.dim(2) * o.dim(3)});  // [b, s, heads/tp d]
+  Tensor flat = o.reshape({o.dim(0), o.dim(1), o.dim(2) * o.dim(3)});  // [b, s, heads/tp dv]
   return row_parallel_forward(g, w.out, flat, saved.out);
 }
 
 Tensor out_proj_backward(const TpGroup& g, const AttentionProjWeights& w, const AttentionProjSaved& saved,
                          const Tensor& dy, AttentionProjGrads& grads) {
-  Tensor dflat = row_parallel_backward(g, w.out, saved.out, dy, grads.out);  // [b, s, heads/tp d]
-  return dflat.reshape({dflat.dim(0), dflat.dim(1), w.local_heads, w.head_dim});
+  Tensor dflat = row_parallel_backward(g, w.out, saved.out, dy, grads.out);  // [b, s, heads/tp dv]
+  return dflat.reshape({dflat.dim(0), dflat.dim(1), w.local_heads, w.v_head_dim});
 }
 
 AttentionProjWeights init_attention_proj_weights(const AttentionDims& d, int tp_rank, int tp_size, DType dtype,
@@ -119,7 +72,7 @@ AttentionProjWeights init_attention_proj_weights(const AttentionDims& d, int tp_
     throw RuntimeError(cat("init_attention_proj_weights: tp ", tp_size, " must divide kv_heads ", kv_heads,
                            ", which must divide heads ", d.heads));
   auto spec = [&](const char* name, double scale) { return RandomSpec{seed, tensor_id(prefix + name), scale}; };
-  const int64_t width = d.heads * d.head_dim, qkv = (d.heads + 2 * kv_heads) * d.head_dim;
+  const int64_t width = d.out_width(), qkv = d.qkv_width();
   AttentionProjWeights w;
   w.ln_gamma = random_shard({d.hidden}, 0, 1, 0, dtype, spec(".ln_gamma", 1.0), device);
   w.ln_beta = random_shard({d.hidden}, 0, 1, 0, dtype, spec(".ln_beta", 1.0), device);
@@ -132,6 +85,7 @@ AttentionProjWeights init_attention_proj_weights(const AttentionDims& d, int tp_
   w.local_heads = d.heads / tp_size;
   w.local_kv_heads = kv_heads / tp_size;
   w.head_dim = d.head_dim;
+  w.v_head_dim = d.dv();
   return w;
 }
 

@@ -83,7 +83,7 @@ Tensor vocab_parallel_cross_entropy_forward(const TpGroup& g, const Tensor& logi
   saved.logits = logits;
   saved.targets.assign(targets.begin(), targets.end());
   saved.vocab_start = vocab_start;
-  return ops::cross_entropy_row_loss(st);
+  return ops::cross_entropy_row_loss(st, targets);  // 0 where a target is ops::kIgnoreTarget
 }
 
 Tensor vocab_parallel_cross_entropy_backward(const TpGroup&, const CrossEntropySaved& saved, float dloss) {

@@ -147,8 +147,8 @@ def gelu(params, read):
 def cross_entropy(params, read):
     logits, targets = read("logits"), read("targets")
     ids = targets.astype(np.int64)
-    if not np.array_equal(ids, targets) or ids.min(initial=0) < 0 or ids.max(initial=0) >= logits.shape[-1]:
-        raise Inconsistent(f"targets are not token ids in [0, {logits.shape[-1]})")
+    if not np.array_equal(ids, targets) or ids.min(initial=0) < -1 or ids.max(initial=0) >= logits.shape[-1]:
+        raise Inconsistent(f"targets are not token ids in [0, {logits.shape[-1]}) or -1 (ignored)")
     return ops.cross_entropy(logits, ids)
 
 

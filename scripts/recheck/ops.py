@@ -50,10 +50,14 @@ def cross_entropy(logits, targets):
 
     row_loss_r = logsumexp(logits_r) - logits_r[target_r]; loss = mean_r row_loss_r;
     dlogits = (softmax(logits) - onehot(target)) / rows (the gradient of the mean).
+    A target of -1 (ignore_index: a padding position) gives row loss 0 and a
+    zero gradient row, and the mean runs over the other rows.
     """
-    rows = logits.shape[0]
-    picked = logits[np.arange(rows), targets]
-    row_loss = logsumexp(logits) - picked
+    kept = targets >= 0
+    rows, counted = logits.shape[0], max(int(kept.sum()), 1)
+    picked = np.where(kept, logits[np.arange(rows), np.where(kept, targets, 0)], 0.0)
+    row_loss = np.where(kept, logsumexp(logits) - picked, 0.0)
     dlogits = softmax(logits)
-    dlogits[np.arange(rows), targets] -= 1.0
-    return {"loss": np.array([row_loss.mean()]), "row_loss": row_loss, "dlogits": dlogits / rows}
+    dlogits[np.arange(rows)[kept], targets[kept]] -= 1.0
+    dlogits[~kept] = 0.0
+    return {"loss": np.array([row_loss.sum() / counted]), "row_loss": row_loss, "dlogits": dlogits / counted}

@@ -15,9 +15,13 @@ struct State {
   ops::CrossEntropyForward fwd;
 };
 
+// ignore_every N: every Nth row is a padding position (target
+// ops::kIgnoreTarget), as the step's padded packed rows give it.
 std::vector<nlohmann::json> shapes(Profile profile) {
-  std::vector<nlohmann::json> out = {
-      {{"rows", 1}, {"vocab", 2}}, {{"rows", 6}, {"vocab", 83}}, {{"rows", 33}, {"vocab", 1001}}};
+  std::vector<nlohmann::json> out = {{{"rows", 1}, {"vocab", 2}},
+                                     {{"rows", 6}, {"vocab", 83}},
+                                     {{"rows", 33}, {"vocab", 1001}},
+                                     {{"rows", 20}, {"vocab", 83}, {"ignore_every", 3}}};
   if (profile == Profile::qualify) out.push_back({{"rows", 2048}, {"vocab", 32768}});
   return out;
 }
@@ -26,8 +30,11 @@ State setup(CaseContext& ctx) {
   const int64_t rows = ctx.config.i("rows"), vocab = ctx.config.i("vocab");
   State s;
   s.logits = input({rows, vocab}, ctx.config.dtype, "ce.logits", ctx.seed, 4.0);
+  const int64_t ignore_every = ctx.config.params.value("ignore_every", int64_t{0});
   for (int64_t r = 0; r < rows; ++r)
-    s.targets.push_back(static_cast<int64_t>(random_bits(ctx.seed, tensor_id("ops.ce.targets"), r) % vocab));
+    s.targets.push_back(ignore_every > 0 && r % ignore_every == ignore_every - 1
+                            ? ops::kIgnoreTarget
+                            : static_cast<int64_t>(random_bits(ctx.seed, tensor_id("ops.ce.targets"), r) % vocab));
   s.logits_d = on_device(s.logits, ctx.device);
   s.dlogits = Tensor::empty({rows, vocab}, ctx.config.dtype, ctx.device);
   return s;
@@ -44,7 +51,7 @@ void check(State& s, Checker& checker) {
   std::vector<double> targets(s.targets.begin(), s.targets.end());
   checker.input("targets", Tensor::from_values({static_cast<int64_t>(targets.size())}, targets, DType::f64));
   const Tensor loss = Tensor::from_values({1}, {s.fwd.loss}, DType::f64);
-  const Tensor row_loss = on_host(ops::cross_entropy_row_loss(s.fwd.stats)), dlogits = on_host(s.dlogits);
+  const Tensor row_loss = on_host(ops::cross_entropy_row_loss(s.fwd.stats, s.targets)), dlogits = on_host(s.dlogits);
   checker.compare(
       "loss", OpClass::loss, loss, loss,
       Tensor::from_values({1}, {ref::cross_entropy_forward(s.logits, s.targets, ref::Reduction::mean)}, DType::f64));

@@ -182,9 +182,11 @@ RunRecord reference_steps(const model::GptConfig& c, uint64_t seed, int steps, c
                           DType tested_dtype) {
   ref::GptDims dims;
   dims.vocab = c.vocab, dims.hidden = c.hidden, dims.heads = c.heads, dims.head_dim = c.head_dim, dims.ffn = c.ffn;
-  dims.kv_heads = c.kv_heads;
+  dims.kv_heads = c.kv_heads, dims.v_head_dim = c.v_head_dim;
   dims.layers = c.layers, dims.seq = c.seq, dims.eps = c.eps;
   dims.seq_lens = c.seq_lens;
+  if (c.pad_to > 1 || c.tail_padding > 0)  // each sequence's rows: its tokens rounded up to pad_to; then the tail
+    for (int64_t n : c.seq_lens) dims.seq_rows.push_back((n + c.pad_to - 1) / c.pad_to * c.pad_to);
   dims.window = c.window;
   dims.moe.experts = c.experts, dims.moe.topk = c.topk;  // dropless, aux and z losses off
   const std::vector<model::ParamSpec> specs = model::param_specs(c);

@@ -15,9 +15,9 @@ namespace {
 // (h 64, 4 heads, 4 layers of which 2 MoE with 8 experts top-2, vocab 512,
 // seq 64); qualify: larger, still within reach of the f64 reference.
 const std::vector<std::string> kModelKeys = {
-    "vocab",       "hidden",      "heads",    "kv_heads", "head_dim", "ffn",        "layers", "seq",
-    "moe_every",   "moe_pattern", "experts",  "topk",     "moe_ffn",  "dispatcher", "batch",  "data",
-    "own_dataset", "cp_layout",   "regather", "lr",       "adam_eps", "steps"};
+    "vocab",     "hidden",      "heads",   "kv_heads", "head_dim", "v_head_dim", "ffn",         "layers", "seq",
+    "moe_every", "moe_pattern", "experts", "topk",     "moe_ffn",  "dispatcher", "batch",       "data",   "own_dataset",
+    "cp_layout", "regather",    "lr",      "adam_eps", "steps",    "pad_to",     "tail_padding"};
 
 }  // namespace
 
@@ -48,12 +48,19 @@ ParallelConfig par(int tp, int cp, int pp, int dp, int ep = 1, bool sp = false, 
 
 Recipe recipe(ParallelConfig p, nlohmann::json options = nlohmann::json::object()) { return {p, std::move(options)}; }
 
-// A recipe option, not a case parameter: rows pack two sequences of 5/8 and
-// 3/8 of --seq (where --seq is a multiple of 8 and the user gave no seq_lens).
-constexpr const char* kPackedRows = "packed_rows";
+// A recipe option, not a case parameter: rows pack sequences with padding
+// between them and after the last (TransformerEngine's pad_between_seqs),
+// each padded to a multiple P = 2 cp of rows: with m = seq / P, lengths
+// (m-3)P - P/2 + 1, 1, 0 and P/2, and P rows of tail padding (where m >= 4
+// and the user gave no seq_lens).
+constexpr const char* kPaddedRows = "padded_rows";
 // A recipe option: grouped-query attention with this many query heads per KV
 // head, where the user gave no kv_heads and the model and config allow it.
 constexpr const char* kGroupedKv = "grouped_kv";
+// A recipe option: MLA's head dims, DeepSeek-V3's ratio (q/k 192 beside v
+// 128): v_head_dim = hidden / heads and head_dim 3/2 of it, where the user
+// gave neither and hidden / heads is even.
+constexpr const char* kMlaHeadDims = "mla_head_dims";
 
 }  // namespace
 
@@ -73,7 +80,9 @@ nlohmann::json default_params(const SweepRequest& req) {
   if (req.options.contains("seq_lens")) {
     const nlohmann::json& v = req.options.at("seq_lens");
     const std::string spec = v.is_string() ? v.get<std::string>() : v.dump();
-    params["seq_lens"] = cp::parse_seq_lens(spec, params.at("seq").get<int64_t>(), req.seed);
+    params["seq_lens"] =
+        cp::parse_seq_lens(spec, params.at("seq").get<int64_t>(), req.seed, params.value("pad_to", int64_t{1}),
+                           params.value("tail_padding", int64_t{0}));
     params["seq_lens_spec"] = spec;
   }
   return params;
@@ -85,12 +94,15 @@ nlohmann::json default_params(const SweepRequest& req) {
 // with Adam and ZeRO-1, gradient buckets of several layers (bucket_mb 0.3)
 // reduced during the backward and ZeRO gathers during the next forward
 // (alone, and under pipelines whose backward splits I and W), and all six at
-// once from 16 ranks; one recipe reads its tokens through the Megatron
-// dataset reader (own_dataset) and packs two sequences in a row, attending in
-// a sliding window of 8 within each; grouped-
+// once from 16 ranks (with MLA's head dims and padded rows); one recipe reads its tokens through the Megatron
+// dataset reader (own_dataset) and packs four sequences in a row with
+// padding between them and after (one of length 1, one empty), attending in
+// a sliding window of 8 within each; padded rows run under TP + SP, the
+// ring, Ulysses, a2a+p2p and the all-gather too; grouped-
 // query attention runs under TP (2:1), the ring (4:1), Ulysses (4:1, its one
-// KV head replicated on the group of two) and a2a+p2p (2:1). ci keeps the
-// first ones of each count.
+// KV head replicated on the group of two) and a2a+p2p (2:1), and with MLA's
+// head dims (v narrower than q and k) in the same recipes and under the
+// all-gather. ci keeps the first ones of each count.
 std::vector<Recipe> recipes(int ranks, Profile profile) {
   const bool sp = true;
   const nlohmann::json zero_overlap = {{"zero", true}, {"overlap_grad_reduce", true}, {"overlap_param_gather", true}};
@@ -102,29 +114,37 @@ std::vector<Recipe> recipes(int ranks, Profile profile) {
   switch (ranks) {
     case 1: all = {recipe(par(1, 1, 1, 1), {{"microbatches", 2}})}; break;
     case 2:
-      all = {recipe(par(2, 1, 1, 1, 1, sp), {{kGroupedKv, 2}}),
-             recipe(par(1, 2, 1, 1), {{"own_dataset", true}, {kPackedRows, true}, {kGroupedKv, 4}, {"window", 8}}),
+      all = {recipe(par(2, 1, 1, 1, 1, sp), {{kGroupedKv, 2}, {kMlaHeadDims, true}}),
+             recipe(par(1, 2, 1, 1),
+                    {{"own_dataset", true}, {kPaddedRows, true}, {kGroupedKv, 4}, {"window", 8}, {kMlaHeadDims, true}}),
              recipe(par(1, 1, 2, 1), {{"microbatches", 2}}),
              recipe(par(1, 1, 1, 2, 2), with(zero_overlap, {{"bucket_mb", 0.3}}))};
       break;
     case 4:
-      all = {recipe(par(2, 2, 1, 1, 2, sp)),
+      all = {recipe(par(2, 2, 1, 1, 2, sp), {{kPaddedRows, true}}),
              recipe(par(1, 1, 2, 2, 2), with({{"microbatches", 2}, {"schedule", "zb-h1"}}, zero_overlap)),
              recipe(par(2, 1, 2, 1, 1, sp, 2), {{"microbatches", 2}, {"schedule", "interleaved"}}),
-             recipe(par(1, 2, 1, 2), {{"cp_comm", "a2a"}, {kGroupedKv, 4}}),  // 1 KV head on 2: replicated
+             recipe(par(1, 2, 1, 2),  // 1 KV head on 2: replicated
+                    {{"cp_comm", "a2a"}, {kGroupedKv, 4}, {kMlaHeadDims, true}, {kPaddedRows, true}}),
              recipe(par(1, 1, 4, 1), {{"microbatches", 4}, {"schedule", "1f1b"}})};
       break;
     case 8:
-      all = {recipe(par(2, 2, 2, 1, 2, sp), {{"microbatches", 2}}),
-             recipe(par(1, 4, 1, 2), {{"cp_comm", "a2a+p2p"}, {"a2a_size", 2}, {kGroupedKv, 2}}),
-             recipe(par(1, 1, 1, 8), {{"overlap_grad_reduce", true}, {"bucket_mb", 0.3}}),
-             recipe(par(2, 1, 2, 2, 4, sp, 2, 1), with({{"microbatches", 2}, {"schedule", "zb-v"}}, zero_overlap))};
+      all = {
+          recipe(par(2, 2, 2, 1, 2, sp), {{"microbatches", 2}}),
+          recipe(par(1, 4, 1, 2),
+                 {{"cp_comm", "a2a+p2p"}, {"a2a_size", 2}, {kGroupedKv, 2}, {kMlaHeadDims, true}, {kPaddedRows, true}}),
+          recipe(par(1, 1, 1, 8), {{"overlap_grad_reduce", true}, {"bucket_mb", 0.3}}),
+          recipe(par(2, 1, 2, 2, 4, sp, 2, 1), with({{"microbatches", 2}, {"schedule", "zb-v"}}, zero_overlap))};
       break;
     case 16:
       all = {
-          recipe(par(2, 2, 2, 2, 2, sp), {{"microbatches", 2}}),
-          recipe(par(2, 2, 2, 2, 4, sp, 2, 1),
-                 {{"microbatches", 2}, {"schedule", "zb-v"}, {"zero", true}, {"cp_comm", "allgather"}}),
+          recipe(par(2, 2, 2, 2, 2, sp), {{"microbatches", 2}, {kMlaHeadDims, true}, {kPaddedRows, true}}),
+          recipe(par(2, 2, 2, 2, 4, sp, 2, 1), {{"microbatches", 2},
+                                                {"schedule", "zb-v"},
+                                                {"zero", true},
+                                                {"cp_comm", "allgather"},
+                                                {kMlaHeadDims, true},
+                                                {kPaddedRows, true}}),
           recipe(par(1, 2, 2, 4, 8, false, 2), {{"microbatches", 2}, {"schedule", "interleaved"}, {"cp_comm", "a2a"}})};
       break;
     default: all = {recipe(par(1, 1, 1, ranks))};
@@ -226,12 +246,16 @@ CaseConfig make_config(const SweepRequest& req, const nlohmann::json& params, co
   for (auto it = r.options.begin(); it != r.options.end(); ++it) c.params[it.key()] = it.value();
   for (const std::string& key : step_keys())  // the user's choices win over a recipe's
     if (req.options.contains(key)) c.params[key] = req.options.at(key);
-  if (c.params.contains(kPackedRows)) {
-    c.params.erase(kPackedRows);
-    const int64_t seq = c.params.at("seq").get<int64_t>();
-    if (!req.options.contains("seq_lens") && seq % 8 == 0) {
-      c.params["seq_lens"] = std::vector<int64_t>{seq * 5 / 8, seq * 3 / 8};
-      c.params["seq_lens_spec"] = cat(seq * 5 / 8, ",", seq * 3 / 8);
+  if (c.params.contains(kPaddedRows)) {
+    c.params.erase(kPaddedRows);
+    const int64_t seq = c.params.at("seq").get<int64_t>(), P = 2 * int64_t{r.parallel.cp}, m = seq / P;
+    const bool user_packing =
+        req.options.contains("seq_lens") || req.options.contains("pad_to") || req.options.contains("tail_padding");
+    if (!user_packing && seq % P == 0 && m >= 4) {
+      c.params["seq_lens"] = std::vector<int64_t>{(m - 3) * P - P / 2 + 1, 1, 0, P / 2};
+      c.params["seq_lens_spec"] = cat((m - 3) * P - P / 2 + 1, ",1,0,", P / 2);
+      c.params["pad_to"] = P;
+      c.params["tail_padding"] = P;
     }
   }
   if (c.params.contains(kGroupedKv)) {
@@ -245,6 +269,15 @@ CaseConfig make_config(const SweepRequest& req, const nlohmann::json& params, co
         c.params = std::move(grouped);
       } catch (const UsageError&) {
       }
+    }
+  }
+  if (c.params.contains(kMlaHeadDims)) {
+    c.params.erase(kMlaHeadDims);
+    const int64_t heads = c.params.at("heads").get<int64_t>(), hidden = c.params.at("hidden").get<int64_t>();
+    const int64_t dv = heads > 0 ? hidden / heads : 0;
+    if (!req.options.contains("head_dim") && !req.options.contains("v_head_dim") && dv > 0 && dv % 2 == 0) {
+      c.params["head_dim"] = dv + dv / 2;
+      c.params["v_head_dim"] = dv;
     }
   }
   // ... and so does the user's token source.
@@ -270,11 +303,19 @@ std::vector<OptionSpec> model_options(std::vector<OptionSpec> case_options) {
       OptionSpec::size("hidden", "hidden size"),
       OptionSpec::size("heads", "attention heads"),
       OptionSpec::size("kv_heads", "key/value heads (GQA; default heads): each serves heads / kv_heads query heads"),
-      OptionSpec::size("head_dim", "head dimension (default hidden / heads)"),
+      OptionSpec::size("head_dim", "query/key head dimension (default hidden / heads)"),
+      OptionSpec::size("v_head_dim",
+                       "value head dimension (MLA: DeepSeek-V3's 128 beside head_dim 192; default "
+                       "head_dim)"),
       OptionSpec::size("ffn", "dense FFN size"),
       OptionSpec::size("layers", "transformer layers"),
       OptionSpec::size("seq", "sequence length"),
-      OptionSpec::text("seq_lens", "packed rows (THD): sequence lengths a,b,c summing to --seq, or zipf:N"),
+      OptionSpec::text("seq_lens",
+                       "packed rows (THD): sequence lengths a,b,c summing to --seq, or zipf:N; with "
+                       "pad_to or tail_padding, the padded lengths and the tail fill --seq"),
+      OptionSpec::integer("pad_to", 1, kMaxDimension,
+                          "packed rows: each sequence padded to a multiple of this many rows (pad_between_seqs)"),
+      OptionSpec::integer("tail_padding", 0, kMaxDimension, "packed rows: padding rows after the last sequence"),
       OptionSpec::integer("window", 0, kMaxDimension,
                           "causal sliding window of every layer's attention (TransformerEngine's window_size "
                           "(LEFT, 0)), within each packed sequence; default: none, one 2-rank recipe 8"),
@@ -309,10 +350,11 @@ std::vector<OptionSpec> model_options(std::vector<OptionSpec> case_options) {
 MemoryEstimate step_memory(const CaseConfig& c) {
   const model::GptConfig m = model::gpt_config_from_json(c.params);
   const double h = static_cast<double>(m.hidden), q = static_cast<double>(m.heads) * m.head_dim;
-  const double kv = static_cast<double>(m.kv_heads) * m.head_dim;
+  const double kv = static_cast<double>(m.kv_heads) * m.head_dim, v = static_cast<double>(m.kv_heads) * m.v_head_dim;
+  const double o = static_cast<double>(m.heads) * m.v_head_dim;
   const int moe_layers = m.moe_layer_count();
   const double layer_params =
-      h * (2 * q + 2 * kv) + (m.layers - moe_layers) * 2 * h * m.ffn / std::max<int64_t>(m.layers, 1);
+      h * (q + kv + v + o) + (m.layers - moe_layers) * 2 * h * m.ffn / std::max<int64_t>(m.layers, 1);
   const double params = 2 * m.vocab * h + m.layers * layer_params + moe_layers * 2.0 * m.experts * h * m.moe_ffn;
   const double tokens = static_cast<double>(m.batch) * m.seq;
   const double activations = tokens * (m.layers * (12 * h + 2 * std::max<int64_t>(m.ffn, m.moe_ffn)) + m.vocab);

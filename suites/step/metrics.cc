@@ -16,8 +16,9 @@ namespace sextant::step {
 
 namespace {
 // Every metric this file records, defined once (harness/metrics.h).
-const MetricDef& kTokensPerS = define_metric(
-    {"step", "tokens_per_s", "tokens/s", Better::higher, "tokens of the global batch / step time", "train"});
+const MetricDef& kTokensPerS =
+    define_metric({"step", "tokens_per_s", "tokens/s", Better::higher,
+                   "positions of the global batch (padding rows included) / step time", "train"});
 const MetricDef& kFlopsPerStep = define_metric(
     {"step", "flops_per_step", "FLOP", Better::neither, "model FLOPs of one step (flops_formula)", "train"});
 const MetricDef& kFlopsFormula =

@@ -67,17 +67,36 @@ void expect_every_record_passes(const std::vector<CaseRecord>& records, Device d
   }
 }
 
-// Every config against every other that trains the same model (KV heads)
-// on the same tokens: the same losses, step by step (f32).
+// Every config against every other that trains the same model (KV heads,
+// head dims, packing) on the same tokens: the same losses, step by step (f32).
 void expect_equal_losses(const std::vector<CaseRecord>& records) {
   const auto model = [](const CaseRecord& r) {
-    return std::pair{r.config.params.value("own_dataset", false), r.config.params.value("kv_heads", int64_t{0})};
+    const nlohmann::json& p = r.config.params;
+    return std::tuple{p.value("own_dataset", false),
+                      p.value("kv_heads", int64_t{0}),
+                      p.value("head_dim", int64_t{0}),
+                      p.value("v_head_dim", int64_t{0}),
+                      p.value("seq_lens", nlohmann::json()).dump(),
+                      p.value("window", int64_t{-1}),
+                      p.value("pad_to", int64_t{1}),
+                      p.value("tail_padding", int64_t{0})};
   };
   for (const CaseRecord& a : records)
     for (const CaseRecord& b : records)
       for (size_t k = 0; k < 3 && model(a) == model(b); ++k)
         EXPECT_NEAR(loss_at(a, k), loss_at(b, k), 1e-5 * std::abs(loss_at(b, k)))
             << a.config.id() << " vs " << b.config.id() << " step " << k + 1;
+}
+
+// Packed runs: every record passes and trains as the others; one rank's
+// run (`one`) has the losses of `same` (one record each) within `rel`.
+void expect_packed_runs(const std::vector<CaseRecord>& packed, const std::vector<CaseRecord>& one,
+                        const std::vector<CaseRecord>& same, double rel) {
+  expect_every_record_passes(packed, Device::host, DType::f32);
+  expect_equal_losses(packed);
+  ASSERT_EQ(one.size(), 1u);
+  ASSERT_EQ(same.size(), 1u);
+  for (size_t k = 0; k < 3; ++k) EXPECT_NEAR(loss_at(one[0], k), loss_at(same[0], k), rel * loss_at(same[0], k));
 }
 
 // A token routed to another expert set is found (the order within a token's top-k does not matter).
@@ -92,9 +111,17 @@ TEST(Step, EveryConfigMatchesTheReferenceForThreeSteps) {
   std::vector<CaseRecord> records = run_suite("step", ci());
   if (world().rank() != 0) return;
   expect_every_record_passes(records, Device::host, DType::f32);
+  int mla = 0, padded = 0;  // MLA's head dims (v narrower than q and k); padded packed rows
   for (const CaseRecord& r : records) {
     EXPECT_GT(r.conformance.tensors.size(), 100u) << r.config.id();  // MoE layers: expert tensors too
     EXPECT_TRUE(r.metrics.contains("time_split")) << r.config.id();
+    const int64_t dv = r.config.params.value("v_head_dim", int64_t{0});
+    mla += dv > 0 && dv < r.config.params.value("head_dim", int64_t{0});
+    padded += r.config.params.value("tail_padding", int64_t{0}) > 0;
+  }
+  if (world().size() >= 2) {
+    EXPECT_GT(mla, 0) << "no MLA recipe at " << world().size() << " ranks";
+    EXPECT_GT(padded, 0) << "no padded packed rows at " << world().size() << " ranks";
   }
   expect_equal_losses(records);
 }
@@ -113,13 +140,31 @@ TEST(Step, PackedRowsMatchTheReference) {
   o.options.erase("seq_lens");
   std::vector<CaseRecord> plain = run_suite("step", o);
   if (world().rank() != 0) return;
-  expect_every_record_passes(packed, Device::host, DType::f32);
-  expect_equal_losses(packed);
-  ASSERT_EQ(one.size(), 1u);
-  ASSERT_EQ(plain.size(), 1u);
-  for (size_t k = 0; k < 3; ++k) EXPECT_NEAR(loss_at(one[0], k), loss_at(plain[0], k), 1e-6 * loss_at(plain[0], k));
+  expect_packed_runs(packed, one, plain, 1e-6);
   for (const CaseRecord& r : packed)
     EXPECT_EQ(r.config.params.at("seq_lens"), nlohmann::json({20, 12})) << r.config.id();
+}
+
+// Padded packed rows (sequences of 19, 1, 0 and 2 tokens, each padded to a
+// multiple of 4 rows, then 4 rows of tail padding: 32 rows) in every config
+// that splits them (cp of 1 or 2); padding predicts nothing and is seen by
+// nothing, so one rank trains as on the same sequences packed without
+// padding (22 rows, the same tokens).
+TEST(Step, PaddedRowsMatchTheReference) {
+  RunOptions o = ci();
+  o.options["seq"] = 32;
+  o.options["seq_lens"] = "19,1,0,2";
+  o.options["pad_to"] = 4;
+  o.options["tail_padding"] = 4;
+  std::vector<CaseRecord> padded = run_suite("step", o);
+  o.rank_counts = {1};
+  std::vector<CaseRecord> one = run_suite("step", o);
+  o.options.erase("pad_to");
+  o.options.erase("tail_padding");
+  o.options["seq"] = 22;
+  std::vector<CaseRecord> tight = run_suite("step", o);
+  if (world().rank() != 0) return;
+  expect_packed_runs(padded, one, tight, 1e-5);
 }
 
 // The configs with a pipeline (pp > 1) under NCCL's point-to-point rules

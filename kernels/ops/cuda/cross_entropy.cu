@@ -2,8 +2,10 @@
 // max, the sum of exponentials shifted by it, the target's logit, the loss,
 // and the backward, reading and writing 16-byte vectors where the row is a
 // whole number of them; one block per row.
+#include <optional>
 #include <type_traits>
 
+#include "kernels/ops/cross_entropy.h"
 #include "kernels/ops/cuda/device_common.cuh"
 #include "kernels/ops/cuda/rows_common.cuh"
 #include "kernels/ops/cuda_ops.h"
@@ -64,12 +66,16 @@ __global__ void target_logit_kernel(const T* x, const int64_t* targets, int64_t 
   }
 }
 
+// targets: null, or per row (kIgnoreTarget: the row's loss is 0).
 template <class F>
-__global__ void row_loss_kernel(const F* max, const F* sum_exp, const F* target, F* out, int64_t rows) {
-  for (int64_t r = global_thread(); r < rows; r += grid_threads()) out[r] = log_of(sum_exp[r]) + max[r] - target[r];
+__global__ void row_loss_kernel(const F* max, const F* sum_exp, const F* target, const int64_t* targets, F* out,
+                                int64_t rows) {
+  for (int64_t r = global_thread(); r < rows; r += grid_threads())
+    out[r] = targets && targets[r] == kIgnoreTarget ? F(0) : log_of(sum_exp[r]) + max[r] - target[r];
 }
 
-// dx = (w / sum_exp) exp(x - max), minus w at the target where it lies in this slice.
+// dx = (w / sum_exp) exp(x - max), minus w at the target where it lies in
+// this slice; 0 on a row whose target is kIgnoreTarget.
 template <class T>
 __global__ void cross_entropy_backward_kernel(const T* x, const int64_t* targets, const compute_t<T>* max,
                                               const compute_t<T>* sum_exp, compute_t<T> w, T* dx, int64_t n,
@@ -77,8 +83,9 @@ __global__ void cross_entropy_backward_kernel(const T* x, const int64_t* targets
   using F = compute_t<T>;
   using V = Vec16<T>;
   const int64_t r = blockIdx.x;
-  const F m = max[r], scale = w / sum_exp[r];
-  const int64_t local = targets[r] - vocab_start;
+  const bool ignored = targets[r] == kIgnoreTarget;
+  const F m = max[r], scale = ignored ? F(0) : w / sum_exp[r];
+  const int64_t local = ignored ? -1 : targets[r] - vocab_start;
   if (vec) {
     for (int64_t c = threadIdx.x; c < n / V::kWidth; c += blockDim.x) {
       V a = V::load(x + r * n, c);
@@ -139,16 +146,19 @@ void cross_entropy_target_logit(const Tensor& logits, std::span<const int64_t> t
   });
 }
 
-void cross_entropy_row_loss(const Tensor& max, const Tensor& sum_exp, const Tensor& target_logit, Tensor& out) {
+void cross_entropy_row_loss(const Tensor& max, const Tensor& sum_exp, const Tensor& target_logit,
+                            std::span<const int64_t> targets, Tensor& out) {
   const int64_t rows = out.numel();
   if (rows == 0) return;
+  const std::optional<DeviceIds> device_targets =
+      targets.empty() ? std::nullopt : std::optional<DeviceIds>(std::in_place, targets);
   with_storage(out.dtype(), [&](auto tag) {
     using F = decltype(tag);
     const Tensor m = as_dtype(max, out.dtype()), s = as_dtype(sum_exp, out.dtype()),
                  t = as_dtype(target_logit, out.dtype());
     if constexpr (std::is_same_v<F, float> || std::is_same_v<F, double>) {
-      row_loss_kernel<F>
-          <<<grid_for(rows, 256), 256, 0, compute_stream()>>>(ptr<F>(m), ptr<F>(s), ptr<F>(t), ptr<F>(out), rows);
+      row_loss_kernel<F><<<grid_for(rows, 256), 256, 0, compute_stream()>>>(
+          ptr<F>(m), ptr<F>(s), ptr<F>(t), device_targets ? device_targets->get() : nullptr, ptr<F>(out), rows);
       SEXTANT_CHECK_LAUNCH("cross_entropy_row_loss");
     } else {
       throw RuntimeError("cross_entropy_row_loss: the row losses are f32 or f64");

@@ -103,26 +103,35 @@ std::vector<int64_t> targets_for(int64_t rows, int64_t vocab) {
   return t;
 }
 
+// With padding rows too (targets kIgnoreTarget): loss 0, gradient 0, not counted in the mean.
 TEST(CudaCrossEntropy, WholeVocabularyConforms) {
   SEXTANT_REQUIRE_GPU();
   for (DType d : kDtypes)
-    for (int64_t vocab : {50, 20000}) {
-      SCOPED_TRACE(::testing::Message() << dtype_name(d) << " vocab " << vocab);
-      const int64_t rows = 9;
-      const Tensor logits = input({3, 3, vocab}, d, "ce.logits", 8.0);
-      const std::vector<int64_t> targets = targets_for(rows, vocab);
-      const CrossEntropyForward f = cross_entropy_forward(logits, targets, LossReduction::mean);
-      const CrossEntropyForward gf = cross_entropy_forward(gpu(logits), targets, LossReduction::mean);
-      const double ref_loss = ref::cross_entropy_forward(logits, targets, ref::Reduction::mean);
-      EXPECT_NEAR(gf.loss, ref_loss, std::max(2 * std::abs(f.loss - ref_loss), 1e-5 * std::abs(ref_loss)));
-      EXPECT_FALSE(gf.stats.max.is_host());
-      Tensor dlogits = Tensor::empty(logits.shape(), d), gdlogits = gpu(dlogits);
-      cross_entropy_backward(logits, targets, f.stats, LossReduction::mean, 1.5f, dlogits);
-      cross_entropy_backward(gpu(logits), targets, gf.stats, LossReduction::mean, 1.5f, gdlogits);
-      EXPECT_TRUE(cuda_conforms(gdlogits, dlogits,
-                                ref::cross_entropy_backward(logits, targets, ref::Reduction::mean, 1.5), d,
-                                OpClass::softmax));
-    }
+    for (int64_t vocab : {50, 20000})
+      for (bool padding : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << dtype_name(d) << " vocab " << vocab << " padding " << padding);
+        const int64_t rows = 9;
+        const Tensor logits = input({3, 3, vocab}, d, "ce.logits", 8.0);
+        std::vector<int64_t> targets = targets_for(rows, vocab);
+        if (padding) targets[2] = targets[7] = kIgnoreTarget;
+        const CrossEntropyForward f = cross_entropy_forward(logits, targets, LossReduction::mean);
+        const CrossEntropyForward gf = cross_entropy_forward(gpu(logits), targets, LossReduction::mean);
+        const double ref_loss = ref::cross_entropy_forward(logits, targets, ref::Reduction::mean);
+        EXPECT_NEAR(gf.loss, ref_loss, std::max(2 * std::abs(f.loss - ref_loss), 1e-5 * std::abs(ref_loss)));
+        EXPECT_FALSE(gf.stats.max.is_host());
+        Tensor dlogits = Tensor::empty(logits.shape(), d), gdlogits = gpu(dlogits);
+        cross_entropy_backward(logits, targets, f.stats, LossReduction::mean, 1.5f, dlogits);
+        cross_entropy_backward(gpu(logits), targets, gf.stats, LossReduction::mean, 1.5f, gdlogits);
+        EXPECT_TRUE(cuda_conforms(gdlogits, dlogits,
+                                  ref::cross_entropy_backward(logits, targets, ref::Reduction::mean, 1.5), d,
+                                  OpClass::softmax));
+        if (!padding) continue;
+        const Tensor row_loss = host(cross_entropy_row_loss(gf.stats, targets)), grad = host(gdlogits);
+        for (int64_t r : {2, 7}) {
+          EXPECT_EQ(row_loss.at(r), 0.0);
+          for (int64_t j = 0; j < vocab; ++j) ASSERT_EQ(grad.at(r * vocab + j), 0.0) << "row " << r;
+        }
+      }
 }
 
 // Vocab-parallel pieces: two slices, their statistics combined as the TP
