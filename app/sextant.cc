@@ -54,6 +54,19 @@ nlohmann::json tolerances_json() {
     }
     rows.push_back(row);
   }
+  nlohmann::json fp8_rows = nlohmann::json::array();
+  for (const QuantizedRow& r : fp8_tolerance_table()) {
+    nlohmann::json row = {{"op", r.name},
+                          {"class", op_class_name(r.op)},
+                          {"quantization_growth", r.quantization_growth},
+                          {"reason", r.reason}};
+    // Forward (E4M3 x E4M3) and backward under the hybrid formats (E5M2 x E4M3).
+    for (DType d : {DType::f32, DType::bf16}) {
+      row["floor"]["e4m3_e4m3"][dtype_name(d)] = fp8_bound(r.op, {0x1p-4, 0x1p-4}, d).floor;
+      row["floor"]["e5m2_e4m3"][dtype_name(d)] = fp8_bound(r.op, {0x1p-3, 0x1p-4}, d).floor;
+    }
+    fp8_rows.push_back(row);
+  }
   for (const KernelFaultInfo& f : kernel_faults())
     faults.push_back(
         {{"name", f.name}, {"family", f.family}, {"bug", f.bug}, {"cuda", f.cuda}, {"in_baseline", f.in_baseline}});
@@ -88,8 +101,9 @@ nlohmann::json tolerances_json() {
                         {"rule", describe_rule(r)},
                         {"reason", r.reason}});
   return {{"gate_headroom", kGateHeadroom}, {"rows", rows},
-          {"systematic", systematic},       {"training_growth", training},
-          {"kernel_faults", faults},        {"suspect_rules", suspects}};
+          {"fp8_rows", fp8_rows},           {"systematic", systematic},
+          {"training_growth", training},    {"kernel_faults", faults},
+          {"suspect_rules", suspects}};
 }
 
 int do_list(const std::vector<std::string>& selection, bool options, bool metrics, bool tolerances) {

@@ -133,7 +133,19 @@ std::string describe_shares(const std::vector<TensorCheck::RankShare>& shares) {
 void Checker::compare(const std::string& name, OpClass op, const Tensor& dist, const Tensor& base,
                       const Tensor& ref_dist, const Tensor& ref_base, double growth) {
   if (!(growth >= 1)) throw RuntimeError(cat("Checker::compare ", name, ": growth ", growth, " must be at least 1"));
+  compare_within(name, tolerance_bound(dtype_, op, growth), dist, base, ref_dist, ref_base);
+}
+
+void Checker::compare(const std::string& name, const Bound& bound, const Tensor& dist, const Tensor& base,
+                      const Tensor& ref) {
+  compare_within(name, bound, dist, base, ref, ref);
+}
+
+void Checker::compare_within(const std::string& name, const Bound& bound, const Tensor& dist, const Tensor& base,
+                             const Tensor& ref_dist, const Tensor& ref_base) {
   if (!is_root()) throw RuntimeError("Checker::compare is for the group's rank 0");
+  const OpClass op = bound.op;
+  const double growth = bound.growth;
   if (ref_dist.shape() != ref_base.shape())
     throw RuntimeError(cat("Checker::compare ", name, ": references of shapes ", shape_string(ref_dist.shape()),
                            " and ", shape_string(ref_base.shape())));
@@ -143,12 +155,12 @@ void Checker::compare(const std::string& name, OpClass op, const Tensor& dist, c
   const ErrorStats b = sextant::compare(base, ref_base);
   TensorCheck c;
   c.name = name;
-  c.op = op_class_name(op);
+  c.op = bound.row;
   c.error = d.rel_l2;
   c.base_error = b.rel_l2;
   c.growth = growth;
-  c.base_bound = growth * baseline_gate(dtype_, op);
-  c.floor = growth * expected_error(dtype_, op);
+  c.base_bound = bound.gate;
+  c.floor = bound.floor;
   c.bound = std::max(2.0 * (b.nonfinite ? 0.0 : b.rel_l2), c.floor);
   c.max_abs = d.max_abs;
   c.nonfinite = d.nonfinite;
@@ -159,7 +171,7 @@ void Checker::compare(const std::string& name, OpClass op, const Tensor& dist, c
     c.systematic = systematic_difference(one_ref ? dist : shifted_to(dist, ref_dist, ref_base), base, ref, rule.groups,
                                          rule.min_elements);
   if (c.systematic.estimated) {
-    const double min_effect = growth * systematic_min_effect(dtype_, op);
+    const double min_effect = rule.min_effect_fraction * bound.floor;
     c.dist_scale = scale_against(dist, ref_dist);
     c.base_scale = scale_against(base, ref);
     c.scale_limit = std::max(rule.k * c.systematic.scale_se, min_effect);

@@ -104,6 +104,9 @@ class Checker {
   // systematic check compares (dist - ref_dist) with (base - ref_base).
   void compare(const std::string& name, OpClass op, const Tensor& dist, const Tensor& base, const Tensor& ref_dist,
                const Tensor& ref_base, double growth);
+  // The same against an explicit bound (FP8 rows, exact checks): the
+  // baseline within bound.gate, dist within max(2 x error(base), bound.floor).
+  void compare(const std::string& name, const Bound& bound, const Tensor& dist, const Tensor& base, const Tensor& ref);
   // Any rank: this rank's wrong-element count of an exact check.
   void exact(const std::string& name, int64_t wrong, int64_t checked);
   // Any rank: a failed invariant that is not a tensor error (e.g. a
@@ -121,6 +124,8 @@ class Checker {
 
  private:
   void dump(const std::string& file, const Tensor& t);
+  void compare_within(const std::string& name, const Bound& bound, const Tensor& dist, const Tensor& base,
+                      const Tensor& ref_dist, const Tensor& ref_base);
 
   Communicator& comm_;
   DType dtype_;

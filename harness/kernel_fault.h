@@ -45,6 +45,11 @@ enum class KernelFault {
   pipeline_skip_weight_grad,   // the executor skips the weight gradient of the last microbatch
   gemm_ignores_beta,           // C = alpha A B overwrites C when the caller asked to accumulate (beta = 1)
   attention_pieces_drop_last,  // the piece driver (cuDNN's path) loses a masked block's last piece
+  fp8_scale_inverse_twice,     // the FP8 gemm multiplies A's values by its decode scale twice
+  fp8_forward_weight_e5m2,     // weights quantized to E5M2 where the recipe says E4M3
+  fp8_block_scale_neighbour,   // a block's scale computed from the amax of the next block
+  fp8_saturation_wraps,        // a value past the format's range wraps around instead of saturating
+  fp8_history_not_rolled,      // delayed scaling overwrites the newest amax instead of rolling the history
 };
 
 struct KernelFaultInfo {
@@ -113,6 +118,20 @@ inline const std::vector<KernelFaultInfo>& kernel_faults() {
        "a masked block cut into several pieces loses its last one (keys some rows should see)", true, false},
       {KernelFault::gemm_ignores_beta, "gemm_ignores_beta", "gemm wrapper",
        "an accumulating call (beta = 1) overwrites C", true},
+      {KernelFault::fp8_scale_inverse_twice, "fp8_scale_inverse_twice", "FP8 gemm",
+       "A's values multiplied by its decode scale (scale_inv) twice", false},
+      {KernelFault::fp8_forward_weight_e5m2, "fp8_forward_weight_e5m2", "FP8 quantization",
+       "weights quantized to E5M2 where the recipe says E4M3 (forward operands)", false},
+      {KernelFault::fp8_block_scale_neighbour, "fp8_block_scale_neighbour", "FP8 block scaling",
+       "each block's scale computed from the amax of the block after it (block and mxfp8 recipes)", false},
+      {KernelFault::fp8_saturation_wraps, "fp8_saturation_wraps", "FP8 cast",
+       "a scaled value past the format's largest finite value wraps around (exponent overflow) instead of "
+       "saturating",
+       false},
+      {KernelFault::fp8_history_not_rolled, "fp8_history_not_rolled", "FP8 delayed scaling",
+       "each step's amax overwrites the newest history slot instead of rolling the history, so the window "
+       "holds one step",
+       false},
   };
   return table;
 }

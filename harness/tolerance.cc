@@ -40,9 +40,35 @@ const std::vector<ToleranceRow> kTable = {
      "through LayerNorm and softmax amplifies it; Adam turns a gradient's relative error into up to 2 lr for "
      "entries whose gradient is rounding noise"},
 };
+// q per op class (see the header); measured margins are in docs/CONFORMANCE.md.
+const std::vector<QuantizedRow> kFp8Table = {
+    {OpClass::linear, "fp8_linear", 1,
+     "each output is a sum of products of two cast values, each off by at most u relative (about u / 3 RMS for "
+     "values spread over a binade): the products' relative errors add, and over random-sign sums the output's "
+     "relative L2 error stays near the RMS of the sum of the two operands' errors, under u_a + u_b"},
+};
 }  // namespace
 
 const std::vector<ToleranceRow>& tolerance_table() { return kTable; }
+
+const std::vector<QuantizedRow>& fp8_tolerance_table() { return kFp8Table; }
+
+Bound tolerance_bound(DType dtype, OpClass op, double growth) {
+  return {op, op_class_name(op), growth * baseline_gate(dtype, op), growth * expected_error(dtype, op), growth};
+}
+
+Bound fp8_bound(OpClass op, const std::vector<double>& operand_unit_roundoffs, DType out) {
+  for (const QuantizedRow& row : kFp8Table)
+    if (row.op == op) {
+      double u = 0;
+      for (double x : operand_unit_roundoffs) u += x;
+      const double expected = row.quantization_growth * u + expected_error(out, op);
+      return {op, row.name, kGateHeadroom * expected, expected, 1};
+    }
+  throw RuntimeError("no FP8 tolerance row for op class " + op_class_name(op));
+}
+
+Bound exact_bound(const std::string& row) { return {OpClass::data_movement, row, 0, 0, 1}; }
 
 const SystematicRule& systematic_rule() {
   static const SystematicRule rule{

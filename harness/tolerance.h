@@ -105,6 +105,38 @@ struct TrainingGrowthRule {
 const TrainingGrowthRule& training_growth_rule();
 
 const std::vector<ToleranceRow>& tolerance_table();
+
+// What one checked tensor is held to: the gate on the one-device baseline
+// and the floor of the distributed bound (harness/check.h).
+struct Bound {
+  OpClass op = OpClass::data_movement;  // the computation (the systematic rule reads it)
+  std::string row;                      // as the results record it ("linear", "fp8_linear", ...)
+  double gate = 0, floor = 0;
+  double growth = 1;  // how many times the row's budget applies (already in gate and floor)
+};
+// The row of `op` for storage `dtype`, growth times.
+Bound tolerance_bound(DType dtype, OpClass op, double growth = 1);
+
+// FP8 end to end (docs/CONFORMANCE.md, "FP8"): against float64 of the
+// unquantized operands, a correct FP8 op lands within
+//   expected = q(op) x (sum of u(format) over its quantized operands)
+//              + expected_error(out dtype, op)
+// with u(E4M3) = 2^-4 and u(E5M2) = 2^-3: each operand's cast rounds every
+// value once by at most u relative, q the amplification of those roundings
+// into the op's result; the second term is the kernel's own rounding at the
+// output dtype (the row of the same op). The kernel's arithmetic alone is
+// held to that second term against float64 of the dequantized operands.
+struct QuantizedRow {
+  OpClass op;
+  const char* name;            // as the results record it ("fp8_linear")
+  double quantization_growth;  // q
+  const char* reason;
+};
+const std::vector<QuantizedRow>& fp8_tolerance_table();
+Bound fp8_bound(OpClass op, const std::vector<double>& operand_unit_roundoffs, DType out);
+// Bit-exact agreement (gate and floor 0), e.g. quantized codes and scales
+// against the recipe's own definition.
+Bound exact_bound(const std::string& row);
 const ToleranceRow& tolerance_row(OpClass op);
 std::string op_class_name(OpClass op);
 OpClass parse_op_class(const std::string& name);  // throws RuntimeError

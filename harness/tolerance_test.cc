@@ -44,6 +44,20 @@ TEST(Tolerance, GatesSitBetweenRoundoffAndVisibleErrors) {
     }
 }
 
+TEST(Tolerance, Fp8BoundIsTheOperandsRoundoffPlusTheOpsOwnRow) {
+  ASSERT_FALSE(fp8_tolerance_table().empty());
+  for (const QuantizedRow& row : fp8_tolerance_table()) EXPECT_STRNE(row.reason, "");
+  const Bound b = fp8_bound(OpClass::linear, {0x1p-3, 0x1p-4}, DType::bf16);
+  EXPECT_EQ(b.row, "fp8_linear");
+  EXPECT_DOUBLE_EQ(b.floor, 0x1p-3 + 0x1p-4 + expected_error(DType::bf16, OpClass::linear));
+  EXPECT_DOUBLE_EQ(b.gate, kGateHeadroom * b.floor);
+  EXPECT_THROW(fp8_bound(OpClass::softmax, {0x1p-4}, DType::f32), std::exception);
+  const Bound same = tolerance_bound(DType::f32, OpClass::norm, 2);
+  EXPECT_DOUBLE_EQ(same.gate, 2 * baseline_gate(DType::f32, OpClass::norm));
+  EXPECT_EQ(same.row, "norm");
+  EXPECT_EQ(exact_bound("fp8_quantization").gate, 0);
+}
+
 // The budget grows like sqrt(k) over steps, like k lr past lr_steps, and
 // with each layer below the last one; it never shrinks, and one step of the
 // head or the last layer keeps the row's numbers.

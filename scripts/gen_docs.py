@@ -76,6 +76,16 @@ def tolerance_tables(t):
               f"learning rate lr gets max(sqrt(k), k lr / {tg['lr_steps']:g}) x {tg['per_layer']:g}^max(0, d - 1) times "
               "the row's gate and floor (d = 0: head and final LayerNorm; L - l: layer l of L; L + 1: embedding).",
               "", f"Depth: {tg['depth_reason']}.", "", f"Steps: {tg['steps_reason']}."]
+    lines += ["", "FP8 end to end, against float64 of the unquantized operands: floor = q (u_a + u_b) + the floor of "
+              "the op's own row at the output dtype, u(E4M3) = 2^-4 and u(E5M2) = 2^-3 for the two quantized "
+              f"operands; gate = {t['gate_headroom']:g} x floor.", "",
+              "| row | op class | q | floor E4M3 x E4M3 f32 | bf16 | floor E5M2 x E4M3 f32 | bf16 | reason |",
+              "|---|---|---|---|---|---|---|---|"]
+    for r in t["fp8_rows"]:
+        f = r["floor"]
+        lines.append(f"| `{r['op']}` | `{r['class']}` | {r['quantization_growth']:g} | {f['e4m3_e4m3']['f32']:.3g} | "
+                     f"{f['e4m3_e4m3']['bf16']:.3g} | {f['e5m2_e4m3']['f32']:.3g} | {f['e5m2_e4m3']['bf16']:.3g} | "
+                     f"{r['reason']} |")
     lines += ["", "Planted faults inside kernels (`--fault NAME`; live in every run of the case, the one-device "
               "baseline included, except where the code is checked beside the baseline):", "",
               "| fault | op family | the bug | CUDA path | caught by |", "|---|---|---|---|---|"]

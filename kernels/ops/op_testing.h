@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "harness/compare.h"
 #include "harness/error.h"
@@ -20,6 +21,11 @@ inline constexpr DType kTestDtypes[] = {DType::f32, DType::bf16, DType::f16};
 
 inline Tensor random_input(const Shape& shape, DType dtype, const std::string& name, double scale = 1.0) {
   return random_tensor(shape, dtype, {42, tensor_id(name), scale});
+}
+
+// A small f32 matrix from its values, row-major.
+inline Tensor f32_matrix(int64_t rows, int64_t cols, const std::vector<double>& values) {
+  return Tensor::from_values({rows, cols}, values, DType::f32);
 }
 
 // error(op) <= gate(dtype, op class): the op (in `dtype` storage) against

@@ -1,0 +1,31 @@
+#include "kernels/ops/gemm_fp8.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "harness/error.h"
+#include "harness/kernel_fault.h"
+#include "kernels/ops/gemm.h"
+
+namespace sextant::ops {
+
+float gemm_fp8(const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b, bool trans_b, Tensor& c) {
+  if (!c.is_host() || (c.dtype() != DType::f32 && c.dtype() != DType::bf16))
+    throw RuntimeError("gemm_fp8: C must be f32 or bf16 on the host, got " + dtype_name(c.dtype()));
+  Tensor ad = a.dequantize();
+  if (kernel_fault_planted(KernelFault::fp8_scale_inverse_twice)) {
+    float* p = ad.data<float>();
+    for (int64_t r = 0; r < a.rows; ++r)
+      for (int64_t col = 0; col < a.cols; ++col) p[r * a.cols + col] *= a.scale_inv_at(r, col);
+  }
+  const Tensor bd = b.dequantize();
+  Tensor out = Tensor::empty(c.shape(), DType::f32);
+  gemm(ad, trans_a, bd, trans_b, out);
+  c = out.to(c.dtype());
+  const Tensor stored = c.to(DType::f32);
+  float amax = 0;
+  for (int64_t i = 0; i < stored.numel(); ++i) amax = std::max(amax, std::fabs(stored.data<float>()[i]));
+  return amax;
+}
+
+}  // namespace sextant::ops
