@@ -35,6 +35,7 @@ enum class KernelFault {
   gelu_backward_coefficient,        // d/dx of 0.044715 x^3 taken as 0.044715 x^2 (the factor 3 lost)
   softmax_backward,                 // dx = y * dy: the - sum(y * dy) term is missing
   cross_entropy_gradient,           // dlogits = softmax: the - 1 at the target is missing
+  cross_entropy_counts_ignored,     // the mean divides by every row, ignored (padding) targets included
   embedding_backward_duplicates,    // a token seen twice overwrites its gradient row instead of adding
   adam_bias_correction,             // the second moment is not bias-corrected
   router_topk_repeats,         // top-k excludes only the choices before the previous one: choice 2 repeats choice 1
@@ -96,6 +97,8 @@ inline const std::vector<KernelFaultInfo>& kernel_faults() {
        false},
       {KernelFault::cross_entropy_gradient, "cross_entropy_gradient", "cross-entropy",
        "dlogits = softmax, missing the - 1 at the target", false},
+      {KernelFault::cross_entropy_counts_ignored, "cross_entropy_counts_ignored", "cross-entropy",
+       "the mean (loss and gradient) divides by every row, rows with the ignored padding target included", true},
       {KernelFault::embedding_backward_duplicates, "embedding_backward_duplicates", "embedding",
        "a repeated token overwrites its gradient row instead of adding to it", false},
       {KernelFault::adam_bias_correction, "adam_bias_correction", "Adam", "the second moment is not bias-corrected",

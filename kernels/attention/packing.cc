@@ -113,12 +113,27 @@ std::vector<int64_t> zipf_lengths(int64_t n, int64_t total, uint64_t seed) {
   return lengths;
 }
 
+void require_packed_lengths(const std::string& name, const std::vector<int64_t>& lengths, int64_t seq, int64_t multiple,
+                            int64_t tail) {
+  for (int64_t n : lengths) require(n >= 0, cat(name, ": length ", n, " must not be negative"));
+  require(std::any_of(lengths.begin(), lengths.end(), [](int64_t n) { return n > 0; }),
+          cat(name, ": at least one sequence must have a token"));
+  if (multiple > 1 || tail > 0) {
+    const int64_t rows = pack_sequences(lengths, multiple, tail).rows();
+    require(rows == seq, cat(name, ": the lengths padded to multiples of ", multiple, " and ", tail,
+                             " rows of tail padding fill ", rows, " rows, not --seq ", seq));
+    return;
+  }
+  const int64_t sum = std::accumulate(lengths.begin(), lengths.end(), int64_t{0});
+  require(sum == seq, cat(name, ": the lengths sum to ", sum, ", not --seq ", seq));
+}
+
 std::vector<int64_t> parse_seq_lens(const std::string& spec, int64_t seq, uint64_t seed, int64_t multiple,
                                     int64_t tail) {
   const std::string name = cat("--set seq_lens=", spec);
-  const bool padded = multiple > 1 || tail > 0;
   if (spec.rfind("zipf:", 0) == 0) {
-    require(!padded, cat(name, ": zipf:N draws lengths that fill --seq; with padding give the lengths as a list"));
+    require(multiple == 1 && tail == 0,
+            cat(name, ": zipf:N draws lengths that fill --seq; with padding give the lengths as a list"));
     const int64_t n = parse_integer(spec.substr(5)).value_or(0);
     require(n >= 1, cat(name, ": zipf:N needs a positive count N"));
     require(n <= seq, cat(name, ": ", n, " sequences of at least one token must fit --seq ", seq));
@@ -128,20 +143,10 @@ std::vector<int64_t> parse_seq_lens(const std::string& spec, int64_t seq, uint64
   for (const std::string& part : split(spec, ',')) {
     const std::optional<int64_t> n = parse_integer(part);
     require(n.has_value(), cat(name, " must be a comma-separated list of lengths or zipf:N"));
-    require(*n >= 0, cat(name, ": length ", *n, " must not be negative"));
     lengths.push_back(*n);
   }
   require(!lengths.empty(), cat(name, " must be a comma-separated list of lengths or zipf:N"));
-  require(std::any_of(lengths.begin(), lengths.end(), [](int64_t n) { return n > 0; }),
-          cat(name, ": at least one sequence must have a token"));
-  if (padded) {
-    const int64_t rows = pack_sequences(lengths, multiple, tail).rows();
-    require(rows == seq, cat(name, ": the lengths padded to multiples of ", multiple, " and ", tail,
-                             " rows of tail padding fill ", rows, " rows, not --seq ", seq));
-    return lengths;
-  }
-  const int64_t sum = std::accumulate(lengths.begin(), lengths.end(), int64_t{0});
-  require(sum == seq, cat(name, ": the lengths sum to ", sum, ", not --seq ", seq));
+  require_packed_lengths(name, lengths, seq, multiple, tail);
   return lengths;
 }
 

@@ -61,6 +61,12 @@ int64_t causal_pairs(const Packing& packing);
 std::vector<int64_t> parse_seq_lens(const std::string& spec, int64_t seq, uint64_t seed, int64_t multiple = 1,
                                     int64_t tail = 0);
 
+// The rules parse_seq_lens holds a list to (each length >= 0, one at least
+// positive, filling `seq` as above), for lengths from anywhere (a --config
+// file, a recipe); `name` starts each message.
+void require_packed_lengths(const std::string& name, const std::vector<int64_t>& lengths, int64_t seq,
+                            int64_t multiple = 1, int64_t tail = 0);
+
 // N lengths >= 1 summing to `total`, proportional to independent Pareto
 // draws with tail index 1.2 (a Zipf-like long tail: most sequences short, a
 // few long), a pure function of (n, total, seed).

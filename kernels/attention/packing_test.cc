@@ -116,5 +116,24 @@ TEST(Packing, ParsesSeqLensOrSaysTheRule) {
   EXPECT_THROW(parse_seq_lens("zipf:3", 32, 1, 4, 0), UsageError);
 }
 
+TEST(Packing, RequirePackedLengthsHoldsAnyListToTheParsersRules) {
+  auto message = [](const std::vector<int64_t>& lengths, int64_t seq, int64_t multiple = 1, int64_t tail = 0) {
+    try {
+      require_packed_lengths("--set seq_lens", lengths, seq, multiple, tail);
+      return std::string("accepted");
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+  };
+  EXPECT_EQ(message({40, 8, 16}, 64), "accepted");
+  EXPECT_EQ(message({40, 8}, 64), "--set seq_lens: the lengths sum to 48, not --seq 64");
+  EXPECT_EQ(message({0, 0}, 0), "--set seq_lens: at least one sequence must have a token");
+  EXPECT_EQ(message({70, -6}, 64), "--set seq_lens: length -6 must not be negative");
+  EXPECT_EQ(message({19, 1, 0, 2}, 32, 4, 4), "accepted");  // 20 + 4 + 0 + 4 + tail 4
+  EXPECT_EQ(message({19, 1}, 32, 4),
+            "--set seq_lens: the lengths padded to multiples of 4 and 0 rows of tail "
+            "padding fill 24 rows, not --seq 32");
+}
+
 }  // namespace
 }  // namespace sextant::cp

@@ -122,16 +122,8 @@ void validate_packed(const GptConfig& c, const ParallelConfig& p) {
   require(!c.seq_lens.empty() || (c.pad_to == 1 && c.tail_padding == 0),
           "--set pad_to and tail_padding pad packed sequences: they need --set seq_lens");
   if (c.seq_lens.empty()) return;
-  for (int64_t n : c.seq_lens) require(n >= 0, cat("--set seq_lens: length ", n, " must not be negative"));
-  require(std::any_of(c.seq_lens.begin(), c.seq_lens.end(), [](int64_t n) { return n > 0; }),
-          "--set seq_lens: at least one sequence must have a token");
+  cp::require_packed_lengths("--set seq_lens", c.seq_lens, c.seq, c.pad_to, c.tail_padding);
   const cp::Packing packing = cp::pack_sequences(c.seq_lens, c.pad_to, c.tail_padding);
-  if (c.pad_to == 1 && c.tail_padding == 0)
-    require(packing.rows() == c.seq, cat("--set seq_lens: the lengths sum to ", packing.rows(), ", not --seq ", c.seq));
-  else
-    require(packing.rows() == c.seq,
-            cat("--set seq_lens: the lengths padded to multiples of pad_to ", c.pad_to, " and tail_padding ",
-                c.tail_padding, " fill ", packing.rows(), " rows, not --seq ", c.seq));
   if (c.cp_layout == cp::Layout::zigzag && p.cp > 1)
     for (int64_t n : packing.padded)
       require(n % (2 * p.cp) == 0,

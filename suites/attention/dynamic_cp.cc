@@ -172,14 +172,7 @@ void validate(const CaseConfig& c) {
                                        " (a group's capacity must split into its zigzag chunks)"));
   require(p.ring_step >= 0, cat("--set ring_step=", p.ring_step, " must not be negative"));
   ops::require_attention_impl_runs(p.attention_impl, c.device);
-  for (const std::vector<int64_t>& mb : p.lengths) {
-    int64_t sum = 0;
-    for (int64_t n : mb) {
-      require(n >= 0, cat("--set seq_lens: length ", n, " must not be negative"));
-      sum += n;
-    }
-    require(sum == p.seq, cat("--set seq_lens: the lengths sum to ", sum, ", not --seq ", p.seq));
-  }
+  for (const std::vector<int64_t>& mb : p.lengths) cp::require_packed_lengths("--set seq_lens", mb, p.seq);
   cp::faults().parse(c.fault);
   if (c.device == Device::cuda) require_cuda_mask_runs(p);
 }

@@ -6,6 +6,7 @@
 #include "harness/options.h"
 #include "harness/rng.h"
 #include "harness/strings.h"
+#include "kernels/attention/packing.h"
 #include "kernels/ops/attention_block.h"
 #include "suites/attention/attention.h"
 
@@ -113,13 +114,7 @@ double window_pairs(int64_t n, bool causal, ops::Window w) {
 // config built elsewhere is checked again here).
 void validate_packed(const Problem& p, const CaseConfig& c) {
   const int cp = c.parallel.cp;
-  int64_t sum = 0;
-  for (int64_t n : p.seq_lens) {
-    require(n >= 0, cat("--set seq_lens: length ", n, " must not be negative"));
-    sum += n;
-  }
-  require(sum > 0, "--set seq_lens: at least one sequence must have a token");
-  require(sum == p.seq, cat("--set seq_lens: the lengths sum to ", sum, ", not --seq ", p.seq));
+  cp::require_packed_lengths("--set seq_lens", p.seq_lens, p.seq);
   require(p.causal, "--set seq_lens: packed sequences attend causally; --set causal=false does not apply");
   if (!p.thd_padding && p.layout == cp::Layout::zigzag)
     for (int64_t n : p.seq_lens)

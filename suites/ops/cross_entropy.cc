@@ -65,7 +65,7 @@ CaseDef cross_entropy_case() {
       .suite = "ops",
       .name = "cross_entropy",
       .summary = "cross-entropy loss (per row and mean) and its gradient over the vocabulary",
-      .kernel_faults = {KernelFault::cross_entropy_gradient},
+      .kernel_faults = {KernelFault::cross_entropy_gradient, KernelFault::cross_entropy_counts_ignored},
       .table_metrics = {"GBps"},
       .configs =
           [](const SweepRequest& req) {
