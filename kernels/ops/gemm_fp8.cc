@@ -19,10 +19,12 @@ float gemm_fp8(const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b, bool trans_
       for (int64_t col = 0; col < a.cols; ++col) p[r * a.cols + col] *= a.scale_inv_at(r, col);
   }
   const Tensor bd = b.dequantize();
-  Tensor out = Tensor::empty(c.shape(), DType::f32);
-  gemm(ad, trans_a, bd, trans_b, out);
-  c = out.to(c.dtype());
-  const Tensor stored = c.to(DType::f32);
+  // An f32 C takes the product in place; a bf16 C its rounding, into C's own storage.
+  const bool f32_out = c.dtype() == DType::f32;
+  Tensor product = f32_out ? c : Tensor::empty(c.shape(), DType::f32);
+  gemm(ad, trans_a, bd, trans_b, product);
+  if (!f32_out) c.copy_from(product.to(c.dtype()));
+  const Tensor stored = f32_out ? c : c.to(DType::f32);  // the amax of C as stored
   float amax = 0;
   for (int64_t i = 0; i < stored.numel(); ++i) amax = std::max(amax, std::fabs(stored.data<float>()[i]));
   return amax;

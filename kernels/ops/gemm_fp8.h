@@ -15,7 +15,7 @@
 namespace sextant::ops {
 
 // a: [m, k] ([k, m] if trans_a), b: [k, n] ([n, k] if trans_b), c: [m, n]
-// f32 or bf16 on the host. Returns the amax of C as stored (what cuBLASLt's
+// f32 or bf16 on the host, written in place. Returns the amax of C as stored (what cuBLASLt's
 // AMAX_D pointer reports, for a recipe that scales C next).
 float gemm_fp8(const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b, bool trans_b, Tensor& c);
 

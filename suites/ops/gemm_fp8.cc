@@ -219,16 +219,11 @@ std::vector<ops::Fp8Recipe> sweep_recipes(const SweepRequest& req) {
   add(Fp8Scaling::block, [](ops::Fp8Recipe& r) { r.pow2_scales = false; });
   add(Fp8Scaling::mxfp8, same);
   add(Fp8Scaling::mxfp8, [](ops::Fp8Recipe& r) { r.formats = ops::Fp8Formats::hybrid; });
-  for (ops::Fp8Recipe& r : out) {
-    if (req.has("fp8_format"))
-      r.formats = req.get<std::string>("fp8_format", "") == "e4m3" ? ops::Fp8Formats::e4m3 : ops::Fp8Formats::hybrid;
-    r.history_len = static_cast<int>(req.get<int64_t>("fp8_history", r.history_len));
-    if (req.has("fp8_amax_algo"))
-      r.amax_algo =
-          req.get<std::string>("fp8_amax_algo", "") == "max" ? ops::AmaxAlgo::max : ops::AmaxAlgo::most_recent;
-    r.margin = static_cast<int>(req.get<int64_t>("fp8_margin", r.margin));
-    r.block = static_cast<int>(req.get<int64_t>("fp8_block", r.block));
-    r.pow2_scales = req.get<bool>("fp8_pow2_scales", r.pow2_scales);
+  for (ops::Fp8Recipe& r : out) {  // the user's parameters, read as the recorded params are
+    nlohmann::json params = ops::fp8_recipe_json(r);
+    for (const OptionSpec& option : ops::fp8_recipe_options())
+      if (option.name != "fp8_recipe" && req.has(option.name)) params[option.name] = req.options.at(option.name);
+    r = ops::fp8_recipe_from_json(params);
   }
   return out;
 }
