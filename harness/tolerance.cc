@@ -46,6 +46,10 @@ const std::vector<QuantizedRow> kFp8Table = {
      "each output is a sum of products of two cast values, each off by at most u relative (about u / 3 RMS for "
      "values spread over a binade): the products' relative errors add, and over random-sign sums the output's "
      "relative L2 error stays near the RMS of the sum of the two operands' errors, under u_a + u_b"},
+    {OpClass::norm, "fp8_norm", 1,
+     "a LayerNorm's gradient behind FP8 linears: the casts on its path (each gemm's two operands, summed) set its "
+     "relative error as for fp8_linear; the LayerNorm backward scales the signal and that error alike (a "
+     "projection and 1/sigma), then rounds once more at the norm row"},
 };
 }  // namespace
 
@@ -63,7 +67,7 @@ Bound fp8_bound(OpClass op, const std::vector<double>& operand_unit_roundoffs, D
       double u = 0;
       for (double x : operand_unit_roundoffs) u += x;
       const double expected = row.quantization_growth * u + expected_error(out, op);
-      return {op, row.name, kGateHeadroom * expected, expected, 1};
+      return {op, row.name, kGateHeadroom * expected, expected_error(out, op), 1};
     }
   throw RuntimeError("no FP8 tolerance row for op class " + op_class_name(op));
 }

@@ -124,8 +124,12 @@ Bound tolerance_bound(DType dtype, OpClass op, double growth = 1);
 // with u(E4M3) = 2^-4 and u(E5M2) = 2^-3: each operand's cast rounds every
 // value once by at most u relative, q the amplification of those roundings
 // into the op's result; the second term is the kernel's own rounding at the
-// output dtype (the row of the same op). The kernel's arithmetic alone is
-// held to that second term against float64 of the dequantized operands.
+// output dtype (the row of the same op). The baseline's gate is
+// kGateHeadroom x expected. The distributed run's floor is the unquantized
+// op's: it casts with the one-rank run's scales (its amaxes reduced over the
+// ranks), so it must be as close as bf16 runs are, within 2 x the
+// baseline's error. The kernel's arithmetic alone is held to the second
+// term against float64 of the dequantized operands.
 struct QuantizedRow {
   OpClass op;
   const char* name;            // as the results record it ("fp8_linear")

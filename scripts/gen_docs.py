@@ -76,13 +76,15 @@ def tolerance_tables(t):
               f"learning rate lr gets max(sqrt(k), k lr / {tg['lr_steps']:g}) x {tg['per_layer']:g}^max(0, d - 1) times "
               "the row's gate and floor (d = 0: head and final LayerNorm; L - l: layer l of L; L + 1: embedding).",
               "", f"Depth: {tg['depth_reason']}.", "", f"Steps: {tg['steps_reason']}."]
-    lines += ["", "FP8 end to end, against float64 of the unquantized operands: floor = q (u_a + u_b) + the floor of "
-              "the op's own row at the output dtype, u(E4M3) = 2^-4 and u(E5M2) = 2^-3 for the two quantized "
-              f"operands; gate = {t['gate_headroom']:g} x floor.", "",
-              "| row | op class | q | floor E4M3 x E4M3 f32 | bf16 | floor E5M2 x E4M3 f32 | bf16 | reason |",
+    lines += ["", "FP8 end to end, against float64 of the unquantized operands: expected = q (sum of u over the "
+              "casts on the tensor's path, two per gemm) + the floor of the op's own row at the output dtype, "
+              "u(E4M3) = 2^-4 and u(E5M2) = 2^-3; the baseline's gate = "
+              f"{t['gate_headroom']:g} x expected. The distributed run's floor is the op's own row's: it casts with "
+              "the one-rank run's scales.", "",
+              "| row | op class | q | expected, one gemm E4M3 x E4M3 f32 | bf16 | E5M2 x E4M3 f32 | bf16 | reason |",
               "|---|---|---|---|---|---|---|---|"]
     for r in t["fp8_rows"]:
-        f = r["floor"]
+        f = r["expected"]
         lines.append(f"| `{r['op']}` | `{r['class']}` | {r['quantization_growth']:g} | {f['e4m3_e4m3']['f32']:.3g} | "
                      f"{f['e4m3_e4m3']['bf16']:.3g} | {f['e5m2_e4m3']['f32']:.3g} | {f['e5m2_e4m3']['bf16']:.3g} | "
                      f"{r['reason']} |")

@@ -27,16 +27,16 @@ LayerWeights layer_weights(ParamStore& store, const GptConfig& c, int layer, int
   auto v = [&](const char* name) { return store.get(n + name).compute; };
   LayerWeights w;
   w.attn.ln_gamma = v("ln1_gamma"), w.attn.ln_beta = v("ln1_beta");
-  w.attn.qkv = {v("wqkv"), v("bqkv")};
-  w.attn.out = {v("wo"), v("bo")};
+  w.attn.qkv.w = v("wqkv"), w.attn.qkv.b = v("bqkv");
+  w.attn.out.w = v("wo"), w.attn.out.b = v("bo");
   w.attn.local_heads = c.heads / tp_size;
   w.attn.local_kv_heads = c.kv_heads / tp_size;
   w.attn.head_dim = c.head_dim;
   w.attn.v_head_dim = c.v_head_dim;
   w.ln2_gamma = v("ln2_gamma"), w.ln2_beta = v("ln2_beta");
   if (!c.moe[layer]) {
-    w.fc1 = {v("w1"), v("b1")};
-    w.fc2 = {v("w2"), v("b2")};
+    w.fc1.w = v("w1"), w.fc1.b = v("b1");
+    w.fc2.w = v("w2"), w.fc2.b = v("b2");
     return w;
   }
   w.moe.router = v("router");
@@ -86,7 +86,7 @@ GptStages::GptStages(const GptConfig& config, const ParallelConfig& parallel, st
   if (store.holds("head")) {
     lnf_gamma_ = store.get("lnf_gamma").compute, lnf_beta_ = store.get("lnf_beta").compute;
     d_lnf_gamma_ = store.get("lnf_gamma").grad, d_lnf_beta_ = store.get("lnf_beta").grad;
-    head_ = {store.get("head").compute, Tensor()};
+    head_.w = store.get("head").compute;
     d_head_ = store.get("head").grad;
   }
   saved_.resize(static_cast<size_t>(config.microbatches));

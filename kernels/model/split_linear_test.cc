@@ -29,7 +29,7 @@ TEST_P(SplitLinear, ColumnParallelMatchesTheFusedBackward) {
   const int n = world().size(), r = world().rank();
   const tp::TpGroup g{world(), GetParam()};
   const int64_t b = 2, s = 4 * n, in = 6, out = 4 * n;
-  const tp::ColumnParallelLinear layer{rnd({in, out / n}, "w", r), rnd({out / n}, "b", r)};
+  const tp::ColumnParallelLinear layer{rnd({in, out / n}, "w", r), rnd({out / n}, "b", r), nullptr};
   const Tensor x = rnd({b, g.local_seq(s), in}, "x", r), dy = rnd({b, s, out / n}, "dy", r);
   tp::ColumnSaved saved;
   tp::column_parallel_forward(g, layer, x, saved);
@@ -51,7 +51,7 @@ TEST_P(SplitLinear, RowParallelMatchesTheFusedBackward) {
   const int n = world().size(), r = world().rank();
   const tp::TpGroup g{world(), GetParam()};
   const int64_t b = 2, s = 4 * n, in = 4 * n, out = 6;
-  const tp::RowParallelLinear layer{rnd({in / n, out}, "w", r), rnd({out}, "b", 0)};
+  const tp::RowParallelLinear layer{rnd({in / n, out}, "w", r), rnd({out}, "b", 0), nullptr};
   const Tensor x = rnd({b, s, in / n}, "x", r), dy = rnd({b, g.local_seq(s), out}, "dy", r);
   tp::RowSaved saved;
   tp::row_parallel_forward(g, layer, x, saved);

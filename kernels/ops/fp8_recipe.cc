@@ -101,6 +101,24 @@ Fp8Recipe fp8_recipe_from_json(const nlohmann::json& p) {
   return r;
 }
 
+Fp8Recipe with_fp8_options(const Fp8Recipe& r, const nlohmann::json& options) {
+  nlohmann::json params = fp8_recipe_json(r);  // read as the recorded params are
+  for (const OptionSpec& option : fp8_recipe_options())
+    if (option.name != "fp8_recipe" && options.contains(option.name)) params[option.name] = options.at(option.name);
+  return fp8_recipe_from_json(params);
+}
+
+void require_fp8_options_apply(const nlohmann::json& options) {
+  if (!options.contains("fp8_recipe")) return;
+  const std::string recipe = options.at("fp8_recipe").get<std::string>();
+  for (const char* key : {"fp8_history", "fp8_amax_algo", "fp8_margin"})
+    if (options.contains(key) && recipe != "delayed")
+      throw UsageError(cat("--set ", key, " applies to fp8_recipe=delayed only (fp8_recipe=", recipe, ")"));
+  for (const char* key : {"fp8_block", "fp8_pow2_scales"})
+    if (options.contains(key) && recipe != "block")
+      throw UsageError(cat("--set ", key, " applies to fp8_recipe=block only (fp8_recipe=", recipe, ")"));
+}
+
 Fp8Blocks fp8_blocks(const Fp8Recipe& recipe, Fp8Role role, bool reduce_along_cols) {
   switch (recipe.scaling) {
     case Fp8Scaling::delayed:
@@ -134,7 +152,7 @@ void DelayedScaling::update(float amax) {
 }
 
 Fp8Tensor quantize_fp8(const Tensor& x, Fp8Role role, bool reduce_along_cols, const Fp8Recipe& recipe,
-                       const DelayedScaling* delayed) {
+                       const DelayedScaling* delayed, std::optional<float> tensor_amax) {
   if (x.ndim() != 2 || !x.is_host())
     throw RuntimeError("quantize_fp8: want a host matrix, got " + shape_string(x.shape()));
   if (recipe.scaling == Fp8Scaling::delayed && !delayed)
@@ -157,6 +175,7 @@ Fp8Tensor quantize_fp8(const Tensor& x, Fp8Role role, bool reduce_along_cols, co
       a = std::max(a, std::fabs(px[r * q.cols + c]));
     }
   q.amax = amax.empty() ? 0.0f : *std::max_element(amax.begin(), amax.end());
+  if (tensor_amax && recipe.per_tensor()) amax.assign(amax.size(), q.amax = *tensor_amax);
 
   // Per-block multiplier before the cast and its decode inverse.
   const float fp8_max = fp8_info(q.format).max;
@@ -187,6 +206,15 @@ Fp8Tensor quantize_fp8(const Tensor& x, Fp8Role role, bool reduce_along_cols, co
       q.codes[r * q.cols + c] = wraps ? fp8_encode_wrapping(v, q.format) : fp8_encode(v, q.format);
     }
   return q;
+}
+
+float fp8_amax(const Tensor& x) {
+  if (!x.is_host()) throw RuntimeError("fp8_amax: want a host tensor");
+  const Tensor xf = x.to(DType::f32);
+  const float* px = xf.data<float>();
+  float a = 0;
+  for (int64_t i = 0; i < xf.numel(); ++i) a = std::max(a, std::fabs(px[i]));
+  return a;
 }
 
 }  // namespace sextant::ops

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,12 @@ std::vector<OptionSpec> fp8_recipe_options();
 // Recipe <-> the JSON params a case records (keys as the options').
 nlohmann::json fp8_recipe_json(const Fp8Recipe& recipe);
 Fp8Recipe fp8_recipe_from_json(const nlohmann::json& params);
+// The user's --set options (the object of them) over a recipe: each recipe
+// parameter given replaces r's (fp8_recipe itself is not read).
+Fp8Recipe with_fp8_options(const Fp8Recipe& r, const nlohmann::json& options);
+// A parameter of another scaling than the fp8_recipe given is a mistake,
+// not a no-op: throws UsageError naming both.
+void require_fp8_options_apply(const nlohmann::json& options);
 
 // The block edge lengths of an operand [rows, cols] entering a gemm whose
 // reduction runs along its columns (reduce_along_cols) or its rows; 0 means
@@ -111,8 +118,13 @@ class DelayedScaling {
 
 // x: [rows, cols] on the host (f32 or bf16). delayed: the tensor's state,
 // required for delayed scaling (its scale() is used; the caller updates it
-// with the returned amax at the end of the step).
+// with the returned amax at the end of the step). tensor_amax: where x is
+// one rank's shard of a tensor, that tensor's amax (the shards' reduced over
+// the ranks holding them): per-tensor recipes then take the whole tensor's
+// scale, and the result's amax is it.
 Fp8Tensor quantize_fp8(const Tensor& x, Fp8Role role, bool reduce_along_cols, const Fp8Recipe& recipe,
-                       const DelayedScaling* delayed = nullptr);
+                       const DelayedScaling* delayed = nullptr, std::optional<float> tensor_amax = std::nullopt);
+// The largest |value| of x (host, f32 or bf16): what quantize_fp8 computes as the amax.
+float fp8_amax(const Tensor& x);
 
 }  // namespace sextant::ops

@@ -18,18 +18,24 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 
+#include "kernels/tensor_parallel/fp8_linear.h"
 #include "kernels/tensor_parallel/tp_group.h"
 
 namespace sextant::tp {
 
+// fp8: set, the three gemms run in FP8 with this state, which each step's
+// backward updates (fp8_linear.h); unset, in the weights' dtype.
 struct ColumnParallelLinear {
   Tensor w;  // [in, out/tp]
   Tensor b;  // [out/tp], or undefined for no bias
+  std::shared_ptr<Fp8LinearState> fp8;
 };
 struct RowParallelLinear {
   Tensor w;  // [in/tp, out]
   Tensor b;  // [out] replicated over TP, or undefined for no bias
+  std::shared_ptr<Fp8LinearState> fp8;
 };
 struct LinearGrads {
   Tensor dw;  // shaped like w, grad_dtype(w)
@@ -69,6 +75,7 @@ Tensor row_parallel_backward(const TpGroup& g, const RowParallelLinear& layer, c
 // bias gradients later from it. I then W gives exactly what
 // *_parallel_backward gives, with the same collectives in the same order per
 // kind (I: the region edge; W: under SP + regather, the re-all-gather).
+// An FP8 layer's step ends with W, its last cast.
 struct ColumnPendingGrad {
   Tensor dy;  // [b, s, out/tp]
 };
@@ -87,8 +94,8 @@ struct RowPendingGrad {
 Tensor row_parallel_backward_input(const TpGroup& g, const RowParallelLinear& layer, const Tensor& dy,
                                    RowPendingGrad& pending);
 // Writes grads; db is partial over TP under SP (as row_parallel_backward's).
-void row_parallel_backward_weight(const RowParallelLinear& layer, const RowSaved& saved, const RowPendingGrad& pending,
-                                  LinearGrads& grads);
+void row_parallel_backward_weight(const TpGroup& g, const RowParallelLinear& layer, const RowSaved& saved,
+                                  const RowPendingGrad& pending, LinearGrads& grads);
 
 // FLOPs of the matrix products of one layer's forward on `rows` tokens
 // (backward: twice that). in, out: the global sizes.

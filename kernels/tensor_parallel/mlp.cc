@@ -38,7 +38,7 @@ Tensor mlp_backward_input(const TpGroup& g, const MlpWeights& w, const MlpSaved&
 
 void mlp_backward_weight(const TpGroup& g, const MlpWeights& w, const MlpSaved& saved, const MlpPendingGrads& pending,
                          MlpGrads& grads) {
-  row_parallel_backward_weight(w.fc2, saved.fc2, pending.fc2, grads.fc2);
+  row_parallel_backward_weight(g, w.fc2, saved.fc2, pending.fc2, grads.fc2);
   column_parallel_backward_weight(g, w.fc1, saved.fc1, pending.fc1, grads.fc1);
   grads.ln_gamma = pending.ln_gamma;
   grads.ln_beta = pending.ln_beta;
@@ -70,6 +70,11 @@ MlpWeights init_mlp_weights(const MlpDims& d, int tp_rank, int tp_size, DType dt
   w.fc2.w = random_shard({d.ffn, d.hidden}, 0, tp_size, tp_rank, dtype, spec(".w2", s2), device);
   w.fc2.b = random_shard({d.hidden}, 0, 1, 0, dtype, spec(".b2", 0.1), device);
   return w;
+}
+
+void use_fp8_linears(MlpWeights& w, const ops::Fp8Recipe& recipe) {
+  w.fc1.fp8 = std::make_shared<Fp8LinearState>(recipe);
+  w.fc2.fp8 = std::make_shared<Fp8LinearState>(recipe);
 }
 
 }  // namespace sextant::tp

@@ -83,6 +83,10 @@ void zero_grads(MlpGrads& sum);
 MlpWeights init_mlp_weights(const MlpDims& dims, int tp_rank, int tp_size, DType dtype, uint64_t seed,
                             const std::string& prefix, Device device = Device::host);
 
+// Runs fc1 and fc2 in FP8 under `recipe` from fresh state (delayed
+// scaling's histories empty; fp8_linear.h).
+void use_fp8_linears(MlpWeights& w, const ops::Fp8Recipe& recipe);
+
 // Matrix-product FLOPs of forward + backward on `tokens` tokens: 3 x 2 x tokens x 2 h ffn.
 inline double mlp_flops(int64_t tokens, const MlpDims& d) { return 3 * 2.0 * tokens * 2 * d.hidden * d.ffn; }
 

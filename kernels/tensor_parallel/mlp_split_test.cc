@@ -1,9 +1,13 @@
 // The zero-bubble split of the MLP block's backward under MPI (1, 2 and 4
 // ranks, TP over the world, SP off and on, regather on and off): I then W
 // gives bit for bit what the fused mlp_backward gives, and accumulating the
-// gradients of several microbatches gives their sum.
+// gradients of several microbatches gives their sum. With FP8 linears too:
+// the split casts the same tensors with the same scales.
 #include <gtest/gtest.h>
 
+#include <optional>
+
+#include "harness/strings.h"
 #include "harness/testing/mpi_world.h"
 #include "kernels/tensor_parallel/mlp.h"
 #include "kernels/tensor_parallel/shard.h"
@@ -27,12 +31,15 @@ Tensor activation(const TpGroup& g, const char* name, int microbatch) {
                       DType::f32, RandomSpec{static_cast<uint64_t>(microbatch), tensor_id(name), 1.0});
 }
 
-MlpWeights weights(const TpGroup& g) {
-  return init_mlp_weights({kHidden, kFfn}, g.rank(), g.size(), DType::f32, 5, "mlp_split_test");
+// fp8: the linears' recipe, or none for f32 linears.
+MlpWeights weights(const TpGroup& g, const std::optional<ops::Fp8Recipe>& fp8 = std::nullopt) {
+  MlpWeights w = init_mlp_weights({kHidden, kFfn}, g.rank(), g.size(), DType::f32, 5, "mlp_split_test");
+  if (fp8) use_fp8_linears(w, *fp8);
+  return w;
 }
 
-Backward fused(const TpGroup& g, int microbatch) {
-  const MlpWeights w = weights(g);
+Backward fused(const TpGroup& g, int microbatch, const std::optional<ops::Fp8Recipe>& fp8 = std::nullopt) {
+  const MlpWeights w = weights(g, fp8);
   MlpSaved saved;
   mlp_forward(g, w, activation(g, "x", microbatch), saved);
   Backward r;
@@ -40,8 +47,8 @@ Backward fused(const TpGroup& g, int microbatch) {
   return r;
 }
 
-Backward split(const TpGroup& g, int microbatch) {
-  const MlpWeights w = weights(g);
+Backward split(const TpGroup& g, int microbatch, const std::optional<ops::Fp8Recipe>& fp8 = std::nullopt) {
+  const MlpWeights w = weights(g, fp8);
   MlpSaved saved;
   mlp_forward(g, w, activation(g, "x", microbatch), saved);
   Backward r;
@@ -58,15 +65,19 @@ std::vector<TpGroup> groups() {
 }
 
 TEST(MlpSplit, InputThenWeightEqualsTheFusedBackwardBitForBit) {
-  for (const TpGroup& g : groups()) {
-    Backward a = fused(g, 0), b = split(g, 0);
-    EXPECT_EQ(a.dx.to_vector(), b.dx.to_vector()) << "sp " << g.sequence_parallel;
-    std::vector<Tensor*> ga = a.grads.all(), gb = b.grads.all();
-    for (size_t i = 0; i < ga.size(); ++i) {
-      ASSERT_TRUE(gb[i]->defined()) << "gradient " << i;
-      EXPECT_EQ(ga[i]->to_vector(), gb[i]->to_vector()) << "gradient " << i << " sp " << g.sequence_parallel;
+  const std::vector<std::optional<ops::Fp8Recipe>> precisions = {
+      std::nullopt, ops::default_fp8_recipe(ops::Fp8Scaling::current), ops::default_fp8_recipe(ops::Fp8Scaling::block)};
+  for (const std::optional<ops::Fp8Recipe>& fp8 : precisions)
+    for (const TpGroup& g : groups()) {
+      const std::string where = cat("sp ", g.sequence_parallel, " fp8 ", fp8 ? fp8->name() : "none");
+      Backward a = fused(g, 0, fp8), b = split(g, 0, fp8);
+      EXPECT_EQ(a.dx.to_vector(), b.dx.to_vector()) << where;
+      std::vector<Tensor*> ga = a.grads.all(), gb = b.grads.all();
+      for (size_t i = 0; i < ga.size(); ++i) {
+        ASSERT_TRUE(gb[i]->defined()) << "gradient " << i;
+        EXPECT_EQ(ga[i]->to_vector(), gb[i]->to_vector()) << "gradient " << i << " " << where;
+      }
     }
-  }
 }
 
 TEST(MlpSplit, AccumulatedGradientsAreTheSumOverMicrobatches) {

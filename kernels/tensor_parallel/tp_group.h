@@ -28,14 +28,17 @@ enum class Fault {
   reduce_scatter_wrong_dim,  // SP reduce-scatter splits the hidden dimension instead of the sequence
   layernorm_wrong_axis,      // SP LayerNorm: statistics over the shard's tokens per feature, not over the hidden dim
   cross_entropy_local_max,   // vocab-parallel cross-entropy: each rank shifts by its own max (no max all-reduce)
+  fp8_amax_not_reduced_over_tp,  // FP8 linears: each rank scales its shard by its own amax (no max all-reduce over TP)
 };
-// What a TP config looks like to the faults: its size, SP, and whether the
-// block holds a LayerNorm or the vocab-parallel loss.
+// What a TP config looks like to the faults: its size, SP, whether the
+// block holds a LayerNorm or the vocab-parallel loss, and whether its
+// linears run in FP8 with per-tensor scales.
 struct FaultSite {
   int tp = 1;
   bool sp = false;
   bool layernorm = false;
   bool vocab = false;
+  bool fp8_per_tensor = false;
 };
 inline const FaultTable<Fault, FaultSite>& faults() {
   static const FaultTable<Fault, FaultSite> table(
@@ -53,6 +56,11 @@ inline const FaultTable<Fault, FaultSite>& faults() {
           {Fault::cross_entropy_local_max, "cross_entropy_local_max",
            "vocab-parallel cross-entropy: each rank shifts by its own max (no max all-reduce)",
            "the vocab-parallel loss under TP of 2+", [](const FaultSite& s) { return s.tp > 1 && s.vocab; }},
+          {Fault::fp8_amax_not_reduced_over_tp, "fp8_amax_not_reduced_over_tp",
+           "FP8 linears: each rank scales its shard of a weight, input or gradient by its own amax (no max "
+           "all-reduce over TP)",
+           "FP8 linears with per-tensor scales (delayed, current) under TP of 2+",
+           [](const FaultSite& s) { return s.tp > 1 && s.fp8_per_tensor; }},
       });
   return table;
 }
@@ -71,6 +79,9 @@ struct TpGroup {
   // saved input. false saves the gathered input.
   bool regather_input = true;
   Fault fault = Fault::none;
+  // FP8 linears: the data-parallel group their amaxes are reduced over after
+  // TP (fp8_linear.h); none for a group that holds every token.
+  Communicator* amax_dp = nullptr;
 
   int size() const { return comm.size(); }
   int rank() const { return comm.rank(); }

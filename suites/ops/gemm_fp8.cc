@@ -219,25 +219,8 @@ std::vector<ops::Fp8Recipe> sweep_recipes(const SweepRequest& req) {
   add(Fp8Scaling::block, [](ops::Fp8Recipe& r) { r.pow2_scales = false; });
   add(Fp8Scaling::mxfp8, same);
   add(Fp8Scaling::mxfp8, [](ops::Fp8Recipe& r) { r.formats = ops::Fp8Formats::hybrid; });
-  for (ops::Fp8Recipe& r : out) {  // the user's parameters, read as the recorded params are
-    nlohmann::json params = ops::fp8_recipe_json(r);
-    for (const OptionSpec& option : ops::fp8_recipe_options())
-      if (option.name != "fp8_recipe" && req.has(option.name)) params[option.name] = req.options.at(option.name);
-    r = ops::fp8_recipe_from_json(params);
-  }
+  for (ops::Fp8Recipe& r : out) r = ops::with_fp8_options(r, req.options);
   return out;
-}
-
-// A parameter of one scaling given with another picked: a mistake, not a no-op.
-void require_recipe_parameters_apply(const SweepRequest& req) {
-  if (!req.has("fp8_recipe")) return;
-  const std::string recipe = req.get<std::string>("fp8_recipe", "");
-  for (const char* key : {"fp8_history", "fp8_amax_algo", "fp8_margin"})
-    if (req.has(key) && recipe != "delayed")
-      throw UsageError(cat("--set ", key, " applies to fp8_recipe=delayed only (fp8_recipe=", recipe, ")"));
-  for (const char* key : {"fp8_block", "fp8_pow2_scales"})
-    if (req.has(key) && recipe != "block")
-      throw UsageError(cat("--set ", key, " applies to fp8_recipe=block only (fp8_recipe=", recipe, ")"));
 }
 
 // Ragged against every block edge (128 and 32) and small enough for the
@@ -286,7 +269,7 @@ CaseDef gemm_fp8_case() {
       .table_metrics = {"gflops"},
       .configs =
           [](const SweepRequest& req) {
-            require_recipe_parameters_apply(req);
+            ops::require_fp8_options_apply(req.options);
             std::vector<nlohmann::json> params;
             for (const ops::Fp8Recipe& r : sweep_recipes(req))
               for (const auto& [tokens, in, out] : shapes(req.profile)) {

@@ -1,6 +1,7 @@
 // What the three tp_sp cases share: sweep, bad-input rules, placement,
 // gathered comparison and the metrics.
 #include <algorithm>
+#include <bit>
 
 #include "harness/error.h"
 #include "harness/strings.h"
@@ -76,6 +77,25 @@ std::vector<std::pair<ParallelConfig, bool>> variants(const SweepRequest& req) {
   return out;
 }
 
+// The linears' precisions to run: unquantized, and for a block with FP8
+// linears each recipe at TransformerEngine's defaults (the user's recipe
+// parameters over them) on the host; --set fp8_recipe: that recipe alone,
+// and nothing for a block without FP8 linears.
+std::vector<std::optional<ops::Fp8Recipe>> precisions(const SweepRequest& req, const BlockKind& kind) {
+  // Read from the options themselves: a block without FP8 linears does not
+  // declare them, and runs nothing when another block's FP8 is asked for.
+  const bool picked = req.options.contains("fp8_recipe");
+  std::vector<std::optional<ops::Fp8Recipe>> out;
+  if (!picked) out.push_back(std::nullopt);
+  if (kind.fp8_linears) ops::require_fp8_options_apply(req.options);
+  // Unasked, FP8 runs where its gemm is built: the host.
+  if (!kind.fp8_linears || (!picked && req.device != Device::host)) return out;
+  for (const std::string& name : ops::fp8_scaling_names())
+    if (!picked || req.get<std::string>("fp8_recipe", "") == name)
+      out.push_back(ops::with_fp8_options(ops::default_fp8_recipe(ops::parse_fp8_scaling(name)), req.options));
+  return out;
+}
+
 }  // namespace
 
 std::vector<CaseConfig> sweep(const SweepRequest& req, const BlockKind& kind) {
@@ -88,21 +108,24 @@ std::vector<CaseConfig> sweep(const SweepRequest& req, const BlockKind& kind) {
   s.ffn = req.get<int64_t>("ffn", s.ffn);
   s.vocab = req.get<int64_t>("vocab", s.vocab);
   std::vector<CaseConfig> out;
-  for (DType dtype : req.dtypes_or({DType::f32, DType::bf16}))
-    for (const auto& [parallel, regather] : variants(req)) {
-      if (!tp::faults().shows(fault, {parallel.tp, parallel.sp, parts.layernorm, parts.vocab})) continue;
-      Sizes sized = s;  // the default global batch is raised to a multiple of dp; a given one must divide
-      sized.batch = req.options.contains("batch") ? req.get<int64_t>("batch", s.batch)
-                                                  : round_up(s.batch, std::max(parallel.dp, 1));
-      CaseConfig c;
-      c.params = block_params(kind, sized);
-      c.params["sp"] = parallel.sp;
-      if (parallel.sp) c.params["regather"] = regather;
-      c.parallel = parallel;
-      c.ranks = req.ranks;
-      c.dtype = dtype;
-      out.push_back(c);
-    }
+  for (const std::optional<ops::Fp8Recipe>& fp8 : precisions(req, kind))
+    for (DType dtype : fp8 ? req.dtypes_or({DType::bf16}) : req.dtypes_or({DType::f32, DType::bf16}))
+      for (const auto& [parallel, regather] : variants(req)) {
+        const bool per_tensor = fp8 && fp8->per_tensor();
+        if (!tp::faults().shows(fault, {parallel.tp, parallel.sp, parts.layernorm, parts.vocab, per_tensor})) continue;
+        Sizes sized = s;  // the default global batch is raised to a multiple of dp; a given one must divide
+        sized.batch = req.options.contains("batch") ? req.get<int64_t>("batch", s.batch)
+                                                    : round_up(s.batch, std::max(parallel.dp, 1));
+        CaseConfig c;
+        c.params = block_params(kind, sized);
+        c.params["sp"] = parallel.sp;
+        if (parallel.sp) c.params["regather"] = regather;
+        if (fp8) c.params.update(ops::fp8_recipe_json(*fp8));
+        c.parallel = parallel;
+        c.ranks = req.ranks;
+        c.dtype = dtype;
+        out.push_back(c);
+      }
   return out;
 }
 
@@ -122,17 +145,22 @@ Problem problem_of(const CaseConfig& c) {
   p.vocab = c.params.value("vocab", int64_t{0});
   p.tp = c.parallel.tp;
   p.dp = c.parallel.dp;
+  if (c.params.contains("fp8_recipe")) p.fp8 = ops::fp8_recipe_from_json(c.params);
   return p;
 }
 
-std::vector<OptionSpec> block_options() {
-  return {OptionSpec::size("seq", "sequence length"),
-          OptionSpec::size("batch", "global batch (sequences)"),
-          OptionSpec::size("hidden", "hidden size"),
-          OptionSpec::size("heads", "attention heads (attn_proj)"),
-          OptionSpec::size("ffn", "FFN hidden size (mlp)"),
-          OptionSpec::size("vocab", "vocabulary size (vocab)"),
-          OptionSpec::boolean("regather", "SP: save input shards and all-gather them again in backward")};
+std::vector<OptionSpec> block_options(bool fp8_linears) {
+  std::vector<OptionSpec> out = {
+      OptionSpec::size("seq", "sequence length"),
+      OptionSpec::size("batch", "global batch (sequences)"),
+      OptionSpec::size("hidden", "hidden size"),
+      OptionSpec::size("heads", "attention heads (attn_proj)"),
+      OptionSpec::size("ffn", "FFN hidden size (mlp)"),
+      OptionSpec::size("vocab", "vocabulary size (vocab)"),
+      OptionSpec::boolean("regather", "SP: save input shards and all-gather them again in backward")};
+  if (fp8_linears)
+    for (OptionSpec& option : ops::fp8_recipe_options()) out.push_back(std::move(option));
+  return out;
 }
 
 // The widest matrix of the block sets the scale: activations [b, s, width]
@@ -164,6 +192,12 @@ void validate_problem(const CaseConfig& c) {
   if (p.sp && p.seq % p.tp != 0)
     throw UsageError(cat("--tp ", p.tp, " must divide --seq ", p.seq, " under --sp (each rank holds seq/tp tokens)"));
   require_divides("--dp", p.dp, "--batch", p.batch);
+  if (p.fp8) {
+    require(c.device == Device::host,
+            cat("tp_sp/", p.block, ": FP8 linears run on the host only (cuBLASLt's FP8 matmul is not built yet)"));
+    require(c.dtype == DType::f32 || c.dtype == DType::bf16,
+            cat("tp_sp/", p.block, ": FP8 linears take --dtype f32 or bf16 (the activations and the gemms' outputs)"));
+  }
 }
 
 Placement placement_of(const CaseContext& ctx, const Problem& p) {
@@ -185,6 +219,7 @@ Env make_env(CaseContext& ctx) {
   e.tp = std::make_unique<tp::TpGroup>(
       tp::TpGroup{ctx.grid.get(Dim::tp), e.p.sp, e.p.regather, tp::faults().parse(ctx.config.fault)});
   e.dp = &ctx.grid.get(Dim::dp);
+  e.tp->amax_dp = e.dp;
   e.self = &ctx.self;
   e.seed = ctx.seed;
   e.dtype = ctx.config.dtype;
@@ -196,12 +231,48 @@ tp::TpGroup baseline_group(const Env& env) { return tp::TpGroup{*env.self}; }
 
 void check_gathered(Checker& checker, const std::string& name, OpClass op, const std::vector<Block>& blocks,
                     const Shape& global, const Tensor& base, const Tensor& ref) {
+  check_gathered(checker, name, tolerance_bound(checker.dtype(), op), blocks, global, base, ref);
+}
+
+void check_gathered(Checker& checker, const std::string& name, const Bound& bound, const std::vector<Block>& blocks,
+                    const Shape& global, const Tensor& base, const Tensor& ref) {
   if (blocks.empty()) throw RuntimeError(cat("check_gathered ", name, ": this rank holds no block"));
   Assembled a = assemble(checker.comm(), blocks, global, blocks.front().data.dtype());
   if (!checker.is_root()) return;
   if (a.uncovered > 0) checker.fail(cat(name, ": ", a.uncovered, " elements held by no rank"));
   if (a.mismatched > 0) checker.fail(cat(name, ": ", a.mismatched, " replicated elements differ between ranks"));
-  checker.compare(name, op, a.tensor, base, ref);
+  checker.compare(name, bound, a.tensor, base, ref);
+}
+
+Bound tensor_bound(const Env& env, OpClass op, const std::vector<ops::Fp8Role>& casts) {
+  if (!env.p.fp8 || casts.empty()) return tolerance_bound(env.dtype, op);
+  std::vector<double> unit_roundoffs;
+  for (ops::Fp8Role role : casts) unit_roundoffs.push_back(ops::fp8_info(env.p.fp8->format_of(role)).unit_roundoff);
+  return fp8_bound(op, unit_roundoffs, env.dtype);
+}
+
+int checked_steps(const Problem& p) { return p.fp8 && p.fp8->scaling == ops::Fp8Scaling::delayed ? 3 : 1; }
+
+void check_fp8_scales(Checker& checker, const std::vector<std::string>& names, const std::vector<float>& mine,
+                      const std::vector<float>& base) {
+  std::vector<float> expected = checker.is_root() ? base : std::vector<float>(mine.size());
+  if (expected.size() != mine.size() || names.size() != mine.size())
+    throw RuntimeError(cat("check_fp8_scales: ", names.size(), " names, ", mine.size(), " scales, ", expected.size(),
+                           " on the baseline"));
+  checker.comm().broadcast(expected.data(), expected.size(), DType::f32, 0);
+  int64_t wrong = 0;
+  for (size_t i = 0; i < mine.size(); ++i)
+    if (std::bit_cast<uint32_t>(mine[i]) != std::bit_cast<uint32_t>(expected[i])) {
+      ++wrong;
+      checker.fail(cat("fp8_scales: ", names[i], " decodes with ", mine[i], " on rank ", checker.comm().rank(),
+                       ", the one-rank run with ", expected[i]));
+    }
+  checker.exact("fp8_scales", wrong, static_cast<int64_t>(mine.size()));
+  if (checker.is_root()) {
+    nlohmann::json scales = nlohmann::json::object();
+    for (size_t i = 0; i < names.size(); ++i) scales[names[i]] = base[i];
+    checker.note("fp8_scale_inv", scales);
+  }
 }
 
 Tensor on_host(const Tensor& t) { return !t.defined() || t.is_host() ? t : t.to(Device::host); }
@@ -240,8 +311,9 @@ Metrics block_metrics(const Env& env, const RegionTimes& times, double flops, si
   return m;
 }
 
-std::vector<FaultDoc> block_faults(const tp::FaultSite& parts) {
-  return tp::faults().docs_where({{2, false, parts.layernorm, parts.vocab}, {2, true, parts.layernorm, parts.vocab}});
+std::vector<FaultDoc> block_faults(const tp::FaultSite& parts, bool fp8_linears) {
+  return tp::faults().docs_where(
+      {{2, false, parts.layernorm, parts.vocab, fp8_linears}, {2, true, parts.layernorm, parts.vocab, fp8_linears}});
 }
 
 }  // namespace sextant::tp_sp

@@ -1,5 +1,6 @@
 // Case tp_sp/mlp: the pre-LN MLP block LN -> column linear -> GELU -> row
-// linear -> residual (kernels/tensor_parallel/mlp.h) against reference/mlp.h.
+// linear -> residual (kernels/tensor_parallel/mlp.h) against reference/mlp.h,
+// its linears in the test dtype or in FP8 (the reference unquantized).
 #include "kernels/tensor_parallel/mlp.h"
 
 #include "kernels/ops/random.h"
@@ -26,6 +27,28 @@ tp::MlpDims dims_of(const Problem& p) { return {p.hidden, p.ffn}; }
 Shape activation_shape(const Problem& p) { return {p.batch, p.seq, p.hidden}; }
 RandomSpec spec(const Env& e, const char* name) { return {e.seed, tensor_id(std::string(kPrefix) + name), 1.0}; }
 
+// The FP8 casts on each checked tensor's path, one per quantized operand of
+// each gemm it depends on (forward casts reach the gradients through GELU').
+using ops::Fp8Role;
+using Casts = std::vector<Fp8Role>;
+Casts operator+(Casts a, const Casts& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+const Casts kForward = {Fp8Role::activation, Fp8Role::weight};
+const Casts kDgrad = {Fp8Role::gradient, Fp8Role::weight};
+const Casts kWgrad = {Fp8Role::activation, Fp8Role::gradient};
+
+// FP8: the per-tensor decode scales of the last step, fc1's then fc2's, and their names.
+std::vector<float> fp8_scales(const tp::MlpWeights& w) {
+  std::vector<float> out;
+  for (const tp::Fp8LinearState* s : {w.fc1.fp8.get(), w.fc2.fp8.get()})
+    out.insert(out.end(), s->scale_inv.begin(), s->scale_inv.end());
+  return out;
+}
+const std::vector<std::string> kScaleNames = {"fc1.input", "fc1.weight", "fc1.output_grad",
+                                              "fc2.input", "fc2.weight", "fc2.output_grad"};
+
 // One training step of the block on this rank: forward, backward, and the
 // gradient reductions (TP for replicated parameters under SP, then DP).
 void fwd_bwd(MlpState& s) {
@@ -45,6 +68,7 @@ MlpState setup(CaseContext& ctx) {
   const Problem& p = s.env.p;
   const Placement& at = s.env.at;
   s.w = tp::init_mlp_weights(dims_of(p), at.tp_rank, p.tp, s.env.dtype, s.env.seed, kPrefix, s.env.device);
+  if (p.fp8) tp::use_fp8_linears(s.w, *p.fp8);
   const Shape local{at.batch, at.seq, p.hidden};
   s.x = ops::random_block(activation_shape(p), at.offset(), local, s.env.dtype, spec(s.env, ".x"), s.env.device);
   s.dy = ops::random_block(activation_shape(p), at.offset(), local, s.env.dtype, spec(s.env, ".dy"), s.env.device);
@@ -52,14 +76,16 @@ MlpState setup(CaseContext& ctx) {
 }
 
 void check(MlpState& s, Checker& checker) {
-  fwd_bwd(s);
   const Problem& p = s.env.p;
+  if (p.fp8) tp::use_fp8_linears(s.w, *p.fp8);  // fresh: the baseline runs as many steps from the same state
+  for (int step = 0; step < checked_steps(p); ++step) fwd_bwd(s);
   const Placement& at = s.env.at;
   // Root: the whole problem in float64 and on one rank in the test dtype.
   ref::MlpActivations ref_fwd;
   ref::MlpGrads ref_bwd;
   Tensor base_y, base_dx;
   tp::MlpGrads base;
+  std::vector<float> base_scales;
   if (checker.is_root()) {
     const Tensor x = random_tensor(activation_shape(p), s.env.dtype, spec(s.env, ".x"));
     const Tensor dy = random_tensor(activation_shape(p), s.env.dtype, spec(s.env, ".dy"));
@@ -79,30 +105,38 @@ void check(MlpState& s, Checker& checker) {
     // The baseline: the same kernels on this rank's device, then to host memory.
     const tp::TpGroup one = baseline_group(s.env);
     const Device device = s.env.device;
-    const tp::MlpWeights weights =
-        device == Device::host ? full
-                               : tp::init_mlp_weights(dims_of(p), 0, 1, s.env.dtype, s.env.seed, kPrefix, device);
-    tp::MlpSaved saved;
-    base_y = on_host(tp::mlp_forward(one, weights, on_device(x, device), saved));
-    base_dx = on_host(tp::mlp_backward(one, weights, saved, on_device(dy, device), base));
+    tp::MlpWeights weights = device == Device::host
+                                 ? full
+                                 : tp::init_mlp_weights(dims_of(p), 0, 1, s.env.dtype, s.env.seed, kPrefix, device);
+    if (p.fp8) tp::use_fp8_linears(weights, *p.fp8);
+    for (int step = 0; step < checked_steps(p); ++step) {
+      tp::MlpSaved saved;
+      base_y = on_host(tp::mlp_forward(one, weights, on_device(x, device), saved));
+      base_dx = on_host(tp::mlp_backward(one, weights, saved, on_device(dy, device), base));
+    }
     move_to_host(base.all());
+    if (p.fp8) base_scales = fp8_scales(weights);
   }
   const Shape act = activation_shape(p);
   const int64_t ffn_offset = p.ffn / p.tp * at.tp_rank;
-  check_gathered(checker, "y", OpClass::linear, {{s.y, at.offset()}}, act, base_y, ref_fwd.y);
-  check_gathered(checker, "dx", OpClass::norm, {{s.dx, at.offset()}}, act, base_dx, ref_bwd.dx);
-  check_gathered(checker, "dln_gamma", OpClass::norm, {block_along(s.grads.ln_gamma, 0, 0)}, {p.hidden}, base.ln_gamma,
-                 ref_bwd.dln_gamma);
-  check_gathered(checker, "dln_beta", OpClass::norm, {block_along(s.grads.ln_beta, 0, 0)}, {p.hidden}, base.ln_beta,
-                 ref_bwd.dln_beta);
-  check_gathered(checker, "dw1", OpClass::linear, {block_along(s.grads.fc1.dw, 1, ffn_offset)}, {p.hidden, p.ffn},
-                 base.fc1.dw, ref_bwd.dw1);
-  check_gathered(checker, "db1", OpClass::linear, {block_along(s.grads.fc1.db, 0, ffn_offset)}, {p.ffn}, base.fc1.db,
-                 ref_bwd.db1);
-  check_gathered(checker, "dw2", OpClass::linear, {block_along(s.grads.fc2.dw, 0, ffn_offset)}, {p.ffn, p.hidden},
-                 base.fc2.dw, ref_bwd.dw2);
-  check_gathered(checker, "db2", OpClass::linear, {block_along(s.grads.fc2.db, 0, 0)}, {p.hidden}, base.fc2.db,
-                 ref_bwd.db2);
+  const Env& e = s.env;
+  const Casts to_dx = kForward + kDgrad + kDgrad;  // fc1 forward (GELU'), fc2 then fc1 dgrad
+  check_gathered(checker, "y", tensor_bound(e, OpClass::linear, kForward + kForward), {{s.y, at.offset()}}, act, base_y,
+                 ref_fwd.y);
+  check_gathered(checker, "dx", tensor_bound(e, OpClass::norm, to_dx), {{s.dx, at.offset()}}, act, base_dx, ref_bwd.dx);
+  check_gathered(checker, "dln_gamma", tensor_bound(e, OpClass::norm, to_dx), {block_along(s.grads.ln_gamma, 0, 0)},
+                 {p.hidden}, base.ln_gamma, ref_bwd.dln_gamma);
+  check_gathered(checker, "dln_beta", tensor_bound(e, OpClass::norm, to_dx), {block_along(s.grads.ln_beta, 0, 0)},
+                 {p.hidden}, base.ln_beta, ref_bwd.dln_beta);
+  check_gathered(checker, "dw1", tensor_bound(e, OpClass::linear, kForward + kDgrad + kWgrad),
+                 {block_along(s.grads.fc1.dw, 1, ffn_offset)}, {p.hidden, p.ffn}, base.fc1.dw, ref_bwd.dw1);
+  check_gathered(checker, "db1", tensor_bound(e, OpClass::linear, kForward + kDgrad),
+                 {block_along(s.grads.fc1.db, 0, ffn_offset)}, {p.ffn}, base.fc1.db, ref_bwd.db1);
+  check_gathered(checker, "dw2", tensor_bound(e, OpClass::linear, kForward + kWgrad),
+                 {block_along(s.grads.fc2.dw, 0, ffn_offset)}, {p.ffn, p.hidden}, base.fc2.dw, ref_bwd.dw2);
+  check_gathered(checker, "db2", tensor_bound(e, OpClass::linear, {}), {block_along(s.grads.fc2.db, 0, 0)}, {p.hidden},
+                 base.fc2.db, ref_bwd.db2);
+  if (p.fp8 && p.fp8->per_tensor()) check_fp8_scales(checker, kScaleNames, fp8_scales(s.w), base_scales);
 }
 
 Metrics metrics(MlpState& s, const RegionTimes& times) {
@@ -121,6 +155,7 @@ CaseDef mlp_case() {
       .summary = "pre-LN MLP block (LN, column linear, GELU, row linear, residual) under TP / SP",
       .parts = {.layernorm = true},
       .width = BlockWidth::ffn,
+      .fp8_linears = true,
       .kernel_faults = {KernelFault::layernorm_forward_variance, KernelFault::layernorm_backward_mean_term,
                         KernelFault::gelu_backward_coefficient},
       .table_metrics = {"tflops_per_rank", "activation_bytes_per_rank", "layernorm_activation_bytes_per_rank"},

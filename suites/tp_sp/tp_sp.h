@@ -3,6 +3,9 @@
 // vocabulary-parallel embedding + LM head + cross-entropy -- at tp 1, 2, 4
 // (times dp to fill the ranks), SP off and on, f32 and bf16.
 //
+// The MLP block also runs its two linears in FP8 (kernels/tensor_parallel/
+// fp8_linear.h) under each scaling recipe, with bf16 activations.
+//
 // Every instance runs one forward + backward on its shards, gathers the
 // output and every gradient (input and all weights) on rank 0, and compares
 // them with the float64 reference and the same kernels on one rank (the
@@ -11,11 +14,14 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "harness/assemble.h"
 #include "harness/case.h"
+#include "harness/tolerance.h"
+#include "kernels/ops/fp8_recipe.h"
 #include "kernels/tensor_parallel/tp_group.h"
 
 namespace sextant::tp_sp {
@@ -29,11 +35,13 @@ inline constexpr int kSuiteOrder = 30;
 enum class BlockWidth { ffn, heads, vocab };
 
 // What the shared driver needs of a block case: its name, what it holds
-// (a LayerNorm, the vocab-parallel loss: its faults) and its width.
+// (a LayerNorm, the vocab-parallel loss: its faults), its width and whether
+// its linears run FP8 cases.
 struct BlockKind {
   std::string name;
   tp::FaultSite parts;
   BlockWidth width;
+  bool fp8_linears = false;
 };
 
 struct Problem {
@@ -42,10 +50,12 @@ struct Problem {
   bool sp = false, regather = true;
   int64_t batch = 0, seq = 0, hidden = 0, heads = 0, ffn = 0, vocab = 0;  // global sizes; unused ones 0
   int tp = 1, dp = 1;
+  std::optional<ops::Fp8Recipe> fp8;  // the linears' FP8 recipe; none: in the test dtype
   int64_t tokens() const { return batch * seq; }
 };
 Problem problem_of(const CaseConfig& c);
-std::vector<OptionSpec> block_options();
+// The blocks' shared options, and the FP8 recipe's for a block with FP8 linears.
+std::vector<OptionSpec> block_options(bool fp8_linears);
 MemoryEstimate block_memory(const CaseConfig& c);
 
 // Where this rank's data lies in the global [batch, seq, ...] activations.
@@ -73,7 +83,9 @@ Env make_env(CaseContext& ctx);
 tp::TpGroup baseline_group(const Env& env);
 
 // Sweep (tp in {1, 2, 4} dividing the ranks, dp = ranks / tp; SP off, and on
-// with and without regather) and the bad-input rules.
+// with and without regather) and the bad-input rules. A block with FP8
+// linears also runs each recipe at TransformerEngine's defaults, at bf16
+// unless --dtype says; --set fp8_recipe runs that recipe alone.
 // With a planted fault, only the configs where it shows (kind.parts: block_faults).
 std::vector<CaseConfig> sweep(const SweepRequest& req, const BlockKind& kind);
 void validate_problem(const CaseConfig& c);
@@ -81,8 +93,25 @@ void validate_problem(const CaseConfig& c);
 // Collective over the checker's group: assembles `blocks` on root and
 // compares the result with base (one rank, test dtype) and ref (f64) there;
 // replicas that disagree bit for bit fail the case.
+void check_gathered(Checker& checker, const std::string& name, const Bound& bound, const std::vector<Block>& blocks,
+                    const Shape& global, const Tensor& base, const Tensor& ref);
 void check_gathered(Checker& checker, const std::string& name, OpClass op, const std::vector<Block>& blocks,
                     const Shape& global, const Tensor& base, const Tensor& ref);
+
+// What a checked tensor is held to: its op's row, or under FP8 linears the
+// FP8 row of its op over the casts on its path (each cast's operand role,
+// one per quantized gemm operand; tolerance.h fp8_bound).
+Bound tensor_bound(const Env& env, OpClass op, const std::vector<ops::Fp8Role>& casts);
+
+// How many steps a check runs from fresh FP8 state, the baseline as many:
+// delayed scaling's third step quantizes with scales from two steps of
+// history; every other run is one step.
+int checked_steps(const Problem& p);
+// FP8 conformance at the level of the scales (docs/CONFORMANCE.md): with
+// per-tensor scales, every rank's equal the one-rank run's bit for bit
+// (mine on every rank, base on root; collective). names label the entries.
+void check_fp8_scales(Checker& checker, const std::vector<std::string>& names, const std::vector<float>& mine,
+                      const std::vector<float>& base);
 
 // The metrics of METRICS.md's tp_sp row. flops: matrix-product FLOPs of the
 // global forward + backward; replicated_grad_bytes: bytes of the gradients
@@ -104,7 +133,7 @@ void move_to_host(const std::vector<Tensor*>& tensors);
 
 // The planted faults (kernels/tensor_parallel/tp_group.h) that show in a
 // block with these parts (tp and sp of `parts` ignored).
-std::vector<FaultDoc> block_faults(const tp::FaultSite& parts);
+std::vector<FaultDoc> block_faults(const tp::FaultSite& parts, bool fp8_linears);
 
 // What a block case names; make_block_case adds what every block shares: the
 // sweep over tp and SP, its options, the bad-input rules, the memory estimate
@@ -115,6 +144,7 @@ struct BlockCase {
   const char* summary = "";
   tp::FaultSite parts{};  // what the block holds (a LayerNorm, the vocab-parallel loss): its faults
   BlockWidth width = BlockWidth::ffn;
+  bool fp8_linears = false;  // the block's linears also run in FP8 (fp8_linear.h)
   std::vector<KernelFault> kernel_faults{};
   std::vector<std::string> table_metrics{};
   State (*setup)(CaseContext&) = nullptr;
@@ -130,11 +160,12 @@ CaseDef make_block_case(const BlockCase<State>& b) {
       .suite = "tp_sp",
       .name = block,
       .summary = b.summary,
-      .options = block_options(),
-      .faults = block_faults(b.parts),
+      .options = block_options(b.fp8_linears),
+      .faults = block_faults(b.parts, b.fp8_linears),
       .kernel_faults = b.kernel_faults,
       .table_metrics = b.table_metrics,
-      .configs = [kind = BlockKind{block, b.parts, b.width}](const SweepRequest& req) { return sweep(req, kind); },
+      .configs = [kind = BlockKind{block, b.parts, b.width, b.fp8_linears}](
+                     const SweepRequest& req) { return sweep(req, kind); },
       .validate = validate_problem,
       .memory = block_memory,
       .setup = b.setup,

@@ -27,6 +27,11 @@ const std::vector<CaseRecord>& sweep_records() {
 
 bool sp_of(const CaseRecord& r) { return r.config.parallel.sp; }
 bool regather_of(const CaseRecord& r) { return r.config.params.value("regather", false); }
+// The block and, for FP8 linears, the recipe: "mlp", "mlp fp8 current".
+std::string block_of(const CaseRecord& r) {
+  const std::string recipe = r.config.params.value("fp8_recipe", std::string());
+  return recipe.empty() ? r.config.name : r.config.name + " fp8 " + recipe;
+}
 
 TEST(TpSp, EveryBlockPassesAtEveryTpWithSpOnAndOff) {
   const std::vector<CaseRecord>& records = sweep_records();
@@ -42,7 +47,7 @@ TEST(TpSp, EveryBlockPassesAtEveryTpWithSpOnAndOff) {
     if (r.config.name != "vocab") {
       EXPECT_TRUE(r.metrics.contains("layernorm_activation_bytes_per_rank")) << r.config.id();
     }
-    seen.insert({r.config.name, r.config.parallel.tp, r.config.parallel.dp, sp_of(r), dtype_name(r.config.dtype)});
+    seen.insert({block_of(r), r.config.parallel.tp, r.config.parallel.dp, sp_of(r), dtype_name(r.config.dtype)});
   }
   for (const char* block : {"mlp", "attn_proj", "vocab"})
     for (const char* dtype : {"f32", "bf16"}) {
@@ -57,6 +62,12 @@ TEST(TpSp, EveryBlockPassesAtEveryTpWithSpOnAndOff) {
         EXPECT_TRUE(seen.count({block, 2, 2, true, dtype})) << block << " tp2 dp2 " << dtype;
       }
     }
+  for (const char* recipe : {"delayed", "current", "block", "mxfp8"})  // the MLP's FP8 linears, bf16 activations
+    for (int tp : {1, 2, 4})
+      if (tp <= world().size()) {
+        const std::string block = std::string("mlp fp8 ") + recipe;
+        EXPECT_TRUE(seen.count({block, tp, 1, tp > 1, "bf16"})) << block << " tp" << tp;
+      }
 }
 
 // SP replaces each all-reduce of the f/g path by a reduce-scatter + an
@@ -68,9 +79,9 @@ TEST(TpSp, SequenceParallelMovesTheAllReducePathsBytes) {
   const std::vector<CaseRecord>& records = sweep_records();
   if (world().rank() != 0) return;
   if (world().size() < 2) GTEST_SKIP() << "needs tp > 1";
-  using Key = std::tuple<std::string, std::string, int, int, int>;  // block, dtype, ranks, tp, dp
+  using Key = std::tuple<std::string, std::string, int, int, int>;  // block + FP8 recipe, dtype, ranks, tp, dp
   auto key = [](const CaseRecord& r) {
-    return Key{r.config.name, dtype_name(r.config.dtype), r.config.ranks, r.config.parallel.tp, r.config.parallel.dp};
+    return Key{block_of(r), dtype_name(r.config.dtype), r.config.ranks, r.config.parallel.tp, r.config.parallel.dp};
   };
   std::map<Key, double> all_reduce_path;
   for (const CaseRecord& r : records)
@@ -97,10 +108,10 @@ TEST(TpSp, SequenceParallelCutsLayerNormActivationsTpFold) {
   const std::vector<CaseRecord>& records = sweep_records();
   if (world().rank() != 0) return;
   if (world().size() < 2) GTEST_SKIP() << "needs tp > 1";
-  using Key = std::tuple<std::string, std::string, int, int, int>;
+  using Key = std::tuple<std::string, std::string, int, int, int>;  // as above
   std::map<Key, const CaseRecord*> all_reduce_path;
   auto key = [](const CaseRecord& r) {
-    return Key{r.config.name, dtype_name(r.config.dtype), r.config.ranks, r.config.parallel.tp, r.config.parallel.dp};
+    return Key{block_of(r), dtype_name(r.config.dtype), r.config.ranks, r.config.parallel.tp, r.config.parallel.dp};
   };
   for (const CaseRecord& r : records)
     if (!sp_of(r)) all_reduce_path[key(r)] = &r;
@@ -123,6 +134,7 @@ struct FaultTarget {
   std::vector<bool> sp;                // SP settings the fault acts in
   std::vector<std::string> must_fail;  // tensors the fault corrupts (one per case, in order)
   std::vector<std::string> must_pass;  // tensors it leaves alone ("" for none)
+  std::string must_report = "";        // the start of a failure line every case must give ("" for none)
 };
 
 // Each fault must fail every case it targets, in the tensors it corrupts
@@ -139,6 +151,9 @@ TEST(TpSp, EveryPlantedFaultFailsItsCase) {
        {{"tp_sp/mlp", "tp_sp/attn_proj", "tp_sp/vocab"}, {true}, {"y", "y", "logits"}, {"", "", ""}}},
       {"layernorm_wrong_axis", {{"tp_sp/mlp", "tp_sp/attn_proj"}, {true}, {"y", "y"}, {"", ""}}},
       {"cross_entropy_local_max", {{"tp_sp/vocab"}, {false, true}, {"row_loss"}, {"logits"}}},
+      // Each shard's own amax is a finer scale, as accurate end to end: only the
+      // scales' equality with the one-rank run's shows it.
+      {"fp8_amax_not_reduced_over_tp", {{"tp_sp/mlp"}, {false, true}, {""}, {"y"}, "fp8_scales: "}},
   };
   Registry r = suite_registry("tp_sp");
   std::set<std::string> planted;
@@ -154,12 +169,20 @@ TEST(TpSp, EveryPlantedFaultFailsItsCase) {
       o.parallel->sp = sp;
       std::vector<CaseRecord> records = run_suite("tp_sp", o);
       if (world().rank() != 0) continue;
-      EXPECT_EQ(records.size(), target.cases.size()) << fault;  // faults are planted in f32
+      std::set<std::string> cases;  // faults are planted in f32; mlp runs unquantized and FP8 cases
+      for (const CaseRecord& rec : records) cases.insert("tp_sp/" + rec.config.name);
+      EXPECT_EQ(cases.size(), target.cases.size()) << fault;
       for (const CaseRecord& rec : records) {
         const size_t which =
             std::find(target.cases.begin(), target.cases.end(), "tp_sp/" + rec.config.name) - target.cases.begin();
         EXPECT_EQ(rec.conformance.status, "fail") << fault << " was not caught by " << rec.config.id();
         EXPECT_TRUE(rec.error.empty()) << rec.error;
+        if (!target.must_report.empty()) {
+          const std::vector<std::string>& lines = rec.conformance.failures;
+          EXPECT_TRUE(std::any_of(lines.begin(), lines.end(),
+                                  [&](const std::string& l) { return l.starts_with(target.must_report); }))
+              << fault << " gave no '" << target.must_report << "' line: " << rec.config.id();
+        }
         for (const TensorCheck& t : rec.conformance.tensors) {
           if (t.name == target.must_fail[which]) {
             EXPECT_FALSE(t.pass) << fault << " left " << t.name << " passing: " << rec.config.id();
@@ -221,6 +244,14 @@ TEST(TpSp, BadInputIsRefusedBeforeAnythingRuns) {
       {"tp_sp/attn_proj", {{"heads", 6}, {"hidden", 16}}, false, "--heads 6 must divide --hidden 16"},
       {"tp_sp/vocab", {{"vocab", 101}}, false, "--tp 2 must divide --vocab 101"},
       {"tp_sp/mlp", {{"seq", 7}}, true, "--tp 2 must divide --seq 7 under --sp"},
+      {"tp_sp/mlp",
+       {{"fp8_recipe", "block"}, {"fp8_history", 4}},
+       false,
+       "--set fp8_history applies to fp8_recipe=delayed only (fp8_recipe=block)"},
+      {"tp_sp/mlp",
+       {{"fp8_recipe", "current"}, {"fp8_margin", 1}},
+       false,
+       "--set fp8_margin applies to fp8_recipe=delayed"},
   };
   for (const Row& row : rows) {
     RunOptions o = ci_options({row.selection});

@@ -1,0 +1,49 @@
+// FP8 linears under TP: the three gemms of y = x W + b in FP8
+// (kernels/ops/gemm_fp8.h) with scales every rank agrees on.
+//
+// A per-tensor recipe scales a tensor by its amax. Under TP a rank holds
+// part of some tensors (a column- or row-parallel weight, the row-parallel
+// input [b, s, in/tp], the column-parallel output gradient [b, s, out/tp]),
+// and under DP part of every activation's tokens. So each amax is reduced
+// (max) over TP and then over DP before the cast: every rank quantizes with
+// the scale of the whole tensor, the one the one-rank run takes (Megatron's
+// amax reduction group spans TP x DP x CP: parallel_state's
+// get_amax_reduction_group). Reducing a replicated tensor's amax changes
+// nothing, so every operand is reduced. Block recipes scale each block by
+// its own amax: nothing is reduced.
+#pragma once
+
+#include <array>
+
+#include "kernels/ops/fp8_recipe.h"
+#include "kernels/tensor_parallel/tp_group.h"
+
+namespace sextant::tp {
+
+// The operands of one FP8 linear, each with its own scale.
+enum class Fp8Operand { input, weight, output_grad };
+inline constexpr int kFp8Operands = 3;
+
+// One linear's FP8 state (TransformerEngine's fp8_meta): the recipe,
+// delayed scaling's amax history per operand, and what the last step's
+// casts used.
+struct Fp8LinearState {
+  explicit Fp8LinearState(const ops::Fp8Recipe& recipe);
+  ops::Fp8Recipe recipe;
+  std::array<ops::DelayedScaling, kFp8Operands> delayed;  // by Fp8Operand (delayed scaling only)
+  std::array<float, kFp8Operands> amax{};                 // this step's, reduced over TP and DP (per-tensor recipes)
+  std::array<float, kFp8Operands> scale_inv{};            // the decode scale of this step's casts (per-tensor recipes)
+};
+
+// x: [..., in] @ w: [in, out] -> [..., out] in x's dtype (the forward).
+Tensor fp8_matmul(const TpGroup& g, Fp8LinearState& s, const Tensor& x, const Tensor& w);
+// dy: [..., out] @ w^T -> [..., in] in dy's dtype (dgrad).
+Tensor fp8_matmul_wt(const TpGroup& g, Fp8LinearState& s, const Tensor& dy, const Tensor& w);
+// x^T dy over all rows: x [..., in], dy [..., out] -> [in, out] in
+// grad_dtype(param_dtype) (wgrad).
+Tensor fp8_weight_grad(const TpGroup& g, Fp8LinearState& s, const Tensor& x, const Tensor& dy, DType param_dtype);
+// The end of a step (after the backward): delayed scaling rolls each
+// operand's history with the step's amax and sets the next step's scales.
+void fp8_end_step(Fp8LinearState& s);
+
+}  // namespace sextant::tp
