@@ -69,6 +69,7 @@ ROWS = [
     # The piece driver runs beside the whole block: the pieces' tensors fail against it.
     ("attention_pieces_drop_last", "ops/attention", 1, "distributed"),
     ("fp8_scale_inverse_twice", "ops/gemm_fp8", 1, "baseline"),
+    ("fp8_scale_inverse_twice", "tp_sp", 1, "baseline"),  # the FP8 linears of mlp and attn_proj
     ("fp8_forward_weight_e5m2", "ops/gemm_fp8", 1, "baseline"),
     ("fp8_block_scale_neighbour", "ops/gemm_fp8", 1, "baseline"),  # block and mxfp8 rows
     ("fp8_saturation_wraps", "ops/gemm_fp8", 1, "baseline"),  # delayed rows: the second step outgrows the first

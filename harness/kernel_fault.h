@@ -122,19 +122,19 @@ inline const std::vector<KernelFaultInfo>& kernel_faults() {
       {KernelFault::gemm_ignores_beta, "gemm_ignores_beta", "gemm wrapper",
        "an accumulating call (beta = 1) overwrites C", true},
       {KernelFault::fp8_scale_inverse_twice, "fp8_scale_inverse_twice", "FP8 gemm",
-       "A's values multiplied by its decode scale (scale_inv) twice", false},
+       "A's values multiplied by its decode scale (scale_inv) twice", true},
       {KernelFault::fp8_forward_weight_e5m2, "fp8_forward_weight_e5m2", "FP8 quantization",
-       "weights quantized to E5M2 where the recipe says E4M3 (forward operands)", false},
+       "weights quantized to E5M2 where the recipe says E4M3 (forward operands)", true},
       {KernelFault::fp8_block_scale_neighbour, "fp8_block_scale_neighbour", "FP8 block scaling",
        "each block's scale computed from the amax of the block after it (block and mxfp8 recipes)", false},
       {KernelFault::fp8_saturation_wraps, "fp8_saturation_wraps", "FP8 cast",
        "a scaled value past the format's largest finite value wraps around (exponent overflow) instead of "
        "saturating",
-       false},
+       true},
       {KernelFault::fp8_history_not_rolled, "fp8_history_not_rolled", "FP8 delayed scaling",
        "each step's amax overwrites the newest history slot instead of rolling the history, so the window "
        "holds one step",
-       false},
+       true},
   };
   return table;
 }

@@ -43,13 +43,13 @@ const std::vector<ToleranceRow> kTable = {
 // q per op class (see the header); measured margins are in docs/CONFORMANCE.md.
 const std::vector<QuantizedRow> kFp8Table = {
     {OpClass::linear, "fp8_linear", 1,
-     "each output is a sum of products of two cast values, each off by at most u relative (about u / 3 RMS for "
-     "values spread over a binade): the products' relative errors add, and over random-sign sums the output's "
-     "relative L2 error stays near the RMS of the sum of the two operands' errors, under u_a + u_b"},
+     "each output is a sum of products of cast values, each cast off by at most u relative with mean 0 and "
+     "independent of the others: the products' relative errors have variance at most the sum of u^2 over the "
+     "casts on the path, so over random-sign sums the output's relative L2 error stays under sqrt(sum u^2)"},
     {OpClass::norm, "fp8_norm", 1,
-     "a LayerNorm's gradient behind FP8 linears: the casts on its path (each gemm's two operands, summed) set its "
-     "relative error as for fp8_linear; the LayerNorm backward scales the signal and that error alike (a "
-     "projection and 1/sigma), then rounds once more at the norm row"},
+     "a LayerNorm's gradient behind FP8 linears: the casts on its path set its relative error as for fp8_linear; "
+     "the LayerNorm backward scales the signal and that error alike (a projection and 1/sigma), then rounds once "
+     "more at the norm row"},
 };
 }  // namespace
 
@@ -64,9 +64,9 @@ Bound tolerance_bound(DType dtype, OpClass op, double growth) {
 Bound fp8_bound(OpClass op, const std::vector<double>& operand_unit_roundoffs, DType out) {
   for (const QuantizedRow& row : kFp8Table)
     if (row.op == op) {
-      double u = 0;
-      for (double x : operand_unit_roundoffs) u += x;
-      const double expected = row.quantization_growth * u + expected_error(out, op);
+      double variance = 0;  // each cast's relative rounding: mean 0, at most u: variance at most u^2
+      for (double u : operand_unit_roundoffs) variance += u * u;
+      const double expected = row.quantization_growth * std::sqrt(variance) + expected_error(out, op);
       return {op, row.name, kGateHeadroom * expected, expected_error(out, op), 1};
     }
   throw RuntimeError("no FP8 tolerance row for op class " + op_class_name(op));

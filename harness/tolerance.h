@@ -119,11 +119,12 @@ Bound tolerance_bound(DType dtype, OpClass op, double growth = 1);
 
 // FP8 end to end (docs/CONFORMANCE.md, "FP8"): against float64 of the
 // unquantized operands, a correct FP8 op lands within
-//   expected = q(op) x (sum of u(format) over its quantized operands)
+//   expected = q(op) x sqrt(sum of u(format)^2 over the casts on its path)
 //              + expected_error(out dtype, op)
-// with u(E4M3) = 2^-4 and u(E5M2) = 2^-3: each operand's cast rounds every
-// value once by at most u relative, q the amplification of those roundings
-// into the op's result; the second term is the kernel's own rounding at the
+// with u(E4M3) = 2^-4 and u(E5M2) = 2^-3: each cast rounds every value once
+// by at most u relative, independently of the other casts, so the errors'
+// variances add; q the amplification of those roundings into the op's
+// result; the second term is the kernel's own rounding at the
 // output dtype (the row of the same op). The baseline's gate is
 // kGateHeadroom x expected. The distributed run's floor is the unquantized
 // op's: it casts with the one-rank run's scales (its amaxes reduced over the

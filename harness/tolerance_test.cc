@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace sextant {
 namespace {
 
@@ -49,7 +51,7 @@ TEST(Tolerance, Fp8BoundIsTheOperandsRoundoffPlusTheOpsOwnRow) {
   for (const QuantizedRow& row : fp8_tolerance_table()) EXPECT_STRNE(row.reason, "");
   const Bound b = fp8_bound(OpClass::linear, {0x1p-3, 0x1p-4}, DType::bf16);
   EXPECT_EQ(b.row, "fp8_linear");
-  EXPECT_DOUBLE_EQ(b.gate, kGateHeadroom * (0x1p-3 + 0x1p-4 + expected_error(DType::bf16, OpClass::linear)));
+  EXPECT_DOUBLE_EQ(b.gate, kGateHeadroom * (std::sqrt(0x1p-6 + 0x1p-8) + expected_error(DType::bf16, OpClass::linear)));
   EXPECT_DOUBLE_EQ(b.floor, expected_error(DType::bf16, OpClass::linear));  // the distributed run casts alike
   EXPECT_EQ(fp8_bound(OpClass::norm, {0x1p-4}, DType::f32).row, "fp8_norm");
   EXPECT_THROW(fp8_bound(OpClass::softmax, {0x1p-4}, DType::f32), std::exception);

@@ -17,11 +17,12 @@
 #   --all-steps   run the GPU steps even where no GPU is visible (to test
 #                 this script: they skip or fail, visibly)
 #
-# Writes into OUTDIR (five files, small enough to copy back):
+# Writes into OUTDIR (six files, small enough to copy back):
 # device_check.log (everything), results.tar.gz (the sextant results file of
 # each suite run; one run per suite and mode, so a suite that crashes does
-# not hide the others), bench_ops.json (Google Benchmark), bench_attention.json,
-# summary.json. Exit status: 0 when every step passed, 1 when one failed,
+# not hide the others), bench_ops.json (Google Benchmark, FP8 gemm included),
+# bench_attention.json, bench_fp8_gemm.json (torch._scaled_mm), summary.json.
+# Exit status: 0 when every step passed, 1 when one failed,
 # 3 when no GPU is visible (the steps that need one are listed, not run),
 # 2 for bad arguments or a broken environment.
 #
@@ -31,7 +32,7 @@ set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
-usage() { sed -n '2,29p' "$0"; }
+usage() { sed -n '2,30p' "$0"; }
 [ $# -ge 1 ] || { usage; exit 2; }
 case $1 in -h|--help) usage; exit 0 ;; esac
 out=$1; shift
@@ -196,6 +197,7 @@ step "ops_cuda_bench (gemm, memory, attention)" 150 "$bin/ops_cuda_bench" --benc
   --benchmark_out_format=json
 step "bench_attention.py (PyTorch SDPA)" 150 python3 "$here/bench_attention.py" --out "$out/bench_attention.json" \
   --ours "$out/bench_ops.json"
+step "bench_fp8_gemm.py (torch._scaled_mm)" 90 python3 "$here/bench_fp8_gemm.py" --out "$out/bench_fp8_gemm.json"
 
 # --- 5. Every suite on the GPU: one run per suite and mode -------------------
 suites=$("$bin/sextant" list 2>/dev/null | grep -v '^ ' || true)

@@ -76,7 +76,7 @@ def tolerance_tables(t):
               f"learning rate lr gets max(sqrt(k), k lr / {tg['lr_steps']:g}) x {tg['per_layer']:g}^max(0, d - 1) times "
               "the row's gate and floor (d = 0: head and final LayerNorm; L - l: layer l of L; L + 1: embedding).",
               "", f"Depth: {tg['depth_reason']}.", "", f"Steps: {tg['steps_reason']}."]
-    lines += ["", "FP8 end to end, against float64 of the unquantized operands: expected = q (sum of u over the "
+    lines += ["", "FP8 end to end, against float64 of the unquantized operands: expected = q sqrt(sum of u^2 over the "
               "casts on the tensor's path, two per gemm) + the floor of the op's own row at the output dtype, "
               "u(E4M3) = 2^-4 and u(E5M2) = 2^-3; the baseline's gate = "
               f"{t['gate_headroom']:g} x expected. The distributed run's floor is the op's own row's: it casts with "

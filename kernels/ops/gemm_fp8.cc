@@ -5,13 +5,15 @@
 
 #include "harness/error.h"
 #include "harness/kernel_fault.h"
+#include "kernels/ops/device_dispatch.h"
 #include "kernels/ops/gemm.h"
 
 namespace sextant::ops {
 
 float gemm_fp8(const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b, bool trans_b, Tensor& c) {
-  if (!c.is_host() || (c.dtype() != DType::f32 && c.dtype() != DType::bf16))
-    throw RuntimeError("gemm_fp8: C must be f32 or bf16 on the host, got " + dtype_name(c.dtype()));
+  if (c.dtype() != DType::f32 && c.dtype() != DType::bf16)
+    throw RuntimeError("gemm_fp8: C must be f32 or bf16, got " + dtype_name(c.dtype()));
+  if (!c.is_host()) return SEXTANT_CUDA_CALL(cuda::gemm_fp8(a, trans_a, b, trans_b, c));
   Tensor ad = a.dequantize();
   if (kernel_fault_planted(KernelFault::fp8_scale_inverse_twice)) {
     float* p = ad.data<float>();

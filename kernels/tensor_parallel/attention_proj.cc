@@ -89,4 +89,9 @@ AttentionProjWeights init_attention_proj_weights(const AttentionDims& d, int tp_
   return w;
 }
 
+void use_fp8_linears(AttentionProjWeights& w, const ops::Fp8Recipe& recipe) {
+  w.qkv.fp8 = std::make_shared<Fp8LinearState>(recipe);
+  w.out.fp8 = std::make_shared<Fp8LinearState>(recipe);
+}
+
 }  // namespace sextant::tp

@@ -85,6 +85,10 @@ Tensor out_proj_backward(const TpGroup& g, const AttentionProjWeights& w, const 
 Qkv split_qkv(const Tensor& packed, int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t v_head_dim);
 Tensor merge_qkv(const Qkv& parts);
 
+// Runs the QKV and output projections in FP8 under `recipe` from fresh
+// state (fp8_linear.h).
+void use_fp8_linears(AttentionProjWeights& w, const ops::Fp8Recipe& recipe);
+
 // Shards of deterministic random weights named prefix + ".ln_gamma",
 // ".ln_beta", ".wqkv", ".bqkv", ".wo", ".bo" (scales: 1, 1, 1/sqrt(h), 0.1,
 // 1/sqrt(heads dv), 0.1). tp_size 1 gives the whole tensors. On `device`.

@@ -3,6 +3,7 @@
 // itself is wrong: only the gate can see it).
 #include <gtest/gtest.h>
 
+#include "harness/testing/gpu.h"
 #include "harness/testing/suite_run.h"
 
 namespace sextant {
@@ -40,6 +41,25 @@ TEST(OpsSuite, EveryKernelFaultFailsItsOpOnTheBaselineSide) {
         failed += kernel_fault_info(fault).in_baseline ? !t.base_pass : !t.pass && t.base_pass;
     EXPECT_GT(failed, 0) << o.fault << " passed every op";
   }
+}
+
+// cuBLASLt's FP8 matmul under the per-tensor recipes, the casts on the host:
+// the same three checks, and the gemm's planted fault fails them.
+TEST(OpsSuite, Fp8GemmPassesAndItsFaultFailsOnTheGpu) {
+  SEXTANT_REQUIRE_GPU();
+  RunOptions o = ci_options({"ops/gemm_fp8"});
+  const std::vector<CaseRecord> records = testing::run_suite_on_gpu("ops", o);
+  o.fault = "fp8_scale_inverse_twice";
+  const std::vector<CaseRecord> faulty = testing::run_suite_on_gpu("ops", o);
+  if (world().rank() != 0) return;
+  ASSERT_FALSE(records.empty());
+  for (const CaseRecord& r : records) {
+    EXPECT_EQ(r.device, Device::cuda) << r.config.id();
+    EXPECT_EQ(r.conformance.status, "pass")
+        << r.config.id() << " " << r.error << " " << (r.conformance.failures.empty() ? "" : r.conformance.failures[0]);
+  }
+  ASSERT_FALSE(faulty.empty());
+  for (const CaseRecord& r : faulty) EXPECT_EQ(r.conformance.status, "fail") << r.config.id();
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // Case tp_sp/attn_proj: the projections of a pre-LN attention sublayer --
 // LN -> QKV column-parallel (split by heads) -> core -> output row-parallel
 // -> residual -- with the core replaced by the token-local token_mix, so the
-// projections alone are under test (kernels/tensor_parallel/attention_proj.h).
+// projections alone are under test (kernels/tensor_parallel/attention_proj.h);
+// the projections in the test dtype or in FP8 (the reference unquantized).
 #include "kernels/ops/random.h"
 #include "kernels/tensor_parallel/attention_proj.h"
 #include "kernels/tensor_parallel/regions.h"
@@ -28,6 +29,11 @@ struct AttnState {
 tp::AttentionDims dims_of(const Problem& p) { return {p.hidden, p.heads, p.hidden / p.heads}; }
 Shape activation_shape(const Problem& p) { return {p.batch, p.seq, p.hidden}; }
 RandomSpec spec(const Env& e, const char* name) { return {e.seed, tensor_id(std::string(kPrefix) + name), 1.0}; }
+
+// FP8: the per-tensor decode scales of the last step.
+Fp8Scales scales_of(const tp::AttentionProjWeights& w) {
+  return fp8_scales({{"qkv", w.qkv.fp8.get()}, {"out", w.out.fp8.get()}});
+}
 
 struct Outputs {
   Tensor y, dx;
@@ -68,6 +74,7 @@ AttnState setup(CaseContext& ctx) {
   const Problem& p = s.env.p;
   const Placement& at = s.env.at;
   s.w = tp::init_attention_proj_weights(dims_of(p), at.tp_rank, p.tp, s.env.dtype, s.env.seed, kPrefix, s.env.device);
+  if (p.fp8) tp::use_fp8_linears(s.w, *p.fp8);
   const Shape local{at.batch, at.seq, p.hidden};
   s.x = ops::random_block(activation_shape(p), at.offset(), local, s.env.dtype, spec(s.env, ".x"), s.env.device);
   s.dy = ops::random_block(activation_shape(p), at.offset(), local, s.env.dtype, spec(s.env, ".dy"), s.env.device);
@@ -127,11 +134,13 @@ Reference reference(const Tensor& x, const Tensor& dy, const tp::AttentionProjWe
 }
 
 void check(AttnState& s, Checker& checker) {
-  fwd_bwd(s);
   const Problem& p = s.env.p;
+  if (p.fp8) tp::use_fp8_linears(s.w, *p.fp8);  // fresh: the baseline runs as many steps from the same state
+  for (int step = 0; step < checked_steps(p); ++step) fwd_bwd(s);
   const Placement& at = s.env.at;
   Reference r;
   Outputs base;
+  Fp8Scales base_scales;
   if (checker.is_root()) {
     const Tensor x = random_tensor(activation_shape(p), s.env.dtype, spec(s.env, ".x"));
     const Tensor dy = random_tensor(activation_shape(p), s.env.dtype, spec(s.env, ".dy"));
@@ -148,30 +157,41 @@ void check(AttnState& s, Checker& checker) {
     r = reference(x, dy, full, p.heads);
     // The baseline: the same kernels on this rank's device, then to host memory.
     const Device device = s.env.device;
-    const auto weights = device == Device::host ? full
-                                                : tp::init_attention_proj_weights(dims_of(p), 0, 1, s.env.dtype,
-                                                                                  s.env.seed, kPrefix, device);
-    base = run_sublayer(baseline_group(s.env), weights, on_device(x, device), on_device(dy, device));
+    auto weights = device == Device::host
+                       ? full
+                       : tp::init_attention_proj_weights(dims_of(p), 0, 1, s.env.dtype, s.env.seed, kPrefix, device);
+    if (p.fp8) tp::use_fp8_linears(weights, *p.fp8);
+    for (int step = 0; step < checked_steps(p); ++step)
+      base = run_sublayer(baseline_group(s.env), weights, on_device(x, device), on_device(dy, device));
+    if (p.fp8) base_scales = scales_of(weights);
     move_to_host({&base.y, &base.dx});
     move_to_host(base.grads.all());
   }
   const Shape act = activation_shape(p);
   const int64_t width = p.hidden;  // heads * head_dim
   const int64_t qkv_offset = 3 * width / p.tp * at.tp_rank, out_offset = width / p.tp * at.tp_rank;
-  check_gathered(checker, "y", OpClass::linear, {{s.y, at.offset()}}, act, base.y, r.y);
-  check_gathered(checker, "dx", OpClass::norm, {{s.dx, at.offset()}}, act, base.dx, r.dx);
-  check_gathered(checker, "dln_gamma", OpClass::norm, {block_along(s.grads.ln_gamma, 0, 0)}, {p.hidden},
-                 base.grads.ln_gamma, r.dln_gamma);
-  check_gathered(checker, "dln_beta", OpClass::norm, {block_along(s.grads.ln_beta, 0, 0)}, {p.hidden},
-                 base.grads.ln_beta, r.dln_beta);
-  check_gathered(checker, "dw_qkv", OpClass::linear, {block_along(s.grads.qkv.dw, 1, qkv_offset)},
-                 {p.hidden, 3 * width}, base.grads.qkv.dw, r.dwqkv);
-  check_gathered(checker, "db_qkv", OpClass::linear, {block_along(s.grads.qkv.db, 0, qkv_offset)}, {3 * width},
-                 base.grads.qkv.db, r.dbqkv);
-  check_gathered(checker, "dw_out", OpClass::linear, {block_along(s.grads.out.dw, 0, out_offset)}, {width, p.hidden},
-                 base.grads.out.dw, r.dwo);
-  check_gathered(checker, "db_out", OpClass::linear, {block_along(s.grads.out.db, 0, 0)}, {p.hidden}, base.grads.out.db,
-                 r.dbo);
+  // FP8 paths: the core multiplies q by k, so its output carries the QKV
+  // forward's casts twice, and dq, dk carry it once beside the output's dgrad.
+  const Env& e = s.env;
+  const Fp8Casts to_o = fp8_path({kFp8Forward, kFp8Forward});
+  const Fp8Casts to_dqkv = fp8_path({kFp8Dgrad, kFp8Forward});
+  const Fp8Casts to_dx = fp8_path({to_dqkv, kFp8Dgrad});
+  check_gathered(checker, "y", tensor_bound(e, OpClass::linear, fp8_path({to_o, kFp8Forward})), {{s.y, at.offset()}},
+                 act, base.y, r.y);
+  check_gathered(checker, "dx", tensor_bound(e, OpClass::norm, to_dx), {{s.dx, at.offset()}}, act, base.dx, r.dx);
+  check_gathered(checker, "dln_gamma", tensor_bound(e, OpClass::norm, to_dx), {block_along(s.grads.ln_gamma, 0, 0)},
+                 {p.hidden}, base.grads.ln_gamma, r.dln_gamma);
+  check_gathered(checker, "dln_beta", tensor_bound(e, OpClass::norm, to_dx), {block_along(s.grads.ln_beta, 0, 0)},
+                 {p.hidden}, base.grads.ln_beta, r.dln_beta);
+  check_gathered(checker, "dw_qkv", tensor_bound(e, OpClass::linear, fp8_path({to_dqkv, kFp8Wgrad})),
+                 {block_along(s.grads.qkv.dw, 1, qkv_offset)}, {p.hidden, 3 * width}, base.grads.qkv.dw, r.dwqkv);
+  check_gathered(checker, "db_qkv", tensor_bound(e, OpClass::linear, to_dqkv),
+                 {block_along(s.grads.qkv.db, 0, qkv_offset)}, {3 * width}, base.grads.qkv.db, r.dbqkv);
+  check_gathered(checker, "dw_out", tensor_bound(e, OpClass::linear, fp8_path({to_o, kFp8Wgrad})),
+                 {block_along(s.grads.out.dw, 0, out_offset)}, {width, p.hidden}, base.grads.out.dw, r.dwo);
+  check_gathered(checker, "db_out", tensor_bound(e, OpClass::linear, {}), {block_along(s.grads.out.db, 0, 0)},
+                 {p.hidden}, base.grads.out.db, r.dbo);
+  if (p.fp8 && p.fp8->per_tensor()) check_fp8_scales(checker, scales_of(s.w), base_scales);
 }
 
 Metrics metrics(AttnState& s, const RegionTimes& times) {
@@ -189,7 +209,9 @@ CaseDef attn_proj_case() {
       .summary = "attention projections (LN, QKV column-parallel by heads, token-local core, output row-parallel)",
       .parts = {.layernorm = true},
       .width = BlockWidth::heads,
-      .kernel_faults = {KernelFault::layernorm_forward_variance, KernelFault::layernorm_backward_mean_term},
+      .fp8_linears = true,
+      .kernel_faults = {KernelFault::layernorm_forward_variance, KernelFault::layernorm_backward_mean_term,
+                        KernelFault::fp8_scale_inverse_twice},
       .table_metrics = {"tflops_per_rank", "activation_bytes_per_rank", "layernorm_activation_bytes_per_rank"},
       .setup = setup,
       .fwd_bwd = fwd_bwd,

@@ -244,7 +244,13 @@ void check_gathered(Checker& checker, const std::string& name, const Bound& boun
   checker.compare(name, bound, a.tensor, base, ref);
 }
 
-Bound tensor_bound(const Env& env, OpClass op, const std::vector<ops::Fp8Role>& casts) {
+Fp8Casts fp8_path(std::initializer_list<Fp8Casts> gemms) {
+  Fp8Casts out;
+  for (const Fp8Casts& g : gemms) out.insert(out.end(), g.begin(), g.end());
+  return out;
+}
+
+Bound tensor_bound(const Env& env, OpClass op, const Fp8Casts& casts) {
   if (!env.p.fp8 || casts.empty()) return tolerance_bound(env.dtype, op);
   std::vector<double> unit_roundoffs;
   for (ops::Fp8Role role : casts) unit_roundoffs.push_back(ops::fp8_info(env.p.fp8->format_of(role)).unit_roundoff);
@@ -253,24 +259,32 @@ Bound tensor_bound(const Env& env, OpClass op, const std::vector<ops::Fp8Role>& 
 
 int checked_steps(const Problem& p) { return p.fp8 && p.fp8->scaling == ops::Fp8Scaling::delayed ? 3 : 1; }
 
-void check_fp8_scales(Checker& checker, const std::vector<std::string>& names, const std::vector<float>& mine,
-                      const std::vector<float>& base) {
-  std::vector<float> expected = checker.is_root() ? base : std::vector<float>(mine.size());
-  if (expected.size() != mine.size() || names.size() != mine.size())
-    throw RuntimeError(cat("check_fp8_scales: ", names.size(), " names, ", mine.size(), " scales, ", expected.size(),
-                           " on the baseline"));
+Fp8Scales fp8_scales(const std::vector<std::pair<std::string, const tp::Fp8LinearState*>>& linears) {
+  Fp8Scales out;
+  for (const auto& [name, state] : linears)
+    for (const char* operand : {"input", "weight", "output_grad"}) out.names.push_back(cat(name, ".", operand));
+  for (const auto& entry : linears)
+    out.values.insert(out.values.end(), entry.second->scale_inv.begin(), entry.second->scale_inv.end());
+  return out;
+}
+
+void check_fp8_scales(Checker& checker, const Fp8Scales& mine, const Fp8Scales& base) {
+  std::vector<float> expected = checker.is_root() ? base.values : std::vector<float>(mine.values.size());
+  if (expected.size() != mine.values.size() || mine.names.size() != mine.values.size())
+    throw RuntimeError(cat("check_fp8_scales: ", mine.names.size(), " names, ", mine.values.size(), " scales, ",
+                           expected.size(), " on the baseline"));
   checker.comm().broadcast(expected.data(), expected.size(), DType::f32, 0);
   int64_t wrong = 0;
-  for (size_t i = 0; i < mine.size(); ++i)
-    if (std::bit_cast<uint32_t>(mine[i]) != std::bit_cast<uint32_t>(expected[i])) {
+  for (size_t i = 0; i < expected.size(); ++i)
+    if (std::bit_cast<uint32_t>(mine.values[i]) != std::bit_cast<uint32_t>(expected[i])) {
       ++wrong;
-      checker.fail(cat("fp8_scales: ", names[i], " decodes with ", mine[i], " on rank ", checker.comm().rank(),
-                       ", the one-rank run with ", expected[i]));
+      checker.fail(cat("fp8_scales: ", mine.names[i], " decodes with ", mine.values[i], " on rank ",
+                       checker.comm().rank(), ", the one-rank run with ", expected[i]));
     }
-  checker.exact("fp8_scales", wrong, static_cast<int64_t>(mine.size()));
+  checker.exact("fp8_scales", wrong, static_cast<int64_t>(expected.size()));
   if (checker.is_root()) {
     nlohmann::json scales = nlohmann::json::object();
-    for (size_t i = 0; i < names.size(); ++i) scales[names[i]] = base[i];
+    for (size_t i = 0; i < base.names.size(); ++i) scales[base.names[i]] = base.values[i];
     checker.note("fp8_scale_inv", scales);
   }
 }

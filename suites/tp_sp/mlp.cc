@@ -27,27 +27,10 @@ tp::MlpDims dims_of(const Problem& p) { return {p.hidden, p.ffn}; }
 Shape activation_shape(const Problem& p) { return {p.batch, p.seq, p.hidden}; }
 RandomSpec spec(const Env& e, const char* name) { return {e.seed, tensor_id(std::string(kPrefix) + name), 1.0}; }
 
-// The FP8 casts on each checked tensor's path, one per quantized operand of
-// each gemm it depends on (forward casts reach the gradients through GELU').
-using ops::Fp8Role;
-using Casts = std::vector<Fp8Role>;
-Casts operator+(Casts a, const Casts& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
+// FP8: the per-tensor decode scales of the last step.
+Fp8Scales scales_of(const tp::MlpWeights& w) {
+  return fp8_scales({{"fc1", w.fc1.fp8.get()}, {"fc2", w.fc2.fp8.get()}});
 }
-const Casts kForward = {Fp8Role::activation, Fp8Role::weight};
-const Casts kDgrad = {Fp8Role::gradient, Fp8Role::weight};
-const Casts kWgrad = {Fp8Role::activation, Fp8Role::gradient};
-
-// FP8: the per-tensor decode scales of the last step, fc1's then fc2's, and their names.
-std::vector<float> fp8_scales(const tp::MlpWeights& w) {
-  std::vector<float> out;
-  for (const tp::Fp8LinearState* s : {w.fc1.fp8.get(), w.fc2.fp8.get()})
-    out.insert(out.end(), s->scale_inv.begin(), s->scale_inv.end());
-  return out;
-}
-const std::vector<std::string> kScaleNames = {"fc1.input", "fc1.weight", "fc1.output_grad",
-                                              "fc2.input", "fc2.weight", "fc2.output_grad"};
 
 // One training step of the block on this rank: forward, backward, and the
 // gradient reductions (TP for replicated parameters under SP, then DP).
@@ -85,7 +68,7 @@ void check(MlpState& s, Checker& checker) {
   ref::MlpGrads ref_bwd;
   Tensor base_y, base_dx;
   tp::MlpGrads base;
-  std::vector<float> base_scales;
+  Fp8Scales base_scales;
   if (checker.is_root()) {
     const Tensor x = random_tensor(activation_shape(p), s.env.dtype, spec(s.env, ".x"));
     const Tensor dy = random_tensor(activation_shape(p), s.env.dtype, spec(s.env, ".dy"));
@@ -115,28 +98,28 @@ void check(MlpState& s, Checker& checker) {
       base_dx = on_host(tp::mlp_backward(one, weights, saved, on_device(dy, device), base));
     }
     move_to_host(base.all());
-    if (p.fp8) base_scales = fp8_scales(weights);
+    if (p.fp8) base_scales = scales_of(weights);
   }
   const Shape act = activation_shape(p);
   const int64_t ffn_offset = p.ffn / p.tp * at.tp_rank;
   const Env& e = s.env;
-  const Casts to_dx = kForward + kDgrad + kDgrad;  // fc1 forward (GELU'), fc2 then fc1 dgrad
-  check_gathered(checker, "y", tensor_bound(e, OpClass::linear, kForward + kForward), {{s.y, at.offset()}}, act, base_y,
-                 ref_fwd.y);
+  const Fp8Casts to_dx = fp8_path({kFp8Forward, kFp8Dgrad, kFp8Dgrad});  // fc1 forward (GELU'), fc2 then fc1 dgrad
+  check_gathered(checker, "y", tensor_bound(e, OpClass::linear, fp8_path({kFp8Forward, kFp8Forward})),
+                 {{s.y, at.offset()}}, act, base_y, ref_fwd.y);
   check_gathered(checker, "dx", tensor_bound(e, OpClass::norm, to_dx), {{s.dx, at.offset()}}, act, base_dx, ref_bwd.dx);
   check_gathered(checker, "dln_gamma", tensor_bound(e, OpClass::norm, to_dx), {block_along(s.grads.ln_gamma, 0, 0)},
                  {p.hidden}, base.ln_gamma, ref_bwd.dln_gamma);
   check_gathered(checker, "dln_beta", tensor_bound(e, OpClass::norm, to_dx), {block_along(s.grads.ln_beta, 0, 0)},
                  {p.hidden}, base.ln_beta, ref_bwd.dln_beta);
-  check_gathered(checker, "dw1", tensor_bound(e, OpClass::linear, kForward + kDgrad + kWgrad),
+  check_gathered(checker, "dw1", tensor_bound(e, OpClass::linear, fp8_path({kFp8Forward, kFp8Dgrad, kFp8Wgrad})),
                  {block_along(s.grads.fc1.dw, 1, ffn_offset)}, {p.hidden, p.ffn}, base.fc1.dw, ref_bwd.dw1);
-  check_gathered(checker, "db1", tensor_bound(e, OpClass::linear, kForward + kDgrad),
+  check_gathered(checker, "db1", tensor_bound(e, OpClass::linear, fp8_path({kFp8Forward, kFp8Dgrad})),
                  {block_along(s.grads.fc1.db, 0, ffn_offset)}, {p.ffn}, base.fc1.db, ref_bwd.db1);
-  check_gathered(checker, "dw2", tensor_bound(e, OpClass::linear, kForward + kWgrad),
+  check_gathered(checker, "dw2", tensor_bound(e, OpClass::linear, fp8_path({kFp8Forward, kFp8Wgrad})),
                  {block_along(s.grads.fc2.dw, 0, ffn_offset)}, {p.ffn, p.hidden}, base.fc2.dw, ref_bwd.dw2);
   check_gathered(checker, "db2", tensor_bound(e, OpClass::linear, {}), {block_along(s.grads.fc2.db, 0, 0)}, {p.hidden},
                  base.fc2.db, ref_bwd.db2);
-  if (p.fp8 && p.fp8->per_tensor()) check_fp8_scales(checker, kScaleNames, fp8_scales(s.w), base_scales);
+  if (p.fp8 && p.fp8->per_tensor()) check_fp8_scales(checker, scales_of(s.w), base_scales);
 }
 
 Metrics metrics(MlpState& s, const RegionTimes& times) {
@@ -157,7 +140,7 @@ CaseDef mlp_case() {
       .width = BlockWidth::ffn,
       .fp8_linears = true,
       .kernel_faults = {KernelFault::layernorm_forward_variance, KernelFault::layernorm_backward_mean_term,
-                        KernelFault::gelu_backward_coefficient},
+                        KernelFault::gelu_backward_coefficient, KernelFault::fp8_scale_inverse_twice},
       .table_metrics = {"tflops_per_rank", "activation_bytes_per_rank", "layernorm_activation_bytes_per_rank"},
       .setup = setup,
       .fwd_bwd = fwd_bwd,

@@ -3,8 +3,9 @@
 // vocabulary-parallel embedding + LM head + cross-entropy -- at tp 1, 2, 4
 // (times dp to fill the ranks), SP off and on, f32 and bf16.
 //
-// The MLP block also runs its two linears in FP8 (kernels/tensor_parallel/
-// fp8_linear.h) under each scaling recipe, with bf16 activations.
+// The MLP block and the attention projections also run their linears in
+// FP8 (kernels/tensor_parallel/fp8_linear.h) under each scaling recipe,
+// with bf16 activations.
 //
 // Every instance runs one forward + backward on its shards, gathers the
 // output and every gradient (input and all weights) on rank 0, and compares
@@ -13,6 +14,7 @@
 // over DP, and under SP the replicated parameters' gradients over TP first.
 #pragma once
 
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,6 +24,7 @@
 #include "harness/case.h"
 #include "harness/tolerance.h"
 #include "kernels/ops/fp8_recipe.h"
+#include "kernels/tensor_parallel/fp8_linear.h"
 #include "kernels/tensor_parallel/tp_group.h"
 
 namespace sextant::tp_sp {
@@ -98,20 +101,34 @@ void check_gathered(Checker& checker, const std::string& name, const Bound& boun
 void check_gathered(Checker& checker, const std::string& name, OpClass op, const std::vector<Block>& blocks,
                     const Shape& global, const Tensor& base, const Tensor& ref);
 
+// The FP8 casts on a checked tensor's path: the role of each quantized
+// operand of each gemm it depends on (a product of two outputs of one gemm
+// depends on it twice). fp8_path joins the gemms'.
+using Fp8Casts = std::vector<ops::Fp8Role>;
+inline const Fp8Casts kFp8Forward = {ops::Fp8Role::activation, ops::Fp8Role::weight};  // y = x W
+inline const Fp8Casts kFp8Dgrad = {ops::Fp8Role::gradient, ops::Fp8Role::weight};      // dx = dy W^T
+inline const Fp8Casts kFp8Wgrad = {ops::Fp8Role::activation, ops::Fp8Role::gradient};  // dW = x^T dy
+Fp8Casts fp8_path(std::initializer_list<Fp8Casts> gemms);
+
 // What a checked tensor is held to: its op's row, or under FP8 linears the
-// FP8 row of its op over the casts on its path (each cast's operand role,
-// one per quantized gemm operand; tolerance.h fp8_bound).
-Bound tensor_bound(const Env& env, OpClass op, const std::vector<ops::Fp8Role>& casts);
+// FP8 row of its op over the casts on its path (tolerance.h fp8_bound).
+Bound tensor_bound(const Env& env, OpClass op, const Fp8Casts& casts);
 
 // How many steps a check runs from fresh FP8 state, the baseline as many:
 // delayed scaling's third step quantizes with scales from two steps of
 // history; every other run is one step.
 int checked_steps(const Problem& p);
+// The per-tensor decode scales of the last step of a block's FP8 linears,
+// named "linear.operand" ("fc1.weight").
+struct Fp8Scales {
+  std::vector<std::string> names;
+  std::vector<float> values;
+};
+Fp8Scales fp8_scales(const std::vector<std::pair<std::string, const tp::Fp8LinearState*>>& linears);
 // FP8 conformance at the level of the scales (docs/CONFORMANCE.md): with
 // per-tensor scales, every rank's equal the one-rank run's bit for bit
-// (mine on every rank, base on root; collective). names label the entries.
-void check_fp8_scales(Checker& checker, const std::vector<std::string>& names, const std::vector<float>& mine,
-                      const std::vector<float>& base);
+// (mine on every rank, base on root; collective).
+void check_fp8_scales(Checker& checker, const Fp8Scales& mine, const Fp8Scales& base);
 
 // The metrics of METRICS.md's tp_sp row. flops: matrix-product FLOPs of the
 // global forward + backward; replicated_grad_bytes: bytes of the gradients

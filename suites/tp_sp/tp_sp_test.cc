@@ -62,12 +62,13 @@ TEST(TpSp, EveryBlockPassesAtEveryTpWithSpOnAndOff) {
         EXPECT_TRUE(seen.count({block, 2, 2, true, dtype})) << block << " tp2 dp2 " << dtype;
       }
     }
-  for (const char* recipe : {"delayed", "current", "block", "mxfp8"})  // the MLP's FP8 linears, bf16 activations
-    for (int tp : {1, 2, 4})
-      if (tp <= world().size()) {
-        const std::string block = std::string("mlp fp8 ") + recipe;
-        EXPECT_TRUE(seen.count({block, tp, 1, tp > 1, "bf16"})) << block << " tp" << tp;
-      }
+  for (const char* name : {"mlp", "attn_proj"})  // FP8 linears, bf16 activations
+    for (const char* recipe : {"delayed", "current", "block", "mxfp8"})
+      for (int tp : {1, 2, 4})
+        if (tp <= world().size()) {
+          const std::string block = std::string(name) + " fp8 " + recipe;
+          EXPECT_TRUE(seen.count({block, tp, 1, tp > 1, "bf16"})) << block << " tp" << tp;
+        }
 }
 
 // SP replaces each all-reduce of the f/g path by a reduce-scatter + an
@@ -153,7 +154,8 @@ TEST(TpSp, EveryPlantedFaultFailsItsCase) {
       {"cross_entropy_local_max", {{"tp_sp/vocab"}, {false, true}, {"row_loss"}, {"logits"}}},
       // Each shard's own amax is a finer scale, as accurate end to end: only the
       // scales' equality with the one-rank run's shows it.
-      {"fp8_amax_not_reduced_over_tp", {{"tp_sp/mlp"}, {false, true}, {""}, {"y"}, "fp8_scales: "}},
+      {"fp8_amax_not_reduced_over_tp",
+       {{"tp_sp/mlp", "tp_sp/attn_proj"}, {false, true}, {"", ""}, {"y", "y"}, "fp8_scales: "}},
   };
   Registry r = suite_registry("tp_sp");
   std::set<std::string> planted;
@@ -169,7 +171,7 @@ TEST(TpSp, EveryPlantedFaultFailsItsCase) {
       o.parallel->sp = sp;
       std::vector<CaseRecord> records = run_suite("tp_sp", o);
       if (world().rank() != 0) continue;
-      std::set<std::string> cases;  // faults are planted in f32; mlp runs unquantized and FP8 cases
+      std::set<std::string> cases;  // faults are planted in f32; blocks run unquantized and FP8 cases
       for (const CaseRecord& rec : records) cases.insert("tp_sp/" + rec.config.name);
       EXPECT_EQ(cases.size(), target.cases.size()) << fault;
       for (const CaseRecord& rec : records) {

@@ -18,14 +18,13 @@
 #include "harness/error.h"
 #include "harness/memo.h"
 #include "harness/strings.h"
+#include "kernels/ops/cuda/cublaslt.h"
 #include "kernels/ops/cuda/cuda_common.h"
 #include "kernels/ops/cuda_ops.h"
 
 namespace sextant::ops::cuda {
 
 namespace {
-
-constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 
 cudaDataType_t cublas_type(DType d) {
   switch (d) {
@@ -52,26 +51,6 @@ void gemm_ex(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tenso
                "cublasGemmEx");
 }
 
-cublasLtHandle_t lt_handle() {
-  thread_local cublasLtHandle_t handle = [] {
-    cublasLtHandle_t h = nullptr;
-    check_cublas(cublasLtCreate(&h), "cublasLtCreate");
-    return h;
-  }();
-  return handle;
-}
-
-// The workspace of this thread's products, on the current device; kept for
-// the life of the process, like the handles.
-void* workspace() {
-  thread_local void* buffer = [] {
-    void* p = nullptr;
-    SEXTANT_CHECK_CUDA(cudaMalloc(&p, kWorkspaceBytes));
-    return p;
-  }();
-  return buffer;
-}
-
 // Largest power of two up to 256 dividing a pointer: the alignment the
 // chosen algorithm may assume.
 uint32_t alignment_of(const void* p) {
@@ -90,17 +69,6 @@ struct LtKey {
   bool operator==(const LtKey&) const = default;
 };
 
-template <class T, cublasStatus_t (*destroy)(T)>
-struct LtDeleter {
-  void operator()(T p) const { destroy(p); }
-};
-using MatmulDesc = std::unique_ptr<std::remove_pointer_t<cublasLtMatmulDesc_t>,
-                                   LtDeleter<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy>>;
-using Layout = std::unique_ptr<std::remove_pointer_t<cublasLtMatrixLayout_t>,
-                               LtDeleter<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>>;
-using Preference = std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>,
-                                   LtDeleter<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy>>;
-
 // Column-major view of the product: lt_a is row-major b, lt_b row-major a.
 struct LtPlan {
   MatmulDesc desc;
@@ -110,11 +78,7 @@ struct LtPlan {
 };
 
 Layout layout(DType dtype, int64_t rows, int64_t cols, int64_t ld) {
-  cublasLtMatrixLayout_t l = nullptr;
-  check_cublas(
-      cublasLtMatrixLayoutCreate(&l, cublas_type(dtype), static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld),
-      "cublasLtMatrixLayoutCreate");
-  return Layout(l);
+  return lt_layout(cublas_type(dtype), rows, cols, ld);
 }
 
 LtPlan plan_for(const LtKey& key) {
@@ -130,13 +94,8 @@ LtPlan plan_for(const LtKey& key) {
   plan.lt_a = key.trans_b ? layout(key.b, key.k, key.n, key.k) : layout(key.b, key.n, key.k, key.n);
   plan.lt_b = key.trans_a ? layout(key.a, key.m, key.k, key.m) : layout(key.a, key.k, key.m, key.k);
   plan.lt_c = layout(key.c, key.n, key.m, key.n);
-  cublasLtMatmulPreference_t pref = nullptr;
-  check_cublas(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
-  Preference preference(pref);
-  const uint64_t bytes = kWorkspaceBytes;
-  check_cublas(
-      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes, sizeof(bytes)),
-      "MAX_WORKSPACE_BYTES");
+  Preference preference = lt_preference();
+  cublasLtMatmulPreference_t pref = preference.get();
   for (auto [attribute, align] : {std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_b},
                                   {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_a},
                                   {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_c},
@@ -151,6 +110,42 @@ LtPlan plan_for(const LtKey& key) {
 }
 
 }  // namespace
+
+cublasLtHandle_t lt_handle() {
+  thread_local cublasLtHandle_t handle = [] {
+    cublasLtHandle_t h = nullptr;
+    check_cublas(cublasLtCreate(&h), "cublasLtCreate");
+    return h;
+  }();
+  return handle;
+}
+
+void* lt_workspace() {
+  thread_local void* buffer = [] {
+    void* p = nullptr;
+    SEXTANT_CHECK_CUDA(cudaMalloc(&p, kLtWorkspaceBytes));
+    return p;
+  }();
+  return buffer;
+}
+
+Layout lt_layout(cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld) {
+  cublasLtMatrixLayout_t l = nullptr;
+  check_cublas(cublasLtMatrixLayoutCreate(&l, type, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld),
+               "cublasLtMatrixLayoutCreate");
+  return Layout(l);
+}
+
+Preference lt_preference() {
+  cublasLtMatmulPreference_t pref = nullptr;
+  check_cublas(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+  Preference preference(pref);
+  const uint64_t bytes = kLtWorkspaceBytes;
+  check_cublas(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes, sizeof(bytes)),
+      "MAX_WORKSPACE_BYTES");
+  return preference;
+}
 
 void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha, float beta, int64_t m,
           int64_t n, int64_t k) {
@@ -174,8 +169,8 @@ void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& 
   const LtPlan& plan = plans.get(key, [&] { return plan_for(key); });
   if (!plan.found) return gemm_ex(a, trans_a, b, trans_b, c, alpha, beta, m, n, k);
   check_cublas(cublasLtMatmul(lt_handle(), plan.desc.get(), &alpha, b.raw(), plan.lt_a.get(), a.raw(), plan.lt_b.get(),
-                              &beta, c.raw(), plan.lt_c.get(), c.raw(), plan.lt_c.get(), &plan.choice.algo, workspace(),
-                              kWorkspaceBytes, compute_stream()),
+                              &beta, c.raw(), plan.lt_c.get(), c.raw(), plan.lt_c.get(), &plan.choice.algo,
+                              lt_workspace(), kLtWorkspaceBytes, compute_stream()),
                "cublasLtMatmul");
 }
 

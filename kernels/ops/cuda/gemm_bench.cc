@@ -1,7 +1,10 @@
 // gemm bf16 on the GPU: our wrapper (ops::gemm, row-major over cuBLAS)
 // beside cublasGemmEx called directly on the same buffers, in the same run,
 // interleaved size by size so clock drift hits both alike. Goal:
-// the wrapper at >= 95% of direct cuBLAS at 8192^3.
+// the wrapper at >= 95% of direct cuBLAS at 8192^3. Beside them the FP8
+// product (E4M3 x E4M3 -> bf16, per-tensor scales, cuBLASLt's TN layout:
+// cuda::fp8_matmul_tn) at 4096^3 and 8192^3, for torch._scaled_mm to be
+// run beside it.
 //
 // Timing: CUDA events around a batch of products (>= ~2 ms of work), after
 // warm-up; inputs random (never zeros: zeros run faster than real data).
@@ -13,8 +16,14 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <vector>
 
 #include "kernels/ops/cuda/cuda_common.h"
+#include "kernels/ops/cuda_ops.h"
+#include "kernels/ops/fp8.h"
 #include "kernels/ops/gemm.h"
 #include "kernels/ops/random.h"
 
@@ -43,6 +52,35 @@ void cublas_direct(Operands& o, int64_t s) {
 }
 
 void wrapper(Operands& o, int64_t) { gemm(o.a, false, o.b, false, o.c); }
+
+// FP8 operands of one size on the GPU: random finite E4M3 codes of
+// magnitude 1/8..8 (never zeros), both k-major, decode scales 1, a bf16 D.
+struct Fp8Operands {
+  void* a = nullptr;
+  void* b = nullptr;
+  void* d = nullptr;
+  float* scales = nullptr;
+  explicit Fp8Operands(int64_t s) {
+    std::mt19937 rng(7);
+    std::vector<uint8_t> codes(static_cast<size_t>(s * s));
+    for (uint8_t& c : codes) c = static_cast<uint8_t>((rng() & 0x80) | ((4 + rng() % 7) << 3) | (rng() & 0x7));
+    const size_t bytes = codes.size();
+    cudaMalloc(&a, bytes), cudaMalloc(&b, bytes), cudaMalloc(&d, bytes * 2), cudaMalloc(&scales, 2 * sizeof(float));
+    const float ones[2] = {1, 1};
+    cudaMemcpy(a, codes.data(), bytes, cudaMemcpyHostToDevice);
+    std::shuffle(codes.begin(), codes.end(), rng);
+    cudaMemcpy(b, codes.data(), bytes, cudaMemcpyHostToDevice);
+    cudaMemcpy(scales, ones, sizeof(ones), cudaMemcpyHostToDevice);
+  }
+  ~Fp8Operands() { cudaFree(a), cudaFree(b), cudaFree(d), cudaFree(scales); }
+};
+
+void fp8_tn(Operands&, int64_t s) {
+  static std::map<int64_t, std::unique_ptr<Fp8Operands>> by_size;
+  std::unique_ptr<Fp8Operands>& o = by_size[s];
+  if (!o) o = std::make_unique<Fp8Operands>(s);
+  cuda::fp8_matmul_tn(o->a, Fp8Format::e4m3, o->b, Fp8Format::e4m3, o->scales, o->d, DType::bf16, s, s, s);
+}
 
 // Times `product` in event-timed batches; one benchmark iteration = one batch.
 void run_gemm(benchmark::State& state, const std::function<void(Operands&, int64_t)>& product) {
@@ -86,6 +124,12 @@ const bool registered = [] {
         ->Unit(benchmark::kMillisecond)
         ->MinTime(0.3);
     benchmark::RegisterBenchmark("gemm_bf16/cublas_direct", [](benchmark::State& st) { run_gemm(st, cublas_direct); })
+        ->Arg(s)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond)
+        ->MinTime(0.3);
+    if (s < 4096) continue;
+    benchmark::RegisterBenchmark("gemm_fp8_e4m3/cublaslt_tn", [](benchmark::State& st) { run_gemm(st, fp8_tn); })
         ->Arg(s)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond)
