@@ -51,6 +51,9 @@ ROWS = [
     ("embedding_backward_duplicates", "tp_sp/vocab", 1, "baseline"),
     ("embedding_backward_duplicates", "step/train", 1, "baseline"),
     ("adam_bias_correction", "step/train", 1, "baseline"),
+    ("adam_bias_correction", "step/fp8", 1, "baseline"),
+    ("layernorm_backward_mean_term", "step/fp8", 1, "baseline"),
+    ("cross_entropy_gradient", "step/fp8", 1, "baseline"),
     ("adam_bias_correction", "ops", 1, "baseline"),
     ("router_topk_repeats", "moe", 1, "baseline"),
     ("router_topk_repeats", "step/train", 1, "baseline"),
@@ -70,6 +73,7 @@ ROWS = [
     ("attention_pieces_drop_last", "ops/attention", 1, "distributed"),
     ("fp8_scale_inverse_twice", "ops/gemm_fp8", 1, "baseline"),
     ("fp8_scale_inverse_twice", "tp_sp", 1, "baseline"),  # the FP8 linears of mlp and attn_proj
+    ("fp8_scale_inverse_twice", "step/fp8", 1, "baseline"),  # the step's FP8 linears
     ("fp8_forward_weight_e5m2", "ops/gemm_fp8", 1, "baseline"),
     ("fp8_block_scale_neighbour", "ops/gemm_fp8", 1, "baseline"),  # block and mxfp8 rows
     ("fp8_saturation_wraps", "ops/gemm_fp8", 1, "baseline"),  # delayed rows: the second step outgrows the first

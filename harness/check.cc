@@ -141,6 +141,11 @@ void Checker::compare(const std::string& name, const Bound& bound, const Tensor&
   compare_within(name, bound, dist, base, ref, ref);
 }
 
+void Checker::compare(const std::string& name, const Bound& bound, const Tensor& dist, const Tensor& base,
+                      const Tensor& ref_dist, const Tensor& ref_base) {
+  compare_within(name, bound, dist, base, ref_dist, ref_base);
+}
+
 void Checker::compare_within(const std::string& name, const Bound& bound, const Tensor& dist, const Tensor& base,
                              const Tensor& ref_dist, const Tensor& ref_base) {
   if (!is_root()) throw RuntimeError("Checker::compare is for the group's rank 0");

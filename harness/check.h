@@ -107,6 +107,8 @@ class Checker {
   // The same against an explicit bound (FP8 rows, exact checks): the
   // baseline within bound.gate, dist within max(2 x error(base), bound.floor).
   void compare(const std::string& name, const Bound& bound, const Tensor& dist, const Tensor& base, const Tensor& ref);
+  void compare(const std::string& name, const Bound& bound, const Tensor& dist, const Tensor& base,
+               const Tensor& ref_dist, const Tensor& ref_base);
   // Any rank: this rank's wrong-element count of an exact check.
   void exact(const std::string& name, int64_t wrong, int64_t checked);
   // Any rank: a failed invariant that is not a tensor error (e.g. a

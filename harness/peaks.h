@@ -23,6 +23,9 @@ void to_json(nlohmann::json& j, const DeviceInfo& d);
 
 // Peak dense bf16 TFLOP/s of a GPU by name ("NVIDIA H200" -> 989), 0 if unknown.
 double gpu_peak_tflops(const std::string& device_name);
+// Peak dense FP8 TFLOP/s of a GPU by name ("NVIDIA H200" -> 1979), 0 if
+// unknown or without FP8 tensor cores.
+double gpu_fp8_peak_tflops(const std::string& device_name);
 // Estimated f32 peak of this host (all cores) and how it was estimated.
 DeviceInfo describe_host();
 // The devices this rank uses (the host; or each visible GPU in CUDA builds).

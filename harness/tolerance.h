@@ -138,7 +138,10 @@ struct QuantizedRow {
   const char* reason;
 };
 const std::vector<QuantizedRow>& fp8_tolerance_table();
-Bound fp8_bound(OpClass op, const std::vector<double>& operand_unit_roundoffs, DType out);
+// floor_growth scales the distributed run's floor alone (the training
+// growth rule, for the unquantized floor of a step's tensors): the gate
+// does not grow.
+Bound fp8_bound(OpClass op, const std::vector<double>& operand_unit_roundoffs, DType out, double floor_growth = 1);
 // Bit-exact agreement (gate and floor 0), e.g. quantized codes and scales
 // against the recipe's own definition.
 Bound exact_bound(const std::string& row);

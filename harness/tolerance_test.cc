@@ -54,6 +54,11 @@ TEST(Tolerance, Fp8BoundIsTheOperandsRoundoffPlusTheOpsOwnRow) {
   EXPECT_DOUBLE_EQ(b.gate, kGateHeadroom * (std::sqrt(0x1p-6 + 0x1p-8) + expected_error(DType::bf16, OpClass::linear)));
   EXPECT_DOUBLE_EQ(b.floor, expected_error(DType::bf16, OpClass::linear));  // the distributed run casts alike
   EXPECT_EQ(fp8_bound(OpClass::norm, {0x1p-4}, DType::f32).row, "fp8_norm");
+  // A step's tensors: the unquantized floor grows with training, the gate does not.
+  const Bound step = fp8_bound(OpClass::model, {0x1p-4}, DType::bf16, 3);
+  EXPECT_EQ(step.row, "fp8_model");
+  EXPECT_DOUBLE_EQ(step.gate, fp8_bound(OpClass::model, {0x1p-4}, DType::bf16).gate);
+  EXPECT_DOUBLE_EQ(step.floor, 3 * expected_error(DType::bf16, OpClass::model));
   EXPECT_THROW(fp8_bound(OpClass::softmax, {0x1p-4}, DType::f32), std::exception);
   const Bound same = tolerance_bound(DType::f32, OpClass::norm, 2);
   EXPECT_DOUBLE_EQ(same.gate, 2 * baseline_gate(DType::f32, OpClass::norm));

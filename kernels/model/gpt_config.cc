@@ -68,6 +68,7 @@ GptConfig gpt_config_from_json(const nlohmann::json& j) {
   c.overlap_param_gather = j.value("overlap_param_gather", c.overlap_param_gather);
   c.adam.lr = j.value("lr", c.adam.lr);
   c.adam.eps = j.value("adam_eps", c.adam.eps);
+  if (j.contains("fp8_recipe")) c.fp8 = ops::fp8_recipe_from_json(j);
   return c;
 }
 
@@ -97,6 +98,9 @@ void validate_sizes(const GptConfig& c) {
                                          " (each KV head serves heads / kv_heads query heads)"));
   require(static_cast<int64_t>(c.moe.size()) == c.layers,
           cat("the MoE layer pattern has ", c.moe.size(), " entries but --layers is ", c.layers));
+  require(!c.fp8 || c.moe_layer_count() == 0,
+          cat("--set fp8_recipe needs a dense model (--set moe_every=0), not ", c.moe_layer_count(),
+              " MoE layers: FP8 rounding routes tokens to other experts than the float64 reference"));
   if (c.moe_layer_count() == 0) return;
   require_positive("--experts", c.experts);
   require_positive("--set moe_ffn", c.moe_ffn);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "kernels/moe/moe_types.h"
 #include "kernels/ops/adam.h"
 #include "kernels/ops/attention_impl.h"
+#include "kernels/ops/fp8_recipe.h"
 #include "kernels/pipeline/schedules.h"
 
 namespace sextant::model {
@@ -69,6 +71,10 @@ struct GptConfig {
   // stored in `dtype` (f32 or bf16, accumulation f32 either way); the
   // parameters the optimizer updates, gradients and Adam state stay f32.
   DType dtype = DType::f32;
+  // FP8 linears (dense layers only): QKV, output projection, fc1 and fc2
+  // under this recipe, every per-tensor amax reduced over TP x DP x CP
+  // (kernels/tensor_parallel/fp8_linear.h); none: in `dtype`.
+  std::optional<ops::Fp8Recipe> fp8;
 
   int moe_layer_count() const;
   int64_t tokens_per_step() const { return batch * seq; }  // positions, padding included
@@ -86,8 +92,8 @@ std::vector<bool> moe_layer_pattern(int64_t layers, int64_t every, const std::st
 // layers, seq, seq_lens (list), pad_to, tail_padding, moe_every, moe_pattern, experts, topk,
 // moe_ffn, dispatcher, batch, data, microbatches, schedule, cp_comm,
 // a2a_size, cp_layout, attention_impl, regather, zero, overlap_grad_reduce,
-// overlap_param_gather, bucket_mb, lr, adam_eps). Missing keys keep the
-// defaults above.
+// overlap_param_gather, bucket_mb, lr, adam_eps, fp8_recipe and its
+// parameters). Missing keys keep the defaults above.
 GptConfig gpt_config_from_json(const nlohmann::json& params);
 
 // Every rule the model imposes on a parallel config; throws UsageError with

@@ -36,17 +36,37 @@ void GptLayer::backward_weight(int mb) {
   Saved& s = saved_.at(static_cast<size_t>(mb));
   const tp::TpGroup& g = *env_.tp;
   if (!is_moe_) {
-    row_backward_weight(s.fc2, s.d_fc2_full, s.d_fc2, g_.w2, &g_.b2);
-    column_backward_weight(g, s.fc1, s.d_a, g_.w1, &g_.b1);
+    row_backward_weight(g, w_.fc2, s.fc2, s.d_fc2_full, s.d_fc2, g_.w2, &g_.b2);
+    column_backward_weight(g, w_.fc1, s.fc1, s.d_a, g_.w1, &g_.b1);
   }
-  row_backward_weight(s.attn.out, s.d_out_full, s.d_out, g_.wo, &g_.bo);
-  column_backward_weight(g, s.attn.qkv, s.d_qkv, g_.wqkv, &g_.bqkv);
+  row_backward_weight(g, w_.attn.out, s.attn.out, s.d_out_full, s.d_out, g_.wo, &g_.bo);
+  column_backward_weight(g, w_.attn.qkv, s.attn.qkv, s.d_qkv, g_.wqkv, &g_.bqkv);
   s = Saved{};
 }
 
 const moe::Routing& GptLayer::routing(int mb) const {
   if (!is_moe_) throw RuntimeError(cat("layer ", index_, " is dense: it has no routing"));
   return moe_.at(static_cast<size_t>(mb))->routing();
+}
+
+void GptLayer::use_fp8_linears(const ops::Fp8Recipe& recipe) {
+  if (is_moe_) throw RuntimeError(cat("layer ", index_, " is MoE: FP8 linears are for dense layers"));
+  tp::use_fp8_linears(w_.attn, recipe);
+  w_.fc1.fp8 = std::make_shared<tp::Fp8LinearState>(recipe);
+  w_.fc2.fp8 = std::make_shared<tp::Fp8LinearState>(recipe);
+}
+
+void GptLayer::end_fp8_step() {
+  for (tp::Fp8LinearState* s : {w_.attn.qkv.fp8.get(), w_.attn.out.fp8.get(), w_.fc1.fp8.get(), w_.fc2.fp8.get()})
+    if (s) tp::fp8_end_step(*s);
+}
+
+std::vector<std::pair<std::string, const tp::Fp8LinearState*>> GptLayer::fp8_linears() const {
+  std::vector<std::pair<std::string, const tp::Fp8LinearState*>> out;
+  for (const auto& [name, s] : {std::pair{"qkv", w_.attn.qkv.fp8.get()}, std::pair{"out", w_.attn.out.fp8.get()},
+                                std::pair{"fc1", w_.fc1.fp8.get()}, std::pair{"fc2", w_.fc2.fp8.get()}})
+    if (s) out.emplace_back(name, s);
+  return out;
 }
 
 Tensor GptLayer::layernorm_backward(const tp::LayerNormSaved& saved, const Tensor& gamma, const Tensor& dy,

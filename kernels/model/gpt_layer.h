@@ -72,6 +72,17 @@ class GptLayer {
   // MoE layers: the routing of the microbatch's last forward.
   const moe::Routing& routing(int microbatch) const;
 
+  // FP8 linears (dense layers): QKV, the output projection, fc1 and fc2 run
+  // their gemms in FP8 with fresh state under `recipe` (kernels/tensor_parallel/
+  // fp8_linear.h); core attention, LayerNorms and MoE experts stay in the
+  // model's dtype, as TransformerEngine's fp8_autocast leaves them.
+  void use_fp8_linears(const ops::Fp8Recipe& recipe);
+  // The end of a training step (every microbatch's W done): delayed scaling
+  // rolls each linear's history once.
+  void end_fp8_step();
+  // Each FP8 linear by name ("qkv", "out", "fc1", "fc2"); empty without FP8.
+  std::vector<std::pair<std::string, const tp::Fp8LinearState*>> fp8_linears() const;
+
  private:
   struct Saved {
     tp::AttentionProjSaved attn;

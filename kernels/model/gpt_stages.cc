@@ -174,7 +174,7 @@ void GptStages::unit_weight_grads(int unit, const std::function<void()>& compute
 void GptStages::head_weight_grads(int mb) {
   unit_weight_grads(head_unit(), [&] {
     HeadSaved& s = saved_.at(static_cast<size_t>(mb));
-    column_backward_weight(*tp_, s.head, s.d_logits, d_head_, nullptr);
+    column_backward_weight(*tp_, head_, s.head, s.d_logits, d_head_, nullptr);
     s.lnf = {}, s.head = {}, s.ce = {}, s.d_logits = Tensor{};
   });
 }

@@ -11,14 +11,15 @@ namespace sextant::model {
 
 enum class Fault {
   none,
-  no_cp_grad_reduce,       // dense gradients summed over dp only, not dp x cp
-  experts_over_dp,         // expert gradients summed over the dense DP group instead of EDP
-  no_sp_layernorm_reduce,  // under SP, LayerNorm gradients not summed over TP
-  loss_token_count,        // each rank averages the loss over its own tokens, not the B * seq of the batch
-  padding_in_loss,         // the loss averaged over every position, padding rows included
-  stage_drops_residual,    // after a pipeline stage boundary the first layer drops its residual
-  early_grad_bucket,       // overlap_grad_reduce: a bucket is reduced before its last weight gradient is written
-  unwaited_param_gather,   // overlap_param_gather: the forward reads parameters before their all-gather completes
+  no_cp_grad_reduce,             // dense gradients summed over dp only, not dp x cp
+  experts_over_dp,               // expert gradients summed over the dense DP group instead of EDP
+  no_sp_layernorm_reduce,        // under SP, LayerNorm gradients not summed over TP
+  loss_token_count,              // each rank averages the loss over its own tokens, not the B * seq of the batch
+  padding_in_loss,               // the loss averaged over every position, padding rows included
+  stage_drops_residual,          // after a pipeline stage boundary the first layer drops its residual
+  early_grad_bucket,             // overlap_grad_reduce: a bucket is reduced before its last weight gradient is written
+  unwaited_param_gather,         // overlap_param_gather: the forward reads parameters before their all-gather completes
+  fp8_amax_not_reduced_over_dp,  // FP8 linears: amaxes reduced over TP only, not over the DP x CP token split
 };
 
 // What a config of the step looks like to its faults.
@@ -66,6 +67,13 @@ inline const FaultTable<Fault, FaultSite>& step_faults() {
           {Fault::unwaited_param_gather, "unwaited_param_gather",
            "the forward reads parameters before their ZeRO all-gather completes (shows from the second step)",
            "overlap_param_gather", [](const FaultSite& s) { return s.model.overlap_param_gather; }},
+          {Fault::fp8_amax_not_reduced_over_dp, "fp8_amax_not_reduced_over_dp",
+           "FP8 linears: each amax reduced over TP only, not over the DP x CP ranks that split the tokens, so "
+           "ranks cast their shares with scales of their own",
+           "per-tensor FP8 recipes, dp x cp of 2+",
+           [](const FaultSite& s) {
+             return s.model.fp8 && s.model.fp8->per_tensor() && s.parallel.dp * s.parallel.cp > 1;
+           }},
       });
   return table;
 }

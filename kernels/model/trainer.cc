@@ -21,6 +21,8 @@ GptTrainer::GptTrainer(const GptConfig& config, ModelComms& comms, uint64_t seed
   const ParallelConfig& p = comms.parallel;
   validate(config_, p);
   tp_ = std::make_unique<tp::TpGroup>(tp::TpGroup{*comms.tp, p.sp, config.regather});
+  // FP8 amaxes: after TP, over the ranks that split the tokens of one weight shard.
+  if (config.fp8 && fault_ != Fault::fp8_amax_not_reduced_over_dp) tp_->amax_dp = comms.dp_cp.get();
   pp::Schedule schedule = pp::make_schedule(config.schedule, p.pp, config.microbatches, p.vpp);
   const std::vector<int> stages = schedule.stages_of(comms.pp->rank());
   std::vector<int> layers;
@@ -81,6 +83,8 @@ LayerEnv GptTrainer::layer_env() {
 void GptTrainer::reset() {
   optimizer_->reset();  // first: pending parameter gathers complete before the weights are drawn again
   store_->initialize(seed_);
+  if (config_.fp8)  // fresh FP8 state: delayed scaling's history starts empty again
+    for (const auto& layer : stages_->layers()) layer->use_fp8_linears(*config_.fp8);
   data_step_ = 0;
 }
 
@@ -104,6 +108,7 @@ void GptTrainer::forward_backward(StepReport& report) {
   // Every forward waited for its parameters (a no-op), unless the planted
   // fault skipped those waits: then the new parameters land only now.
   optimizer_->finish_param_gathers();
+  for (const auto& layer : stages_->layers()) layer->end_fp8_step();
   synchronize();
   report.pipeline_s = now_seconds() - start;
   // One TP rank of each last-stage replica reports its tokens' share.

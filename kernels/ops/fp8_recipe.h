@@ -51,6 +51,7 @@ struct Fp8Recipe {
   Fp8Format format_of(Fp8Role role) const;
   bool per_tensor() const { return scaling == Fp8Scaling::delayed || scaling == Fp8Scaling::current; }
   std::string name() const;  // "delayed", "current", "block", "mxfp8"
+  bool operator==(const Fp8Recipe&) const = default;
 };
 
 // TransformerEngine's defaults for that scaling.

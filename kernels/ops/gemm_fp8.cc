@@ -26,10 +26,7 @@ float gemm_fp8(const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b, bool trans_
   Tensor product = f32_out ? c : Tensor::empty(c.shape(), DType::f32);
   gemm(ad, trans_a, bd, trans_b, product);
   if (!f32_out) c.copy_from(product.to(c.dtype()));
-  const Tensor stored = f32_out ? c : c.to(DType::f32);  // the amax of C as stored
-  float amax = 0;
-  for (int64_t i = 0; i < stored.numel(); ++i) amax = std::max(amax, std::fabs(stored.data<float>()[i]));
-  return amax;
+  return fp8_amax(c);  // of C as stored
 }
 
 }  // namespace sextant::ops

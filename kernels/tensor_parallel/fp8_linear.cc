@@ -1,5 +1,7 @@
 #include "kernels/tensor_parallel/fp8_linear.h"
 
+#include <algorithm>
+
 #include "harness/error.h"
 #include "kernels/ops/gemm_fp8.h"
 
@@ -37,7 +39,8 @@ ops::Fp8Tensor quantize(const TpGroup& g, Fp8LinearState& s, Fp8Operand operand,
   std::optional<float> amax;
   if (s.recipe.per_tensor()) amax = reduced_amax(g, matrix);
   ops::Fp8Tensor q = ops::quantize_fp8(matrix, role_of(operand), reduce_along_cols, s.recipe, &s.delayed[i], amax);
-  if (s.recipe.per_tensor()) s.amax[i] = q.amax, s.scale_inv[i] = q.scale_inv.front();
+  // An operand cast several times a step (its gemms, a pipeline's microbatches): the step's amax is their max.
+  if (s.recipe.per_tensor()) s.amax[i] = std::max(s.amax[i], q.amax), s.scale_inv[i] = q.scale_inv.front();
   return q;
 }
 
@@ -79,8 +82,21 @@ Tensor fp8_weight_grad(const TpGroup& g, Fp8LinearState& s, const Tensor& x, con
 }
 
 void fp8_end_step(Fp8LinearState& s) {
-  if (s.recipe.scaling != ops::Fp8Scaling::delayed) return;
-  for (int i = 0; i < kFp8Operands; ++i) s.delayed[i].update(s.amax[i]);
+  if (s.recipe.scaling == ops::Fp8Scaling::delayed)
+    for (int i = 0; i < kFp8Operands; ++i) s.delayed[i].update(s.amax[i]);
+  s.amax.fill(0);
+}
+
+Fp8Casts fp8_path(std::initializer_list<Fp8Casts> gemms) {
+  Fp8Casts out;
+  for (const Fp8Casts& g : gemms) out.insert(out.end(), g.begin(), g.end());
+  return out;
+}
+
+std::vector<double> cast_unit_roundoffs(const ops::Fp8Recipe& recipe, const Fp8Casts& casts) {
+  std::vector<double> out;
+  for (ops::Fp8Role role : casts) out.push_back(ops::fp8_info(recipe.format_of(role)).unit_roundoff);
+  return out;
 }
 
 }  // namespace sextant::tp

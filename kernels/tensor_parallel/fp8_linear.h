@@ -14,6 +14,8 @@
 #pragma once
 
 #include <array>
+#include <initializer_list>
+#include <vector>
 
 #include "kernels/ops/fp8_recipe.h"
 #include "kernels/tensor_parallel/tp_group.h"
@@ -31,8 +33,10 @@ struct Fp8LinearState {
   explicit Fp8LinearState(const ops::Fp8Recipe& recipe);
   ops::Fp8Recipe recipe;
   std::array<ops::DelayedScaling, kFp8Operands> delayed;  // by Fp8Operand (delayed scaling only)
-  std::array<float, kFp8Operands> amax{};                 // this step's, reduced over TP and DP (per-tensor recipes)
-  std::array<float, kFp8Operands> scale_inv{};            // the decode scale of this step's casts (per-tensor recipes)
+  // Per-tensor recipes: the largest amax of this step's casts (each reduced
+  // over TP and DP), back to 0 at the step's end; and the last cast's decode scale.
+  std::array<float, kFp8Operands> amax{};
+  std::array<float, kFp8Operands> scale_inv{};
 };
 
 // x: [..., in] @ w: [in, out] -> [..., out] in x's dtype (the forward).
@@ -44,6 +48,20 @@ Tensor fp8_matmul_wt(const TpGroup& g, Fp8LinearState& s, const Tensor& dy, cons
 Tensor fp8_weight_grad(const TpGroup& g, Fp8LinearState& s, const Tensor& x, const Tensor& dy, DType param_dtype);
 // The end of a step (after the backward): delayed scaling rolls each
 // operand's history with the step's amax and sets the next step's scales.
+// A linear in a pipeline runs several microbatches a step: its caller ends
+// the step once, after the last one.
 void fp8_end_step(Fp8LinearState& s);
+
+// The FP8 casts on a checked tensor's path, for its bound (harness/
+// tolerance.h fp8_bound): the role of each quantized operand of each gemm it
+// depends on (a product of two outputs of one gemm depends on it twice).
+// fp8_path joins the gemms'.
+using Fp8Casts = std::vector<ops::Fp8Role>;
+inline const Fp8Casts kFp8Forward = {ops::Fp8Role::activation, ops::Fp8Role::weight};  // y = x W
+inline const Fp8Casts kFp8Dgrad = {ops::Fp8Role::gradient, ops::Fp8Role::weight};      // dx = dy W^T
+inline const Fp8Casts kFp8Wgrad = {ops::Fp8Role::activation, ops::Fp8Role::gradient};  // dW = x^T dy
+Fp8Casts fp8_path(std::initializer_list<Fp8Casts> gemms);
+// The unit roundoff of each cast's format under the recipe.
+std::vector<double> cast_unit_roundoffs(const ops::Fp8Recipe& recipe, const Fp8Casts& casts);
 
 }  // namespace sextant::tp

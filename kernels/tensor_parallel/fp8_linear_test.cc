@@ -109,5 +109,20 @@ TEST(Fp8Linear, DelayedScalingRollsItsHistoryOncePerStep) {
   EXPECT_TRUE(same_on_every_rank(s.delayed[w].scale()));
 }
 
+// A pipeline casts an operand once per microbatch: the history takes the step's largest amax.
+TEST(Fp8Linear, AStepsAmaxIsTheLargestOfItsCasts) {
+  const TpGroup g{world()};
+  Fp8LinearState s(ops::default_fp8_recipe(ops::Fp8Scaling::delayed));
+  const int in = static_cast<int>(Fp8Operand::input);
+  const Tensor small = random_tensor({kTokens, kIn}, DType::f32, spec("x"));
+  Tensor large = small.clone();
+  for (int64_t i = 0; i < large.numel(); ++i) large.data<float>()[i] *= 4;
+  fp8_matmul(g, s, large, weight_shard());
+  fp8_matmul(g, s, small, weight_shard());
+  fp8_end_step(s);
+  EXPECT_EQ(s.delayed[in].history().front(), ops::fp8_amax(large));
+  EXPECT_EQ(s.amax[in], 0.0f);  // the next step starts afresh
+}
+
 }  // namespace
 }  // namespace sextant::tp

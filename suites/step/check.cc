@@ -9,6 +9,9 @@
 #include "suites/step/check.h"
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
 
 #include "harness/assemble.h"
 #include "harness/grid_comms.h"
@@ -23,6 +26,9 @@ namespace sextant::step {
 namespace {
 
 Tensor scalar(double v) { return Tensor::from_values({1}, {v}, DType::f64); }
+
+// By tp::Fp8Operand.
+constexpr const char* kFp8OperandNames[tp::kFp8Operands] = {"input", "weight", "output_grad"};
 
 // Every parameter's value (or summed gradient) as a whole tensor on root.
 // Values come from the trainer (pending ZeRO gathers stay pending).
@@ -81,7 +87,38 @@ std::vector<Tensor> gather_routing(model::GptTrainer& t, Communicator& host, Che
   return out;
 }
 
+// This rank's layers' FP8 decode scales, named as fp8_scale_names.
+Fp8Scales local_fp8_scales(model::GptTrainer& t) {
+  Fp8Scales out;
+  for (const auto& layer : t.stages().layers())
+    for (const auto& [linear, state] : layer->fp8_linears())
+      for (int i = 0; i < tp::kFp8Operands; ++i) {
+        out.names.push_back(cat("layers.", layer->index(), ".", linear, ".", kFp8OperandNames[i]));
+        out.values.push_back(state->scale_inv[i]);
+      }
+  return out;
+}
+
 }  // namespace
+
+std::vector<std::string> fp8_scale_names(const model::GptConfig& c) {
+  std::vector<std::string> out;
+  if (!c.fp8) return out;
+  for (int64_t l = 0; l < c.layers; ++l)
+    for (const char* linear : {"qkv", "out", "fc1", "fc2"})
+      for (const char* operand : kFp8OperandNames) out.push_back(cat("layers.", l, ".", linear, ".", operand));
+  return out;
+}
+
+Bound model_bound(const model::GptConfig& c, DType dtype, OpClass op, double growth) {
+  if (!c.fp8) return tolerance_bound(dtype, op, growth);
+  // The loss, gradients and parameters alike (the fp8_model row). One layer: QKV, the output projection, fc1 and fc2
+  // forward, their four dgrads and a wgrad.
+  using tp::kFp8Dgrad, tp::kFp8Forward, tp::kFp8Wgrad;
+  const tp::Fp8Casts layer = tp::fp8_path(
+      {kFp8Forward, kFp8Forward, kFp8Forward, kFp8Forward, kFp8Dgrad, kFp8Dgrad, kFp8Dgrad, kFp8Dgrad, kFp8Wgrad});
+  return fp8_bound(OpClass::model, tp::cast_unit_roundoffs(*c.fp8, layer), dtype, growth);
+}
 
 RunRecord run_steps(model::GptTrainer& t, Communicator& host, int steps, Checker* checker) {
   RunRecord run;
@@ -95,6 +132,7 @@ RunRecord run_steps(model::GptTrainer& t, Communicator& host, int steps, Checker
     rec.loss = report.loss;
     rec.grads = gather_params(t, host, checker, true);
     rec.routing = gather_routing(t, host, checker);
+    if (t.config().fp8 && t.config().fp8->per_tensor()) rec.fp8_scales = local_fp8_scales(t);
     t.optimizer_step();
     rec.params = gather_params(t, host, checker, false);
     run.push_back(std::move(rec));
@@ -219,6 +257,7 @@ const RunRecord& reference_run(const model::GptConfig& dist, uint64_t seed, int 
   static Memo<RunKey, RunRecord> memo(4);
   model::GptConfig c = one_device(dist);
   c.dtype = DType::f32;  // the reference reads f32 initial weights whatever the run's dtype
+  c.fp8.reset();         // and computes in float64, unquantized
   return memo.get(RunKey{c, seed, steps, Device::host},
                   [&] { return reference_steps(c, seed, steps, nullptr, DType::f64); });
 }
@@ -227,6 +266,7 @@ RunRecord following_reference(const model::GptConfig& dist, uint64_t seed, const
                               DType tested_dtype) {
   model::GptConfig c = one_device(dist);
   c.dtype = DType::f32;
+  c.fp8.reset();
   return reference_steps(c, seed, static_cast<int>(tested.size()), &tested, tested_dtype);
 }
 
@@ -306,12 +346,64 @@ void dump_inputs(const model::GptConfig& c, uint64_t seed, int steps, Checker& c
   }
 }
 
+// Per-tensor FP8 recipes (collective). The ranks that hold a layer (its
+// TP x DP x CP group) reduce each amax over one another before the cast, so
+// they decode with the same scales bit for bit at every step; and the first
+// step's weights are the one-rank run's bits, so their scales are its too.
+// Activations and gradients differ from the one-rank run's by rounding
+// (other reduction orders), and so may their amaxes.
+void check_step_scales(const model::GptConfig& c, const RunRecord& dist, const RunRecord& base, Checker& checker) {
+  if (!c.fp8 || !c.fp8->per_tensor() || dist.empty()) return;
+  const std::vector<std::string> names = fp8_scale_names(c);
+  Communicator& comm = checker.comm();
+  // Every step's scales in name order, NaN where this rank holds no such layer; all of them on every rank.
+  const size_t per_rank = dist.size() * names.size();
+  std::vector<float> mine(per_rank, std::numeric_limits<float>::quiet_NaN());
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < names.size(); ++i) index[names[i]] = i;
+  for (size_t k = 0; k < dist.size(); ++k)
+    for (size_t i = 0; i < dist[k].fp8_scales.names.size(); ++i)
+      mine.at(k * names.size() + index.at(dist[k].fp8_scales.names[i])) = dist[k].fp8_scales.values[i];
+  std::vector<float> all(per_rank * static_cast<size_t>(comm.size()));
+  comm.all_gather(mine.data(), all.data(), per_rank, DType::f32);
+  // Each rank against the lowest rank that holds the same layer.
+  int64_t wrong = 0, checked = 0;
+  for (size_t j = 0; j < per_rank; ++j) {
+    if (std::isnan(mine[j])) continue;
+    int first = 0;
+    while (std::isnan(all[static_cast<size_t>(first) * per_rank + j])) ++first;
+    if (first == comm.rank()) continue;
+    ++checked;
+    const float want = all[static_cast<size_t>(first) * per_rank + j];
+    if (std::bit_cast<uint32_t>(mine[j]) == std::bit_cast<uint32_t>(want) || wrong++ > 0) continue;
+    checker.fail(cat("fp8_scales: step", j / names.size() + 1, ".", names[j % names.size()], " decodes with ", mine[j],
+                     " on rank ", comm.rank(), " but ", want, " on rank ", first,
+                     ": its amax was not reduced over the ranks that split the tensor"));
+  }
+  checker.exact("fp8_scales.replicas", wrong, checked);
+  // The first step's weight scales against the one-rank run's.
+  Fp8Scales weights, base_weights;
+  std::vector<std::string> weight_names;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i].ends_with(".weight")) weight_names.push_back(names[i]);
+    if (checker.is_root() && names[i].ends_with(".weight")) base_weights.values.push_back(base[0].fp8_scales.values[i]);
+  }
+  for (size_t i = 0; i < dist[0].fp8_scales.names.size(); ++i)
+    if (dist[0].fp8_scales.names[i].ends_with(".weight")) {
+      weights.names.push_back(dist[0].fp8_scales.names[i]);
+      weights.values.push_back(dist[0].fp8_scales.values[i]);
+    }
+  check_fp8_scales(checker, weight_names, weights, base_weights);
+}
+
 void check_train(State& s, Checker& checker) {
   const RunRecord dist = run_steps(*s.trainer, *s.host, s.steps, &checker);
   s.check_losses.clear();
   for (const StepRecord& r : dist) s.check_losses.push_back(r.loss);
+  static const RunRecord kNone;
+  const RunRecord& base = checker.is_root() ? baseline_run(s.model, *s.self, s.host_self(), s.seed, s.steps) : kNone;
+  check_step_scales(s.model, dist, base, checker);
   if (!checker.is_root()) return;
-  const RunRecord& base = baseline_run(s.model, *s.self, s.host_self(), s.seed, s.steps);
   const RunRecord& ref = reference_run(s.model, s.seed, s.steps);
   // Each run against the reference that routes as it did at near ties.
   RunRecord ref_dist_own, ref_base_own;
@@ -336,8 +428,8 @@ void check_train(State& s, Checker& checker) {
   for (int k = 0; k < s.steps; ++k) {
     const std::string step = cat("step", k + 1, ".");
     const Tensor ref_dist_loss = scalar(ref_dist[k].loss), ref_base_loss = scalar(ref_base[k].loss);
-    checker.compare(step + "loss", OpClass::loss, scalar(dist[k].loss), scalar(base[k].loss), ref_dist_loss,
-                    &ref_dist == &ref_base ? ref_dist_loss : ref_base_loss, 1.0);
+    checker.compare(step + "loss", model_bound(s.model, checker.dtype(), OpClass::loss, 1.0), scalar(dist[k].loss),
+                    scalar(base[k].loss), ref_dist_loss, &ref_dist == &ref_base ? ref_dist_loss : ref_base_loss);
     for (size_t l = 0; l < ref[k].routing.size(); ++l) {
       const std::string label = cat(step, "routing.moe", l);
       if (k == 0) checker.note(cat("expert_load.moe", l), expert_load(dist[k].routing[l], s.model.experts));
@@ -348,14 +440,16 @@ void check_train(State& s, Checker& checker) {
     for (size_t i = 0; i < specs.size(); ++i) {
       const std::string& name = specs[i].name;
       const double growth = training_growth(s.model, k + 1, depth_from_loss(specs, i, s.model.layers));
-      checker.compare(step + "grad." + name, OpClass::model, dist[k].grads.at(name), base[k].grads.at(name),
-                      ref_dist[k].grads.at(name), ref_base[k].grads.at(name), growth);
+      checker.compare(step + "grad." + name, model_bound(s.model, checker.dtype(), OpClass::model, growth),
+                      dist[k].grads.at(name), base[k].grads.at(name), ref_dist[k].grads.at(name),
+                      ref_base[k].grads.at(name));
     }
     for (size_t i = 0; i < specs.size(); ++i) {
       const std::string& name = specs[i].name;
       const double growth = training_growth(s.model, k + 1, depth_from_loss(specs, i, s.model.layers));
-      checker.compare(step + "param." + name, OpClass::model, dist[k].params.at(name), base[k].params.at(name),
-                      ref_dist[k].params.at(name), ref_base[k].params.at(name), growth);
+      checker.compare(step + "param." + name, model_bound(s.model, checker.dtype(), OpClass::model, growth),
+                      dist[k].params.at(name), base[k].params.at(name), ref_dist[k].params.at(name),
+                      ref_base[k].params.at(name));
     }
   }
 }

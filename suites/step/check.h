@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "harness/check.h"
+#include "harness/fp8_scales.h"
 #include "kernels/model/trainer.h"
 
 namespace sextant::step {
@@ -18,6 +19,7 @@ struct StepRecord {  // one step, whole tensors on root
   std::map<std::string, Tensor> grads, params;  // by parameter name: summed gradients, values after Adam
   std::vector<Tensor> routing;                  // per MoE layer: [B s, k] expert ids of every token
   int64_t ties_followed = 0;                    // a following reference: tokens routed as the tested run was
+  Fp8Scales fp8_scales;  // FP8 linears of a per-tensor recipe: this rank's layers' decode scales (fp8_scale_names)
 };
 using RunRecord = std::vector<StepRecord>;
 
@@ -38,6 +40,12 @@ RunRecord following_reference(const model::GptConfig& c, uint64_t seed, const Ru
 double routing_tie_band(const model::GptConfig& c, DType tested_dtype, int step);
 const RunRecord& baseline_run(const model::GptConfig& c, Communicator& self, Communicator& host_self, uint64_t seed,
                               int steps);
+// The decode scale of every FP8 linear's operands in the model, "layers.L.qkv.input", in layer order.
+std::vector<std::string> fp8_scale_names(const model::GptConfig& c);
+// What a checked tensor of the model is held to at the given training
+// growth: op's row, or under FP8 linears the fp8_model row over the casts
+// of one layer's forward and backward (harness/tolerance.h).
+Bound model_bound(const model::GptConfig& c, DType dtype, OpClass op, double growth);
 // Tokens (rows) whose set of experts differs between two [T, k] tables.
 std::vector<int64_t> routing_differences(const Tensor& got, const Tensor& want);
 

@@ -4,6 +4,7 @@
 #include "harness/error.h"
 #include "harness/strings.h"
 #include "kernels/attention/packing.h"
+#include "kernels/ops/fp8_recipe.h"
 #include "suites/step/step.h"
 
 namespace sextant::step {
@@ -61,6 +62,10 @@ constexpr const char* kGroupedKv = "grouped_kv";
 // 128): v_head_dim = hidden / heads and head_dim 3/2 of it, where the user
 // gave neither and hidden / heads is even.
 constexpr const char* kMlaHeadDims = "mla_head_dims";
+// A recipe option: the model dense (where the user gave no MoE layout) and
+// its linears in FP8 under this recipe (where the user gave none), in bf16
+// storage (where the user gave no --dtype), as TransformerEngine trains.
+constexpr const char* kFp8Dense = "fp8_dense";
 
 }  // namespace
 
@@ -76,6 +81,13 @@ nlohmann::json default_params(const SweepRequest& req) {
   for (const std::string& key : kModelKeys)
     if (req.options.contains(key)) params[key] = req.options.at(key);
   ops::record_attention_impl(req, params);
+  ops::require_fp8_options_apply(req.options);
+  for (const OptionSpec& option : ops::fp8_recipe_options())
+    require(option.name == "fp8_recipe" || !req.options.contains(option.name) || req.options.contains("fp8_recipe"),
+            cat("--set ", option.name, " needs --set fp8_recipe (the FP8 recipe it is a parameter of)"));
+  if (req.options.contains("fp8_recipe"))
+    params.update(ops::fp8_recipe_json(ops::with_fp8_options(
+        ops::default_fp8_recipe(ops::parse_fp8_scaling(req.get<std::string>("fp8_recipe", ""))), req.options)));
   // Packed rows: "a,b,c" or "zipf:N" (drawn from --seed), recorded as the lengths.
   if (req.options.contains("seq_lens")) {
     const nlohmann::json& v = req.options.at("seq_lens");
@@ -103,6 +115,31 @@ nlohmann::json default_params(const SweepRequest& req) {
 // KV head replicated on the group of two) and a2a+p2p (2:1), and with MLA's
 // head dims (v narrower than q and k) in the same recipes and under the
 // all-gather. ci keeps the first ones of each count.
+// TransformerEngine's recipes at 1, 2, 4 and 8 ranks: delayed over two
+// pipeline microbatches at one rank (the step's amax is the microbatches'
+// max), current under TP + SP, MXFP8 over two pipeline stages, delayed under
+// TP + SP x DP (the amaxes reduced over both), block scaling under
+// TP + SP x CP x DP, and all four of those with pipeline stages at 16;
+// every profile keeps them.
+std::vector<Recipe> fp8_recipes(int ranks) {
+  const bool sp = true;
+  switch (ranks) {
+    case 1: return {recipe(par(1, 1, 1, 1), {{kFp8Dense, "delayed"}, {"microbatches", 2}})};
+    case 2:
+      return {recipe(par(2, 1, 1, 1, 1, sp), {{kFp8Dense, "current"}}),
+              recipe(par(1, 1, 2, 1), {{kFp8Dense, "mxfp8"}, {"microbatches", 2}})};
+    case 4: return {recipe(par(2, 1, 1, 2, 1, sp), {{kFp8Dense, "delayed"}})};
+    case 8: return {recipe(par(2, 2, 1, 2, 1, sp), {{kFp8Dense, "block"}})};
+    case 16: return {recipe(par(2, 2, 2, 2, 1, sp), {{kFp8Dense, "current"}, {"microbatches", 2}})};
+    default: return {recipe(par(1, 1, 1, ranks), {{kFp8Dense, "current"}})};
+  }
+}
+
+Recipe with_fp8_linears(Recipe r) {
+  if (!r.options.contains(kFp8Dense)) r.options[kFp8Dense] = "current";
+  return r;
+}
+
 std::vector<Recipe> recipes(int ranks, Profile profile) {
   const bool sp = true;
   const nlohmann::json zero_overlap = {{"zero", true}, {"overlap_grad_reduce", true}, {"overlap_param_gather", true}};
@@ -280,12 +317,19 @@ CaseConfig make_config(const SweepRequest& req, const nlohmann::json& params, co
       c.params["v_head_dim"] = dv;
     }
   }
+  if (c.params.contains(kFp8Dense)) {
+    const std::string name = c.params.at(kFp8Dense).get<std::string>();
+    c.params.erase(kFp8Dense);
+    if (!req.options.contains("moe_every") && !req.options.contains("moe_pattern")) c.params["moe_every"] = 0;
+    if (!req.options.contains("fp8_recipe"))
+      c.params.update(ops::fp8_recipe_json(ops::default_fp8_recipe(ops::parse_fp8_scaling(name))));
+  }
   // ... and so does the user's token source.
   if (req.options.contains("own_dataset")) c.params["own_dataset"] = req.options.at("own_dataset");
   else if (req.options.contains("data")) c.params.erase("own_dataset");
   c.parallel = r.parallel;
   c.ranks = req.ranks;
-  c.dtype = dtype;
+  c.dtype = c.params.contains("fp8_recipe") && req.dtypes.empty() ? DType::bf16 : dtype;  // FP8 linears, bf16 storage
   return c;
 }
 
@@ -343,6 +387,13 @@ std::vector<OptionSpec> model_options(std::vector<OptionSpec> case_options) {
       OptionSpec::text("data", "a Megatron indexed dataset prefix (PREFIX.idx, PREFIX.bin); default: random tokens"),
       OptionSpec::boolean("own_dataset", "tokens from a Megatron indexed dataset the run writes first (not with data)"),
       peak_tflops_option()};
+  for (OptionSpec& option : ops::fp8_recipe_options()) {
+    if (option.name == "fp8_recipe")
+      option.help +=
+          "; the dense layers' QKV, output, fc1 and fc2 linears (needs --set moe_every=0); default: "
+          "f32 or bf16, and FP8 recipes of their own at 1, 2, 4 and 8 ranks";
+    options.push_back(std::move(option));
+  }
   options.insert(options.end(), case_options.begin(), case_options.end());
   return options;
 }
@@ -371,6 +422,8 @@ void validate_config(const CaseConfig& c) {
   require(steps >= 1, cat("--set steps=", steps, " must be at least 1"));
   model::validate(model, c.parallel);
   ops::require_attention_impl_runs(model.attention_impl, c.device);
+  require(!model.fp8 || c.device == Device::host,
+          "--set fp8_recipe: step/train runs its FP8 linears on the host only (ops/gemm_fp8 has the CUDA product)");
   model::token_source(model, 0);  // the dataset's format and its fit to the model (--vocab, --seq)
 }
 

@@ -33,6 +33,17 @@ const MetricDef& kPeakSource =
     define_metric({"step", "peak_source", "json", Better::neither, "where peak_tflops comes from", "train"});
 const MetricDef& kMfu = define_metric(
     {"step", "mfu", "1", Better::higher, "model FLOPs utilisation: tflops_per_rank / peak_tflops", "train"});
+const MetricDef& kFp8PeakTflops =
+    define_metric({"step", "fp8_peak_tflops", "TFLOP/s", Better::neither,
+                   "FP8 linears: the dense FP8 peak mfu_fp8 divides by (device table; on the host its f32 estimate, "
+                   "FP8 being emulated in f32 there)",
+                   "train"});
+const MetricDef& kFp8PeakSource =
+    define_metric({"step", "fp8_peak_source", "json", Better::neither, "where fp8_peak_tflops comes from", "train"});
+const MetricDef& kMfuFp8 = define_metric({"step", "mfu_fp8", "1", Better::higher,
+                                          "FP8 linears: tflops_per_rank / fp8_peak_tflops, beside mfu against the "
+                                          "bf16 peak (torchtitan leaves MFU blank under FP8)",
+                                          "train"});
 const MetricDef& kSgemmTflopsPerRank =
     define_metric({"step", "sgemm_tflops_per_rank", "TFLOP/s", Better::higher,
                    "measured f32 gemm rate per rank while every rank runs one", "train"});
@@ -276,6 +287,12 @@ Metrics train_metrics(State& s, const RegionTimes& times) {
   m.add(kPeakTflops, peak);
   m.add_json(kPeakSource, source);
   m.add(kMfu, peak > 0 ? per_rank / peak : 0);
+  if (s.model.fp8) {
+    const auto [fp8_peak, fp8_source] = fp8_peak_per_rank(s.config.params, ranks, s.device);
+    m.add(kFp8PeakTflops, fp8_peak);
+    m.add_json(kFp8PeakSource, fp8_source);
+    m.add(kMfuFp8, fp8_peak > 0 ? per_rank / fp8_peak : 0);
+  }
   m.add(kSgemmTflopsPerRank, s.rates.sgemm_tflops_per_rank);
   m.add(kMfuVsSgemm, s.rates.sgemm_tflops_per_rank > 0 ? per_rank / s.rates.sgemm_tflops_per_rank : 0);
 

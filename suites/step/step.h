@@ -8,6 +8,10 @@
 //           model at world size 1 as the baseline (docs/CONFORMANCE.md); MoE
 //           routing compared token by token. Timed: one training step, with
 //           tokens/s, TFLOP/s, MFU, bubble and the time split per dimension.
+//   fp8     train with a dense model and FP8 linears (QKV, output, fc1, fc2)
+//           under each of TransformerEngine's recipes (bf16 storage): the
+//           scales every rank of a layer's TP x DP x CP group shares, the
+//           fp8_model bound, MFU against the FP8 and the bf16 peak.
 //   sweep   one model over every valid factorisation of the rank count (or a
 //           given list), each config timed in turn, ranked by throughput next
 //           to the planner's prediction.
@@ -46,6 +50,11 @@ struct Recipe {
 // The conformance configs of a rank count: together they exercise every
 // dimension, one of them all six at once from 16 ranks.
 std::vector<Recipe> recipes(int ranks, Profile profile);
+// The fp8 case's: a dense model with FP8 linears under each recipe of
+// TransformerEngine's across the rank counts (bf16 storage).
+std::vector<Recipe> fp8_recipes(int ranks);
+// r with a dense model and FP8 linears (current scaling unless r or the user names a recipe).
+Recipe with_fp8_linears(Recipe r);
 // Every valid factorisation of `ranks` for the model (tp, cp, pp, dp, ep;
 // SP whenever tp > 1; 1F1B with 2 pp microbatches where the batch allows).
 std::vector<Recipe> factorisations(int ranks, const nlohmann::json& params);
@@ -153,5 +162,8 @@ void check_train(State& s, Checker& checker);
 Metrics train_metrics(State& s, const RegionTimes& times);
 // The per-rank host peak (estimate) or the user's --peak-tflops, and its label.
 std::pair<double, std::string> peak_per_rank(const nlohmann::json& options, int ranks, Device device);
+// The dense FP8 peak per rank and its label (FP8 linears): the device
+// table's on a GPU, the host's f32 estimate on the host.
+std::pair<double, std::string> fp8_peak_per_rank(const nlohmann::json& options, int ranks, Device device);
 
 }  // namespace sextant::step

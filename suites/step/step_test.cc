@@ -183,7 +183,7 @@ TEST(Step, EveryPlantedFaultIsCaught) {
   if (world().size() < 2) GTEST_SKIP() << "faults need two ranks";
   int planted = 0;
   for (const std::string& fault : model::step_faults().names()) {
-    RunOptions o = ci();
+    RunOptions o = ci({"step/train", "step/fp8"});
     o.fault = fault;
     std::vector<CaseRecord> records = run_suite("step", o);
     if (world().rank() != 0) continue;
@@ -199,6 +199,32 @@ TEST(Step, EveryPlantedFaultIsCaught) {
   }
   if (world().rank() == 0 && world().size() == 2) {
     EXPECT_GE(planted, static_cast<int>(model::step_faults().names().size())) << "every fault must show at 2 ranks";
+  }
+}
+
+// FP8 linears (a dense model, bf16 storage): the fp8 case's recipes, and
+// each of TransformerEngine's recipes over them, within the fp8_model bound
+// of the unquantized float64 reference, each rank's scales those of the
+// other ranks of its layers (checked inside), the recipe in the results and
+// MFU against both peaks.
+TEST(Step, Fp8LinearsMatchTheReferenceUnderEveryRecipe) {
+  for (const char* recipe : {"", "delayed", "current", "block", "mxfp8"}) {
+    RunOptions o = ci({"step/fp8"});
+    if (*recipe) o.options["fp8_recipe"] = recipe;
+    std::vector<CaseRecord> records = run_suite("step", o);
+    if (world().rank() != 0) continue;
+    expect_every_record_passes(records, Device::host, DType::bf16);
+    for (const CaseRecord& r : records) {
+      const nlohmann::json& p = r.config.params;
+      EXPECT_EQ(p.value("moe_every", -1), 0) << r.config.id();
+      if (*recipe) EXPECT_EQ(p.value("fp8_recipe", ""), recipe) << r.config.id();
+      EXPECT_TRUE(p.contains("fp8_format")) << r.config.id();
+      EXPECT_EQ(r.conformance.tensors.front().op, "fp8_model") << r.config.id();
+      for (const TensorCheck& t : r.conformance.tensors)
+        EXPECT_LT(t.base_bound, 1.0) << "a gate a zero gradient passes: " << t.name << " of " << r.config.id();
+      EXPECT_GT(r.metrics.at("mfu_fp8").at("value").get<double>(), 0) << r.config.id();
+      EXPECT_NE(r.metrics.at("fp8_peak_source").get<std::string>().find("emulated"), std::string::npos);
+    }
   }
 }
 

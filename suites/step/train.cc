@@ -20,10 +20,12 @@ std::vector<Recipe> listed(const SweepRequest& req, const std::string& list, con
 }
 
 // Pinned (--tp ...) or listed configs are the user's: validated strictly.
-// Our own recipes and factorisations are dropped where they do not fit the
-// user's sizes or step options (e.g. --set schedule=gpipe and a vpp 2 recipe).
-std::vector<CaseConfig> train_configs(const SweepRequest& req) {
+// Our own recipes (`own`) and factorisations are dropped where they do not
+// fit the user's sizes or step options (e.g. --set schedule=gpipe and a vpp
+// 2 recipe). fp8: every config a dense model with FP8 linears.
+std::vector<CaseConfig> step_configs(const SweepRequest& req, const std::vector<Recipe>& own, bool fp8) {
   nlohmann::json params = default_params(req);
+  if (fp8 && !req.options.contains("moe_every") && !req.options.contains("moe_pattern")) params["moe_every"] = 0;
   if (req.options.contains("peak_tflops")) params["peak_tflops"] = req.options.at("peak_tflops");
   const std::string mode = req.get<std::string>("sweep", std::string(kRecipesMode));
   std::vector<Recipe> list;
@@ -31,7 +33,7 @@ std::vector<CaseConfig> train_configs(const SweepRequest& req) {
   if (req.parallel) {
     list = {recipe_for(*req.parallel, params)};
   } else if (mode == kRecipesMode) {
-    list = recipes(req.ranks, req.profile);
+    list = own;
     strict = false;
   } else if (mode == kAllConfigs) {
     list = factorisations(req.ranks, params);
@@ -39,6 +41,8 @@ std::vector<CaseConfig> train_configs(const SweepRequest& req) {
   } else {
     list = listed(req, mode, params);
   }
+  if (fp8)
+    for (Recipe& r : list) r = with_fp8_linears(std::move(r));
   // The model's own rules (sizes, MoE pattern) hold at any parallel config:
   // the user's mistakes there fail loudly instead of filtering every recipe out.
   const model::GptConfig gpt = model::gpt_config_from_json(params);
@@ -62,12 +66,20 @@ std::vector<CaseConfig> train_configs(const SweepRequest& req) {
       if (!model::step_faults().shows(model::step_faults().parse(req.fault),
                                       {model::gpt_config_from_json(c.params), c.parallel}))
         continue;
+      // The user's FP8 recipe over our own FP8 recipes can repeat a config.
+      if (std::any_of(out.begin(), out.end(), [&](const CaseConfig& o) { return o.id() == c.id(); })) continue;
       out.push_back(std::move(c));
     }
   // The user's options ruled out every config of this rank count: say why.
   if (out.empty() && !first_error.empty() && req.fault.empty() && !req.options.empty()) throw UsageError(first_error);
   return out;
 }
+
+std::vector<CaseConfig> train_configs(const SweepRequest& req) {
+  return step_configs(req, recipes(req.ranks, req.profile), false);
+}
+
+std::vector<CaseConfig> fp8_configs(const SweepRequest& req) { return step_configs(req, fp8_recipes(req.ranks), true); }
 
 }  // namespace
 
@@ -122,6 +134,19 @@ std::pair<double, std::string> peak_per_rank(const nlohmann::json& params, int r
   return {host.peak_tflops / ranks, cat(host.peak_source, ", shared by ", ranks, " ranks (host f32 estimate)")};
 }
 
+std::pair<double, std::string> fp8_peak_per_rank(const nlohmann::json& params, int ranks, Device device) {
+  if (params.contains("peak_tflops")) return {0, "unknown: --peak-tflops gives the bf16 peak alone"};
+  if (device == Device::cuda) {
+    std::vector<DeviceInfo> gpus = describe_cuda_devices();
+    const double peak = gpus.empty() ? 0 : gpu_fp8_peak_tflops(gpus[0].name);
+    if (peak > 0) return {peak, "table: dense FP8 of " + gpus[0].name};
+    return {0, "unknown: no dense FP8 peak for this device"};
+  }
+  // The host has no FP8 units: its FP8 gemms dequantize and run in f32.
+  const auto [peak, source] = peak_per_rank(params, ranks, device);
+  return {peak, source + "; FP8 emulated in f32 on the host"};
+}
+
 State setup_train(CaseContext& ctx) {
   State s;
   s.config = ctx.config;
@@ -143,33 +168,57 @@ State setup_train(CaseContext& ctx) {
   return s;
 }
 
-CaseDef train_case() {
-  return make_case(CaseTable<State>{
+namespace {
+
+// The train and fp8 cases: the same step, each with its own configs, the faults of its kernels and its table.
+CaseTable<State> step_table(std::string name, std::string summary, std::vector<KernelFault> kernel_faults,
+                            std::vector<std::string> table_metrics,
+                            std::vector<CaseConfig> (*configs)(const SweepRequest&)) {
+  return CaseTable<State>{
       .suite = "step",
-      .name = "train",
-      .summary = "GPT training step under TP x SP x CP x EP x PP x DP vs the float64 reference, K steps",
+      .name = std::move(name),
+      .summary = std::move(summary),
       .options = model_options(
           {OptionSpec::text("sweep", "recipes (default), all (every factorisation) or a list of configs")}),
       .faults = model::step_faults().docs(),
-      .kernel_faults = {KernelFault::attention_forward_scale, KernelFault::attention_backward_softmax_grad,
-                        KernelFault::causal_mask_diagonal, KernelFault::attention_gqa_head_map,
-                        KernelFault::attention_window_off_by_one, KernelFault::layernorm_forward_variance,
-                        KernelFault::layernorm_backward_mean_term, KernelFault::gelu_backward_coefficient,
-                        KernelFault::cross_entropy_gradient, KernelFault::embedding_backward_duplicates,
-                        KernelFault::adam_bias_correction, KernelFault::router_topk_repeats,
-                        KernelFault::router_choice_bias, KernelFault::moe_permute_order,
-                        KernelFault::moe_unpermute_order, KernelFault::moe_combine_twice,
-                        KernelFault::pipeline_skip_weight_grad, KernelFault::gemm_ignores_beta},
-      .table_metrics = {"tokens_per_s", "mfu", "bubble_fraction"},
-      .configs = train_configs,
+      .kernel_faults = std::move(kernel_faults),
+      .table_metrics = std::move(table_metrics),
+      .configs = configs,
       .validate = validate_config,
       .memory = step_memory,
       .setup = setup_train,
       .timed = {{"step", [](State& s) { s.history.push_back(s.trainer->step()); }}},
       .check = check_train,
       .metrics = train_metrics,
-  });
+  };
+}
+
+}  // namespace
+
+CaseDef train_case() {
+  return make_case(step_table(
+      "train", "GPT training step under TP x SP x CP x EP x PP x DP vs the float64 reference, K steps",
+      {KernelFault::attention_forward_scale, KernelFault::attention_backward_softmax_grad,
+       KernelFault::causal_mask_diagonal, KernelFault::attention_gqa_head_map, KernelFault::attention_window_off_by_one,
+       KernelFault::layernorm_forward_variance, KernelFault::layernorm_backward_mean_term,
+       KernelFault::gelu_backward_coefficient, KernelFault::cross_entropy_gradient,
+       KernelFault::embedding_backward_duplicates, KernelFault::adam_bias_correction, KernelFault::router_topk_repeats,
+       KernelFault::router_choice_bias, KernelFault::moe_permute_order, KernelFault::moe_unpermute_order,
+       KernelFault::moe_combine_twice, KernelFault::pipeline_skip_weight_grad, KernelFault::gemm_ignores_beta},
+      {"tokens_per_s", "mfu", "bubble_fraction"}, train_configs));
 }
 SEXTANT_REGISTER_CASE(kSuiteOrder, 10, train_case);
+
+// The same step with FP8 linears. Its kernel faults are those its FP8 gate
+// catches; subtler ones hide in FP8's rounding here and fail step/train,
+// which runs the same kernels unquantized.
+CaseDef fp8_case() {
+  return make_case(
+      step_table("fp8", "the training step with FP8 linears under TransformerEngine's recipes vs the float64 reference",
+                 {KernelFault::fp8_scale_inverse_twice, KernelFault::layernorm_backward_mean_term,
+                  KernelFault::cross_entropy_gradient, KernelFault::adam_bias_correction},
+                 {"tokens_per_s", "mfu", "mfu_fp8"}, fp8_configs));
+}
+SEXTANT_REGISTER_CASE(kSuiteOrder, 15, fp8_case);
 
 }  // namespace sextant::step

@@ -191,7 +191,7 @@ void check(AttnState& s, Checker& checker) {
                  {block_along(s.grads.out.dw, 0, out_offset)}, {width, p.hidden}, base.grads.out.dw, r.dwo);
   check_gathered(checker, "db_out", tensor_bound(e, OpClass::linear, {}), {block_along(s.grads.out.db, 0, 0)},
                  {p.hidden}, base.grads.out.db, r.dbo);
-  if (p.fp8 && p.fp8->per_tensor()) check_fp8_scales(checker, scales_of(s.w), base_scales);
+  if (p.fp8 && p.fp8->per_tensor()) check_fp8_scales(checker, scales_of(s.w).names, scales_of(s.w), base_scales);
 }
 
 Metrics metrics(AttnState& s, const RegionTimes& times) {

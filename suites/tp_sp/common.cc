@@ -244,17 +244,9 @@ void check_gathered(Checker& checker, const std::string& name, const Bound& boun
   checker.compare(name, bound, a.tensor, base, ref);
 }
 
-Fp8Casts fp8_path(std::initializer_list<Fp8Casts> gemms) {
-  Fp8Casts out;
-  for (const Fp8Casts& g : gemms) out.insert(out.end(), g.begin(), g.end());
-  return out;
-}
-
 Bound tensor_bound(const Env& env, OpClass op, const Fp8Casts& casts) {
   if (!env.p.fp8 || casts.empty()) return tolerance_bound(env.dtype, op);
-  std::vector<double> unit_roundoffs;
-  for (ops::Fp8Role role : casts) unit_roundoffs.push_back(ops::fp8_info(env.p.fp8->format_of(role)).unit_roundoff);
-  return fp8_bound(op, unit_roundoffs, env.dtype);
+  return fp8_bound(op, tp::cast_unit_roundoffs(*env.p.fp8, casts), env.dtype);
 }
 
 int checked_steps(const Problem& p) { return p.fp8 && p.fp8->scaling == ops::Fp8Scaling::delayed ? 3 : 1; }
@@ -266,27 +258,6 @@ Fp8Scales fp8_scales(const std::vector<std::pair<std::string, const tp::Fp8Linea
   for (const auto& entry : linears)
     out.values.insert(out.values.end(), entry.second->scale_inv.begin(), entry.second->scale_inv.end());
   return out;
-}
-
-void check_fp8_scales(Checker& checker, const Fp8Scales& mine, const Fp8Scales& base) {
-  std::vector<float> expected = checker.is_root() ? base.values : std::vector<float>(mine.values.size());
-  if (expected.size() != mine.values.size() || mine.names.size() != mine.values.size())
-    throw RuntimeError(cat("check_fp8_scales: ", mine.names.size(), " names, ", mine.values.size(), " scales, ",
-                           expected.size(), " on the baseline"));
-  checker.comm().broadcast(expected.data(), expected.size(), DType::f32, 0);
-  int64_t wrong = 0;
-  for (size_t i = 0; i < expected.size(); ++i)
-    if (std::bit_cast<uint32_t>(mine.values[i]) != std::bit_cast<uint32_t>(expected[i])) {
-      ++wrong;
-      checker.fail(cat("fp8_scales: ", mine.names[i], " decodes with ", mine.values[i], " on rank ",
-                       checker.comm().rank(), ", the one-rank run with ", expected[i]));
-    }
-  checker.exact("fp8_scales", wrong, static_cast<int64_t>(expected.size()));
-  if (checker.is_root()) {
-    nlohmann::json scales = nlohmann::json::object();
-    for (size_t i = 0; i < base.names.size(); ++i) scales[base.names[i]] = base.values[i];
-    checker.note("fp8_scale_inv", scales);
-  }
 }
 
 Tensor on_host(const Tensor& t) { return !t.defined() || t.is_host() ? t : t.to(Device::host); }

@@ -119,7 +119,7 @@ void check(MlpState& s, Checker& checker) {
                  {block_along(s.grads.fc2.dw, 0, ffn_offset)}, {p.ffn, p.hidden}, base.fc2.dw, ref_bwd.dw2);
   check_gathered(checker, "db2", tensor_bound(e, OpClass::linear, {}), {block_along(s.grads.fc2.db, 0, 0)}, {p.hidden},
                  base.fc2.db, ref_bwd.db2);
-  if (p.fp8 && p.fp8->per_tensor()) check_fp8_scales(checker, scales_of(s.w), base_scales);
+  if (p.fp8 && p.fp8->per_tensor()) check_fp8_scales(checker, scales_of(s.w).names, scales_of(s.w), base_scales);
 }
 
 Metrics metrics(MlpState& s, const RegionTimes& times) {

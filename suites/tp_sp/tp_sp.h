@@ -22,6 +22,7 @@
 
 #include "harness/assemble.h"
 #include "harness/case.h"
+#include "harness/fp8_scales.h"
 #include "harness/tolerance.h"
 #include "kernels/ops/fp8_recipe.h"
 #include "kernels/tensor_parallel/fp8_linear.h"
@@ -101,14 +102,12 @@ void check_gathered(Checker& checker, const std::string& name, const Bound& boun
 void check_gathered(Checker& checker, const std::string& name, OpClass op, const std::vector<Block>& blocks,
                     const Shape& global, const Tensor& base, const Tensor& ref);
 
-// The FP8 casts on a checked tensor's path: the role of each quantized
-// operand of each gemm it depends on (a product of two outputs of one gemm
-// depends on it twice). fp8_path joins the gemms'.
-using Fp8Casts = std::vector<ops::Fp8Role>;
-inline const Fp8Casts kFp8Forward = {ops::Fp8Role::activation, ops::Fp8Role::weight};  // y = x W
-inline const Fp8Casts kFp8Dgrad = {ops::Fp8Role::gradient, ops::Fp8Role::weight};      // dx = dy W^T
-inline const Fp8Casts kFp8Wgrad = {ops::Fp8Role::activation, ops::Fp8Role::gradient};  // dW = x^T dy
-Fp8Casts fp8_path(std::initializer_list<Fp8Casts> gemms);
+// The FP8 casts on a checked tensor's path (kernels/tensor_parallel/fp8_linear.h).
+using tp::fp8_path;
+using tp::Fp8Casts;
+using tp::kFp8Dgrad;
+using tp::kFp8Forward;
+using tp::kFp8Wgrad;
 
 // What a checked tensor is held to: its op's row, or under FP8 linears the
 // FP8 row of its op over the casts on its path (tolerance.h fp8_bound).
@@ -119,16 +118,9 @@ Bound tensor_bound(const Env& env, OpClass op, const Fp8Casts& casts);
 // history; every other run is one step.
 int checked_steps(const Problem& p);
 // The per-tensor decode scales of the last step of a block's FP8 linears,
-// named "linear.operand" ("fc1.weight").
-struct Fp8Scales {
-  std::vector<std::string> names;
-  std::vector<float> values;
-};
+// named "linear.operand" ("fc1.weight"), for check_fp8_scales (every rank
+// holds all of them).
 Fp8Scales fp8_scales(const std::vector<std::pair<std::string, const tp::Fp8LinearState*>>& linears);
-// FP8 conformance at the level of the scales (docs/CONFORMANCE.md): with
-// per-tensor scales, every rank's equal the one-rank run's bit for bit
-// (mine on every rank, base on root; collective).
-void check_fp8_scales(Checker& checker, const Fp8Scales& mine, const Fp8Scales& base);
 
 // The metrics of METRICS.md's tp_sp row. flops: matrix-product FLOPs of the
 // global forward + backward; replicated_grad_bytes: bytes of the gradients

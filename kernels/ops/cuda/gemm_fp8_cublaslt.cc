@@ -174,10 +174,7 @@ float gemm_fp8(const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b, bool trans_
                                        compute_stream()));
   SEXTANT_CHECK_CUDA(cudaStreamSynchronize(compute_stream()));  // the buffers above leave with this call
   // C's amax as stored: cuBLASLt's AMAX_D pointer serves FP8 outputs; C here is f32 or bf16.
-  const Tensor stored = c.to(Device::host).to(DType::f32);
-  float amax = 0;
-  for (int64_t i = 0; i < stored.numel(); ++i) amax = std::max(amax, std::fabs(stored.data<float>()[i]));
-  return amax;
+  return fp8_amax(c.to(Device::host));
 }
 
 }  // namespace sextant::ops::cuda
