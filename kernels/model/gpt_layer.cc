@@ -1,5 +1,7 @@
 #include "kernels/model/gpt_layer.h"
 
+#include <iterator>
+
 #include "harness/error.h"
 #include "harness/strings.h"
 #include "kernels/model/split_linear.h"
@@ -62,10 +64,11 @@ void GptLayer::end_fp8_step() {
 }
 
 std::vector<std::pair<std::string, const tp::Fp8LinearState*>> GptLayer::fp8_linears() const {
+  const tp::Fp8LinearState* states[] = {w_.attn.qkv.fp8.get(), w_.attn.out.fp8.get(), w_.fc1.fp8.get(),
+                                        w_.fc2.fp8.get()};  // by kFp8LinearNames
   std::vector<std::pair<std::string, const tp::Fp8LinearState*>> out;
-  for (const auto& [name, s] : {std::pair{"qkv", w_.attn.qkv.fp8.get()}, std::pair{"out", w_.attn.out.fp8.get()},
-                                std::pair{"fc1", w_.fc1.fp8.get()}, std::pair{"fc2", w_.fc2.fp8.get()}})
-    if (s) out.emplace_back(name, s);
+  for (size_t i = 0; i < std::size(states); ++i)
+    if (states[i]) out.emplace_back(kFp8LinearNames[i], states[i]);
   return out;
 }
 

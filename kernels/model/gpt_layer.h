@@ -80,7 +80,8 @@ class GptLayer {
   // The end of a training step (every microbatch's W done): delayed scaling
   // rolls each linear's history once.
   void end_fp8_step();
-  // Each FP8 linear by name ("qkv", "out", "fc1", "fc2"); empty without FP8.
+  // Each FP8 linear by name, in kFp8LinearNames' order; empty without FP8.
+  static constexpr const char* kFp8LinearNames[4] = {"qkv", "out", "fc1", "fc2"};
   std::vector<std::pair<std::string, const tp::Fp8LinearState*>> fp8_linears() const;
 
  private:

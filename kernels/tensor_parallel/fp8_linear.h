@@ -25,6 +25,8 @@ namespace sextant::tp {
 // The operands of one FP8 linear, each with its own scale.
 enum class Fp8Operand { input, weight, output_grad };
 inline constexpr int kFp8Operands = 3;
+// By Fp8Operand, as checks and results name each operand's scale.
+inline constexpr const char* kFp8OperandNames[kFp8Operands] = {"input", "weight", "output_grad"};
 
 // One linear's FP8 state (TransformerEngine's fp8_meta): the recipe,
 // delayed scaling's amax history per operand, and what the last step's

@@ -27,9 +27,6 @@ namespace {
 
 Tensor scalar(double v) { return Tensor::from_values({1}, {v}, DType::f64); }
 
-// By tp::Fp8Operand.
-constexpr const char* kFp8OperandNames[tp::kFp8Operands] = {"input", "weight", "output_grad"};
-
 // Every parameter's value (or summed gradient) as a whole tensor on root.
 // Values come from the trainer (pending ZeRO gathers stay pending).
 std::map<std::string, Tensor> gather_params(model::GptTrainer& t, Communicator& host, Checker* checker, bool grads) {
@@ -93,7 +90,7 @@ Fp8Scales local_fp8_scales(model::GptTrainer& t) {
   for (const auto& layer : t.stages().layers())
     for (const auto& [linear, state] : layer->fp8_linears())
       for (int i = 0; i < tp::kFp8Operands; ++i) {
-        out.names.push_back(cat("layers.", layer->index(), ".", linear, ".", kFp8OperandNames[i]));
+        out.names.push_back(cat("layers.", layer->index(), ".", linear, ".", tp::kFp8OperandNames[i]));
         out.values.push_back(state->scale_inv[i]);
       }
   return out;
@@ -105,8 +102,8 @@ std::vector<std::string> fp8_scale_names(const model::GptConfig& c) {
   std::vector<std::string> out;
   if (!c.fp8) return out;
   for (int64_t l = 0; l < c.layers; ++l)
-    for (const char* linear : {"qkv", "out", "fc1", "fc2"})
-      for (const char* operand : kFp8OperandNames) out.push_back(cat("layers.", l, ".", linear, ".", operand));
+    for (const char* linear : model::GptLayer::kFp8LinearNames)
+      for (const char* operand : tp::kFp8OperandNames) out.push_back(cat("layers.", l, ".", linear, ".", operand));
   return out;
 }
 

@@ -254,7 +254,7 @@ int checked_steps(const Problem& p) { return p.fp8 && p.fp8->scaling == ops::Fp8
 Fp8Scales fp8_scales(const std::vector<std::pair<std::string, const tp::Fp8LinearState*>>& linears) {
   Fp8Scales out;
   for (const auto& [name, state] : linears)
-    for (const char* operand : {"input", "weight", "output_grad"}) out.names.push_back(cat(name, ".", operand));
+    for (const char* operand : tp::kFp8OperandNames) out.names.push_back(cat(name, ".", operand));
   for (const auto& entry : linears)
     out.values.insert(out.values.end(), entry.second->scale_inv.begin(), entry.second->scale_inv.end());
   return out;
