@@ -104,6 +104,9 @@ echo "bundle_gpu.sh: $(echo "$names" | wc -l) packages: $(echo $names)"
    v=$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null || true)
    spec=$p${v:+=$v}  # the version installed here, which the build linked against
    ls "${p}_"*.deb >/dev/null 2>&1 || apt-get download -q "$spec" 2>&1 | grep -v "^W: Download is performed unsandboxed" || true
+   # The installed version gone from the archive (a security update replaced
+   # it): the archive's own, the same soname.
+   ls "${p}_"*.deb >/dev/null 2>&1 || apt-get download -q "$p" 2>&1 | grep -v "^W: Download is performed unsandboxed" || true
    ls "${p}_"*.deb >/dev/null 2>&1 || { echo "bundle_gpu.sh: apt-get download $spec failed" >&2; exit 1; }
  done)
 staging=$(mktemp -d)

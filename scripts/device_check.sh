@@ -239,7 +239,7 @@ tar -C "$(dirname "$results")" -czf "$out/results.tar.gz" results
 # --- 6. Summary (always, whatever the budget) --------------------------------
 budget=100000
 step "gpu_summary.py" 30 python3 "$here/gpu_summary.py" --bench "$out/bench_ops.json" \
-  --attention "$out/bench_attention.json" --results "$results" --out "$out/summary.json"
+  --attention "$out/bench_attention.json" --fp8 "$out/bench_fp8_gemm.json" --results "$results" --out "$out/summary.json"
 
 summary
 exit $?

@@ -72,6 +72,30 @@ def gemm_rows(bench, matmul=()):
     return rows
 
 
+def fp8_rows(bench, torch_fp8=None):
+    """Per size and scale kind (per-tensor, block): our cuBLASLt FP8 product's TFLOP/s beside torch._scaled_mm's."""
+    by_key = {}
+    for b in (bench or {}).get("benchmarks", []):
+        m = re.match(r"^gemm_fp8_e4m3/(cublaslt_tn|cublaslt_tn_block)/(\d+)", b.get("name", ""))
+        if not m:
+            continue
+        entry = by_key.setdefault((int(m.group(2)), m.group(1).endswith("block")),
+                                  {"size": int(m.group(2)), "block_scales": m.group(1).endswith("block")})
+        entry["ours"] = None if b.get("error_occurred") else b.get("TFLOP/s")
+        if b.get("error_occurred"):
+            entry["error"] = b.get("error_message")
+    for t in (torch_fp8 or {}).get("rows", []):
+        entry = by_key.setdefault((t["size"], bool(t.get("block_scales"))),
+                                  {"size": t["size"], "block_scales": bool(t.get("block_scales"))})
+        entry["torch"] = t.get("tflops_median")
+        if t.get("error"):
+            entry["torch_error"] = t["error"]
+    rows = [by_key[k] for k in sorted(by_key)]
+    for e in rows:
+        e["ratio_torch"] = e["ours"] / e["torch"] if e.get("ours") and e.get("torch") else None
+    return rows
+
+
 def memory_rows(bench):
     rows = []
     for b in (bench or {}).get("benchmarks", []):
@@ -196,6 +220,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--bench", default="")
     p.add_argument("--attention", default="")
+    p.add_argument("--fp8", default="", help="bench_fp8_gemm.json (torch._scaled_mm)")
     p.add_argument("--results", default="")
     p.add_argument("--out", default="")
     p.add_argument("--count-cases", nargs="+", metavar="FILE")
@@ -204,11 +229,12 @@ def main():
         print(count_cases(args.count_cases))
         return 0
     try:
-        bench, attention = load(args.bench), load(args.attention)
+        bench, attention, torch_fp8 = load(args.bench), load(args.attention), load(args.fp8)
     except (OSError, ValueError) as e:
         print(f"gpu_summary.py: cannot read an input: {e}", file=sys.stderr)
         return 2
-    summary = {"gemm": gemm_rows(bench, (attention or {}).get("matmul", [])), "memory": memory_rows(bench),
+    summary = {"gemm": gemm_rows(bench, (attention or {}).get("matmul", [])), "fp8_gemm": fp8_rows(bench, torch_fp8),
+               "memory": memory_rows(bench),
                "attention": (attention or {}).get("rows", []),
                "attention_ours_status": (attention or {}).get("ours_status"),
                "suites": suite_rows(args.results), "step": step_rows(args.results)}
@@ -219,6 +245,11 @@ def main():
         print(f"                        {r['size']:5d}   {fmt(r.get('wrapper'))}  {fmt(r.get('cublas_direct'))}  "
               f"{fmt(r.get('torch'))}  {fmt(r.get('ratio'), '5.3f')}  {fmt(r.get('ratio_torch'), '5.3f')} "
               f"{r.get('error') or ''}")
+    print("gemm fp8 e4m3 -> bf16 (TFLOP/s)  size  scales      ours    torch  /torch")
+    for r in summary["fp8_gemm"]:
+        print(f"                                {r['size']:5d}  {'block ' if r['block_scales'] else 'tensor'}  "
+              f"{fmt(r.get('ours'))}  {fmt(r.get('torch'))}  {fmt(r.get('ratio_torch'), '5.3f')} "
+              f"{r.get('error') or ''} {r.get('torch_error') or ''}")
     print("memory-bound (GB/s, read+write)")
     for r in summary["memory"]:
         print(f"  {r['op']:16s} {r['rows']}x{r['h']:<6d} {fmt(r['GBps'], '8.0f')} {r['error'] or ''}")

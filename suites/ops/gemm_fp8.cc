@@ -275,7 +275,7 @@ CaseDef gemm_fp8_case() {
             ops::require_fp8_options_apply(req.options);
             std::vector<nlohmann::json> params;
             for (const ops::Fp8Recipe& r : sweep_recipes(req))
-              if (req.device == Device::host || r.per_tensor() || req.has("fp8_recipe"))  // CUDA: see validate
+              if (req.device == Device::host || r.scaling != ops::Fp8Scaling::mxfp8 || req.has("fp8_recipe"))
                 for (const auto& [tokens, in, out] : shapes(req.profile)) {
                   nlohmann::json p = ops::fp8_recipe_json(r);
                   p.update({{"tokens", tokens}, {"in", in}, {"out", out}, {"steps", kStepMagnitude.size()}});
@@ -285,10 +285,9 @@ CaseDef gemm_fp8_case() {
           },
       .validate =
           [](const CaseConfig& c) {
-            require(c.device == Device::host || ops::fp8_recipe_from_json(c.params).per_tensor(),
-                    cat("ops/gemm_fp8 --device cuda runs per-tensor scales (fp8_recipe=delayed or current); "
-                        "fp8_recipe=",
-                        c.s("fp8_recipe"), " needs cuBLASLt's block scale modes, not wired"));
+            require(c.device == Device::host || ops::fp8_recipe_from_json(c.params).scaling != ops::Fp8Scaling::mxfp8,
+                    "ops/gemm_fp8 --device cuda runs delayed, current and block scaling; fp8_recipe=mxfp8 needs "
+                    "Blackwell's VEC32_UE8M0 scale mode in cuBLASLt, not wired");
             require(c.dtype == DType::f32 || c.dtype == DType::bf16,
                     "ops/gemm_fp8: --dtype must be f32 or bf16 (the high-precision inputs and the output)");
           },

@@ -43,7 +43,7 @@ TEST(OpsSuite, EveryKernelFaultFailsItsOpOnTheBaselineSide) {
   }
 }
 
-// cuBLASLt's FP8 matmul under the per-tensor recipes, the casts on the host:
+// cuBLASLt's FP8 matmul under delayed, current and block scaling, the casts on the host:
 // the same three checks, and the gemm's planted fault fails them.
 TEST(OpsSuite, Fp8GemmPassesAndItsFaultFailsOnTheGpu) {
   SEXTANT_REQUIRE_GPU();

@@ -3,10 +3,15 @@
 // the dtype's floor) (harness/compare.cc), every transpose and dtype.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <string>
+
 #include "harness/compare.h"
 #include "harness/testing/gpu.h"
 #include "harness/tolerance.h"
+#include "kernels/ops/fp8_recipe.h"
 #include "kernels/ops/gemm.h"
+#include "kernels/ops/gemm_fp8.h"
 #include "kernels/ops/random.h"
 
 namespace sextant::ops {
@@ -82,6 +87,76 @@ TEST(CudaGemm, LargeBf16ProductOnDeviceInputs) {
   ErrorStats e_host = compare(host, ref), e_gpu = compare(c.to(Device::host), ref);
   EXPECT_LE(e_gpu.rel_l2, distributed_bound(DType::bf16, OpClass::linear, e_host.rel_l2))
       << "host error " << e_host.rel_l2;
+}
+
+// x scaled by 2^((r / 128 + 2 c / 128) % 7 - 3) per 128 x 128 tile: every
+// block, run and tile of the block recipes gets a scale of its own, so a
+// scale read from the wrong place of cuBLASLt's layouts is off by a power
+// of two, not by rounding.
+Tensor tiled_magnitudes(Tensor x) {
+  float* p = x.data<float>();
+  for (int64_t r = 0; r < x.shape()[0]; ++r)
+    for (int64_t c = 0; c < x.shape()[1]; ++c)
+      p[r * x.shape()[1] + c] *= std::ldexp(1.0f, static_cast<int>((r / 128 + 2 * (c / 128)) % 7) - 3);
+  return x;
+}
+
+// cuBLASLt's FP8 product (per-tensor and block scale modes) against the
+// host's f32 product of the same quantized operands, both measured against
+// float64 of the dequantized operands: the linear f32 bound, for the three
+// gemms of an FP8 linear under each recipe that runs on CUDA.
+TEST(CudaGemmFp8, EveryScaleModeMatchesTheHostProduct) {
+  SEXTANT_REQUIRE_GPU();
+  const int64_t tokens = 200, in = 300, out = 260;  // several blocks along every axis, none whole
+  const Tensor x = tiled_magnitudes(sextant::random_tensor({tokens, in}, DType::f32, {11, tensor_id("fp8.x")}));
+  const Tensor w = tiled_magnitudes(sextant::random_tensor({in, out}, DType::f32, {11, tensor_id("fp8.w")}));
+  const Tensor dy = tiled_magnitudes(sextant::random_tensor({tokens, out}, DType::f32, {11, tensor_id("fp8.dy")}));
+  Fp8Recipe block_f32_scales = default_fp8_recipe(Fp8Scaling::block);
+  block_f32_scales.pow2_scales = false;
+  for (const Fp8Recipe& recipe :
+       {default_fp8_recipe(Fp8Scaling::current), default_fp8_recipe(Fp8Scaling::block), block_f32_scales}) {
+    using R = Fp8Role;
+    struct Gemm {
+      const char* name;
+      Fp8Tensor a, b;
+      bool ta, tb;
+      int64_t m, n;
+    };
+    const Gemm gemms[] = {{"fwd", quantize_fp8(x, R::activation, true, recipe),
+                           quantize_fp8(w, R::weight, false, recipe), false, false, tokens, out},
+                          {"dgrad", quantize_fp8(dy, R::gradient, true, recipe),
+                           quantize_fp8(w, R::weight, true, recipe), false, true, tokens, in},
+                          {"wgrad", quantize_fp8(x, R::activation, false, recipe),
+                           quantize_fp8(dy, R::gradient, false, recipe), true, false, in, out}};
+    for (const Gemm& g : gemms)
+      for (DType d : {DType::f32, DType::bf16}) {
+        Tensor host = Tensor::empty({g.m, g.n}, d), gpu = Tensor::empty({g.m, g.n}, d, Device::cuda);
+        gemm_fp8(g.a, g.ta, g.b, g.tb, host);
+        gemm_fp8(g.a, g.ta, g.b, g.tb, gpu);
+        Tensor ref = Tensor::zeros({g.m, g.n}, DType::f64);
+        gemm(g.a.dequantize().to(DType::f64), g.ta, g.b.dequantize().to(DType::f64), g.tb, ref);
+        ErrorStats e_host = compare(host, ref), e_gpu = compare(gpu.to(Device::host), ref);
+        EXPECT_EQ(e_gpu.nonfinite, 0);
+        EXPECT_LE(e_gpu.rel_l2, distributed_bound(d, OpClass::linear, e_host.rel_l2))
+            << recipe.name() << (recipe.pow2_scales ? "" : " (f32 scales)") << " " << g.name << " " << dtype_name(d)
+            << " host error " << e_host.rel_l2;
+      }
+  }
+}
+
+// MXFP8's 1x32 blocks are refused on CUDA with a line that says why.
+TEST(CudaGemmFp8, MxBlocksAreRefused) {
+  SEXTANT_REQUIRE_GPU();
+  const Fp8Recipe mx = default_fp8_recipe(Fp8Scaling::mxfp8);
+  const Tensor x = sextant::random_tensor({64, 96}, DType::f32, {12, tensor_id("fp8.x")});
+  const Fp8Tensor a = quantize_fp8(x, Fp8Role::activation, true, mx), b = quantize_fp8(x, Fp8Role::weight, true, mx);
+  Tensor c = Tensor::empty({64, 64}, DType::f32, Device::cuda);
+  try {
+    gemm_fp8(a, false, b, true, c);
+    ADD_FAILURE() << "MXFP8 blocks ran on CUDA";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("VEC32_UE8M0"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
