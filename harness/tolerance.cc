@@ -81,6 +81,13 @@ Bound fp8_bound(OpClass op, const std::vector<double>& operand_unit_roundoffs, D
   throw RuntimeError("no FP8 tolerance row for op class " + op_class_name(op));
 }
 
+Bound fp8_tensor_core_bound(DType out) {
+  const ToleranceRow& linear = tolerance_row(OpClass::linear);
+  const double expected = linear.storage_roundings * unit_roundoff(out) +
+                          linear.accumulation_growth * std::ldexp(1.0, -kFp8TensorCoreAccumulatorBits);
+  return {OpClass::linear, "fp8_tensor_core", kGateHeadroom * expected, expected, 1};
+}
+
 Bound exact_bound(const std::string& row) { return {OpClass::data_movement, row, 0, 0, 1}; }
 
 const SystematicRule& systematic_rule() {

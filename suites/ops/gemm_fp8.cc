@@ -8,7 +8,8 @@
 //   the operands   every dequantized operand bit for bit against the
 //                  reference's cast of the same input (reference/fp8.h);
 //   the kernel     each output against float64 of the reference's
-//                  dequantized operands, at the output dtype's linear gate;
+//                  dequantized operands, at the output dtype's linear gate
+//                  (on CUDA the FP8 tensor cores' accumulator's);
 //   end to end     each output against float64 of the unquantized operands,
 //                  within the FP8 row's bound from the formats' unit roundoff.
 #include "kernels/ops/gemm_fp8.h"
@@ -177,9 +178,13 @@ void check(State& s, Checker& checker) {
         {"dx", o.dx, dx_q, grads.dx, udy, uw},
         {"dw", o.dw, dw_q, grads.dw, ux, udy},
     };
+    // The kernel's arithmetic: f32 accumulation on the host, Hopper's FP8
+    // tensor cores' on CUDA (harness/tolerance.h, fp8_tensor_core_bound).
+    const Bound arithmetic =
+        s.device == Device::cuda ? fp8_tensor_core_bound(s.dtype) : tolerance_bound(s.dtype, OpClass::linear);
     for (const Output& out : outputs) {
       const Tensor kernel = on_host(out.kernel);
-      checker.compare(step + out.name, OpClass::linear, kernel, kernel, out.ref_quantized);
+      checker.compare(step + out.name, arithmetic, kernel, kernel, out.ref_quantized);
       checker.compare(step + out.name + ".e2e", fp8_bound(OpClass::linear, {out.u_a, out.u_b}, s.dtype), kernel, kernel,
                       out.ref_exact);
     }

@@ -133,15 +133,28 @@ struct Fp8Key {
   bool operator==(const Fp8Key&) const = default;
 };
 
-// The descriptors of one product and the heuristic's first algorithm; the
-// scale pointers are set per call.
+// The descriptors of one product and the heuristic's algorithms, best
+// first; `used` is the first that ran (an algorithm the call refuses as not
+// supported passes the product to the next). The scale pointers are set per
+// call.
+constexpr int kFp8Algorithms = 8;
 struct Fp8Plan {
   MatmulDesc desc;
   Layout lt_a, lt_b, lt_d;
-  cublasLtMatmulHeuristicResult_t choice{};
+  std::vector<cublasLtMatmulHeuristicResult_t> choices;
+  mutable size_t used = 0;
 };
 
-Fp8Plan plan_for(const Fp8Key& key) {
+// cuBLASLt's A is our b: its scales are b's. Set before the heuristic as
+// well, as TransformerEngine and PyTorch do: with them set only at the call,
+// an H200 refused the per-tensor product at 4096^3 (CUBLAS_STATUS_NOT_SUPPORTED)
+// and the heuristic offered no block-scaled algorithm at all.
+void set_scale_pointers(cublasLtMatmulDesc_t desc, const float* a_scales, const float* b_scales) {
+  set(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &b_scales, sizeof(b_scales), "A_SCALE_POINTER");
+  set(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a_scales, sizeof(a_scales), "B_SCALE_POINTER");
+}
+
+Fp8Plan plan_for(const Fp8Key& key, const float* a_scales, const float* b_scales) {
   Fp8Plan plan;
   cublasLtMatmulDesc_t desc = nullptr;
   check_cublas(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
@@ -153,19 +166,23 @@ Fp8Plan plan_for(const Fp8Key& key) {
   const cublasLtMatmulMatrixScale_t mode_lt_a = lt_mode(key.b_mode), mode_lt_b = lt_mode(key.a_mode);
   set(desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode_lt_a, sizeof(mode_lt_a), "A_SCALE_MODE");
   set(desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode_lt_b, sizeof(mode_lt_b), "B_SCALE_MODE");
+  set_scale_pointers(desc, a_scales, b_scales);
   // D^T [n, m] = (b [n, k], k contiguous: column-major [k, n], read transposed) x (a: column-major [k, m]).
   plan.lt_a = lt_layout(fp8_type(key.b), key.k, key.n, key.k);
   plan.lt_b = lt_layout(fp8_type(key.a), key.k, key.m, key.k);
   plan.lt_d = lt_layout(key.d == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F, key.n, key.m, key.n);
   const Preference preference = lt_preference();
   int found = 0;
+  plan.choices.resize(kFp8Algorithms);
   const cublasStatus_t status =
       cublasLtMatmulAlgoGetHeuristic(lt_handle(), desc, plan.lt_a.get(), plan.lt_b.get(), plan.lt_d.get(),
-                                     plan.lt_d.get(), preference.get(), 1, &plan.choice, &found);
+                                     plan.lt_d.get(), preference.get(), kFp8Algorithms, plan.choices.data(), &found);
   if (status != CUBLAS_STATUS_SUCCESS || found == 0)
     throw RuntimeError(cat("gemm_fp8: cuBLASLt has no FP8 algorithm for ", key.m, " x ", key.n, " x ", key.k, " (",
                            fp8_info(key.a).name, " ", mode_name(key.a_mode), " x ", fp8_info(key.b).name, " ",
-                           mode_name(key.b_mode), " -> ", dtype_name(key.d), ")"));
+                           mode_name(key.b_mode), " -> ", dtype_name(key.d), "; heuristic status ",
+                           static_cast<int>(status), ")"));
+  plan.choices.resize(static_cast<size_t>(found));
   return plan;
 }
 
@@ -239,16 +256,19 @@ void fp8_matmul_tn_scaled(const Fp8DeviceOperand& a, const Fp8DeviceOperand& b, 
   thread_local Memo<Fp8Key, Fp8Plan> plans(64);
   const Fp8Plan& plan = plans.get(key, [&] {
     require_fp8_support(device, a.mode, b.mode);
-    return plan_for(key);
+    return plan_for(key, a.scales, b.scales);
   });
-  // cuBLASLt's A is our b: its scales are b's.
-  set(plan.desc.get(), CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &b.scales, sizeof(b.scales), "A_SCALE_POINTER");
-  set(plan.desc.get(), CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a.scales, sizeof(a.scales), "B_SCALE_POINTER");
+  set_scale_pointers(plan.desc.get(), a.scales, b.scales);
   const float alpha = 1, beta = 0;
-  check_cublas(cublasLtMatmul(lt_handle(), plan.desc.get(), &alpha, b.codes, plan.lt_a.get(), a.codes, plan.lt_b.get(),
-                              &beta, d, plan.lt_d.get(), d, plan.lt_d.get(), &plan.choice.algo, lt_workspace(),
-                              kLtWorkspaceBytes, compute_stream()),
-               "cublasLtMatmul (FP8)");
+  cublasStatus_t status = CUBLAS_STATUS_NOT_SUPPORTED;
+  for (; plan.used < plan.choices.size(); ++plan.used) {
+    status = cublasLtMatmul(lt_handle(), plan.desc.get(), &alpha, b.codes, plan.lt_a.get(), a.codes, plan.lt_b.get(),
+                            &beta, d, plan.lt_d.get(), d, plan.lt_d.get(), &plan.choices[plan.used].algo,
+                            lt_workspace(), kLtWorkspaceBytes, compute_stream());
+    if (status != CUBLAS_STATUS_NOT_SUPPORTED) break;
+  }
+  check_cublas(status, plan.used < plan.choices.size() ? "cublasLtMatmul (FP8)"
+                                                       : "cublasLtMatmul (FP8): every algorithm the heuristic offered");
 }
 
 void fp8_matmul_tn(const void* a, Fp8Format a_format, const void* b, Fp8Format b_format, const float* scales, void* d,
