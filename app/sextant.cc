@@ -67,6 +67,12 @@ nlohmann::json tolerances_json() {
     }
     fp8_rows.push_back(row);
   }
+  const TensorCoreRow& tc = fp8_tensor_core_row();
+  nlohmann::json tensor_core = {{"op", tc.name}, {"accumulator_bits", tc.accumulator_bits}, {"reason", tc.reason}};
+  for (DType d : {DType::f32, DType::bf16}) {
+    tensor_core["floor"][dtype_name(d)] = fp8_tensor_core_bound(d).floor;
+    tensor_core["gate"][dtype_name(d)] = fp8_tensor_core_bound(d).gate;
+  }
   for (const KernelFaultInfo& f : kernel_faults())
     faults.push_back(
         {{"name", f.name}, {"family", f.family}, {"bug", f.bug}, {"cuda", f.cuda}, {"in_baseline", f.in_baseline}});
@@ -101,9 +107,9 @@ nlohmann::json tolerances_json() {
                         {"rule", describe_rule(r)},
                         {"reason", r.reason}});
   return {{"gate_headroom", kGateHeadroom}, {"rows", rows},
-          {"fp8_rows", fp8_rows},           {"systematic", systematic},
-          {"training_growth", training},    {"kernel_faults", faults},
-          {"suspect_rules", suspects}};
+          {"fp8_rows", fp8_rows},           {"fp8_tensor_core", tensor_core},
+          {"systematic", systematic},       {"training_growth", training},
+          {"kernel_faults", faults},        {"suspect_rules", suspects}};
 }
 
 int do_list(const std::vector<std::string>& selection, bool options, bool metrics, bool tolerances) {

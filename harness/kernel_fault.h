@@ -126,7 +126,7 @@ inline const std::vector<KernelFaultInfo>& kernel_faults() {
       {KernelFault::fp8_forward_weight_e5m2, "fp8_forward_weight_e5m2", "FP8 quantization",
        "weights quantized to E5M2 where the recipe says E4M3 (forward operands)", true},
       {KernelFault::fp8_block_scale_neighbour, "fp8_block_scale_neighbour", "FP8 block scaling",
-       "each block's scale computed from the amax of the block after it (block and mxfp8 recipes)", false},
+       "each block's scale computed from the amax of the block after it (block and mxfp8 recipes)", true},
       {KernelFault::fp8_saturation_wraps, "fp8_saturation_wraps", "FP8 cast",
        "a scaled value past the format's largest finite value wraps around (exponent overflow) instead of "
        "saturating",

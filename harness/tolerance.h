@@ -142,15 +142,17 @@ const std::vector<QuantizedRow>& fp8_tolerance_table();
 // growth rule, for the unquantized floor of a step's tensors): the gate
 // does not grow.
 Bound fp8_bound(OpClass op, const std::vector<double>& operand_unit_roundoffs, DType out, double floor_growth = 1);
-// An FP8 product on Hopper's FP8 tensor cores (cuBLASLt on CUDA), against
-// float64 of its dequantized operands: the linear row with the tensor
-// cores' accumulator in place of f32's,
-//   expected = a(linear) u(out) + b(linear) 2^-kFp8TensorCoreAccumulatorBits,
-// because those cores keep about 14 bits of their running sums (DeepSeek-V3
-// Technical Report, arXiv 2412.19437, section 3.3.2), and cuBLASLt's
-// promotion of partial sums to f32 (FAST_ACCUM off) bounds how far that
-// rounding grows along K; gate kGateHeadroom x expected, row "fp8_tensor_core".
-inline constexpr int kFp8TensorCoreAccumulatorBits = 14;
+// An FP8 product on FP8 tensor cores (cuBLASLt on CUDA), against float64
+// of its dequantized operands: the linear row with the tensor cores'
+// accumulator in place of f32's,
+//   expected = a(linear) u(out) + b(linear) 2^-accumulator_bits,
+// gate kGateHeadroom x expected (the row's reason says why).
+struct TensorCoreRow {
+  const char* name;  // as the results record it ("fp8_tensor_core")
+  int accumulator_bits;
+  const char* reason;
+};
+const TensorCoreRow& fp8_tensor_core_row();
 Bound fp8_tensor_core_bound(DType out);
 // Bit-exact agreement (gate and floor 0), e.g. quantized codes and scales
 // against the recipe's own definition.

@@ -88,6 +88,11 @@ def tolerance_tables(t):
         lines.append(f"| `{r['op']}` | `{r['class']}` | {r['quantization_growth']:g} | {f['e4m3_e4m3']['f32']:.3g} | "
                      f"{f['e4m3_e4m3']['bf16']:.3g} | {f['e5m2_e4m3']['f32']:.3g} | {f['e5m2_e4m3']['bf16']:.3g} | "
                      f"{r['reason']} |")
+    tc = t["fp8_tensor_core"]
+    lines += ["", f"An FP8 product on FP8 tensor cores (CUDA), against float64 of its dequantized operands: row "
+              f"`{tc['op']}`, the `linear` row with the accumulator's unit roundoff 2^-{tc['accumulator_bits']} in place "
+              f"of f32's: floor {tc['floor']['f32']:.3g} (f32 out) and {tc['floor']['bf16']:.3g} (bf16 out), gate "
+              f"{tc['gate']['f32']:.3g} and {tc['gate']['bf16']:.3g}. {tc['reason']}."]
     lines += ["", "Planted faults inside kernels (`--fault NAME`; live in every run of the case, the one-device "
               "baseline included, except where the code is checked beside the baseline):", "",
               "| fault | op family | the bug | CUDA path | caught by |", "|---|---|---|---|---|"]

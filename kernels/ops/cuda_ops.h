@@ -30,13 +30,7 @@ void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& 
 // gemm_fp8.h: the host operands' codes and per-tensor scales uploaded, C
 // (f32 or bf16) on the device; returns C's amax.
 float gemm_fp8(const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b, bool trans_b, Tensor& c);
-// The FP8 product alone, on device buffers (what gemm_fp8 runs after the
-// upload, and what a benchmark times): d [m, n] = a [m, k] b[n, k]^T with
-// a's and b's codes row-major (k contiguous: cuBLASLt's TN layout), every
-// size a multiple of 16; scales: the decode scales of a and b (2 device
-// floats); d row-major, f32 or bf16.
-void fp8_matmul_tn(const void* a, Fp8Format a_format, const void* b, Fp8Format b_format, const float* scales, void* d,
-                   DType d_dtype, int64_t m, int64_t n, int64_t k);
+// The FP8 product alone, on device buffers: cuda/gemm_fp8_cublaslt.h.
 
 // Fills out (a device tensor) with the block of the global tensor at offset,
 // element for element what harness random_block gives (kernels/ops/random.h).

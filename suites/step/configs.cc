@@ -329,6 +329,7 @@ CaseConfig make_config(const SweepRequest& req, const nlohmann::json& params, co
   else if (req.options.contains("data")) c.params.erase("own_dataset");
   c.parallel = r.parallel;
   c.ranks = req.ranks;
+  c.device = req.device;  // the sweep's validation reads it (cuDNN attention, FP8 linears on the host only)
   c.dtype = c.params.contains("fp8_recipe") && req.dtypes.empty() ? DType::bf16 : dtype;  // FP8 linears, bf16 storage
   return c;
 }

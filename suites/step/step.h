@@ -67,6 +67,9 @@ ParallelConfig parse_recipe(const std::string& text, int ranks);
 CaseConfig make_config(const SweepRequest& req, const nlohmann::json& params, const Recipe& r, DType dtype);
 // Bad input (throws UsageError with one line).
 void validate_config(const CaseConfig& c);
+// The cases (train.cc), for tests that plan them directly.
+CaseDef train_case();
+CaseDef fp8_case();
 // The options both cases declare (model sizes and step options), then the case's own.
 std::vector<OptionSpec> model_options(std::vector<OptionSpec> case_options);
 // Parameters with gradients and Adam state, and the activations of a step,

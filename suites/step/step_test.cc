@@ -233,6 +233,25 @@ TEST(Step, Fp8LinearsMatchTheReferenceUnderEveryRecipe) {
 // with and without overlap give the same losses, gradients and parameters
 // bit for bit. A dp x ep MoE config with ZeRO and plain Adam, and from 4
 // ranks a pipeline whose schedule splits I and W.
+// A CUDA sweep plans the same step/train configs as a host sweep, each with
+// cuDNN attention (the sweep's own validation once read a host device there
+// and dropped every config), and no step/fp8 config unless asked for.
+TEST(Step, CudaSweepPlansTheTrainConfigs) {
+  SweepRequest req;
+  req.profile = Profile::ci, req.ranks = world().size();
+  const CaseDef train = step::train_case(), fp8 = step::fp8_case();
+  const std::vector<CaseConfig> host = train.configs(req);
+  req.device = Device::cuda;
+  const std::vector<CaseConfig> cuda = train.configs(req);
+  ASSERT_FALSE(cuda.empty());
+  EXPECT_EQ(cuda.size(), host.size());
+  for (const CaseConfig& c : cuda) {
+    EXPECT_EQ(c.device, Device::cuda) << c.id();
+    EXPECT_EQ(c.params.value("attention_impl", std::string()), "cudnn") << c.id();
+  }
+  EXPECT_TRUE(fp8.configs(req).empty());
+}
+
 TEST(Step, OverlapGivesTheSameBits) {
   const int n = world().size();
   if (n < 2) GTEST_SKIP() << "needs a data-parallel group";

@@ -3,8 +3,9 @@
 // interleaved size by size so clock drift hits both alike. Goal:
 // the wrapper at >= 95% of direct cuBLAS at 8192^3. Beside them the FP8
 // product (E4M3 x E4M3 -> bf16, cuBLASLt's TN layout) at 4096^3 and 8192^3,
-// with per-tensor scales (cuda::fp8_matmul_tn) and with Float8BlockScaling's
-// (1x128 runs of a, 128x128 tiles of b: cuda::fp8_matmul_tn_scaled), for
+// with per-tensor scales and with Float8BlockScaling's
+// (1x128 runs of a, 128x128 tiles of b), both through
+// cuda::fp8_matmul_tn_scaled, for
 // torch._scaled_mm to be run beside them.
 //
 // Timing: CUDA events around a batch of products (>= ~2 ms of work), after
@@ -56,36 +57,52 @@ void cublas_direct(Operands& o, int64_t s) {
 
 void wrapper(Operands& o, int64_t) { gemm(o.a, false, o.b, false, o.c); }
 
+// A device copy of host values, freed with it.
+template <class T>
+class DeviceArray {
+ public:
+  explicit DeviceArray(const std::vector<T>& values) {
+    cudaMalloc(&p_, values.size() * sizeof(T));
+    cudaMemcpy(p_, values.data(), values.size() * sizeof(T), cudaMemcpyHostToDevice);
+  }
+  ~DeviceArray() { cudaFree(p_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  T* get() const { return p_; }
+
+ private:
+  T* p_ = nullptr;
+};
+
+std::vector<uint8_t> random_e4m3_codes(int64_t count, std::mt19937& rng) {
+  std::vector<uint8_t> codes(static_cast<size_t>(count));
+  for (uint8_t& c : codes) c = static_cast<uint8_t>((rng() & 0x80) | ((4 + rng() % 7) << 3) | (rng() & 0x7));
+  return codes;
+}
+
 // FP8 operands of one size on the GPU: random finite E4M3 codes of
-// magnitude 1/8..8 (never zeros), both k-major, decode scales 1, a bf16 D.
+// magnitude 1/8..8 (never zeros), both k-major, a bf16 D, and decode scales
+// of 1 in each mode's layout, every scale array an allocation of its own:
+// with b's scale 4 bytes into a's allocation an H200 refused the per-tensor
+// product at 4096^3 and 8192^3 (CUBLAS_STATUS_NOT_SUPPORTED from every
+// algorithm offered), while gemm_fp8's separately allocated scales ran at the
+// ops suite's sizes.
 struct Fp8Operands {
-  void* a = nullptr;
-  void* b = nullptr;
-  void* d = nullptr;
-  float* scales = nullptr;
-  float* a_block_scales = nullptr;  // 1x128 runs: [s / 128, s]
-  float* b_block_scales = nullptr;  // 128x128 tiles: [s / 128, s / 128 padded to 4]
-  explicit Fp8Operands(int64_t s) {
-    std::mt19937 rng(7);
-    std::vector<uint8_t> codes(static_cast<size_t>(s * s));
-    for (uint8_t& c : codes) c = static_cast<uint8_t>((rng() & 0x80) | ((4 + rng() % 7) << 3) | (rng() & 0x7));
-    const size_t bytes = codes.size();
-    cudaMalloc(&a, bytes), cudaMalloc(&b, bytes), cudaMalloc(&d, bytes * 2), cudaMalloc(&scales, 2 * sizeof(float));
-    const float ones[2] = {1, 1};
-    cudaMemcpy(a, codes.data(), bytes, cudaMemcpyHostToDevice);
-    std::shuffle(codes.begin(), codes.end(), rng);
-    cudaMemcpy(b, codes.data(), bytes, cudaMemcpyHostToDevice);
-    cudaMemcpy(scales, ones, sizeof(ones), cudaMemcpyHostToDevice);
-    const std::vector<float> a_ones(static_cast<size_t>(s / 128 * s), 1.0f),
-        b_ones(static_cast<size_t>(s / 128 * ((s / 128 + 3) / 4 * 4)), 1.0f);
-    cudaMalloc(&a_block_scales, a_ones.size() * sizeof(float)),
-        cudaMalloc(&b_block_scales, b_ones.size() * sizeof(float));
-    cudaMemcpy(a_block_scales, a_ones.data(), a_ones.size() * sizeof(float), cudaMemcpyHostToDevice);
-    cudaMemcpy(b_block_scales, b_ones.data(), b_ones.size() * sizeof(float), cudaMemcpyHostToDevice);
-  }
-  ~Fp8Operands() {
-    cudaFree(a), cudaFree(b), cudaFree(d), cudaFree(scales), cudaFree(a_block_scales), cudaFree(b_block_scales);
-  }
+  explicit Fp8Operands(int64_t s)
+      : rng(7),
+        a(random_e4m3_codes(s * s, rng)),
+        b(random_e4m3_codes(s * s, rng)),
+        d(std::vector<uint16_t>(static_cast<size_t>(s * s))),
+        a_scale(std::vector<float>{1}),
+        b_scale(std::vector<float>{1}),
+        a_runs(std::vector<float>(static_cast<size_t>(s / 128 * s), 1)),
+        b_tiles(std::vector<float>(static_cast<size_t>(s / 128 * ((s / 128 + 3) / 4 * 4)), 1)) {}
+  std::mt19937 rng;
+  DeviceArray<uint8_t> a, b;  // [s, s]
+  DeviceArray<uint16_t> d;    // [s, s] bf16
+  DeviceArray<float> a_scale, b_scale;
+  DeviceArray<float> a_runs;   // 1x128 runs: [s / 128, s]
+  DeviceArray<float> b_tiles;  // 128x128 tiles: [s / 128, s / 128 padded to 4]
 };
 
 Fp8Operands& fp8_operands(int64_t s) {
@@ -97,14 +114,16 @@ Fp8Operands& fp8_operands(int64_t s) {
 
 void fp8_tn(Operands&, int64_t s) {
   Fp8Operands& o = fp8_operands(s);
-  cuda::fp8_matmul_tn(o.a, Fp8Format::e4m3, o.b, Fp8Format::e4m3, o.scales, o.d, DType::bf16, s, s, s);
+  cuda::fp8_matmul_tn_scaled({o.a.get(), Fp8Format::e4m3, cuda::Fp8ScaleMode::tensor, o.a_scale.get()},
+                             {o.b.get(), Fp8Format::e4m3, cuda::Fp8ScaleMode::tensor, o.b_scale.get()}, o.d.get(),
+                             DType::bf16, s, s, s);
 }
 
 void fp8_tn_block(Operands&, int64_t s) {
   Fp8Operands& o = fp8_operands(s);
-  cuda::fp8_matmul_tn_scaled({o.a, Fp8Format::e4m3, cuda::Fp8ScaleMode::vec128, o.a_block_scales},
-                             {o.b, Fp8Format::e4m3, cuda::Fp8ScaleMode::blk128, o.b_block_scales}, o.d, DType::bf16, s,
-                             s, s);
+  cuda::fp8_matmul_tn_scaled({o.a.get(), Fp8Format::e4m3, cuda::Fp8ScaleMode::vec128, o.a_runs.get()},
+                             {o.b.get(), Fp8Format::e4m3, cuda::Fp8ScaleMode::blk128, o.b_tiles.get()}, o.d.get(),
+                             DType::bf16, s, s, s);
 }
 
 // Times `product` in event-timed batches; one benchmark iteration = one batch.

@@ -246,7 +246,7 @@ void fp8_matmul_tn_scaled(const Fp8DeviceOperand& a, const Fp8DeviceOperand& b, 
                           int64_t n, int64_t k) {
   const int64_t multiple = fp8_size_multiple(a.mode, b.mode);
   if (m % multiple || n % multiple || k % multiple)
-    throw RuntimeError(cat("fp8_matmul_tn: ", m, " x ", n, " x ", k, " must be multiples of ", multiple, " (",
+    throw RuntimeError(cat("fp8_matmul_tn_scaled: ", m, " x ", n, " x ", k, " must be multiples of ", multiple, " (",
                            mode_name(a.mode), " x ", mode_name(b.mode), ")"));
   if (d_dtype != DType::f32 && d_dtype != DType::bf16)
     throw RuntimeError("fp8_matmul_tn: D must be f32 or bf16, got " + dtype_name(d_dtype));
@@ -269,12 +269,6 @@ void fp8_matmul_tn_scaled(const Fp8DeviceOperand& a, const Fp8DeviceOperand& b, 
   }
   check_cublas(status, plan.used < plan.choices.size() ? "cublasLtMatmul (FP8)"
                                                        : "cublasLtMatmul (FP8): every algorithm the heuristic offered");
-}
-
-void fp8_matmul_tn(const void* a, Fp8Format a_format, const void* b, Fp8Format b_format, const float* scales, void* d,
-                   DType d_dtype, int64_t m, int64_t n, int64_t k) {
-  fp8_matmul_tn_scaled({a, a_format, Fp8ScaleMode::tensor, scales}, {b, b_format, Fp8ScaleMode::tensor, scales + 1}, d,
-                       d_dtype, m, n, k);
 }
 
 float gemm_fp8(const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b, bool trans_b, Tensor& c) {
