@@ -317,6 +317,24 @@ class BadInput(unittest.TestCase):
         self.assertEqual(p.returncode, 2)
         self.assertIn("tp 16 must divide heads 40", p.stderr)
 
+    def test_plan_without_a_preset_plans_a_gpt_and_says_so(self):
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        gpt2_xl = ["--layers", "48", "--hidden", "1600", "--heads", "25", "--vocab", "50257", "--seq", "1024",
+                   "--gpus", "8", "--global-batch", "512", "--top", "1"]
+        p = subprocess.run([SEXTANT, "plan"] + gpt2_xl, capture_output=True, text=True, env=env, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        header = p.stdout.splitlines()[0]
+        self.assertIn("GPT base: GELU MLP, ffn 4h, tied embeddings", header)
+        self.assertIn("overrides: --layers 48 --hidden 1600 --heads 25", header)
+        self.assertIn(": 1.56B parameters", header)
+        self.assertNotIn("llama", header)
+        # A preset's overrides are named too, and change the count.
+        p = subprocess.run([SEXTANT, "plan", "--model", "llama2-70b", "--gpus", "64", "--global-batch", "1024",
+                            "--mlp", "gelu", "--tied-embeddings", "true", "--top", "1"],
+                           capture_output=True, text=True, env=env, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("llama2-70b (preset), overrides: --mlp gelu --tied-embeddings true: 49.92B", p.stdout)
+
     def test_qualify_and_plan_refuse_bad_input_before_printing_anything(self):
         env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
         rows = [
@@ -330,6 +348,9 @@ class BadInput(unittest.TestCase):
             (["plan", "--model", "llama2-70b", "--global-batch", "8"], "--gpus is required"),
             (["plan", "--model", "nope", "--gpus", "8", "--global-batch", "8"], "--model 'nope' is not a preset"),
             (["plan", "--gpus", "99999999999999", "--global-batch", "8"], "--gpus 99999999999999 must be at most"),
+            (["plan", "--gpus", "8", "--global-batch", "8"], "without --model, --layers, --hidden and --heads"),
+            (["plan", "--layers", "2", "--hidden", "100", "--heads", "3", "--gpus", "8", "--global-batch", "8"],
+             "--heads 3 must divide --hidden 100"),
         ]
         plan = ["plan", "--model", "llama2-70b", "--gpus", "8", "--global-batch", "8"]
         rows += [(plan + extra, expected) for extra, expected in [
@@ -343,6 +364,7 @@ class BadInput(unittest.TestCase):
             (["--check", "tp=x"], "--check tp=x must be a whole number from 1 to 1048576"),
             (["--json", "/proc/sextant.json"], "--json '/proc/sextant.json' cannot be written"),
             (["--device", "Z100"], "--device 'Z100' must be one of H100"),
+            (["--mlp", "relu"], "--mlp: relu not in {gelu,swiglu}"),
         ]]
         rows += [(["qualify", "--baseline-tolerance", "0.2"], "--baseline-tolerance requires --baseline")]
         for args, expected in rows:

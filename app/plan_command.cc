@@ -24,7 +24,9 @@ namespace {
 
 // Overrides are optional: a given value replaces the preset's, after its rule.
 struct PlanFlags {
-  std::string model = "llama3-405b", device = "H100", check, json, calibrate, calibrate_dtype;
+  std::string model, device = "H100", check, json, calibrate, calibrate_dtype;  // model "": the GPT base
+  std::optional<std::string> mlp;
+  std::optional<bool> tied_embeddings;
   bool reference = false;
   int64_t gpus = 0, gpus_per_node = 8, global_batch = 0, micro_batch = 1;
   std::optional<int64_t> layers, hidden, heads, kv_heads, ffn, vocab, seq, experts, topk, moe_ffn, moe_layers;
@@ -101,6 +103,22 @@ std::string row(int index, const plan::Estimate& e) {
   return buf;
 }
 
+// The base model and every override the user gave: what the header prints.
+std::string model_description(const plan::ModelSpec& m) {
+  std::string base = flags.model.empty() ? "gpt (GPT base: GELU MLP, ffn 4h, tied embeddings, learned positions, MHA)"
+                                         : cat(m.name, " (preset)");
+  std::vector<std::string> given;
+  auto add = [&](const char* flag, const auto& value) {
+    if (value) given.push_back(cat(flag, " ", *value));
+  };
+  add("--layers", flags.layers), add("--hidden", flags.hidden), add("--heads", flags.heads);
+  add("--kv-heads", flags.kv_heads), add("--ffn", flags.ffn), add("--vocab", flags.vocab), add("--seq", flags.seq);
+  add("--experts", flags.experts), add("--topk", flags.topk), add("--moe-ffn", flags.moe_ffn);
+  add("--moe-layers", flags.moe_layers), add("--mlp", flags.mlp);
+  if (flags.tied_embeddings) given.push_back(cat("--tied-embeddings ", *flags.tied_embeddings ? "true" : "false"));
+  return given.empty() ? base : cat(base, ", overrides: ", join(given, " "));
+}
+
 const char* kHeader =
     "#     config                             weight   grad    opt    act   total fits   step_s    MFU "
     "  compute  bubble     tp     cp     ep     dp     pp";
@@ -118,7 +136,11 @@ CLI::App* add_plan_command(CLI::App& app) {
       "Memory is per GPU on the heaviest pipeline stage (bf16 weights, fp32 grads, Adam sharded by the\n"
       "distributed optimizer, activations after Korthikanti et al. 2022); time is a roofline plus an\n"
       "alpha-beta model of the exposed communication. Formulas: kernels/planner/planner.cc.");
-  p->add_option("--model", flags.model, "Preset: " + join(plan::model_presets(), ", "));
+  p->add_option("--model", flags.model,
+                "Preset: " + join(plan::model_presets(), ", ") +
+                    " (without it the dimension flags describe a GPT: GELU MLP, ffn 4h, tied embeddings, learned "
+                    "positions, MHA, "
+                    "vocab 50257, seq 1024; --layers --hidden --heads required)");
   p->add_option("--layers", flags.layers, "Override: layers");
   p->add_option("--hidden", flags.hidden, "Override: hidden size");
   p->add_option("--heads", flags.heads, "Override: attention heads");
@@ -130,6 +152,10 @@ CLI::App* add_plan_command(CLI::App& app) {
   p->add_option("--topk", flags.topk, "Override: experts per token");
   p->add_option("--moe-ffn", flags.moe_ffn, "Override: expert FFN width");
   p->add_option("--moe-layers", flags.moe_layers, "Override: number of MoE layers");
+  p->add_option("--mlp", flags.mlp, "Override: MLP kind, gelu (2 matrices) or swiglu (3)")
+      ->check(CLI::IsMember({"gelu", "swiglu"}));
+  p->add_option("--tied-embeddings", flags.tied_embeddings,
+                "Override: true if the LM head reuses the input embedding (one vocab x h matrix), false for two");
   p->add_option("--device", flags.device, "GPU: H100, H800, H200, A100, B200");
   p->add_option("--gpus", flags.gpus, "GPUs in the cluster (required unless --reference)");
   p->add_option("--gpus-per-node", flags.gpus_per_node, "GPUs per node (TP stays inside a node)");
@@ -211,7 +237,10 @@ int run_plan_command() {
   require_in("--micro-batch", flags.micro_batch, 1, flags.global_batch);
   require_in("--top", flags.top, 1, int64_t{1} << 30);
   if (!flags.json.empty()) require_writable_file(flags.json, "--json");
-  plan::ModelSpec m = plan::model_preset(flags.model);
+  plan::ModelSpec m = flags.model.empty() ? plan::gpt_base() : plan::model_preset(flags.model);
+  if (flags.model.empty())
+    require(flags.layers && flags.hidden && flags.heads,
+            "without --model, --layers, --hidden and --heads describe the GPT to plan (or name a --model preset)");
   set_if(m.layers, flags.layers, "--layers");
   set_if(m.hidden, flags.hidden, "--hidden");
   set_if(m.heads, flags.heads, "--heads");
@@ -226,6 +255,12 @@ int run_plan_command() {
   require(m.experts == 0 || (m.topk > 0 && m.topk <= m.experts),
           cat("--topk ", m.topk, " must be between 1 and --experts ", m.experts));
   require(m.moe_layers <= m.layers, cat("--moe-layers ", m.moe_layers, " must not exceed --layers ", m.layers));
+  if (flags.mlp) m.swiglu = *flags.mlp == "swiglu";
+  if (flags.tied_embeddings) m.tied_embeddings = *flags.tied_embeddings;
+  if (m.ffn == 0) m.ffn = 4 * m.hidden;  // the GPT base's width
+  require(m.head_dim > 0 || m.hidden % m.heads == 0,
+          cat("--heads ", m.heads, " must divide --hidden ", m.hidden, " (the head dim is hidden / heads)"));
+  require(m.kv() <= m.heads && m.heads % m.kv() == 0, cat("--kv-heads ", m.kv(), " must divide --heads ", m.heads));
   plan::ClusterSpec c;
   try {
     c = plan::cluster_preset(flags.device, flags.gpus);
@@ -256,8 +291,8 @@ int run_plan_command() {
   if (rank != 0) return 0;
   size_t fitting = 0;
   for (const plan::Estimate& e : all) fitting += e.fits;
-  std::printf("# %s: %.1fB parameters (%.1fB active), seq %ld, global batch %ld sequences\n", m.name.c_str(),
-              m.total_params() / 1e9, m.active_params() / 1e9, static_cast<long>(m.seq),
+  std::printf("# %s: %.2fB parameters (%.2fB active), seq %ld, global batch %ld sequences\n",
+              model_description(m).c_str(), m.total_params() / 1e9, m.active_params() / 1e9, static_cast<long>(m.seq),
               static_cast<long>(t.global_batch));
   std::printf("# %ld x %s (%.0f GiB, %.0f TFLOP/s bf16, %ld per node); %zu valid configs, %zu fit in memory\n",
               static_cast<long>(c.gpus), c.device.c_str(), c.memory_gb, c.peak_tflops,
@@ -273,7 +308,11 @@ int run_plan_command() {
     std::printf("# %s\n", checked->fits ? "valid and fits in memory" : "valid but does NOT fit in memory");
   }
   if (!flags.json.empty()) {
-    nlohmann::json j = {{"model", m.name}, {"gpus", c.gpus}, {"device", c.device}, {"estimates", all}};
+    nlohmann::json j = {{"model", m.name},
+                        {"model_description", model_description(m)},
+                        {"gpus", c.gpus},
+                        {"device", c.device},
+                        {"estimates", all}};
     std::ofstream(flags.json) << j.dump(1) << "\n";
   }
   return 0;

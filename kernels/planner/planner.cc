@@ -16,7 +16,9 @@ double ModelSpec::attention_params() const {
   return hidden * (q + k + v) + o * hidden;
 }
 double ModelSpec::mlp_params(int64_t width) const { return (swiglu ? 3.0 : 2.0) * hidden * width; }
-double ModelSpec::embedding_params() const { return 2.0 * vocab * hidden; }
+double ModelSpec::embedding_params() const {
+  return (tied_embeddings ? 1.0 : 2.0) * vocab * hidden + (learned_positions ? 1.0 * seq * hidden : 0.0);
+}
 double ModelSpec::total_params() const {
   return layers * attention_params() + dense_layers() * mlp_params(ffn) +
          moe_layers * ((experts + shared_experts) * mlp_params(moe_ffn) + hidden * experts) + embedding_params();
@@ -143,7 +145,7 @@ Estimate estimate(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t, 
   // Parameters held by one GPU of the heaviest stage: its layers split by TP
   // (experts by EP and ETP), and the embedding (first stage) or LM head (last).
   const double dense_params = st.layers * m.attention_params() / g.tp + st.dense * m.mlp_params(m.ffn) / g.tp +
-                              (g.pp == 1 ? 2.0 : 1.0) * m.vocab * m.hidden / g.tp +
+                              (g.pp == 1 && !m.tied_embeddings ? 2.0 : 1.0) * m.vocab * m.hidden / g.tp +
                               st.moe * m.shared_experts * m.mlp_params(m.moe_ffn) / g.tp;
   const double expert_params =
       st.moe * (static_cast<double>(m.experts) / g.ep * m.mlp_params(m.moe_ffn) / g.etp + m.hidden * m.experts);

@@ -20,7 +20,9 @@ struct ModelSpec {
   // MoE: `moe_layers` of the layers use `experts` routed experts (top-k) of
   // width moe_ffn, plus `shared_experts` always-active experts of that width.
   int64_t moe_layers = 0, experts = 0, topk = 0, moe_ffn = 0, shared_experts = 0;
-  bool swiglu = false;  // 3 matrices per MLP instead of 2
+  bool swiglu = false;             // 3 matrices per MLP instead of 2
+  bool tied_embeddings = false;    // the LM head reuses the input embedding (one vocab x h matrix, not two)
+  bool learned_positions = false;  // a seq x h table of position embeddings (GPT-2), not rotary
   // Attention parameters per layer when not (H + K) d + K dv columns of QKV
   // and H dv rows of the output (MLA's low-rank projections); 0: those.
   double attention_params_override = 0;
@@ -32,7 +34,7 @@ struct ModelSpec {
   int64_t dense_layers() const { return layers - moe_layers; }
   double attention_params() const;         // per layer: h((H + K) d + K dv) + H dv h
   double mlp_params(int64_t width) const;  // (2 or 3) h width
-  double embedding_params() const;         // input embedding + LM head (untied)
+  double embedding_params() const;         // input embedding + LM head (one matrix when tied) + positions
   double total_params() const;
   double active_params() const;  // per token
 };
@@ -87,6 +89,12 @@ double model_flops_per_step(const ModelSpec& m, int64_t sequences);
 
 // Named presets (throw UsageError naming the known ones).
 ModelSpec model_preset(const std::string& name);
+// What dimension flags describe without a preset: a GPT (Radford et al.
+// 2019): GELU MLP of width 4h, tied embeddings, multi-head attention (KV
+// heads = heads), learned position embeddings, GPT-2's vocabulary (50257)
+// and context (1024). Layers,
+// hidden and heads are the caller's (0 here); ffn 0 means 4 x hidden.
+ModelSpec gpt_base();
 ClusterSpec cluster_preset(const std::string& device, int64_t gpus);
 std::vector<std::string> model_presets();
 

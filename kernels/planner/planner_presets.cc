@@ -65,11 +65,17 @@ std::vector<std::string> model_presets() {
   return names;
 }
 
+ModelSpec gpt_base() {
+  ModelSpec m;
+  m.name = "gpt", m.vocab = 50257, m.seq = 1024, m.tied_embeddings = true, m.learned_positions = true;
+  return m;
+}
+
 ModelSpec model_preset(const std::string& name) {
   auto it = models().find(name);
   if (it == models().end())
     throw UsageError(cat("--model '", name, "' is not a preset (", join(model_presets(), ", "),
-                         "); or give --layers --hidden --heads --ffn --vocab --seq"));
+                         "); or leave --model out for a GPT of --layers --hidden --heads"));
   return it->second;
 }
 

@@ -32,6 +32,22 @@ TEST(Planner, ParameterCountsMatchTheModelCards) {
   EXPECT_NEAR(ds.active_params() / 1e9, 37, 2);
 }
 
+// The GPT base with GPT-2 XL's dims (Radford et al. 2019: 48 layers, h 1600,
+// 25 heads, vocab 50257, 1024 positions): 1.56B parameters, 12 h^2 per
+// layer, one tied vocab x h embedding and the 1024 x h position table
+// (biases and LayerNorms, about 1M, are not counted); untied it would hold
+// one more vocab x h matrix.
+TEST(Planner, GptBaseCountsGpt2XlParameters) {
+  ModelSpec m = gpt_base();
+  m.layers = 48, m.hidden = 1600, m.heads = 25, m.ffn = 4 * m.hidden;
+  EXPECT_NEAR(m.total_params() / 1e9, 1.5565, 0.001);
+  EXPECT_FALSE(m.swiglu);
+  EXPECT_EQ(m.kv(), m.heads);
+  const double tied = m.total_params();
+  m.tied_embeddings = false;
+  EXPECT_DOUBLE_EQ(m.total_params() - tied, 50257.0 * 1600);
+}
+
 TEST(Planner, ModelFlopsFollowMegatronsFormula) {
   ModelSpec m;
   m.layers = 2, m.hidden = 64, m.heads = 4, m.ffn = 256, m.vocab = 512, m.seq = 64;

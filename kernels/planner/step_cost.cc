@@ -316,7 +316,8 @@ class Costing {
     const double moe_layers = static_cast<double>(m_.moe_layers) / stages_per_rank;
     const double attention = m_.attention_params() / c_.tp;
     const double dense_mlp = m_.mlp_params(m_.ffn) / c_.tp;
-    const double embedding = static_cast<double>(m_.vocab) * m_.hidden / c_.tp * (c_.pp == 1 ? 2 : 1);
+    const double embedding =
+        static_cast<double>(m_.vocab) * m_.hidden / c_.tp * (c_.pp == 1 && !m_.tied_embeddings ? 2 : 1);
     const double dense = layers * attention + (layers - moe_layers) * dense_mlp + embedding +
                          moe_layers * m_.shared_experts * m_.mlp_params(m_.moe_ffn) / c_.tp;
     const int etp = std::max(1, c_.etp);
