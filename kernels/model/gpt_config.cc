@@ -31,6 +31,21 @@ std::vector<bool> moe_layer_pattern(int64_t layers, int64_t every, const std::st
   return out;
 }
 
+const char* recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::none: return "none";
+    case Recompute::selective: return "selective";
+    case Recompute::full: return "full";
+  }
+  return "?";
+}
+
+std::vector<std::string> recompute_names() {
+  std::vector<std::string> names;
+  for (Recompute r : kRecomputeKinds) names.push_back(recompute_name(r));
+  return names;
+}
+
 GptConfig gpt_config_from_json(const nlohmann::json& j) {
   GptConfig c;
   auto i64 = [&](const char* key, int64_t fallback) { return j.contains(key) ? j.at(key).get<int64_t>() : fallback; };
@@ -66,6 +81,13 @@ GptConfig gpt_config_from_json(const nlohmann::json& j) {
   c.bucket_mb = j.value("bucket_mb", c.bucket_mb);
   c.overlap_grad_reduce = j.value("overlap_grad_reduce", c.overlap_grad_reduce);
   c.overlap_param_gather = j.value("overlap_param_gather", c.overlap_param_gather);
+  if (j.contains("recompute")) {
+    const std::string name = j.at("recompute").get<std::string>();
+    const std::vector<std::string> names = recompute_names();
+    const auto it = std::find(names.begin(), names.end(), name);
+    require(it != names.end(), cat("--set recompute=", name, " must be one of ", join(names, ", ")));
+    c.recompute = kRecomputeKinds[it - names.begin()];
+  }
   c.adam.lr = j.value("lr", c.adam.lr);
   c.adam.eps = j.value("adam_eps", c.adam.eps);
   if (j.contains("fp8_recipe")) c.fp8 = ops::fp8_recipe_from_json(j);

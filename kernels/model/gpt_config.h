@@ -21,6 +21,11 @@
 
 namespace sextant::model {
 
+enum class Recompute { none, selective, full };
+inline constexpr Recompute kRecomputeKinds[] = {Recompute::none, Recompute::selective, Recompute::full};
+const char* recompute_name(Recompute r);
+std::vector<std::string> recompute_names();
+
 struct GptConfig {
   // The model (global sizes), as reference/gpt.h defines it.
   int64_t vocab = 512, hidden = 64, heads = 4, head_dim = 16, ffn = 256, layers = 4, seq = 64;
@@ -66,6 +71,12 @@ struct GptConfig {
   double bucket_mb = 0;
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;
+  // Activation recomputation (GptLayer): none; selective, the attention
+  // core's output and LSE recomputed in the backward from the saved q, k, v
+  // (Korthikanti et al. 2022); full, each layer keeps its input alone and
+  // runs its forward again in the backward (Megatron's
+  // --recompute-granularity full --recompute-method uniform, one layer a unit).
+  Recompute recompute = Recompute::none;
   ops::AdamConfig adam{1e-3, 0.9, 0.999, 1e-8, 0.0};
   // Mixed precision: activations and the weights the kernels read are
   // stored in `dtype` (f32 or bf16, accumulation f32 either way); the

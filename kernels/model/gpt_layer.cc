@@ -22,6 +22,17 @@ Tensor GptLayer::forward(int mb, const Tensor& x, bool drop_residual) {
   Saved& s = saved_.at(static_cast<size_t>(mb));
   s = Saved{};
   s.drop_residual = drop_residual;
+  Tensor y = forward_into(mb, s, x);
+  if (env_.recompute == Recompute::full) {  // keep the input (a copy: the caller may reuse its buffer) alone
+    Saved kept;
+    kept.drop_residual = drop_residual;
+    kept.checkpoint = (env_.recompute_wrong_input ? y : x).clone();
+    s = std::move(kept);
+  }
+  return y;
+}
+
+Tensor GptLayer::forward_into(int mb, Saved& s, const Tensor& x) {
   const Tensor mid = attention_forward(s, x);
   if (env_.progress) env_.progress();
   return is_moe_ ? moe_forward(mb, s, mid) : mlp_forward(s, mid);
@@ -29,6 +40,13 @@ Tensor GptLayer::forward(int mb, const Tensor& x, bool drop_residual) {
 
 Tensor GptLayer::backward_input(int mb, const Tensor& dy) {
   Saved& s = saved_.at(static_cast<size_t>(mb));
+  if (s.checkpoint.defined()) {  // full recomputation: the forward again, from the checkpoint
+    const Tensor x = std::move(s.checkpoint);
+    const bool drop_residual = s.drop_residual;
+    s = Saved{};
+    s.drop_residual = drop_residual;
+    forward_into(mb, s, x);
+  }
   const Tensor dmid = is_moe_ ? moe_backward_input(mb, s, dy) : mlp_backward_input(s, dy);
   if (env_.progress) env_.progress();
   return attention_backward_input(s, dmid);
@@ -88,7 +106,8 @@ Tensor GptLayer::attention_forward(Saved& s, const Tensor& x) {
   tp::Qkv qkv = tp::qkv_forward(g, w_.attn, x, s.attn);  // q [b, s, H/tp, d], k [b, s, K/tp, d], v [.., dv]
   cp::Forward core = cp::cp_attention_forward(env_.cp, env_.cp_options, qkv.q, qkv.k, qkv.v);
   s.q = qkv.q, s.k = qkv.k, s.v = qkv.v, s.o = core.out, s.lse = core.lse;
-  Tensor y = tp::out_proj_forward(g, w_.attn, core.out, s.attn);  // [b, s/tp | s, h]
+  Tensor y = tp::out_proj_forward(g, w_.attn, core.out, s.attn);       // [b, s/tp | s, h]
+  if (env_.recompute == Recompute::selective) s.o = s.lse = Tensor{};  // the core runs again in the backward
   if (!s.drop_residual) tp::add_into(y, x);
   return y;
 }
@@ -97,6 +116,10 @@ Tensor GptLayer::attention_backward_input(Saved& s, const Tensor& dy) {
   const tp::TpGroup& g = *env_.tp;
   Tensor dflat = row_backward_input(g, w_.attn.out, dy, s.d_out_full);  // [b, s, H/tp dv]
   s.d_out = dy;
+  if (!s.lse.defined()) {  // selective recomputation: the attention core again, from the saved q, k, v
+    cp::Forward core = cp::cp_attention_forward(env_.cp, env_.cp_options, s.q, s.k, s.v);
+    s.o = core.out, s.lse = core.lse;
+  }
   const Tensor d_o = dflat.reshape(s.o.shape());
   cp::Grads d = cp::cp_attention_backward(env_.cp, env_.cp_options, s.q, s.k, s.v, s.o, s.lse, d_o);
   s.d_qkv = tp::merge_qkv({d.dq, d.dk, d.dv});  // [b, s, ((H + K) d + K dv)/tp], columns (group, {q heads, k, v})

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "kernels/attention/cp_attention.h"
+#include "kernels/model/gpt_config.h"
 #include "kernels/moe/moe_layer.h"
 #include "kernels/tensor_parallel/attention_proj.h"
 #include "kernels/tensor_parallel/layernorm.h"
@@ -51,6 +52,8 @@ struct LayerEnv {
   moe::MoeOptions moe_options;
   moe::MoeComms moe_comms;
   int microbatches = 1;
+  Recompute recompute = Recompute::none;  // GptConfig::recompute
+  bool recompute_wrong_input = false;     // the planted fault recompute_wrong_input
   // Called between the attention and feed-forward sublayers (both ways):
   // lets pending data-parallel collectives advance (unit_hooks.h).
   std::function<void()> progress;
@@ -95,7 +98,11 @@ class GptLayer {
     tp::RowSaved fc2;
     // Kept from I for W.
     Tensor d_out_full, d_out, d_qkv, d_fc2_full, d_fc2, d_a;
+    // Full recomputation: the layer's input, all the forward keeps.
+    Tensor checkpoint;
   };
+  // The forward into s: what forward() runs, and full recomputation again.
+  Tensor forward_into(int microbatch, Saved& s, const Tensor& x);
   Tensor attention_forward(Saved& s, const Tensor& x);
   Tensor attention_backward_input(Saved& s, const Tensor& dy);
   Tensor mlp_forward(Saved& s, const Tensor& x);

@@ -20,6 +20,7 @@ enum class Fault {
   early_grad_bucket,             // overlap_grad_reduce: a bucket is reduced before its last weight gradient is written
   unwaited_param_gather,         // overlap_param_gather: the forward reads parameters before their all-gather completes
   fp8_amax_not_reduced_over_dp,  // FP8 linears: amaxes reduced over TP only, not over the DP x CP token split
+  recompute_wrong_input,         // full recomputation reruns each layer on its output, not the input it checkpointed
 };
 
 // What a config of the step looks like to its faults.
@@ -74,6 +75,10 @@ inline const FaultTable<Fault, FaultSite>& step_faults() {
            [](const FaultSite& s) {
              return s.model.fp8 && s.model.fp8->per_tensor() && s.parallel.dp * s.parallel.cp > 1;
            }},
+          {Fault::recompute_wrong_input, "recompute_wrong_input",
+           "full activation recomputation reruns each layer's forward on the layer's output instead of the input "
+           "it checkpointed (the checkpoint saved the wrong tensor)",
+           "--set recompute=full", [](const FaultSite& s) { return s.model.recompute == Recompute::full; }},
       });
   return table;
 }

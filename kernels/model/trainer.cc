@@ -76,6 +76,8 @@ LayerEnv GptTrainer::layer_env() {
   env.moe_options.dispatcher = config_.dispatcher;
   env.moe_comms = {comms_.self.get(), comms_.ep.get(), comms_.etp.get(), comms_.self.get()};
   env.microbatches = config_.microbatches;
+  env.recompute = config_.recompute;
+  env.recompute_wrong_input = fault_ == Fault::recompute_wrong_input;
   env.progress = [this] { optimizer_->progress(); };  // (the optimizer exists before any step runs)
   return env;
 }

@@ -24,8 +24,8 @@ const std::vector<std::string> kModelKeys = {
 
 const std::vector<std::string>& step_keys() {
   static const std::vector<std::string> keys = {
-      "microbatches",         "schedule", "cp_comm", "a2a_size", "zero", "bucket_mb", "overlap_grad_reduce",
-      "overlap_param_gather", "window"};
+      "microbatches",         "schedule", "cp_comm",  "a2a_size", "zero", "bucket_mb", "overlap_grad_reduce",
+      "overlap_param_gather", "window",   "recompute"};
   return keys;
 }
 
@@ -152,13 +152,17 @@ std::vector<Recipe> recipes(int ranks, Profile profile) {
     case 1: all = {recipe(par(1, 1, 1, 1), {{"microbatches", 2}})}; break;
     case 2:
       all = {recipe(par(2, 1, 1, 1, 1, sp), {{kGroupedKv, 2}, {kMlaHeadDims, true}}),
-             recipe(par(1, 2, 1, 1),
-                    {{"own_dataset", true}, {kPaddedRows, true}, {kGroupedKv, 4}, {"window", 8}, {kMlaHeadDims, true}}),
-             recipe(par(1, 1, 2, 1), {{"microbatches", 2}}),
+             recipe(par(1, 2, 1, 1), {{"own_dataset", true},
+                                      {kPaddedRows, true},
+                                      {kGroupedKv, 4},
+                                      {"window", 8},
+                                      {kMlaHeadDims, true},
+                                      {"recompute", "selective"}}),
+             recipe(par(1, 1, 2, 1), {{"microbatches", 2}, {"recompute", "full"}}),
              recipe(par(1, 1, 1, 2, 2), with(zero_overlap, {{"bucket_mb", 0.3}}))};
       break;
     case 4:
-      all = {recipe(par(2, 2, 1, 1, 2, sp), {{kPaddedRows, true}}),
+      all = {recipe(par(2, 2, 1, 1, 2, sp), {{kPaddedRows, true}, {"recompute", "full"}}),
              recipe(par(1, 1, 2, 2, 2), with({{"microbatches", 2}, {"schedule", "zb-h1"}}, zero_overlap)),
              recipe(par(2, 1, 2, 1, 1, sp, 2), {{"microbatches", 2}, {"schedule", "interleaved"}}),
              recipe(par(1, 2, 1, 2),  // 1 KV head on 2: replicated
@@ -385,6 +389,9 @@ std::vector<OptionSpec> model_options(std::vector<OptionSpec> case_options) {
       OptionSpec::number("bucket_mb", 0, 1e6, "gradient bucket size in MB of f32 gradients (0: one layer per bucket)"),
       OptionSpec::boolean("overlap_grad_reduce", "reduce each gradient bucket as soon as its gradients are final"),
       OptionSpec::boolean("overlap_param_gather", "ZeRO: gather each bucket's parameters during the next forward"),
+      OptionSpec::choice("recompute", model::recompute_names(),
+                         "activation recomputation: selective (the attention core again in the backward), full "
+                         "(each layer's forward again); gradients equal no recomputation's bit for bit"),
       OptionSpec::text("data", "a Megatron indexed dataset prefix (PREFIX.idx, PREFIX.bin); default: random tokens"),
       OptionSpec::boolean("own_dataset", "tokens from a Megatron indexed dataset the run writes first (not with data)"),
       peak_tflops_option()};
