@@ -311,11 +311,11 @@ class BadInput(unittest.TestCase):
                            capture_output=True, text=True, env=env, timeout=60)
         self.assertEqual(p.returncode, 0, p.stderr)  # another GPU, described by its memory and peak
         self.assertIn("8 x Z100 (96 GiB, 1200 TFLOP/s", p.stdout)
-        p = subprocess.run([SEXTANT, "plan", "--model", "llama2-70b", "--heads", "40", "--gpus", "64",
+        p = subprocess.run([SEXTANT, "plan", "--model", "llama2-70b", "--heads", "8", "--gpus", "64",
                             "--global-batch", "1024", "--check", "tp=16,dp=4"],
                            capture_output=True, text=True, env=env, timeout=60)
         self.assertEqual(p.returncode, 2)
-        self.assertIn("tp 16 must divide heads 40", p.stderr)
+        self.assertIn("tp 16 must divide heads 8", p.stderr)
 
     def test_plan_without_a_preset_plans_a_gpt_and_says_so(self):
         env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
@@ -362,6 +362,7 @@ class BadInput(unittest.TestCase):
             (["--gemm-efficiency", "1.5"], "--gemm-efficiency 1.5 must be a finite number above 0 and at most 1"),
             (["--micro-batch", "9"], "--micro-batch 9 must be at most 8"),
             (["--check", "tp=x"], "--check tp=x must be a whole number from 1 to 1048576"),
+            (["--check", "recompute=partial"], "--check recompute=partial must be none, selective or full"),
             (["--json", "/proc/sextant.json"], "--json '/proc/sextant.json' cannot be written"),
             (["--device", "Z100"], "--device 'Z100' must be one of H100"),
             (["--mlp", "relu"], "--mlp: relu not in {gelu,swiglu}"),

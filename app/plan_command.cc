@@ -67,9 +67,10 @@ plan::Config parse_config(const std::string& text) {
     require(eq != std::string::npos, cat("--check '", text, "' must look like tp=8,pp=16,dp=128"));
     std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     if (key == kRecompute) {
-      const std::optional<plan::Recompute> r =
-          find_named<plan::Recompute>({{"full", plan::Recompute::full}, {"none", plan::Recompute::none}}, value);
-      require(r.has_value(), cat("--check recompute=", value, " must be full or none"));
+      std::optional<plan::Recompute> r;
+      for (plan::Recompute kind : {plan::Recompute::none, plan::Recompute::selective, plan::Recompute::full})
+        if (value == plan::recompute_name(kind)) r = kind;
+      require(r.has_value(), cat("--check recompute=", value, " must be none, selective or full"));
       c.recompute = *r;
       continue;
     }

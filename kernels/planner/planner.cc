@@ -28,12 +28,22 @@ double ModelSpec::active_params() const {
          moe_layers * (topk + shared_experts) * mlp_params(moe_ffn) + embedding_params();
 }
 
+const char* recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::none: return "none";
+    case Recompute::selective: return "selective";
+    case Recompute::full: return "full";
+  }
+  return "?";
+}
+
 std::string Config::to_string() const {
   std::string s = cat("tp", tp, " cp", cp, " pp", pp, " dp", dp);
   if (ep > 1) s += cat(" ep", ep, " etp", etp);
   if (vpp > 1) s += cat(" vpp", vpp);
   if (sp) s += " sp";
   if (recompute == Recompute::full) s += " recompute";
+  if (recompute == Recompute::selective) s += " recompute-selective";
   return s;
 }
 
@@ -48,7 +58,7 @@ void to_json(nlohmann::json& j, const Estimate& e) {
          {"etp", c.etp},
          {"vpp", c.vpp},
          {"sp", c.sp},
-         {"recompute", c.recompute == Recompute::full ? "full" : "none"},
+         {"recompute", recompute_name(c.recompute)},
          {"distributed_optimizer", c.distributed_optimizer}}},
        {"microbatches", e.microbatches},
        {"memory_bytes",
@@ -161,6 +171,9 @@ Estimate estimate(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t, 
   // per layer and microbatch, 34 sbh/t bytes with SP, sbh (10 + 24/t)
   // without; 19 of the 34 belong to a 4h MLP and scale with its width.
   // Full recompute keeps only each layer's input (2 sbh, /t with SP).
+  // Selective recompute keeps what none does: with flash attention the
+  // core holds no s^2 activations (Korthikanti's 5as^2b), only its output
+  // and LSE, and the output projection keeps the output as its input.
   const double sbh = static_cast<double>(m.seq) / g.cp * t.micro_batch * m.hidden;
   const double base = g.sp ? 34.0 / g.tp : 10.0 + 24.0 / g.tp;
   auto layer_bytes = [&](double mlp_width) {
@@ -182,9 +195,15 @@ Estimate estimate(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t, 
   e.fits = GiB(e.memory) <= c.usable_memory * c.memory_gb;
 
   // Compute: model FLOPs (+ one more forward of the layers under full
-  // recompute) spread over the GPUs, scaled by the heaviest stage's share.
+  // recompute, of the attention core under selective) spread over the GPUs,
+  // scaled by the heaviest stage's share. The core's FLOPs, forward and
+  // backward: 2 s^2 (d + dv) per head forward (QK^T and PV), half of it
+  // causal, backward twice the forward.
   e.model_flops = model_flops_per_step(m, t.global_batch);
-  const double hw_flops = e.model_flops * (g.recompute == Recompute::full ? 4.0 / 3.0 : 1.0);
+  const double attention_flops = (m.causal ? 3.0 : 6.0) * m.heads * (m.dhead() + m.dv()) * m.layers *
+                                 static_cast<double>(t.global_batch) * m.seq * m.seq;
+  const double hw_flops = e.model_flops * (g.recompute == Recompute::full ? 4.0 / 3.0 : 1.0) +
+                          (g.recompute == Recompute::selective ? attention_flops / 3 : 0.0);
   const double imbalance = static_cast<double>(st.layers) * g.pp / m.layers;
   const double flops_rate = c.peak_tflops * 1e12 * c.gemm_efficiency;
   e.compute = hw_flops / c.gpus / flops_rate * imbalance;
@@ -202,8 +221,6 @@ Estimate estimate(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t, 
   // overlapped with the attention compute of the layer.
   const double kv_bytes = sbh / m.hidden * m.kv() * (m.dhead() + m.dv()) * 2.0 / g.tp;
   const double cp_raw = st.layers * m_count * 3.0 * (g.cp - 1) * (kv_bytes / (bw(g.tp * g.cp) * 1e9) + alpha);
-  const double attention_flops = (m.causal ? 3.0 : 6.0) * m.heads * (m.dhead() + m.dv()) * m.layers *
-                                 static_cast<double>(t.global_batch) * m.seq * m.seq;
   e.cp_comm = std::max(0.0, cp_raw - attention_flops / c.gpus / flops_rate * imbalance);
   // EP: dispatch and combine all-to-alls, forward and backward, per MoE layer.
   const double token_bytes = sbh / (g.sp ? g.tp : 1) * 2.0 * m.topk;
@@ -243,6 +260,8 @@ std::vector<Estimate> search(const ModelSpec& m, const ClusterSpec& c, const Tra
         for (int ep : m.experts > 0 ? divisors(m.experts) : std::vector<int>{1})
           for (int etp : m.experts > 0 && tp > 1 ? std::vector<int>{1, tp} : std::vector<int>{1})
             for (int vpp = 1; vpp <= 8; vpp *= 2)
+              // Selective recompute is not searched: it holds what none does
+              // and computes more, so it never ranks above none (--check costs it).
               for (Recompute r : {Recompute::none, Recompute::full}) {
                 Config g{tp, cp, pp, dp, ep, etp, vpp, tp > 1, r, true};
                 try {

@@ -55,7 +55,10 @@ struct TrainSpec {
   int64_t micro_batch = 1;   // sequences per microbatch
 };
 
-enum class Recompute { none, full };
+// Activation recomputation, as the step runs it (kernels/model/gpt_config.h):
+// selective recomputes the attention core, full each layer's forward.
+enum class Recompute { none, selective, full };
+const char* recompute_name(Recompute r);  // "none", "selective", "full"
 
 struct Config {
   int tp = 1, cp = 1, pp = 1, dp = 1, ep = 1, etp = 1, vpp = 1;

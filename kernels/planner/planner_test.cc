@@ -48,6 +48,30 @@ TEST(Planner, GptBaseCountsGpt2XlParameters) {
   EXPECT_DOUBLE_EQ(m.total_params() - tied, 50257.0 * 1600);
 }
 
+// Selective recompute holds the activations no recompute holds (flash
+// attention keeps no s^2 term) and runs the attention core's forward again:
+// one third of its forward and backward FLOPs; full runs every layer's
+// forward again and holds far less.
+TEST(Planner, SelectiveRecomputeCostsTheAttentionCoreAgain) {
+  const ModelSpec m = model_preset("llama2-70b");
+  const ClusterSpec c = cluster_preset("H100", 64);
+  const TrainSpec t{1024, 1};
+  Config g;
+  g.tp = 8, g.dp = 8, g.sp = true;
+  const Estimate none = estimate(m, c, t, g);
+  g.recompute = Recompute::selective;
+  const Estimate selective = estimate(m, c, t, g);
+  g.recompute = Recompute::full;
+  const Estimate full = estimate(m, c, t, g);
+  EXPECT_DOUBLE_EQ(selective.activations, none.activations);
+  const double core = 3.0 * m.heads * (m.dhead() + m.dv()) * m.layers * 1024.0 * m.seq * m.seq;
+  const double rate = c.peak_tflops * 1e12 * c.gemm_efficiency * c.gpus;
+  EXPECT_NEAR(selective.compute - none.compute, core / 3 / rate, 1e-9 * none.compute);
+  EXPECT_GT(full.compute, selective.compute);
+  EXPECT_LT(full.activations, none.activations / 4);
+  EXPECT_EQ(selective.config.to_string(), "tp8 cp1 pp1 dp8 sp recompute-selective");
+}
+
 TEST(Planner, ModelFlopsFollowMegatronsFormula) {
   ModelSpec m;
   m.layers = 2, m.hidden = 64, m.heads = 4, m.ffn = 256, m.vocab = 512, m.seq = 64;

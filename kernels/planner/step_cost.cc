@@ -417,6 +417,9 @@ CalibratedStep calibrated_step(const ModelSpec& m, const Config& c, const TrainS
   cluster.gpus = static_cast<int64_t>(c.tp) * c.cp * c.pp * c.dp;
   cluster.gpus_per_node = shape.ranks_per_node > 0 ? shape.ranks_per_node : cluster.gpus;
   validate(m, cluster, t, c);
+  require(c.recompute != Recompute::selective,
+          "the calibrated step model costs recompute=none or full; selective recomputation (the attention core "
+          "again) is costed by the roofline alone");
   const Costing costing(m, c, t, shape, cal);
   const int microbatches = static_cast<int>(t.global_batch / (static_cast<int64_t>(c.dp) * t.micro_batch));
   // The schedule decides the stages: pp x its chunks per rank (1 without a pipeline).
