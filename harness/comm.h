@@ -22,6 +22,20 @@ namespace sextant {
 
 enum class ReduceOp { sum, max, min };
 
+// Memory every rank of a communicator maps: a part of bytes() per rank, rank
+// r's part at at(r) in every process (one node's shared memory). A rank
+// writes rows straight into a peer's part, with no message and no staging
+// copy, as DeepEP's intranode kernels write into NVLink peers' buffers.
+// sync() is collective: every rank's writes before it are visible to every
+// rank after it. Unmapping is local (no collective at destruction).
+class PeerMemory {
+ public:
+  virtual ~PeerMemory() = default;
+  virtual size_t bytes() const = 0;  // of each rank's part
+  virtual char* at(int rank) = 0;
+  virtual void sync() = 0;
+};
+
 // A pending nonblocking operation.
 class Request {
  public:
@@ -90,6 +104,10 @@ class Communicator {
   // New communicator of the ranks that pass the same color, ordered by key;
   // color < 0 joins none and returns nullptr. Collective over this communicator.
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+  // Collective: `bytes` of peer memory per rank (see PeerMemory), or null
+  // where the ranks do not all share memory (several nodes, device buffers)
+  // or the system refuses it; callers then use the collectives.
+  virtual std::shared_ptr<PeerMemory> peer_memory(size_t /*bytes*/) { return nullptr; }
 
   // Traffic counters (see CommStats). Wrappers forward to the wrapped one.
   virtual CommStats& stats() { return stats_; }

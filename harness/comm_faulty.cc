@@ -82,6 +82,29 @@ void FaultyCommunicator::all_to_all_v(const void* s, const std::vector<size_t>& 
   std::memcpy(r, staging.data(), std::min(total, expected) * dtype_size(t));
 }
 
+namespace {
+// a2a_order on peer memory: another rank's part is the next rank's (this
+// rank's own part stays put, or the shift would cancel out).
+class ShiftedPeerMemory : public PeerMemory {
+ public:
+  ShiftedPeerMemory(std::shared_ptr<PeerMemory> inner, int rank, int ranks)
+      : inner_(std::move(inner)), rank_(rank), ranks_(ranks) {}
+  size_t bytes() const override { return inner_->bytes(); }
+  char* at(int rank) override { return inner_->at(rank == rank_ ? rank : (rank + 1) % ranks_); }
+  void sync() override { inner_->sync(); }
+
+ private:
+  std::shared_ptr<PeerMemory> inner_;
+  int rank_, ranks_;
+};
+}  // namespace
+
+std::shared_ptr<PeerMemory> FaultyCommunicator::peer_memory(size_t bytes) {
+  std::shared_ptr<PeerMemory> memory = inner_.peer_memory(bytes);
+  if (!memory || fault_ != CommFault::a2a_order || size() < 2) return memory;
+  return std::make_shared<ShiftedPeerMemory>(std::move(memory), rank(), size());
+}
+
 void FaultyCommunicator::broadcast(void* b, size_t n, DType t, int root) {
   inner_.broadcast(b, n, t, fault_ == CommFault::broadcast_root && size() > 1 ? (root + 1) % size() : root);
 }

@@ -47,6 +47,8 @@ class MpiCommunicator : public Communicator {
   RequestPtr isend(const void* buffer, size_t count, DType dtype, int peer, int tag) override;
   RequestPtr irecv(void* buffer, size_t count, DType dtype, int peer, int tag) override;
   std::unique_ptr<Communicator> split(int color, int key) override;
+  // One node's POSIX shared memory (peer_memory_mpi.cc).
+  std::shared_ptr<PeerMemory> peer_memory(size_t bytes) override;
 
  private:
   MPI_Comm comm_;

@@ -96,6 +96,21 @@ TEST(MpiCommunicator, SplitAndTrafficCounters) {
       << "SP's AG + RS moves what the all-reduce moves";
 }
 
+// Each rank writes into every peer's part; after sync() every part holds
+// what its writers put there, and a tensor viewing a part keeps it mapped.
+TEST(MpiCommunicator, PeerMemoryIsSharedOnOneNode) {
+  MpiCommunicator& c = world();
+  const int n = c.size(), r = c.rank();
+  std::shared_ptr<PeerMemory> memory = c.peer_memory(n * sizeof(float));
+  ASSERT_TRUE(memory) << "the ranks of a ctest run share one node";
+  EXPECT_EQ(memory->bytes(), n * sizeof(float));
+  for (int p = 0; p < n; ++p) reinterpret_cast<float*>(memory->at(p))[r] = 100.0f * r + p;
+  memory->sync();
+  Tensor mine = Tensor::view_of(memory->at(r), {n}, DType::f32, Device::host, memory);
+  memory.reset();  // unmapping is local: the view keeps this rank's mapping
+  for (int s = 0; s < n; ++s) EXPECT_EQ(mine.data<float>()[s], 100.0f * s + r) << "written by rank " << s;
+}
+
 TEST(MpiCommunicator, MeetsTheContract) { testing::check_communicator_contract(world()); }
 
 }  // namespace

@@ -64,6 +64,7 @@ class ForwardingCommunicator : public Communicator {
   void group_start() override { inner_.group_start(); }
   void group_end() override { inner_.group_end(); }
   std::unique_ptr<Communicator> split(int color, int key) override { return inner_.split(color, key); }
+  std::shared_ptr<PeerMemory> peer_memory(size_t bytes) override { return inner_.peer_memory(bytes); }
   CommStats& stats() override { return inner_.stats(); }
 
  protected:
@@ -101,7 +102,9 @@ inline const FaultTable<CommFault, CommFaultSite>& comm_faults() {
           {CommFault::drop_rank, "drop_rank", "all_reduce and reduce_scatter ignore the last rank's data",
            "an all_reduce or reduce_scatter over 2+ ranks",
            [](const CommFaultSite& s) { return comm_rules::runs(s, CommOp::all_reduce, CommOp::reduce_scatter); }},
-          {CommFault::a2a_order, "a2a_order", "all_to_all(_v) deliver each block to the next peer's slot",
+          {CommFault::a2a_order, "a2a_order",
+           "all_to_all(_v) deliver each block to the next peer's slot (peer memory: writes land in the next peer's "
+           "part)",
            "an all_to_all(_v) over 2+ ranks",
            [](const CommFaultSite& s) { return comm_rules::runs(s, CommOp::all_to_all, CommOp::all_to_all_v); }},
           {CommFault::broadcast_root, "broadcast_root", "broadcast sends from rank 1 instead of the given root",
@@ -122,6 +125,7 @@ class FaultyCommunicator : public ForwardingCommunicator {
   void all_to_all_v(const void* s, const std::vector<size_t>& sc, const std::vector<size_t>& sd, void* r,
                     const std::vector<size_t>& rc, const std::vector<size_t>& rd, DType t) override;
   void broadcast(void* b, size_t n, DType t, int root) override;
+  std::shared_ptr<PeerMemory> peer_memory(size_t bytes) override;
 
  private:
   CommFault fault_;
@@ -222,6 +226,8 @@ class LoopbackCommunicator : public ForwardingCommunicator {
   RequestPtr isend(const void* b, size_t n, DType t, int peer, int tag) override;
   RequestPtr irecv(void* b, size_t n, DType t, int peer, int tag) override;
   std::unique_ptr<Communicator> split(int, int) override;
+  // None: the dispatchers fall back to all_to_all_v, which moves nothing here.
+  std::shared_ptr<PeerMemory> peer_memory(size_t) override { return nullptr; }
 
  private:
   struct Sent {

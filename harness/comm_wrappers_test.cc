@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "harness/testing/mpi_world.h"
 
 namespace sextant {
@@ -46,6 +48,24 @@ TEST(FaultyCommunicator, DropRankBreaksOnlyTheReductions) {
   std::vector<double> mine = {static_cast<double>(world().rank())}, all(static_cast<size_t>(world().size()));
   faulty.all_gather(mine.data(), all.data(), 1, DType::f64);
   for (int r = 0; r < world().size(); ++r) EXPECT_EQ(all[r], r);
+}
+
+TEST(FaultyCommunicator, A2aOrderMovesPeerMemoryWritesToTheNextRank) {
+  if (world().size() < 2) GTEST_SKIP() << "a misdelivery needs two ranks";
+  FaultyCommunicator faulty(world(), CommFault::a2a_order);
+  const int n = world().size(), r = world().rank();
+  std::shared_ptr<PeerMemory> memory = faulty.peer_memory(sizeof(float) * n);
+  ASSERT_TRUE(memory);
+  std::vector<float> mine(n, -1.0f);
+  std::memcpy(memory->at(r), mine.data(), sizeof(float) * n);
+  memory->sync();
+  for (int p = 0; p < n; ++p) reinterpret_cast<float*>(memory->at(p))[r] = static_cast<float>(r);
+  memory->sync();
+  std::memcpy(mine.data(), memory->at(r), sizeof(float) * n);
+  EXPECT_EQ(mine[r], r) << "a rank's own part stays its own";
+  const int prev = (r - 1 + n) % n;
+  EXPECT_EQ(mine[prev], -1.0f) << "rank " << prev << "'s write went to the next rank";
+  memory->sync();
 }
 
 TEST(CommFaults, EachShowsOnlyWhereItsOperationRuns) {

@@ -17,11 +17,12 @@ int64_t numel_of(const Shape& shape) {
 std::string shape_string(const Shape& shape) { return "[" + join(shape, ", ") + "]"; }
 
 Tensor::Storage::~Storage() {
+  if (owner) return;
   if (device == Device::host) std::free(data);
   else cuda_free(data);
 }
 
-Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+Tensor Tensor::unfilled(const Shape& shape, DType dtype, Device device) {
   for (int64_t d : shape)
     if (d < 0) throw RuntimeError("tensor shape " + shape_string(shape) + " has a negative dimension");
   Tensor t;
@@ -30,6 +31,11 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   t.device_ = device;
   t.storage_ = std::make_shared<Storage>();
   t.storage_->device = device;
+  return t;
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  Tensor t = unfilled(shape, dtype, device);
   size_t bytes = t.nbytes();
   if (device == Device::host) {
     // 64-byte alignment for vector loads; never a null pointer for empty tensors.
@@ -39,6 +45,14 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   } else {
     t.storage_->data = cuda_malloc(bytes);
   }
+  return t;
+}
+
+Tensor Tensor::view_of(void* data, const Shape& shape, DType dtype, Device device, std::shared_ptr<void> owner) {
+  if (!owner) throw RuntimeError("Tensor::view_of needs the owner of the memory");
+  Tensor t = unfilled(shape, dtype, device);
+  t.storage_->data = data;
+  t.storage_->owner = std::move(owner);
   return t;
 }
 

@@ -25,6 +25,9 @@ class Tensor {
   static Tensor zeros(const Shape& shape, DType dtype, Device device = Device::host);
   // Host tensor from values, rounded to dtype.
   static Tensor from_values(const Shape& shape, const std::vector<double>& values, DType dtype);
+  // A tensor over memory it does not own (a peer-memory window): `owner`
+  // keeps that memory alive while any copy of the handle lives.
+  static Tensor view_of(void* data, const Shape& shape, DType dtype, Device device, std::shared_ptr<void> owner);
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }
@@ -75,9 +78,12 @@ class Tensor {
   struct Storage {
     void* data = nullptr;
     Device device = Device::host;
+    std::shared_ptr<void> owner;  // set: data belongs to it (view_of), not freed here
     ~Storage();
   };
   void check_type(DType requested) const;
+  // A handle with storage that holds no memory yet, for empty() and view_of().
+  static Tensor unfilled(const Shape& shape, DType dtype, Device device);
 
   std::shared_ptr<Storage> storage_;
   std::shared_ptr<const std::vector<int32_t>> owners_;

@@ -70,7 +70,7 @@ class AllToAllDispatcher : public TokenDispatcher {
     out_rows_ = from_experts(expert_out, "fwd");
     stats_.combine_recv_bytes =
         ((etp_.size() - 1) * own_ep_rows() + sum(send_rows_) - send_rows_[ep_.rank()]) * row_bytes_;
-    return unpermute_rows(out_rows_, *slots_, perm_, !faults_.combine_without_probs, faults_.unpermute_wrong_order);
+    return unpermute(out_rows_, !faults_.combine_without_probs, "fwd.y");
   }
 
   std::vector<Tensor> combine_backward(const Tensor& dy, std::vector<float>& dprob) override {
@@ -82,10 +82,19 @@ class AllToAllDispatcher : public TokenDispatcher {
   }
 
   Tensor dispatch_backward(const std::vector<Tensor>& d_expert_in) override {
-    return unpermute_rows(from_experts(d_expert_in, "bwd"), *slots_, perm_, false, faults_.unpermute_wrong_order);
+    return unpermute(from_experts(d_expert_in, "bwd"), false, "bwd.dx");
   }
 
  private:
+  // The weighted sum of each token's rows; on the host into the cached
+  // buffer `name` (a fresh one page-faults on first touch).
+  Tensor unpermute(const Tensor& rows, bool use_probs, const std::string& name) {
+    if (!rows.is_host()) return unpermute_rows(rows, *slots_, perm_, use_probs, faults_.unpermute_wrong_order);
+    Tensor& y = cache_.get(name, {slots_->tokens, h_}, rows.dtype());
+    unpermute_rows_from(row_addresses(rows), *slots_, perm_, use_probs, faults_.unpermute_wrong_order, y);
+    return y;
+  }
+
   static int64_t sum(const std::vector<int64_t>& v) { return std::accumulate(v.begin(), v.end(), int64_t{0}); }
   int64_t own_ep_rows() const { return sum(recv_rows_); }
 

@@ -40,9 +40,11 @@ struct DispatchComms {
 
 // Planted faults a dispatcher understands (moe_faults.h).
 struct DispatchFaults {
-  bool wrong_rank = false;             // alltoall: one row per rank goes to the neighbour of its expert's rank
-  bool combine_without_probs = false;  // combine sums expert outputs without the routing probabilities
-  bool unpermute_wrong_order = false;  // unpermute takes the grouped rows for token-ordered ones
+  bool wrong_rank = false;               // alltoall: one row per rank goes to the neighbour of its expert's rank
+  bool combine_without_probs = false;    // combine sums expert outputs without the routing probabilities
+  bool unpermute_wrong_order = false;    // unpermute takes the grouped rows for token-ordered ones
+  bool neighbour_slot = false;           // peer memory: a rank's first row lands in its neighbour row's slot
+  bool weights_before_exchange = false;  // peer memory: EP rank 0 weighs its rows before the exchange too
 };
 
 // What the last forward and backward did on this rank (wall seconds).
@@ -54,11 +56,13 @@ struct DispatchStats {
   int64_t dispatch_recv_bytes = 0;  // token rows landing in this rank's buffers in the forward dispatch
   int64_t combine_recv_bytes = 0;   // the same for the forward combine
   int64_t expert_rows = 0;          // rows the local experts process (after the ETP gather)
+  bool peer_memory = false;         // the rows moved through peer memory (Transport)
 };
 
 // One batch is in flight per dispatcher: dispatch, combine, combine_backward
 // and dispatch_backward of a batch run in this order, and the next dispatch
-// reuses the buffers (the expert tensors it returned included).
+// reuses the buffers (the expert tensors it returned included, and on the
+// host the outputs of combine and dispatch_backward of the alltoall kind).
 class TokenDispatcher {
  public:
   virtual ~TokenDispatcher() = default;
@@ -71,6 +75,12 @@ class TokenDispatcher {
   virtual std::vector<Tensor> combine_backward(const Tensor& dy, std::vector<float>& dprob) = 0;
   // Gradient of each expert input [n_l, h] (partial over ETP) -> dx: [T, h].
   virtual Tensor dispatch_backward(const std::vector<Tensor>& d_expert_in) = 0;
+  // Where the local experts should write their outputs (forward) or input
+  // gradients (backward) of the batch in flight, after its dispatch or
+  // combine_backward: tensors [n_l, h] that combine / dispatch_backward read
+  // in place, or none where any tensor will do. Other tensors work too, at
+  // the cost of a copy.
+  virtual std::vector<Tensor> expert_outputs(bool /*backward*/) { return {}; }
 
   const DispatchStats& stats() const { return stats_; }
   void reset_stats() { stats_ = {}; }
@@ -80,11 +90,16 @@ class TokenDispatcher {
 };
 
 // experts: E of the layer (E / ep of them local).
+// transport: alltoall only; peer_memory is taken where it can be (collective
+// over EP: every EP rank makes its dispatcher at the same point).
 std::unique_ptr<TokenDispatcher> make_dispatcher(DispatcherKind kind, const DispatchComms& comms, int experts,
-                                                 const DispatchFaults& faults);
-// The two kinds make_dispatcher chooses from (alltoall_dispatcher.cc, allgather_dispatcher.cc).
+                                                 const DispatchFaults& faults,
+                                                 Transport transport = Transport::peer_memory);
+// The two kinds make_dispatcher chooses from (alltoall_dispatcher.cc, allgather_dispatcher.cc),
+// and alltoall's transport over peer memory (peer_dispatcher.cc).
 std::unique_ptr<TokenDispatcher> make_alltoall_dispatcher(const DispatchComms& comms, int experts,
                                                           const DispatchFaults& faults);
+std::unique_ptr<TokenDispatcher> make_peer_dispatcher(Communicator& ep, int experts, const DispatchFaults& faults);
 std::unique_ptr<TokenDispatcher> make_allgather_dispatcher(const DispatchComms& comms, int experts,
                                                            const DispatchFaults& faults);
 

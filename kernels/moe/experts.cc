@@ -1,5 +1,8 @@
 #include "kernels/moe/experts.h"
 
+#include "harness/error.h"
+#include "harness/strings.h"
+
 #include "kernels/ops/gelu.h"
 #include "kernels/ops/gemm.h"
 
@@ -9,13 +12,24 @@ namespace {
 Tensor as_f32(const Tensor& t) { return t.dtype() == DType::f32 ? t : t.to(DType::f32); }
 }  // namespace
 
-Tensor expert_forward(const Tensor& in, const Tensor& w1, const Tensor& w2, ExpertSaved& saved) {
+namespace {
+// `given` when it is defined (checked against the shape), else a new tensor.
+Tensor output_tensor(Tensor given, const Shape& shape, DType dtype, Device device) {
+  if (!given.defined()) return Tensor::empty(shape, dtype, device);
+  if (given.shape() != shape || given.dtype() != dtype || given.device() != device)
+    throw RuntimeError(
+        cat("moe expert: output ", shape_string(given.shape()), " where ", shape_string(shape), " is needed"));
+  return given;
+}
+}  // namespace
+
+Tensor expert_forward(const Tensor& in, const Tensor& w1, const Tensor& w2, ExpertSaved& saved, Tensor given_out) {
   const int64_t n = in.dim(0), h = in.dim(1), f = w1.dim(1);
   saved.in = in;
   const Device device = in.device();
   saved.a = Tensor::empty({n, f}, in.dtype(), device);
   saved.g = Tensor::empty({n, f}, in.dtype(), device);
-  Tensor out = Tensor::empty({n, h}, in.dtype(), device);
+  Tensor out = output_tensor(given_out, {n, h}, in.dtype(), device);
   if (n == 0) return out;
   ops::gemm(in, false, w1, false, saved.a);   // a: [n, f] = in [n, h] W1 [h, f]
   ops::gelu_forward(saved.a, saved.g);        // g: [n, f]
@@ -23,10 +37,11 @@ Tensor expert_forward(const Tensor& in, const Tensor& w1, const Tensor& w2, Expe
   return out;
 }
 
-ExpertGrads expert_backward(const Tensor& dout, const ExpertSaved& saved, const Tensor& w1, const Tensor& w2) {
+ExpertGrads expert_backward(const Tensor& dout, const ExpertSaved& saved, const Tensor& w1, const Tensor& w2,
+                            Tensor din) {
   const int64_t n = dout.dim(0), h = dout.dim(1), f = w1.dim(1);
   const Device device = dout.device();
-  ExpertGrads g{Tensor::empty({n, h}, dout.dtype(), device), Tensor::zeros({h, f}, DType::f32, device),
+  ExpertGrads g{output_tensor(din, {n, h}, dout.dtype(), device), Tensor::zeros({h, f}, DType::f32, device),
                 Tensor::zeros({f, h}, DType::f32, device)};
   if (n == 0) return g;
   Tensor dg = Tensor::empty({n, f}, dout.dtype(), device);

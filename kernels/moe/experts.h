@@ -20,16 +20,19 @@ struct ExpertSaved {
   Tensor g;   // [n, f] gelu(a)
 };
 
-// in: [n, h]; w1: [h, f]; w2: [f, h] (f = ffn / Q) -> out: [n, h] (partial over ETP).
-Tensor expert_forward(const Tensor& in, const Tensor& w1, const Tensor& w2, ExpertSaved& saved);
+// in: [n, h]; w1: [h, f]; w2: [f, h] (f = ffn / Q) -> out: [n, h] (partial over ETP),
+// written into `out` when it is given (the dispatcher's buffer).
+Tensor expert_forward(const Tensor& in, const Tensor& w1, const Tensor& w2, ExpertSaved& saved, Tensor out = {});
 
 struct ExpertGrads {
   Tensor din;  // [n, h] storage dtype, partial over ETP
   Tensor dw1;  // [h, f] f32
   Tensor dw2;  // [f, h] f32
 };
-// dout: [n, h] (the full output gradient of these rows).
-ExpertGrads expert_backward(const Tensor& dout, const ExpertSaved& saved, const Tensor& w1, const Tensor& w2);
+// dout: [n, h] (the full output gradient of these rows); din written into
+// `din` when it is given.
+ExpertGrads expert_backward(const Tensor& dout, const ExpertSaved& saved, const Tensor& w1, const Tensor& w2,
+                            Tensor din = {});
 
 // FLOPs of forward + backward for n rows: 6 gemms of 2 n h f.
 inline double expert_flops(int64_t n, int64_t h, int64_t f) { return 12.0 * n * h * f; }

@@ -11,11 +11,13 @@ namespace sextant::moe {
 
 enum class Fault {
   none,
-  wrong_rank,        // alltoall: a row goes to the neighbour of its expert's rank
-  combine_no_probs,  // expert outputs summed without the routing probabilities
-  unpermute_order,   // grouped rows unpermuted as if they were in token order
-  no_edp_reduce,     // expert gradients not summed over EDP
-  capacity_drop,     // capacity keeps the slots it should drop
+  wrong_rank,               // alltoall: a row goes to the neighbour of its expert's rank
+  combine_no_probs,         // expert outputs summed without the routing probabilities
+  unpermute_order,          // grouped rows unpermuted as if they were in token order
+  no_edp_reduce,            // expert gradients not summed over EDP
+  capacity_drop,            // capacity keeps the slots it should drop
+  neighbour_slot,           // peer memory: a rank's first row is written into the next row's slot
+  weights_before_exchange,  // peer memory: EP rank 0 weighs the rows before the exchange and after
 };
 
 // What a config of the MoE layer looks like to its faults.
@@ -25,6 +27,7 @@ struct FaultSite {
   bool pre_softmax = false;
   DropPolicy drop = DropPolicy::none;
   int ep = 1, edp = 1;
+  bool peer_memory = false;  // the alltoall rows move through peer memory (Transport)
 };
 
 inline const FaultTable<Fault, FaultSite>& faults() {
@@ -43,6 +46,13 @@ inline const FaultTable<Fault, FaultSite>& faults() {
            [](const FaultSite& s) { return s.edp > 1; }},
           {Fault::capacity_drop, "capacity_drop", "capacity keeps the slots it should drop", "capacity mode",
            [](const FaultSite& s) { return s.drop != DropPolicy::none; }},
+          {Fault::neighbour_slot, "neighbour_slot",
+           "peer memory: each rank writes its first dispatched row into the next row's slot",
+           "the alltoall dispatcher over peer memory", [](const FaultSite& s) { return s.peer_memory; }},
+          {Fault::weights_before_exchange, "weights_before_exchange",
+           "peer memory: EP rank 0 weighs the expert outputs before the exchange as well as after",
+           "the alltoall dispatcher over peer memory, top-k > 1 or pre-softmax",
+           [](const FaultSite& s) { return s.peer_memory && (s.topk > 1 || s.pre_softmax); }},
       });
   return table;
 }

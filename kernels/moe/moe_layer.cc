@@ -24,8 +24,10 @@ MoeLayer::MoeLayer(const MoeOptions& options, const MoeComms& comms, MoeWeights 
                            " local experts"));
   options_.router.fault_wrong_drop = options.fault == Fault::capacity_drop;
   const DispatchFaults df{options.fault == Fault::wrong_rank, options.fault == Fault::combine_no_probs,
-                          options.fault == Fault::unpermute_order};
-  dispatcher_ = make_dispatcher(options.dispatcher, {comms.ep, comms.etp}, options.router.experts, df);
+                          options.fault == Fault::unpermute_order, options.fault == Fault::neighbour_slot,
+                          options.fault == Fault::weights_before_exchange};
+  dispatcher_ =
+      make_dispatcher(options.dispatcher, {comms.ep, comms.etp}, options.router.experts, df, options.transport);
 }
 
 Tensor MoeLayer::forward(const Tensor& x) {
@@ -39,12 +41,13 @@ Tensor MoeLayer::forward(const Tensor& x) {
     routing_ = route(x, weights_.router, options_.router, *comms_.tokens);
   }
   std::vector<Tensor> in = dispatcher_->dispatch(x, routing_);
-  std::vector<Tensor> out(in.size());
+  std::vector<Tensor> out = dispatcher_->expert_outputs(false);
+  out.resize(in.size());
   saved_.assign(in.size(), {});
   {
     ScopedTimer watch(&times_.experts_s, wall_clock_on(device));
     for (size_t l = 0; l < in.size(); ++l) {
-      out[l] = expert_forward(in[l], weights_.w1[l], weights_.w2[l], saved_[l]);
+      out[l] = expert_forward(in[l], weights_.w1[l], weights_.w2[l], saved_[l], out[l]);
       times_.expert_flops += expert_flops(in[l].dim(0), in[l].dim(1), weights_.w1[l].dim(1));
     }
   }
@@ -61,11 +64,12 @@ MoeGrads MoeLayer::backward(const Tensor& dy) {
   const DType dtype = dy.dtype();
   std::vector<float> dprob(static_cast<size_t>(routing_.slots.slots()), 0.0f);
   std::vector<Tensor> dout = dispatcher_->combine_backward(dy, dprob);
-  std::vector<Tensor> din(dout.size()), dw1(dout.size()), dw2(dout.size());
+  std::vector<Tensor> din = dispatcher_->expert_outputs(true), dw1(dout.size()), dw2(dout.size());
+  din.resize(dout.size());
   {
     ScopedTimer watch(&times_.experts_s, wall_clock_on(device));
     for (size_t l = 0; l < dout.size(); ++l) {
-      ExpertGrads g = expert_backward(dout[l], saved_[l], weights_.w1[l], weights_.w2[l]);
+      ExpertGrads g = expert_backward(dout[l], saved_[l], weights_.w1[l], weights_.w2[l], din[l]);
       din[l] = g.din;
       dw1[l] = g.dw1;
       dw2[l] = g.dw2;

@@ -27,6 +27,7 @@ namespace sextant::moe {
 struct MoeOptions {
   RouterOptions router;
   DispatcherKind dispatcher = DispatcherKind::alltoall;
+  Transport transport = Transport::peer_memory;
   Fault fault = Fault::none;  // planted (moe_faults.h)
 };
 

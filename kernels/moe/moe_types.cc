@@ -13,6 +13,16 @@ DispatcherKind parse_dispatcher(const std::string& name) {
   throw UsageError(cat("--set dispatcher='", name, "' must be alltoall or allgather"));
 }
 
+std::string transport_name(Transport transport) {
+  return transport == Transport::peer_memory ? "peer_memory" : "collectives";
+}
+
+Transport parse_transport(const std::string& name) {
+  for (Transport t : {Transport::peer_memory, Transport::collectives})
+    if (transport_name(t) == name) return t;
+  throw UsageError(cat("--set transport='", name, "' must be peer_memory or collectives"));
+}
+
 std::string drop_policy_name(DropPolicy policy) {
   switch (policy) {
     case DropPolicy::none: return "none";

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "harness/device.h"
 #include "harness/error.h"
@@ -96,6 +97,14 @@ Tensor unpermute_on_device(const Tensor& rows, const SlotTable& s, const std::ve
 
 }  // namespace
 
+RowAddresses row_addresses(const Tensor& t) {
+  RowAddresses a{{}, t.dtype(), t.dim(1)};
+  const size_t width = static_cast<size_t>(t.dim(1)) * dtype_size(t.dtype());
+  char* base = static_cast<char*>(const_cast<void*>(t.raw()));
+  for (int64_t r = 0; r < t.dim(0); ++r) a.rows.push_back(base + r * width);
+  return a;
+}
+
 void copy_rows(const Tensor& src, int64_t src_row, Tensor& dst, int64_t dst_row, int64_t n) {
   if (n == 0) return;
   const size_t width = static_cast<size_t>(src.dim(1)) * dtype_size(src.dtype());
@@ -114,29 +123,9 @@ void permute_rows_into(const Tensor& x, const SlotTable& s, const Permutation& p
   require_rows("permute_rows", out, p.rows());
   if (out.dtype() != x.dtype() || out.dim(1) != x.dim(1) || out.device() != x.device())
     throw RuntimeError(cat("moe::permute_rows: out ", shape_string(out.shape()), " does not fit x"));
-  const int64_t h = x.dim(1);
+  if (x.is_host()) return permute_rows_to(x, s, p, weighted, row_addresses(out));
   const std::vector<int64_t> source = gather_slots(p);
-  if (!x.is_host()) {
-    SEXTANT_CUDA_CALL(ops::cuda::moe_gather_rows(x, row_tokens(source, s.topk), row_scales(s, source, weighted), out));
-    return;
-  }
-  if (!weighted) {  // plain row copies
-    const size_t width = static_cast<size_t>(h) * dtype_size(x.dtype());
-    const char* in = static_cast<const char*>(x.raw());
-    char* o = static_cast<char*>(out.raw());
-    for (int64_t r = 0; r < p.rows(); ++r) std::memcpy(o + r * width, in + (source[r] / s.topk) * width, width);
-    return;
-  }
-  dispatch(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const T* in = x.data<T>();
-    T* o = out.data<T>();
-    for (int64_t r = 0; r < p.rows(); ++r) {
-      const float w = combine_weight(s, source[r]);
-      const T* row = in + (source[r] / s.topk) * h;
-      for (int64_t i = 0; i < h; ++i) o[r * h + i] = from_float<T>(w * static_cast<float>(to_float(row[i])));
-    }
-  });
+  SEXTANT_CUDA_CALL(ops::cuda::moe_gather_rows(x, row_tokens(source, s.topk), row_scales(s, source, weighted), out));
 }
 
 Tensor permute_rows(const Tensor& x, const SlotTable& s, const Permutation& p) {
@@ -153,23 +142,13 @@ Tensor permute_rows_weighted(const Tensor& x, const SlotTable& s, const Permutat
 
 Tensor unpermute_rows(const Tensor& rows, const SlotTable& s, const Permutation& p, bool use_probs, bool wrong_order) {
   require_rows("unpermute_rows", rows, p.rows());
-  const int64_t h = rows.dim(1);
+  if (rows.is_host()) {
+    Tensor y = Tensor::empty({s.tokens, rows.dim(1)}, rows.dtype());
+    unpermute_rows_from(row_addresses(rows), s, p, use_probs, wrong_order, y);
+    return y;
+  }
   const bool token_order = wrong_order || kernel_fault_planted(KernelFault::moe_unpermute_order);
-  const std::vector<int64_t> slot_of = token_order ? slots_in_token_order(p) : p.slot;
-  if (!rows.is_host()) return unpermute_on_device(rows, s, slot_of, use_probs);
-  Tensor acc = Tensor::zeros({s.tokens, h}, DType::f32);
-  float* y = acc.data<float>();
-  dispatch(rows.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const T* in = rows.data<T>();
-    for (int64_t r = 0; r < p.rows(); ++r) {
-      const int64_t slot = slot_of[r];
-      const float w = use_probs ? combine_weight(s, slot) : 1.0f;
-      float* yt = y + (slot / s.topk) * h;
-      for (int64_t i = 0; i < h; ++i) yt[i] += w * static_cast<float>(to_float(in[r * h + i]));
-    }
-  });
-  return rows.dtype() == DType::f32 ? acc : acc.to(rows.dtype());
+  return unpermute_on_device(rows, s, token_order ? slots_in_token_order(p) : p.slot, use_probs);
 }
 
 void accumulate_row_dots(const Tensor& dy, const Tensor& rows, const SlotTable& s, const Permutation& p,
@@ -178,7 +157,6 @@ void accumulate_row_dots(const Tensor& dy, const Tensor& rows, const SlotTable& 
   require_rows("accumulate_row_dots", rows, p.rows());
   if (dy.dtype() != rows.dtype() || dy.device() != rows.device())
     throw RuntimeError("moe::accumulate_row_dots: dy and rows must share a dtype and a device");
-  const int64_t h = rows.dim(1);
   dprob.resize(static_cast<size_t>(s.slots()), 0.0f);
   if (!rows.is_host()) {
     Tensor dots = Tensor::empty({p.rows()}, DType::f32, Device::cuda);
@@ -187,14 +165,93 @@ void accumulate_row_dots(const Tensor& dy, const Tensor& rows, const SlotTable& 
     for (int64_t r = 0; r < p.rows(); ++r) dprob[p.slot[r]] += host.data<float>()[r];
     return;
   }
-  dispatch(rows.dtype(), [&](auto tag) {
+  accumulate_row_dots_from(dy, row_addresses(rows), s, p, dprob);
+}
+
+void permute_rows_to(const Tensor& x, const SlotTable& s, const Permutation& p, bool weighted,
+                     const RowAddresses& out) {
+  require_rows("permute_rows", x, s.tokens);
+  if (!x.is_host() || out.dtype != x.dtype() || out.h != x.dim(1) || static_cast<int64_t>(out.rows.size()) != p.rows())
+    throw RuntimeError(cat("moe::permute_rows_to: ", out.rows.size(), " host rows of width ", out.h, " for ", p.rows(),
+                           " rows of ", shape_string(x.shape())));
+  const int64_t h = x.dim(1);
+  const std::vector<int64_t> source = gather_slots(p);
+  if (!weighted) {  // plain row copies
+    const size_t width = static_cast<size_t>(h) * dtype_size(x.dtype());
+    const char* in = static_cast<const char*>(x.raw());
+    for (int64_t r = 0; r < p.rows(); ++r) std::memcpy(out.rows[r], in + (source[r] / s.topk) * width, width);
+    return;
+  }
+  dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const T *g = dy.data<T>(), *in = rows.data<T>();
+    const T* in = x.data<T>();
+    for (int64_t r = 0; r < p.rows(); ++r) {
+      const float w = combine_weight(s, source[r]);
+      const T* row = in + (source[r] / s.topk) * h;
+      T* o = reinterpret_cast<T*>(out.rows[r]);
+      for (int64_t i = 0; i < h; ++i) o[i] = from_float<T>(w * static_cast<float>(to_float(row[i])));
+    }
+  });
+}
+
+// Token-major: each output row is summed from its token's rows in ascending
+// row order (from zero, in f32) and written once, so the result matches a
+// row-major accumulation bit for bit while touching y once.
+void unpermute_rows_from(const RowAddresses& rows, const SlotTable& s, const Permutation& p, bool use_probs,
+                         bool wrong_order, Tensor& y) {
+  if (static_cast<int64_t>(rows.rows.size()) != p.rows())
+    throw RuntimeError(cat("moe::unpermute_rows: ", rows.rows.size(), " rows for ", p.rows()));
+  if (!y.is_host() || y.dtype() != rows.dtype || y.shape() != Shape{s.tokens, rows.h})
+    throw RuntimeError(
+        cat("moe::unpermute_rows: y ", shape_string(y.shape()), " must be [", s.tokens, ", ", rows.h, "] on the host"));
+  const int64_t h = rows.h;
+  const bool token_order = wrong_order || kernel_fault_planted(KernelFault::moe_unpermute_order);
+  const std::vector<int64_t> slot_of = token_order ? slots_in_token_order(p) : p.slot;
+  std::vector<int64_t> first(static_cast<size_t>(s.tokens) + 1, 0);  // CSR: rows of each token
+  for (int64_t slot : slot_of) ++first[slot / s.topk + 1];
+  for (int64_t t = 0; t < s.tokens; ++t) first[t + 1] += first[t];
+  std::vector<int64_t> next(first.begin(), first.end() - 1), ids(slot_of.size());
+  for (size_t r = 0; r < slot_of.size(); ++r) ids[next[slot_of[r] / s.topk]++] = static_cast<int64_t>(r);
+  std::vector<float> acc(static_cast<size_t>(h));
+  dispatch(rows.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    for (int64_t t = 0; t < s.tokens; ++t) {
+      T* out = y.data<T>() + t * h;
+      // f32 rows sum in y's row itself (0 + the first row, then the others:
+      // the same operations as a zeroed accumulator), others in f32 first.
+      float* sum = std::is_same_v<T, float> ? reinterpret_cast<float*>(out) : acc.data();
+      if (first[t] == first[t + 1]) std::fill(sum, sum + h, 0.0f);
+      for (int64_t k = first[t]; k < first[t + 1]; ++k) {
+        const int64_t r = ids[k];
+        const float w = use_probs ? combine_weight(s, slot_of[r]) : 1.0f;
+        const T* in = reinterpret_cast<const T*>(rows.rows[r]);
+        if (k == first[t])
+          for (int64_t i = 0; i < h; ++i) sum[i] = 0.0f + w * static_cast<float>(to_float(in[i]));
+        else
+          for (int64_t i = 0; i < h; ++i) sum[i] += w * static_cast<float>(to_float(in[i]));
+      }
+      if constexpr (!std::is_same_v<T, float>)
+        for (int64_t i = 0; i < h; ++i) out[i] = from_float<T>(sum[i]);
+    }
+  });
+}
+
+void accumulate_row_dots_from(const Tensor& dy, const RowAddresses& rows, const SlotTable& s, const Permutation& p,
+                              std::vector<float>& dprob) {
+  require_rows("accumulate_row_dots", dy, s.tokens);
+  if (!dy.is_host() || rows.dtype != dy.dtype() || rows.h != dy.dim(1) ||
+      static_cast<int64_t>(rows.rows.size()) != p.rows())
+    throw RuntimeError("moe::accumulate_row_dots: dy and rows must share a dtype and a width, on the host");
+  const int64_t h = rows.h;
+  dprob.resize(static_cast<size_t>(s.slots()), 0.0f);
+  dispatch(rows.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* g = dy.data<T>();
     for (int64_t r = 0; r < p.rows(); ++r) {
       const T* gt = g + (p.slot[r] / s.topk) * h;
+      const T* in = reinterpret_cast<const T*>(rows.rows[r]);
       float dot = 0;
-      for (int64_t i = 0; i < h; ++i)
-        dot += static_cast<float>(to_float(gt[i])) * static_cast<float>(to_float(in[r * h + i]));
+      for (int64_t i = 0; i < h; ++i) dot += static_cast<float>(to_float(gt[i])) * static_cast<float>(to_float(in[i]));
       dprob[p.slot[r]] += dot;
     }
   });

@@ -43,6 +43,25 @@ Tensor unpermute_rows(const Tensor& rows, const SlotTable& slots, const Permutat
 void accumulate_row_dots(const Tensor& dy, const Tensor& rows, const SlotTable& slots, const Permutation& p,
                          std::vector<float>& dprob);
 
+// The same three on the host with each row anywhere in memory: row r of the
+// permutation at rows[r] (x's or dy's dtype and width), e.g. in a peer's
+// buffer, so a dispatch writes each row once, into its final place, and a
+// combine reads the experts' outputs where they are.
+struct RowAddresses {
+  std::vector<char*> rows;  // [p.rows()]
+  DType dtype = DType::f32;
+  int64_t h = 0;
+};
+RowAddresses row_addresses(const Tensor& rows);  // of a contiguous host tensor [rows, h]
+void permute_rows_to(const Tensor& x, const SlotTable& slots, const Permutation& p, bool weighted,
+                     const RowAddresses& out);
+// Into y: [T, h] of the rows' dtype (a buffer kept between calls: a fresh
+// one costs a page fault per 4 KiB).
+void unpermute_rows_from(const RowAddresses& rows, const SlotTable& slots, const Permutation& p, bool use_probs,
+                         bool wrong_order, Tensor& y);
+void accumulate_row_dots_from(const Tensor& dy, const RowAddresses& rows, const SlotTable& slots, const Permutation& p,
+                              std::vector<float>& dprob);
+
 // Copies row ranges between buffers of the same dtype and row width:
 // dst rows [dst_row, dst_row + n) = src rows [src_row, src_row + n).
 void copy_rows(const Tensor& src, int64_t src_row, Tensor& dst, int64_t dst_row, int64_t n);

@@ -79,7 +79,7 @@ Results baseline(State& s, const Tensor& x, const Tensor& dy) {
     w.w1.push_back(on_device(expert_block(p, false, e, 0, 1, s.config.dtype, s.seed), s.device));
     w.w2.push_back(on_device(expert_block(p, true, e, 0, 1, s.config.dtype, s.seed), s.device));
   }
-  const moe::MoeOptions o{p.router(s.local_tokens), p.dispatcher, {}};
+  const moe::MoeOptions o{p.router(s.local_tokens), p.dispatcher, p.transport, {}};
   moe::MoeLayer layer(o, {s.self, s.self, s.self, s.self}, std::move(w));
   Results r;
   r.y = on_host(layer.forward(on_device(x, s.device)));

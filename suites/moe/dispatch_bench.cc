@@ -1,11 +1,14 @@
-// How close is the MoE dispatch to the network? And what does skew cost?
+// How close are the MoE dispatch and combine to the network? And what does
+// skew cost?
 //
 // Part 1: the all-to-all dispatcher's forward dispatch (count exchange,
-// permute, the row all_to_all_v over EP through the Communicator; without
-// ETP the rows land in the expert tensors directly) against a bare
-// MPI_Alltoallv of the same byte counts, interleaved in the same run, median
-// of rounds. Bandwidth = bytes received from other ranks (all ranks) / time
-// (max over ranks), f32 rows; the row all_to_all_v is also shown alone.
+// permute, the rows' exchange over EP) and combine (the exchange back and
+// the weighted sum), over peer memory and over the collectives, against a
+// bare MPI_Alltoallv of the same byte counts (each direction), interleaved
+// call by call in the same run: every call starts at a barrier and is timed
+// to its slowest rank; median over the calls, spread p10-p90.
+// Bandwidth = bytes received from other ranks (all ranks) / time, f32 rows,
+// uniform and skewed routing (the hot experts' router columns x3).
 // Part 2: the moe/layer case at ep = world, uniform vs skewed routing (and
 // skewed under capacity): imbalance, layer time, dispatch time, a2a share.
 //   mpirun -np 4 build/moe_dispatch_bench [iters]
@@ -15,6 +18,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "harness/build_info.h"
 #include "harness/rng.h"
 #include "harness/runner.h"
 #include "harness/timing.h"
@@ -27,16 +31,16 @@ using namespace sextant;
 
 namespace {
 
-constexpr int kExperts = 16, kTopk = 2, kRounds = 5;
+constexpr int kExperts = 16, kTopk = 2, kRounds = 5, kHotExperts = 2;
+constexpr double kSkew = 3.0;
 
-// Seconds per call of fn, max over ranks.
+// One call of fn from a barrier, timed to the slowest rank (seconds).
 template <class Fn>
-double time_calls(MPI_Comm comm, int iters, Fn fn) {
-  fn();
+double timed_call(MPI_Comm comm, Fn fn) {
   MPI_Barrier(comm);
   const double start = now_seconds();
-  for (int i = 0; i < iters; ++i) fn();
-  double t = (now_seconds() - start) / iters;
+  fn();
+  double t = now_seconds() - start;
   MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm);
   return t;
 }
@@ -46,60 +50,100 @@ double sum_over_ranks(MPI_Comm comm, double v) {
   return v;
 }
 
-void dispatch_vs_bare(MpiCommunicator& world, Communicator& self, int64_t tokens, int64_t hidden, int iters) {
+// A bare MPI_Alltoallv of the rows each rank sends to each other rank (or,
+// reversed, receives from it), in f32 elements.
+struct BareExchange {
+  std::vector<int> send, recv, sdispl, rdispl;
+  std::vector<float> sbuf, rbuf;
+  BareExchange(MPI_Comm comm, std::vector<int> counts, bool reverse) : send(std::move(counts)) {
+    const int n = static_cast<int>(send.size());
+    recv.assign(n, 0);
+    MPI_Alltoall(send.data(), 1, MPI_INT, recv.data(), 1, MPI_INT, comm);
+    if (reverse) std::swap(send, recv);
+    sdispl.assign(n, 0);
+    rdispl.assign(n, 0);
+    for (int p = 1; p < n; ++p) {
+      sdispl[p] = sdispl[p - 1] + send[p - 1];
+      rdispl[p] = rdispl[p - 1] + recv[p - 1];
+    }
+    sbuf.assign(static_cast<size_t>(sdispl[n - 1] + send[n - 1]), 1.0f);
+    rbuf.assign(static_cast<size_t>(rdispl[n - 1] + recv[n - 1]), 0.0f);
+  }
+  void run(MPI_Comm comm) {
+    MPI_Alltoallv(sbuf.data(), send.data(), sdispl.data(), MPI_FLOAT, rbuf.data(), recv.data(), rdispl.data(),
+                  MPI_FLOAT, comm);
+  }
+  double bytes_from_others(int me) const {
+    double b = 0;
+    for (size_t p = 0; p < recv.size(); ++p)
+      if (static_cast<int>(p) != me) b += recv[p] * sizeof(float);
+    return b;
+  }
+};
+
+// Median GB/s and the spread of the times ((p90 - p10) / median, %).
+struct Rate {
+  double gbps = 0, spread_pct = 0;
+};
+Rate rate_of(double bytes, const std::vector<double>& seconds) {
+  const TimeStats t = summarize(seconds);
+  return {bytes / t.median / 1e9, 100.0 * (t.p90 - t.p10) / t.median};
+}
+
+void dispatch_vs_bare(MpiCommunicator& world, Communicator& self, int64_t tokens, int64_t hidden, bool skewed,
+                      int iters) {
   const int n = world.size(), me = world.rank();
   const Tensor x = random_block({tokens * n, hidden}, {tokens * me, 0}, {tokens, hidden}, DType::f32,
                                 {7, tensor_id("bench.x"), 1.0});
-  const Tensor w = random_tensor({hidden, kExperts}, DType::f32, {7, tensor_id("bench.router"), 0.1});
+  Tensor w = random_tensor({hidden, kExperts}, DType::f32, {7, tensor_id("bench.router"), 0.1});
+  if (skewed)
+    for (int64_t i = 0; i < hidden; ++i)
+      for (int e = 0; e < kHotExperts; ++e) w.data<float>()[i * kExperts + e] *= static_cast<float>(kSkew);
   moe::RouterOptions ro;
   ro.experts = kExperts;
   ro.topk = kTopk;
   const moe::Routing routing = moe::route(x, w, ro, world);
-  auto dispatcher = moe::make_dispatcher(moe::DispatcherKind::alltoall, {&world, &self}, kExperts, {});
+  const moe::DispatchComms comms{&world, &self};
+  auto peer = moe::make_dispatcher(moe::DispatcherKind::alltoall, comms, kExperts, {}, moe::Transport::peer_memory);
+  auto coll = moe::make_dispatcher(moe::DispatcherKind::alltoall, comms, kExperts, {}, moe::Transport::collectives);
 
-  // The same byte counts for the bare call: rows per destination rank.
+  // The same byte counts for the bare calls: f32 elements per destination rank.
   const int local = kExperts / n;
-  std::vector<int> send(n, 0), recv(n, 0), sdispl(n, 0), rdispl(n, 0);
+  std::vector<int> send(n, 0);
   for (int64_t s = 0; s < routing.slots.slots(); ++s) send[routing.slots.expert[s] / local] += static_cast<int>(hidden);
-  MPI_Alltoall(send.data(), 1, MPI_INT, recv.data(), 1, MPI_INT, world.handle());
-  for (int p = 1; p < n; ++p) {
-    sdispl[p] = sdispl[p - 1] + send[p - 1];
-    rdispl[p] = rdispl[p - 1] + recv[p - 1];
-  }
-  std::vector<float> sbuf(static_cast<size_t>(sdispl[n - 1] + send[n - 1]), 1.0f);
-  std::vector<float> rbuf(static_cast<size_t>(rdispl[n - 1] + recv[n - 1]));
-  double from_others = 0;
-  for (int p = 0; p < n; ++p)
-    if (p != me) from_others += recv[p] * sizeof(float);
-  const double bytes = sum_over_ranks(world.handle(), from_others);
+  BareExchange bare(world.handle(), send, false), bare_back(world.handle(), send, true);
+  const double bytes = sum_over_ranks(world.handle(), bare.bytes_from_others(me));
+  const double bytes_back = sum_over_ranks(world.handle(), bare_back.bytes_from_others(me));
 
-  std::vector<double> suite_bw, a2a_bw, bare_bw, counts_ms, rows_ms, local_ms;
-  for (int round = 0; round < kRounds; ++round) {
-    dispatcher->reset_stats();
-    const double t_suite = time_calls(world.handle(), iters, [&] { dispatcher->dispatch(x, routing); });
-    // Parts of those calls on this rank's clock (max over ranks): the count
-    // exchange, the row all_to_all_v, and the local work (permute, layouts).
-    const moe::DispatchStats st = dispatcher->stats();
-    double part[3] = {(st.comm_s - st.dispatch_comm_s) / (iters + 1), st.dispatch_comm_s / (iters + 1),
-                      (st.dispatch_s - st.comm_s) / (iters + 1)};
-    MPI_Allreduce(MPI_IN_PLACE, part, 3, MPI_DOUBLE, MPI_MAX, world.handle());
-    const double t_bare = time_calls(world.handle(), iters, [&] {
-      MPI_Alltoallv(sbuf.data(), send.data(), sdispl.data(), MPI_FLOAT, rbuf.data(), recv.data(), rdispl.data(),
-                    MPI_FLOAT, world.handle());
-    });
-    suite_bw.push_back(bytes / t_suite / 1e9);
-    a2a_bw.push_back(bytes / part[1] / 1e9);
-    bare_bw.push_back(bytes / t_bare / 1e9);
-    counts_ms.push_back(part[0] * 1e3);
-    rows_ms.push_back(part[1] * 1e3);
-    local_ms.push_back(part[2] * 1e3);
+  // Dispatch then combine, each timed alone; the experts are the identity
+  // (their outputs are the dispatched rows, or the peer buffers as they are).
+  auto run_pair = [&](moe::TokenDispatcher& d, std::vector<double>& t_dispatch, std::vector<double>& t_combine) {
+    std::vector<Tensor> in;
+    t_dispatch.push_back(timed_call(world.handle(), [&] { in = d.dispatch(x, routing); }));
+    std::vector<Tensor> out = d.expert_outputs(false);
+    if (out.empty()) out = in;
+    t_combine.push_back(timed_call(world.handle(), [&] { d.combine(out); }));
+  };
+  std::vector<double> peer_d, peer_c, coll_d, coll_c, bare_d, bare_c, scratch;
+  for (int i = 0; i < 2; ++i) {  // warm-up: buffers allocated and touched
+    run_pair(*peer, scratch, scratch);
+    run_pair(*coll, scratch, scratch);
   }
-  auto med = [](const std::vector<double>& v) { return summarize(v).median; };
-  const double s = med(suite_bw), a = med(a2a_bw), b = med(bare_bw);
+  for (int i = 0; i < kRounds * iters; ++i) {  // call by call, so all see the same cache state
+    run_pair(*peer, peer_d, peer_c);
+    bare_d.push_back(timed_call(world.handle(), [&] { bare.run(world.handle()); }));
+    bare_c.push_back(timed_call(world.handle(), [&] { bare_back.run(world.handle()); }));
+    run_pair(*coll, coll_d, coll_c);
+  }
+  const Rate pd = rate_of(bytes, peer_d), pc = rate_of(bytes_back, peer_c), cd = rate_of(bytes, coll_d),
+             cc = rate_of(bytes_back, coll_c), bd = rate_of(bytes, bare_d), bc = rate_of(bytes_back, bare_c);
   if (me == 0)
-    std::printf("  %8lld %7lld %9.1f %13.3f %9.3f %10.3f %9.3f %9.3f %9.2f %9.2f %9.2f\n",
-                static_cast<long long>(tokens), static_cast<long long>(hidden), bytes / 1e6, s, a, b, s / b, a / b,
-                med(counts_ms), med(rows_ms), med(local_ms));
+    std::printf(
+        "  %-8s %7lld %8.1f | %6.2f %5.0f%% %6.2f %5.0f%% | %6.2f %6.2f | %6.2f %5.0f%% %6.2f %5.0f%% | %5.2f %5.2f | "
+        "%5.2f %5.2f\n",
+        skewed ? "skewed" : "uniform", static_cast<long long>(hidden), bytes / 1e6, bd.gbps, bd.spread_pct, bc.gbps,
+        bc.spread_pct, cd.gbps, cc.gbps, pd.gbps, pd.spread_pct, pc.gbps, pc.spread_pct, pd.gbps / bd.gbps,
+        pc.gbps / bc.gbps, cd.gbps / bd.gbps, cc.gbps / bc.gbps);
 }
 
 void skew_effect(MpiCommunicator& world, const Registry& registry, int iters) {
@@ -157,14 +201,19 @@ int main(int argc, char** argv) {
     } else {
       if (world->rank() == 0)
         std::printf(
-            "# alltoall dispatch vs bare MPI_Alltoallv, %d ranks, E = %d, top-%d, f32, %d iterations, "
-            "median of %d interleaved rounds\n"
-            "# dispatch: count exchange + permute + all_to_all_v; a2a: its row all_to_all_v alone;\n"
-            "# ms per call (max over ranks): counts = count exchange, rows = row all_to_all_v, local = the rest\n"
-            "# %8s %7s %9s %13s %9s %10s %9s %9s %9s %9s %9s\n",
-            world->size(), kExperts, kTopk, iters, kRounds, "tokens", "hidden", "MB_recv", "dispatch_GBps", "a2a_GBps",
-            "bare_GBps", "disp/bare", "a2a/bare", "counts_ms", "rows_ms", "local_ms");
-      for (int64_t hidden : {256, 1024, 4096}) dispatch_vs_bare(*world, *self, 2048, hidden, iters);
+            "# moe_dispatch_bench, built from git %s%s\n"
+            "# alltoall dispatch and combine vs bare MPI_Alltoallv of the same bytes, ep = %d, E = %d, top-%d,\n"
+            "# 2048 tokens per rank, f32; %d x %d calls of each, interleaved call by call, each from a barrier,\n"
+            "# timed to the slowest rank. GB/s = bytes from other ranks (all ranks) / median time;\n"
+            "# spread = (p90 - p10) / median of the times. peer: peer memory; coll: all_to_all_v.\n"
+            "# %-8s %7s %8s | %-27s | %-13s | %-27s | %-11s | %-11s\n"
+            "# %-8s %7s %8s | %6s %6s %6s %6s | %6s %6s | %6s %6s %6s %6s | %5s %5s | %5s %5s\n",
+            build_git_sha(), build_git_dirty() ? " (dirty)" : "", world->size(), kExperts, kTopk, kRounds, iters,
+            "routing", "hidden", "MB_call", "bare (dispatch, combine)", "coll GB/s", "peer (dispatch, combine)",
+            "peer/bare", "coll/bare", "", "", "", "GB/s", "spread", "GB/s", "spread", "disp", "comb", "GB/s", "spread",
+            "GB/s", "spread", "disp", "comb", "disp", "comb");
+      for (bool skewed : {false, true})
+        for (int64_t hidden : {256, 1024, 4096}) dispatch_vs_bare(*world, *self, 2048, hidden, skewed, iters);
       const Registry registry = all_suites();
       skew_effect(*world, registry, iters);
     }

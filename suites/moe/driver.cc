@@ -9,6 +9,7 @@ namespace sextant::moe_suite {
 Problem Problem::of(const CaseConfig& c) {
   Problem p;
   p.dispatcher = moe::parse_dispatcher(c.s("dispatcher"));
+  p.transport = moe::parse_transport(c.s("transport"));
   p.experts = static_cast<int>(c.i("experts"));
   p.topk = static_cast<int>(c.i("topk"));
   const std::optional<bool> skewed = find_named<bool>({{"uniform", false}, {"skewed", true}}, c.s("routing"));
@@ -73,7 +74,7 @@ State setup(CaseContext& ctx) {
     w.w1.push_back(on_device(expert_block(p, false, e, s.etp->rank(), s.etp->size(), dtype, s.seed), s.device));
     w.w2.push_back(on_device(expert_block(p, true, e, s.etp->rank(), s.etp->size(), dtype, s.seed), s.device));
   }
-  moe::MoeOptions o{p.router(s.local_tokens), p.dispatcher, moe::faults().parse(ctx.config.fault)};
+  moe::MoeOptions o{p.router(s.local_tokens), p.dispatcher, p.transport, moe::faults().parse(ctx.config.fault)};
   s.layer = std::make_unique<moe::MoeLayer>(o, moe::MoeComms{s.tokens, s.ep, s.etp, s.edp}, std::move(w));
   return s;
 }

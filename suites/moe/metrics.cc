@@ -15,7 +15,9 @@
 //   a2a_share           time inside the token collectives (dispatch and
 //                       combine, forward and backward) / the layer's time,
 //                       mean over ranks
-// Extras: dispatch_time_s, combine_time_s (max over ranks), expert_load
+//   dispatch_share      forward dispatch + combine / forward time, mean over ranks
+// Extras: dispatch_time_s, combine_time_s (max over ranks), peer_memory (1
+// where the rows moved through peer memory on every rank), expert_load
 // (kept slots per expert), time_split (rank 0's layer time by part).
 #include <algorithm>
 
@@ -47,6 +49,11 @@ const MetricDef& kExpertTflops =
     define_metric({"moe", "expert_tflops", "TFLOP/s", Better::higher, "expert matmul FLOP/s per rank"});
 const MetricDef& kA2aShare = define_metric({"moe", "a2a_share", "1", Better::neither,
                                             "fraction of the layer time spent in token all-to-all, mean over ranks"});
+const MetricDef& kDispatchShare =
+    define_metric({"moe", "dispatch_share", "1", Better::neither,
+                   "(forward dispatch + combine) / forward time of the layer, mean over ranks"});
+const MetricDef& kPeerMemory = define_metric(
+    {"moe", "peer_memory", "1", Better::neither, "1: the alltoall rows moved through peer memory (transport)"});
 const MetricDef& kDispatchTimeS =
     define_metric({"moe", "dispatch_time_s", "s", Better::lower, "dispatch time, max over ranks"});
 const MetricDef& kCombineTimeS =
@@ -82,6 +89,9 @@ Metrics metrics(State& s, const RegionTimes& times) {
   const double combine_s = median_of(s.history, t.iters, [](const moe::MoeTimes& m) { return m.dispatch.combine_s; });
   const double share = median_of(
       s.history, t.iters, [](const moe::MoeTimes& m) { return ratio(m.dispatch.comm_s, m.forward_s + m.backward_s); });
+  const double dispatch_share = median_of(s.history, t.iters, [](const moe::MoeTimes& m) {
+    return ratio(m.dispatch.dispatch_s + m.dispatch.combine_s, m.forward_s);
+  });
   const auto dispatch_bytes = static_cast<double>(last.dispatch.dispatch_recv_bytes);
   const auto combine_bytes = static_cast<double>(last.dispatch.combine_recv_bytes);
   const auto rows = static_cast<double>(last.dispatch.expert_rows);
@@ -116,6 +126,8 @@ Metrics metrics(State& s, const RegionTimes& times) {
   m.add(kTokensPerS, ratio(static_cast<double>(s.problem.tokens), t.median));
   m.add(kExpertTflops, ratio(flops_sum / ranks, t.median) / 1e12);
   m.add(kA2aShare, share_sum / ranks);
+  m.add(kDispatchShare, host.all_reduce_value(dispatch_share, ReduceOp::sum) / ranks);
+  m.add(kPeerMemory, host.all_reduce_value(last.dispatch.peer_memory ? 1 : 0, ReduceOp::min));
   m.add(kDispatchTimeS, dispatch_max_s);
   m.add(kCombineTimeS, host.all_reduce_value(combine_s, ReduceOp::max));
   m.add_json(kExpertLoad, load);

@@ -23,6 +23,7 @@ inline constexpr int kSuiteOrder = 50;
 // The instance's problem, read from CaseConfig::params.
 struct Problem {
   moe::DispatcherKind dispatcher = moe::DispatcherKind::alltoall;
+  moe::Transport transport = moe::Transport::peer_memory;  // alltoall without ETP
   int experts = 8, topk = 2;
   bool skewed = false;  // routing: uniform, or skewed (the hot experts' router columns scaled up)
   int hot_experts = 1;  // skewed: experts 0..hot-1 (on EP rank 0) get `skew` x larger router columns

@@ -3,7 +3,9 @@
 // planted fault fails its case, and bad input is refused before anything runs.
 #include <gtest/gtest.h>
 
+#include "harness/comm_mpi.h"
 #include "harness/error.h"
+#include "harness/rng.h"
 #include "harness/runner.h"
 #include "harness/testing/gpu.h"
 #include "harness/testing/suite_run.h"
@@ -30,9 +32,14 @@ TEST(Moe, EveryInstancePassesWithTheReferencesRouting) {
     EXPECT_FALSE(r.conformance.notes.contains("routing_differs")) << id;
     EXPECT_GE(r.conformance.tensors.size(), 5u) << id;  // y, dx, d_router, d_w1, d_w2 (+ losses)
     EXPECT_EQ(r.conformance.wrong, 0) << id;            // expert loads and dropped count exact
-    for (const char* m : {"dispatch_GBps", "combine_GBps", "dispatch_GBps_aggregate", "imbalance_expert",
-                          "imbalance_rank", "dropped_tokens", "tokens_per_s", "expert_tflops", "a2a_share"})
+    for (const char* m :
+         {"dispatch_GBps", "combine_GBps", "dispatch_GBps_aggregate", "imbalance_expert", "imbalance_rank",
+          "dropped_tokens", "tokens_per_s", "expert_tflops", "a2a_share", "dispatch_share", "peer_memory"})
       EXPECT_TRUE(r.metrics.contains(m)) << id << " lacks " << m;
+    // The ranks of a test share one node: the peer-memory transport is taken wherever it applies.
+    const bool peer = r.config.params["dispatcher"] == "alltoall" && r.config.params["transport"] == "peer_memory" &&
+                      r.config.parallel.ep > 1 && r.config.parallel.expert_tp() == 1;
+    EXPECT_EQ(metric(r, "peer_memory"), peer ? 1.0 : 0.0) << id;
     if (r.config.params["drop_policy"] != "none" && r.config.params["routing"] == "skewed") {
       EXPECT_GT(metric(r, "dropped_tokens"), 0) << id << ": a skewed capacity case must drop";
     }
@@ -85,6 +92,56 @@ TEST(Moe, EveryPlantedFaultIsCaught) {
   }
 }
 
+// Peer memory moves the same rows as the collectives and sums them in the
+// same order: the layer's output and every gradient agree bit for bit, at
+// ep = the world, in f32 and bf16.
+TEST(Moe, PeerMemoryAndCollectivesGiveTheSameBits) {
+  MpiCommunicator& w = world();
+  if (w.size() < 2) GTEST_SKIP() << "an exchange needs two ranks";
+  std::unique_ptr<Communicator> self = w.split(w.rank(), 0);
+  const int experts = 2 * w.size();
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    auto rnd = [&](const Shape& s, const char* name, int64_t row0) {
+      return random_block({s[0] * w.size(), s[1]}, {row0, 0}, s, dtype, {5, tensor_id(name), 1.0});
+    };
+    const Tensor x = rnd({24, 16}, "peer.x", 24 * w.rank()), dy = rnd({24, 16}, "peer.dy", 24 * w.rank());
+    std::vector<moe::MoeGrads> grads;
+    std::vector<Tensor> ys;
+    for (moe::Transport transport : {moe::Transport::peer_memory, moe::Transport::collectives}) {
+      moe::MoeWeights weights{random_tensor({16, experts}, dtype, {5, tensor_id("peer.router"), 1.0}), {}, {}};
+      for (int l = 0; l < 2; ++l) {
+        const uint64_t e = static_cast<uint64_t>(2 * w.rank() + l);
+        weights.w1.push_back(random_tensor({16, 32}, dtype, {5 + e, tensor_id("peer.w1"), 0.3}));
+        weights.w2.push_back(random_tensor({32, 16}, dtype, {5 + e, tensor_id("peer.w2"), 0.3}));
+      }
+      moe::MoeOptions o;
+      o.router.experts = experts;
+      o.router.topk = 2;
+      o.transport = transport;
+      moe::MoeLayer layer(o, {&w, &w, self.get(), self.get()}, weights);
+      for (int step = 0; step < 2; ++step) {  // the second batch reuses every buffer
+        ys.push_back(layer.forward(x).clone());
+        grads.push_back(layer.backward(dy));
+        grads.back().dx = grads.back().dx.clone();  // the dispatcher's buffer: the next batch reuses it
+      }
+      EXPECT_EQ(layer.times().dispatch.peer_memory, transport == moe::Transport::peer_memory);
+    }
+    auto same = [&](const Tensor& a, const Tensor& b, const std::string& what) {
+      EXPECT_EQ(a.to_vector(), b.to_vector()) << what << " " << dtype_name(dtype) << " on rank " << w.rank();
+    };
+    for (int step = 0; step < 2; ++step) {
+      const moe::MoeGrads &p = grads[step], &c = grads[2 + step];
+      same(ys[step], ys[2 + step], "y");
+      same(p.dx, c.dx, "dx");
+      same(p.router, c.router, "router gradient");
+      for (size_t l = 0; l < p.w1.size(); ++l) {
+        same(p.w1[l], c.w1[l], "w1 gradient");
+        same(p.w2[l], c.w2[l], "w2 gradient");
+      }
+    }
+  }
+}
+
 // The default list reaches every value of every dimension; sweep=full is the cross product.
 TEST(Moe, SweepsReachEveryDimension) {
   if (world().rank() != 0 || world().size() < 4) GTEST_SKIP() << "planning only, at 4+ ranks";
@@ -99,11 +156,13 @@ TEST(Moe, SweepsReachEveryDimension) {
                  "drop=" + q["drop_policy"].get<std::string>(), "topk=" + q["topk"].dump(),
                  "experts=" + q["experts"].dump(), "pre_softmax=" + q["pre_softmax"].dump(),
                  "etp=" + std::to_string(p.config.parallel.expert_tp()),
+                 "transport=" + q["transport"].get<std::string>() + (p.config.parallel.ep > 1 ? "" : " (ep 1)"),
                  "edp=" + std::to_string(p.config.parallel.edp()), "dtype=" + dtype_name(p.config.dtype)});
   }
-  for (const char* v : {"dispatcher=alltoall", "dispatcher=allgather", "routing=uniform", "routing=skewed", "drop=none",
-                        "drop=probability", "drop=position", "topk=1", "topk=2", "experts=8", "experts=16",
-                        "pre_softmax=true", "etp=2", "edp=2", "dtype=f32", "dtype=bf16"})
+  for (const char* v :
+       {"dispatcher=alltoall", "dispatcher=allgather", "routing=uniform", "routing=skewed", "drop=none",
+        "drop=probability", "drop=position", "topk=1", "topk=2", "experts=8", "experts=16", "pre_softmax=true", "etp=2",
+        "edp=2", "dtype=f32", "dtype=bf16", "transport=peer_memory", "transport=collectives"})
     EXPECT_TRUE(seen.count(v)) << v;
   const size_t recipes = plan_run(r, o, world().size()).size();
   o.options["sweep"] = "full";
@@ -138,6 +197,7 @@ TEST(Moe, BadInputIsRefusedWithTheNumbers) {
   refused({{"capacity_factor", -1.5}}, std::nullopt, "--set capacity_factor '-1.5' must be a finite number in [1e-06");
   refused({{"tokens", 10}}, std::nullopt, "--set tokens=10 must be a multiple of the rank count 4");
   refused({{"dispatcher", "p2p"}}, std::nullopt, "--set dispatcher 'p2p' must be one of alltoall, allgather");
+  refused({{"transport", "rdma"}}, std::nullopt, "--set transport 'rdma' must be one of peer_memory, collectives");
   refused({{"pre_softmax", "maybe"}}, std::nullopt, "--set pre_softmax 'maybe' must be true or false");
   refused({{"drop_policy", "random"}}, std::nullopt,
           "--set drop_policy 'random' must be one of none, probability, position");

@@ -1,7 +1,7 @@
 // Instances: the full cross product of the dimensions is large, so a profile
 // runs a short list of recipes that covers every value of every dimension
-// (each layout, dispatcher, top-k, expert count, routing, capacity mode and
-// policy, pre-softmax), and `--set sweep=full` runs the cross product.
+// (each layout, dispatcher and transport, top-k, expert count, routing,
+// capacity mode and policy, pre-softmax), and `--set sweep=full` runs the cross product.
 // Any option the user gives replaces that dimension in every recipe; a
 // pinned parallel config (--ep/--etp) replaces the layouts.
 #include <algorithm>
@@ -28,14 +28,15 @@ struct Recipe {
   double capacity_factor;  // 0: dropless
   const char* drop;
   bool pre_softmax;
+  const char* transport = "peer_memory";
 };
 
 // Default list; the ci profile takes the entries marked below.
 const Recipe kRecipes[] = {
-    {"alltoall", Layout::ep, 2, 16, "uniform", 0, "none", false},           // ci
-    {"alltoall", Layout::ep, 2, 16, "skewed", 0, "none", false},            // the skew pair of the one above
-    {"alltoall", Layout::ep, 1, 8, "skewed", 1.0, "probability", false},    // ci
-    {"alltoall", Layout::ep_etp, 2, 8, "uniform", 0, "none", true},         // ci
+    {"alltoall", Layout::ep, 2, 16, "uniform", 0, "none", false},  // ci
+    {"alltoall", Layout::ep, 2, 16, "skewed", 0, "none", false},   // the skew pair of the one above
+    {"alltoall", Layout::ep, 1, 8, "skewed", 1.0, "probability", false, "collectives"},  // ci
+    {"alltoall", Layout::ep_etp, 2, 8, "uniform", 0, "none", true},                      // ci
     {"alltoall", Layout::ep_edp, 2, 16, "skewed", 1.1, "position", false},  // ci; 1.1: a capacity of 4.4 slots, ceil'd
     {"allgather", Layout::ep, 2, 8, "uniform", 0, "none", false},
     {"allgather", Layout::ep_etp, 1, 16, "skewed", 0.7, "probability", false},  // ci; below the mean load: drops
@@ -73,9 +74,12 @@ std::vector<std::pair<Recipe, ParallelConfig>> full_product(int g) {
           for (int e : {8, 16})
             for (const char* routing : {"uniform", "skewed"})
               for (bool capacity : {false, true})
-                out.push_back(
-                    {{d, Layout::ep, k, e, routing, capacity ? 1.0 : 0.0, capacity ? "probability" : "none", false},
-                     p});
+                for (const char* transport : {"peer_memory", "collectives"}) {
+                  if (std::string(d) == "allgather" && std::string(transport) == "collectives") continue;
+                  out.push_back({{d, Layout::ep, k, e, routing, capacity ? 1.0 : 0.0, capacity ? "probability" : "none",
+                                  false, transport},
+                                 p});
+                }
       }
   return out;
 }
@@ -99,6 +103,7 @@ T option(const SweepRequest& req, const std::string& key, const T& fallback) {
 nlohmann::json params_of(const Recipe& r, const SweepRequest& req, const Sizes& sz) {
   nlohmann::json p;
   p["dispatcher"] = option<std::string>(req, "dispatcher", r.dispatcher);
+  p["transport"] = option<std::string>(req, "transport", r.transport);
   p["experts"] = option<int64_t>(req, "experts", r.experts);
   p["topk"] = option<int64_t>(req, "topk", r.topk);
   p["routing"] = option<std::string>(req, "routing", r.routing);
@@ -175,6 +180,9 @@ std::vector<CaseConfig> sweep(const SweepRequest& req) {
 
 std::vector<OptionSpec> moe_options() {
   return {OptionSpec::choice("dispatcher", {"alltoall", "allgather"}, "token dispatcher"),
+          OptionSpec::choice("transport", {"peer_memory", "collectives"},
+                             "alltoall without ETP: rows written straight into the peers' memory where the EP ranks "
+                             "share it (else the collectives), or all_to_all_v"),
           OptionSpec::integer("experts", 1, 65536, "experts"),
           OptionSpec::integer("topk", 1, 65536, "experts per token"),
           OptionSpec::choice("routing", {"uniform", "skewed"}, "router weights: uniform, or hot experts favoured"),
@@ -231,8 +239,12 @@ void validate(const CaseConfig& c) {
 
 bool fault_visible(const std::string& fault, const CaseConfig& c) {
   const Problem p = Problem::of(c);
+  // Peer memory: host rows, EP ranks on one node (a test or a one-node run).
+  const bool peer_memory = p.dispatcher == moe::DispatcherKind::alltoall &&
+                           p.transport == moe::Transport::peer_memory && c.parallel.ep > 1 &&
+                           c.parallel.expert_tp() == 1 && c.device == Device::host;
   const moe::FaultSite site{p.dispatcher,  static_cast<int>(p.topk), p.pre_softmax, p.drop,
-                            c.parallel.ep, c.parallel.edp()};
+                            c.parallel.ep, c.parallel.edp(),         peer_memory};
   return moe::faults().shows(moe::faults().parse(fault), site);
 }
 
