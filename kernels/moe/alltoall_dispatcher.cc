@@ -28,19 +28,6 @@ struct Chunk {
   int expert = 0;
 };
 
-// Planted fault: the last row bound for the first non-empty EP rank d < P - 1
-// is counted as the first row of rank d + 1, which treats it as a token of its
-// first local expert.
-void move_one_row_to_neighbour(std::vector<int64_t>& count, int ranks, int local) {
-  for (int d = 0; d + 1 < ranks; ++d)
-    for (int l = local - 1; l >= 0; --l)
-      if (count[d * local + l] > 0) {
-        --count[d * local + l];
-        ++count[(d + 1) * local];
-        return;
-      }
-}
-
 class AllToAllDispatcher : public TokenDispatcher {
  public:
   AllToAllDispatcher(const DispatchComms& comms, int experts, const DispatchFaults& faults)

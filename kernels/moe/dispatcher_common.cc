@@ -20,6 +20,16 @@ Tensor sum_blocks_on_device(const Tensor& parts, int n) {
 
 }  // namespace
 
+void move_one_row_to_neighbour(std::vector<int64_t>& count, int ranks, int local) {
+  for (int d = 0; d + 1 < ranks; ++d)
+    for (int l = local - 1; l >= 0; --l)
+      if (count[d * local + l] > 0) {
+        --count[d * local + l];
+        ++count[(d + 1) * local];
+        return;
+      }
+}
+
 Tensor sum_blocks(const Tensor& parts, int n) {
   if (!parts.is_host()) return sum_blocks_on_device(parts, n);
   const int64_t rows = parts.dim(0) / n, h = parts.dim(1), block = rows * h;

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "harness/comm_values.h"
 #include "harness/device.h"
@@ -30,6 +31,11 @@ class BufferCache {
  private:
   std::map<std::string, Tensor> buffers_;
 };
+
+// Planted fault wrong_rank: in per-expert counts [ranks * local], the last
+// row bound for the first non-empty EP rank d < ranks - 1 is counted as the
+// first row of rank d + 1, which treats it as a token of its first local expert.
+void move_one_row_to_neighbour(std::vector<int64_t>& count, int ranks, int local);
 
 // parts: [n * m, h], n blocks of m rows -> [m, h], their sum in block order
 // (f32 accumulation, rounded once to the storage dtype), on parts' device.

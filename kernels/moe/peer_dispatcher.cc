@@ -80,7 +80,7 @@ class PeerDispatcher : public TokenDispatcher {
   Tensor combine(const std::vector<Tensor>& expert_out) override {
     ScopedTimer watch(&stats_.combine_s, TimerClock::wall);
     land(expert_out, fwd_out);
-    stats_.combine_recv_bytes = (perm_.rows() - sent_to_self()) * row_bytes_;
+    stats_.combine_recv_bytes = (perm_.rows() - from_self()) * row_bytes_;
     ScopedTimer comm(&stats_.comm_s, TimerClock::wall);
     buffers_[fwd_out]->sync();
     const bool use_probs = !faults_.combine_without_probs;
@@ -112,26 +112,19 @@ class PeerDispatcher : public TokenDispatcher {
  private:
   int64_t count(int s, int e) const { return counts_[static_cast<size_t>(s) * experts_ + e]; }
   int64_t own_rows() const { return std::accumulate(expert_rows_.begin(), expert_rows_.end(), int64_t{0}); }
+  // Rows this rank sends itself (and so gets back from itself in the combine).
   int64_t from_self() const {
     int64_t n = 0;
     for (int l = 0; l < local_; ++l) n += count(ep_.rank(), ep_.rank() * local_ + l);
     return n;
   }
-  int64_t sent_to_self() const { return from_self(); }
 
   // Every rank's per-expert counts, on every rank. The planted fault
   // wrong_rank misstates this rank's counts (a row for the neighbour's rank).
   void exchange_counts() {
     const int p = ep_.size();
     std::vector<int64_t> mine = perm_.count;
-    if (faults_.wrong_rank)  // the last row of the first non-empty rank d < P - 1 counted as rank d + 1's
-      for (int d = 0, done = 0; d + 1 < p && !done; ++d)
-        for (int l = local_ - 1; l >= 0 && !done; --l)
-          if (mine[d * local_ + l] > 0) {
-            --mine[d * local_ + l];
-            ++mine[(d + 1) * local_];
-            done = 1;
-          }
+    if (faults_.wrong_rank) move_one_row_to_neighbour(mine, p, local_);
     send_count_ = mine;
     std::vector<double> send(mine.begin(), mine.end()), all(static_cast<size_t>(p) * experts_);
     small_all_gather(ep_, send.data(), all.data(), send.size());

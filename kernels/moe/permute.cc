@@ -81,17 +81,26 @@ Tensor row_scales(const SlotTable& s, const std::vector<int64_t>& slot_of, bool 
   return host.to(Device::cuda);
 }
 
-// unpermute_rows on the device: per token its rows in ascending row order
-// (the order the host loop adds them), as CSR lists.
+// Each token's rows in ascending row order (the order every unpermute adds
+// them), as CSR lists: token t's rows are ids[first[t] .. first[t + 1]).
+struct TokenRows {
+  std::vector<int64_t> first, ids;
+};
+TokenRows rows_by_token(const SlotTable& s, const std::vector<int64_t>& slot_of) {
+  TokenRows c{std::vector<int64_t>(static_cast<size_t>(s.tokens) + 1, 0), std::vector<int64_t>(slot_of.size())};
+  for (int64_t slot : slot_of) ++c.first[slot / s.topk + 1];
+  for (int64_t t = 0; t < s.tokens; ++t) c.first[t + 1] += c.first[t];
+  std::vector<int64_t> next(c.first.begin(), c.first.end() - 1);
+  for (size_t r = 0; r < slot_of.size(); ++r) c.ids[next[slot_of[r] / s.topk]++] = static_cast<int64_t>(r);
+  return c;
+}
+
+// unpermute_rows on the device.
 Tensor unpermute_on_device(const Tensor& rows, const SlotTable& s, const std::vector<int64_t>& slot_of,
                            bool use_probs) {
-  std::vector<int64_t> offsets(static_cast<size_t>(s.tokens) + 1, 0);
-  for (int64_t slot : slot_of) ++offsets[slot / s.topk + 1];
-  for (size_t t = 0; t + 1 < offsets.size(); ++t) offsets[t + 1] += offsets[t];
-  std::vector<int64_t> next(offsets.begin(), offsets.end() - 1), ids(slot_of.size());
-  for (size_t r = 0; r < slot_of.size(); ++r) ids[next[slot_of[r] / s.topk]++] = static_cast<int64_t>(r);
+  const TokenRows c = rows_by_token(s, slot_of);
   Tensor y = Tensor::empty({s.tokens, rows.dim(1)}, rows.dtype(), Device::cuda);
-  SEXTANT_CUDA_CALL(ops::cuda::moe_combine_rows(rows, offsets, ids, row_scales(s, slot_of, use_probs), y));
+  SEXTANT_CUDA_CALL(ops::cuda::moe_combine_rows(rows, c.first, c.ids, row_scales(s, slot_of, use_probs), y));
   return y;
 }
 
@@ -207,11 +216,7 @@ void unpermute_rows_from(const RowAddresses& rows, const SlotTable& s, const Per
   const int64_t h = rows.h;
   const bool token_order = wrong_order || kernel_fault_planted(KernelFault::moe_unpermute_order);
   const std::vector<int64_t> slot_of = token_order ? slots_in_token_order(p) : p.slot;
-  std::vector<int64_t> first(static_cast<size_t>(s.tokens) + 1, 0);  // CSR: rows of each token
-  for (int64_t slot : slot_of) ++first[slot / s.topk + 1];
-  for (int64_t t = 0; t < s.tokens; ++t) first[t + 1] += first[t];
-  std::vector<int64_t> next(first.begin(), first.end() - 1), ids(slot_of.size());
-  for (size_t r = 0; r < slot_of.size(); ++r) ids[next[slot_of[r] / s.topk]++] = static_cast<int64_t>(r);
+  const auto [first, ids] = rows_by_token(s, slot_of);
   std::vector<float> acc(static_cast<size_t>(h));
   dispatch(rows.dtype, [&](auto tag) {
     using T = decltype(tag);
