@@ -27,7 +27,16 @@ double cuda_free_memory();  // bytes free on the current device (cudaMemGetInfo)
 // its request completes, so a buffer is only freed once no stream uses it.
 void* cuda_malloc(size_t bytes);
 void cuda_free(void* ptr);
-bool cuda_async_allocation();                              // SEXTANT_CUDA_ALLOC=async
+bool cuda_async_allocation();  // SEXTANT_CUDA_ALLOC=async
+// The device's own view of memory, beside sextant's tensor accounting
+// (memory_use.h), which misses library workspaces: bytes in use on the
+// current device now (cudaMemGetInfo: total - free, every process and the
+// context included), and the most the allocation pool has handed out since
+// the last reset (cudaMemPoolAttrUsedMemHigh; -1 with cudaMalloc, which
+// keeps no peak). Both -1 where unknown (no CUDA).
+double cuda_used_memory();
+double cuda_pool_peak_memory();
+void cuda_reset_pool_peak();
 void cuda_copy(void* dst, const void* src, size_t bytes);  // any direction, synchronous
 // Copies `height` rows of `width` bytes, row i from src + i * src_pitch to
 // dst + i * dst_pitch (cudaMemcpy2D), either side on the host or the device:

@@ -60,6 +60,38 @@ void keep_pool_memory() {
 }
 }  // namespace
 
+double cuda_used_memory() {
+  size_t free = 0, total = 0;
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  return static_cast<double>(total - free);
+}
+
+namespace {
+cudaMemPool_t default_pool() {
+  int device = 0;
+  SEXTANT_CHECK_CUDA(cudaGetDevice(&device));
+  cudaMemPool_t pool = nullptr;
+  SEXTANT_CHECK_CUDA(cudaDeviceGetDefaultMemPool(&pool, device));
+  return pool;
+}
+}  // namespace
+
+double cuda_pool_peak_memory() {
+  if (!cuda_async_allocation() || cuda_device_count() == 0) return -1;
+  uint64_t high = 0;
+  SEXTANT_CHECK_CUDA(cudaMemPoolGetAttribute(default_pool(), cudaMemPoolAttrUsedMemHigh, &high));
+  return static_cast<double>(high);
+}
+
+void cuda_reset_pool_peak() {
+  if (!cuda_async_allocation() || cuda_device_count() == 0) return;
+  uint64_t zero = 0;  // the only value the attribute takes: it restarts from what is in use
+  SEXTANT_CHECK_CUDA(cudaMemPoolSetAttribute(default_pool(), cudaMemPoolAttrUsedMemHigh, &zero));
+}
+
 void* cuda_malloc(size_t bytes) {
   if (cuda_device_count() == 0) throw UsageError("--device cuda: no CUDA device is visible on this machine");
   void* ptr = nullptr;

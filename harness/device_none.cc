@@ -14,6 +14,9 @@ namespace {
 bool cuda_built() { return false; }
 int cuda_device_count() { return 0; }
 double cuda_free_memory() { return 0; }
+double cuda_used_memory() { return -1; }
+double cuda_pool_peak_memory() { return -1; }
+void cuda_reset_pool_peak() {}
 void* cuda_malloc(size_t) { no_cuda(); }
 void cuda_free(void*) {}
 bool cuda_async_allocation() { return false; }

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "harness/error.h"
+#include "harness/memory_use.h"
 #include "harness/strings.h"
 
 namespace sextant {
@@ -18,6 +19,7 @@ std::string shape_string(const Shape& shape) { return "[" + join(shape, ", ") + 
 
 Tensor::Storage::~Storage() {
   if (owner) return;
+  memory_note_release(device, memory_kind, bytes);
   if (device == Device::host) std::free(data);
   else cuda_free(data);
 }
@@ -45,6 +47,8 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   } else {
     t.storage_->data = cuda_malloc(bytes);
   }
+  t.storage_->bytes = bytes;
+  t.storage_->memory_kind = memory_note_allocation(device, bytes);
   return t;
 }
 

@@ -79,6 +79,8 @@ class Tensor {
     void* data = nullptr;
     Device device = Device::host;
     std::shared_ptr<void> owner;  // set: data belongs to it (view_of), not freed here
+    size_t bytes = 0;             // as counted by memory_use.h ...
+    int memory_kind = -1;         // ... under this kind (-1: not counted)
     ~Storage();
   };
   void check_type(DType requested) const;

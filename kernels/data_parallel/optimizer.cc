@@ -4,6 +4,7 @@
 #include <map>
 
 #include "harness/error.h"
+#include "harness/memory_use.h"
 
 namespace sextant::dp {
 
@@ -61,6 +62,12 @@ Optimizer::Optimizer(TrainedSet params, const OptimizerComms& comms, const Optim
       overlap_(config.overlap),
       faults_(faults) {
   build_buckets(config.bucket_mb);
+  if (distributed_) return;  // the moments of each bucket's slice instead (close_bucket)
+  MemoryScope scope(MemoryKind::optimizer);
+  for (TrainedParam* p : set_.params) {
+    p->exp_avg = Tensor::zeros(p->value.shape(), DType::f32, set_.device);
+    p->exp_avg_sq = Tensor::zeros(p->value.shape(), DType::f32, set_.device);
+  }
 }
 
 // The units from last to first; each unit's dense and expert blocks join the
@@ -92,11 +99,13 @@ void Optimizer::close_bucket(Bucket& b) {
   const int64_t n = b.group->size();
   b.padded = (b.numel + n - 1) / n * n;
   const Device device = set_.device;
+  MemoryScope comm(MemoryKind::communication);
   b.grads = Tensor::zeros({b.padded}, DType::f32, device);
   if (distributed_) {
     const int64_t slice = b.padded / n;
     b.gathered = Tensor::zeros({b.padded}, DType::f32, device);
     b.grad_slice = Tensor::zeros({slice}, DType::f32, device);
+    MemoryScope optimizer(MemoryKind::optimizer);  // the f32 master slice and its moments
     b.param_slice = Tensor::zeros({slice}, DType::f32, device);
     b.exp_avg = Tensor::zeros({slice}, DType::f32, device);
     b.exp_avg_sq = Tensor::zeros({slice}, DType::f32, device);
@@ -121,7 +130,8 @@ void Optimizer::reset() {
   for (Bucket& b : buckets_)
     if (b.reduce) finish_reduce(b);
   t_ = 0;
-  for (TrainedParam* p : set_.params) p->exp_avg.zero(), p->exp_avg_sq.zero();
+  if (!distributed_)
+    for (TrainedParam* p : set_.params) p->exp_avg.zero(), p->exp_avg_sq.zero();
   for (Bucket& b : buckets_)
     if (distributed_) b.exp_avg.zero(), b.exp_avg_sq.zero();
 }

@@ -19,7 +19,7 @@ enum class GradGroup { dense, expert };  // dense: dp x cp; expert: EDP
 struct TrainedParam {
   Tensor value;                // f32, what the optimizer updates
   Tensor grad;                 // f32, summed over microbatches, then reduced
-  Tensor exp_avg, exp_avg_sq;  // Adam moments (unsharded optimizer)
+  Tensor exp_avg, exp_avg_sq;  // Adam moments (unsharded optimizer: allocated by it; undefined otherwise)
   int unit = 0;                // the step unit (0 first in the forward)
   GradGroup group = GradGroup::dense;
   bool sp_partial = false;    // replicated over TP; under SP its gradient is a partial sum over TP

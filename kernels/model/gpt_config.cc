@@ -31,21 +31,6 @@ std::vector<bool> moe_layer_pattern(int64_t layers, int64_t every, const std::st
   return out;
 }
 
-const char* recompute_name(Recompute r) {
-  switch (r) {
-    case Recompute::none: return "none";
-    case Recompute::selective: return "selective";
-    case Recompute::full: return "full";
-  }
-  return "?";
-}
-
-std::vector<std::string> recompute_names() {
-  std::vector<std::string> names;
-  for (Recompute r : kRecomputeKinds) names.push_back(recompute_name(r));
-  return names;
-}
-
 GptConfig gpt_config_from_json(const nlohmann::json& j) {
   GptConfig c;
   auto i64 = [&](const char* key, int64_t fallback) { return j.contains(key) ? j.at(key).get<int64_t>() : fallback; };

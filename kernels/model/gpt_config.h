@@ -13,6 +13,7 @@
 #include "harness/grid.h"
 #include "kernels/attention/cp_variants.h"
 #include "kernels/attention/layout.h"
+#include "kernels/model/recompute.h"
 #include "kernels/moe/moe_types.h"
 #include "kernels/ops/adam.h"
 #include "kernels/ops/attention_impl.h"
@@ -20,11 +21,6 @@
 #include "kernels/pipeline/schedules.h"
 
 namespace sextant::model {
-
-enum class Recompute { none, selective, full };
-inline constexpr Recompute kRecomputeKinds[] = {Recompute::none, Recompute::selective, Recompute::full};
-const char* recompute_name(Recompute r);
-std::vector<std::string> recompute_names();
 
 struct GptConfig {
   // The model (global sizes), as reference/gpt.h defines it.

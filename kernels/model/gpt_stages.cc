@@ -4,6 +4,7 @@
 
 #include "harness/device.h"
 #include "harness/error.h"
+#include "harness/memory_use.h"
 #include "harness/strings.h"
 #include "kernels/model/split_linear.h"
 
@@ -113,7 +114,10 @@ std::vector<GptLayer*> GptStages::layers_of(int stage) const {
   return out;
 }
 
+// What a forward allocates is counted as activations (what it keeps for the
+// backward and its temporaries alike); a backward's allocations are workspace.
 Tensor GptStages::forward(int stage, int mb, const Tensor& input) {
+  MemoryScope scope(MemoryKind::activations);
   Tensor x = stage == 0 ? first_stage_input(mb) : input;
   bool boundary = stage > 0;  // the first layer after a stage boundary
   for (GptLayer* layer : layers_of(stage)) {
@@ -128,6 +132,7 @@ Tensor GptStages::forward(int stage, int mb, const Tensor& input) {
 }
 
 Tensor GptStages::backward_input(int stage, int mb, const Tensor& grad_output) {
+  MemoryScope scope(MemoryKind::workspace);
   Tensor dx = stage == stage_count_ - 1 ? last_stage_backward(mb) : grad_output;
   const std::vector<GptLayer*> layers = layers_of(stage);
   for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
@@ -140,12 +145,14 @@ Tensor GptStages::backward_input(int stage, int mb, const Tensor& grad_output) {
 }
 
 void GptStages::backward_weight(int stage, int mb) {
+  MemoryScope scope(MemoryKind::workspace);
   for (GptLayer* layer : layers_of(stage)) unit_weight_grads(layer->index() + 1, [&] { layer->backward_weight(mb); });
   if (stage == stage_count_ - 1) head_weight_grads(mb);
   if (stage == 0) embedding_weight_grads(mb);
 }
 
 Tensor GptStages::backward(int stage, int mb, const Tensor& grad_output) {
+  MemoryScope scope(MemoryKind::workspace);
   Tensor dx = grad_output;
   if (stage == stage_count_ - 1) {
     dx = last_stage_backward(mb);

@@ -4,6 +4,7 @@
 
 #include "harness/device.h"
 #include "harness/error.h"
+#include "harness/memory_use.h"
 #include "harness/strings.h"
 
 namespace sextant::model {
@@ -25,11 +26,13 @@ ParamStore::ParamStore(const GptConfig& config, const ParallelConfig& parallel, 
       p.group = spec.group;
       p.sp_partial = spec.sp_partial;
       p.is_layernorm = spec.is_layernorm;
-      p.value = Tensor::zeros(b.local, DType::f32, device);
-      p.compute = compute_dtype_ == DType::f32 ? p.value : Tensor::zeros(b.local, compute_dtype_, device);
+      {
+        MemoryScope scope(MemoryKind::weights);
+        p.value = Tensor::zeros(b.local, DType::f32, device);
+        p.compute = compute_dtype_ == DType::f32 ? p.value : Tensor::zeros(b.local, compute_dtype_, device);
+      }
+      MemoryScope scope(MemoryKind::gradients);
       p.grad = Tensor::zeros(b.local, DType::f32, device);
-      p.exp_avg = Tensor::zeros(b.local, DType::f32, device);
-      p.exp_avg_sq = Tensor::zeros(b.local, DType::f32, device);
       params_.push_back(std::move(p));
     }
   }
@@ -42,8 +45,6 @@ void ParamStore::initialize(uint64_t seed) {
   for (Param& p : params_) {
     p.value.copy_from(init_block(*p.spec, seed, p.block.offset, p.block.local, DType::f32));
     p.grad.zero();
-    p.exp_avg.zero();
-    p.exp_avg_sq.zero();
   }
   refresh_compute();
 }

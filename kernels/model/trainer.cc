@@ -4,6 +4,7 @@
 
 #include "harness/device.h"
 #include "harness/error.h"
+#include "harness/memory_use.h"
 #include "harness/strings.h"
 #include "harness/timing.h"
 #include "kernels/pipeline/schedules.h"
@@ -90,7 +91,10 @@ void GptTrainer::reset() {
   data_step_ = 0;
 }
 
+// Outside the stages' own scopes (forward: activations) the step's
+// temporaries count as workspace (harness/memory_use.h).
 void GptTrainer::forward_backward(StepReport& report) {
+  MemoryScope scope(MemoryKind::workspace);
   const ParallelConfig& p = comms_.parallel;
   std::vector<MicrobatchData> data;
   for (int mb = 0; mb < config_.microbatches; ++mb)
@@ -119,9 +123,15 @@ void GptTrainer::forward_backward(StepReport& report) {
   ++data_step_;
 }
 
-void GptTrainer::reduce_gradients() { optimizer_->reduce_gradients(); }
-void GptTrainer::gather_gradients() { optimizer_->gather_gradients(); }
-void GptTrainer::optimizer_step() { optimizer_->step(); }  // (it refreshes the bf16 copies of what it writes)
+void GptTrainer::reduce_gradients() {
+  MemoryScope scope(MemoryKind::workspace);
+  optimizer_->reduce_gradients();
+}
+void GptTrainer::gather_gradients() { optimizer_->gather_gradients(); }  // checks only: not counted
+void GptTrainer::optimizer_step() {
+  MemoryScope scope(MemoryKind::workspace);
+  optimizer_->step();  // (it refreshes the bf16 copies of what it writes)
+}
 
 StepReport GptTrainer::step() {
   StepReport report;

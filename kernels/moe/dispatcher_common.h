@@ -9,6 +9,7 @@
 
 #include "harness/comm_values.h"
 #include "harness/device.h"
+#include "harness/memory_use.h"
 #include "harness/tensor.h"
 #include "harness/timing.h"
 
@@ -23,8 +24,10 @@ class BufferCache {
  public:
   Tensor& get(const std::string& name, const Shape& shape, DType dtype, Device device = Device::host) {
     Tensor& t = buffers_[name];
-    if (!t.defined() || t.shape() != shape || t.dtype() != dtype || t.device() != device)
+    if (!t.defined() || t.shape() != shape || t.dtype() != dtype || t.device() != device) {
+      MemoryScope scope(MemoryKind::communication);
       t = Tensor::empty(shape, dtype, device);
+    }
     return t;
   }
 

@@ -31,6 +31,7 @@
 
 #include "harness/dtype.h"
 #include "harness/error.h"
+#include "harness/memory_use.h"
 #include "harness/strings.h"
 #include "harness/timing.h"
 #include "kernels/moe/dispatcher.h"
@@ -160,11 +161,13 @@ class PeerDispatcher : public TokenDispatcher {
       }
     }
     const size_t bytes = static_cast<size_t>(*std::max_element(need.begin(), need.end()) * row_bytes_);
-    for (auto& b : buffers_)  // the same size on every rank: all grow together
-      if (!b || b->bytes() < bytes) {
-        b = ep_.peer_memory(bytes + bytes / 4);
-        if (!b)
+    for (int i = 0; i < kBuffers; ++i)  // the same size on every rank: all grow together
+      if (!buffers_[i] || buffers_[i]->bytes() < bytes) {
+        buffers_[i] = ep_.peer_memory(bytes + bytes / 4);
+        if (!buffers_[i])
           throw RuntimeError(cat("moe dispatcher: the EP ranks' peer memory (", bytes, " bytes per rank) was refused"));
+        MemoryScope scope(MemoryKind::communication);
+        charges_[i] = MemoryCharge(Device::host, buffers_[i]->bytes());  // this rank's part
       }
   }
 
@@ -227,8 +230,9 @@ class PeerDispatcher : public TokenDispatcher {
   std::vector<int64_t> offset_;                     // [rows]: its byte offset in that rank's buffers
   std::vector<int64_t> expert_rows_, expert_base_;  // [L]: this rank's expert regions (rows)
   std::shared_ptr<PeerMemory> buffers_[kBuffers];
-  Tensor weighted_;    // planted fault weights_before_exchange only
-  BufferCache cache_;  // y and dx, returned to the caller: the next batch reuses them
+  MemoryCharge charges_[kBuffers];  // each buffer's part on this rank, in the step's memory count
+  Tensor weighted_;                 // planted fault weights_before_exchange only
+  BufferCache cache_;               // y and dx, returned to the caller: the next batch reuses them
 };
 
 }  // namespace

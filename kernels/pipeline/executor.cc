@@ -6,6 +6,7 @@
 
 #include "harness/error.h"
 #include "harness/kernel_fault.h"
+#include "harness/memory_use.h"
 #include "harness/strings.h"
 #include "harness/timing.h"
 #include "kernels/pipeline/validate.h"
@@ -73,6 +74,7 @@ void PipelineExecutor::plan_messages() {
   const std::vector<Message> messages = step_messages(schedule_);
   ops_.clear();
   recv_buffers_.clear();
+  MemoryScope scope(MemoryKind::communication);  // one receive buffer per message of the step
   send_slots_ = 0;
   bool misdirected = false;
   const std::vector<std::vector<P2pOp>> order = p2p_order(schedule_, messages);

@@ -72,6 +72,26 @@ size_t Schedule::max_steps() const {
   return n;
 }
 
+int Schedule::max_in_flight(int rank) const {
+  const auto& list = actions.at(static_cast<size_t>(rank));
+  int held = 0, most = 0;
+  for (const Action& a : list) {
+    if (a.type == ActionType::F) most = std::max(most, ++held);
+    if (a.type == ActionType::B || a.type == ActionType::W) --held;
+  }
+  return most;
+}
+
+int Schedule::max_deferred_weight_grads(int rank) const {
+  const auto& list = actions.at(static_cast<size_t>(rank));
+  int pending = 0, most = 0;
+  for (const Action& a : list) {
+    if (a.type == ActionType::I) most = std::max(most, ++pending);
+    if (a.type == ActionType::W) --pending;
+  }
+  return most;
+}
+
 std::string to_csv(const Schedule& schedule) {
   std::ostringstream os;
   for (const auto& list : schedule.actions) {

@@ -53,6 +53,13 @@ struct Schedule {
   // Stages held by `rank`, ascending.
   std::vector<int> stages_of(int rank) const;
   size_t max_steps() const;  // longest action list
+  // The most (stage, microbatch) forwards whose activations `rank` holds at
+  // once: an F keeps them until its B, or its W where the backward is split
+  // (the weight gradient reads the saved inputs).
+  int max_in_flight(int rank) const;
+  // The most input-gradient backwards (I) on `rank` whose weight gradient
+  // (W) is still to run: each keeps its output gradients until its W.
+  int max_deferred_weight_grads(int rank) const;
 };
 
 // CSV, one row per rank.

@@ -78,5 +78,27 @@ TEST(ScheduleGrid, MarksTheFailingCell) {
   EXPECT_NE(format_grid(s, {{0, 4}}).find("[...]"), std::string::npos);
 }
 
+// GPipe keeps every microbatch; 1F1B keeps p - rank on rank `rank`
+// (Narayanan et al. 2021); a split backward keeps them until the W.
+TEST(ScheduleMemory, InFlightForwardsFollowTheSchedule) {
+  const Schedule g = gpipe(4, 8), f = one_f_one_b(4, 8);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(g.max_in_flight(r), 8) << "gpipe rank " << r;
+    EXPECT_EQ(f.max_in_flight(r), 4 - r) << "1f1b rank " << r;
+  }
+  EXPECT_EQ(one_f_one_b(4, 2).max_in_flight(0), 2);  // fewer microbatches than ranks
+  EXPECT_EQ(one_f_one_b(1, 4).max_in_flight(0), 1);
+  Schedule split = schedule_from_csv("0F0,0F1,0I0,0I1,0W0,0W1\n");
+  EXPECT_EQ(split.max_in_flight(0), 2);
+  Schedule early = schedule_from_csv("0F0,0I0,0W0,0F1,0I1,0W1\n");
+  EXPECT_EQ(early.max_in_flight(0), 1);
+  // Split backward: a forward's activations stay until its W, not its I.
+  Schedule late = schedule_from_csv("0F0,0I0,0F1,0I1,0W0,0W1\n");
+  EXPECT_EQ(late.max_in_flight(0), 2);
+  EXPECT_EQ(late.max_deferred_weight_grads(0), 2);
+  EXPECT_EQ(early.max_deferred_weight_grads(0), 1);
+  EXPECT_EQ(f.max_deferred_weight_grads(0), 0);  // B computes the weight gradient
+}
+
 }  // namespace
 }  // namespace sextant::pp

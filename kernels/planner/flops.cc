@@ -16,6 +16,19 @@ ModelSpec model_spec(const model::GptConfig& c) {
   return m;
 }
 
+Config plan_config(const model::GptConfig& c, const ParallelConfig& p) {
+  Config g;
+  g.tp = p.tp, g.cp = p.cp, g.pp = p.pp, g.dp = p.dp, g.ep = p.ep, g.etp = p.expert_tp(), g.vpp = p.vpp;
+  g.sp = p.sp;
+  g.recompute = c.recompute;
+  g.distributed_optimizer = c.distributed_optimizer;
+  return g;
+}
+
+TrainSpec train_spec(const model::GptConfig& c, const ParallelConfig& p) {
+  return {c.batch, c.batch / (static_cast<int64_t>(p.dp) * c.microbatches)};
+}
+
 double step_flops(const model::GptConfig& c) { return model_flops_per_step(model_spec(c), c.batch); }
 
 std::string step_flops_formula(const model::GptConfig& c) {

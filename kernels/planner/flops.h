@@ -22,6 +22,10 @@
 namespace sextant::plan {
 
 ModelSpec model_spec(const model::GptConfig& c);
+// The planner's view of a step's config: the parallel sizes, recomputation
+// and optimizer; the global batch and the microbatch size.
+Config plan_config(const model::GptConfig& c, const ParallelConfig& p);
+TrainSpec train_spec(const model::GptConfig& c, const ParallelConfig& p);
 double step_flops(const model::GptConfig& c);
 // The formula with this model's numbers, for the JSON `flops_formula`.
 std::string step_flops_formula(const model::GptConfig& c);

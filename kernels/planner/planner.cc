@@ -6,46 +6,9 @@
 
 #include "harness/error.h"
 #include "harness/strings.h"
+#include "kernels/planner/memory.h"
 
 namespace sextant::plan {
-
-double ModelSpec::attention_params() const {
-  if (attention_params_override > 0) return attention_params_override;
-  const double q = static_cast<double>(heads * dhead()), k = static_cast<double>(kv() * dhead());
-  const double v = static_cast<double>(kv() * dv()), o = static_cast<double>(heads * dv());
-  return hidden * (q + k + v) + o * hidden;
-}
-double ModelSpec::mlp_params(int64_t width) const { return (swiglu ? 3.0 : 2.0) * hidden * width; }
-double ModelSpec::embedding_params() const {
-  return (tied_embeddings ? 1.0 : 2.0) * vocab * hidden + (learned_positions ? 1.0 * seq * hidden : 0.0);
-}
-double ModelSpec::total_params() const {
-  return layers * attention_params() + dense_layers() * mlp_params(ffn) +
-         moe_layers * ((experts + shared_experts) * mlp_params(moe_ffn) + hidden * experts) + embedding_params();
-}
-double ModelSpec::active_params() const {
-  return layers * attention_params() + dense_layers() * mlp_params(ffn) +
-         moe_layers * (topk + shared_experts) * mlp_params(moe_ffn) + embedding_params();
-}
-
-const char* recompute_name(Recompute r) {
-  switch (r) {
-    case Recompute::none: return "none";
-    case Recompute::selective: return "selective";
-    case Recompute::full: return "full";
-  }
-  return "?";
-}
-
-std::string Config::to_string() const {
-  std::string s = cat("tp", tp, " cp", cp, " pp", pp, " dp", dp);
-  if (ep > 1) s += cat(" ep", ep, " etp", etp);
-  if (vpp > 1) s += cat(" vpp", vpp);
-  if (sp) s += " sp";
-  if (recompute == Recompute::full) s += " recompute";
-  if (recompute == Recompute::selective) s += " recompute-selective";
-  return s;
-}
 
 void to_json(nlohmann::json& j, const Estimate& e) {
   const Config& c = e.config;
@@ -66,6 +29,7 @@ void to_json(nlohmann::json& j, const Estimate& e) {
          {"gradients", e.gradients},
          {"optimizer", e.optimizer},
          {"activations", e.activations},
+         {"communication", e.communication},
          {"total", e.memory}}},
        {"fits", e.fits},
        {"time_s",
@@ -107,17 +71,6 @@ double ring_time(double bytes, int n, double factor, double bw_GBps, double alph
   return factor * bytes / (bw_GBps * 1e9) + (n - 1) * alpha_s;
 }
 
-struct Stage {  // the most loaded pipeline stage
-  int64_t layers = 0, moe = 0, dense = 0;
-};
-Stage heaviest_stage(const ModelSpec& m, int pp) {
-  Stage s;
-  s.layers = (m.layers + pp - 1) / pp;
-  s.moe = std::min<int64_t>(s.layers, (m.moe_layers + pp - 1) / pp);
-  s.dense = s.layers - s.moe;
-  return s;
-}
-
 }  // namespace
 
 void validate(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t, const Config& g) {
@@ -149,49 +102,15 @@ Estimate estimate(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t, 
   Estimate e;
   e.config = g;
   e.microbatches = t.global_batch / (static_cast<int64_t>(g.dp) * t.micro_batch);
-  const Stage st = heaviest_stage(m, g.pp);
+  const HeldParams st = held_params(m, g);
   const int edp = g.tp * g.cp * g.dp / (g.etp * g.ep);
-
-  // Parameters held by one GPU of the heaviest stage: its layers split by TP
-  // (experts by EP and ETP), and the embedding (first stage) or LM head (last).
-  const double dense_params = st.layers * m.attention_params() / g.tp + st.dense * m.mlp_params(m.ffn) / g.tp +
-                              (g.pp == 1 && !m.tied_embeddings ? 2.0 : 1.0) * m.vocab * m.hidden / g.tp +
-                              st.moe * m.shared_experts * m.mlp_params(m.moe_ffn) / g.tp;
-  const double expert_params =
-      st.moe * (static_cast<double>(m.experts) / g.ep * m.mlp_params(m.moe_ffn) / g.etp + m.hidden * m.experts);
-  // bf16 weights, fp32 main gradients, fp32 master + Adam m and v (12 B),
-  // sharded over the data-parallel group (dp x cp; EDP for experts) by the
-  // distributed optimizer.
-  e.weights = 2.0 * (dense_params + expert_params);
-  e.gradients = 4.0 * (dense_params + expert_params);
-  e.optimizer = 12.0 * (g.distributed_optimizer ? dense_params / (g.dp * g.cp) + expert_params / edp
-                                                : dense_params + expert_params);
-
-  // Activations (Korthikanti et al. 2022, flash attention so no s^2 term):
-  // per layer and microbatch, 34 sbh/t bytes with SP, sbh (10 + 24/t)
-  // without; 19 of the 34 belong to a 4h MLP and scale with its width.
-  // Full recompute keeps only each layer's input (2 sbh, /t with SP).
-  // Selective recompute keeps what none does: with flash attention the
-  // core holds no s^2 activations (Korthikanti's 5as^2b), only its output
-  // and LSE, and the output projection keeps the output as its input.
+  const double dense_params = st.dense, expert_params = st.expert;
   const double sbh = static_cast<double>(m.seq) / g.cp * t.micro_batch * m.hidden;
-  const double base = g.sp ? 34.0 / g.tp : 10.0 + 24.0 / g.tp;
-  auto layer_bytes = [&](double mlp_width) {
-    return sbh * base * (15.0 / 34 + 19.0 / 34 * mlp_width / (4.0 * m.hidden));
-  };
-  const double dense_width = m.ffn * (m.swiglu ? 1.5 : 1.0);
-  const double moe_width = (m.topk + m.shared_experts) * m.moe_ffn * (m.swiglu ? 1.5 : 1.0);
-  const double full_layers = st.dense * layer_bytes(dense_width) + st.moe * layer_bytes(moe_width);
-  const double per_microbatch =
-      g.recompute == Recompute::full ? st.layers * 2.0 * sbh / (g.sp ? g.tp : 1) : full_layers;
-  // 1F1B keeps min(p, m) microbatches in flight on the first stage; the
-  // interleaved schedule (1 + (p-1)/(p v)) times that (Narayanan et al. 2021).
-  const double in_flight =
-      std::min<double>(g.pp, e.microbatches) * (g.vpp > 1 ? 1.0 + (g.pp - 1.0) / (g.pp * g.vpp) : 1.0);
-  const double recompute_working = g.recompute == Recompute::full ? full_layers / st.layers : 0;
-  const double logits = static_cast<double>(m.seq) / g.cp * t.micro_batch * m.vocab * 4.0 / g.tp;
-  e.activations = per_microbatch * in_flight + recompute_working + logits;
-  e.memory = e.weights + e.gradients + e.optimizer + e.activations;
+  // Megatron's mixed precision, activations as memory.h lists them.
+  const MemoryBreakdown mem = estimate_memory(m, t, g, megatron_layout());
+  e.weights = mem.weights, e.gradients = mem.gradients, e.optimizer = mem.optimizer;
+  e.activations = mem.activations, e.communication = mem.communication;
+  e.memory = mem.total();
   e.fits = GiB(e.memory) <= c.usable_memory * c.memory_gb;
 
   // Compute: model FLOPs (+ one more forward of the layers under full
@@ -224,7 +143,7 @@ Estimate estimate(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t, 
   e.cp_comm = std::max(0.0, cp_raw - attention_flops / c.gpus / flops_rate * imbalance);
   // EP: dispatch and combine all-to-alls, forward and backward, per MoE layer.
   const double token_bytes = sbh / (g.sp ? g.tp : 1) * 2.0 * m.topk;
-  e.ep_comm = st.moe * m_count * (4.0 + 2 * recompute_extra) *
+  e.ep_comm = st.moe_layers * m_count * (4.0 + 2 * recompute_extra) *
               ring_time(token_bytes, g.ep, (g.ep - 1.0) / g.ep, bw(static_cast<int64_t>(g.etp) * g.ep), alpha);
   // DP: reduce-scatter of fp32 gradients + all-gather of bf16 parameters over
   // dp x cp (experts over EDP); hidden behind the last microbatch's backward.

@@ -16,6 +16,7 @@
 #include "harness/assemble.h"
 #include "harness/grid_comms.h"
 #include "harness/memo.h"
+#include "harness/memory_use.h"
 #include "harness/strings.h"
 #include "kernels/model/data.h"
 #include "reference/gpt.h"
@@ -397,6 +398,8 @@ void check_train(State& s, Checker& checker) {
   const RunRecord dist = run_steps(*s.trainer, *s.host, s.steps, &checker);
   s.check_losses.clear();
   for (const StepRecord& r : dist) s.check_losses.push_back(r.loss);
+  // The baseline and reference models below are not the measured step's.
+  const MemoryNotCounted not_the_step;
   static const RunRecord kNone;
   const RunRecord& base = checker.is_root() ? baseline_run(s.model, *s.self, s.host_self(), s.seed, s.steps) : kNone;
   check_step_scales(s.model, dist, base, checker);

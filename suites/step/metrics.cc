@@ -312,7 +312,8 @@ Metrics train_metrics(State& s, const RegionTimes& times) {
     for (const model::StepReport& r : s.history) losses.push_back(r.loss);
   m.add_json(kLosses, losses);
   m.add_json(kSchedule, schedule.name);
-  add_comm_metrics(m, s, t.iters);  // last: it may run more steps (without overlap)
+  add_comm_metrics(m, s, t.iters);  // it may run more steps (without overlap)
+  add_memory_metrics(m, s);
   return m;
 }
 

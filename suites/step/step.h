@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "harness/case.h"
+#include "harness/memory_use.h"
 #include "kernels/model/trainer.h"
 #include "kernels/planner/calibration.h"
 #include "kernels/planner/step_cost.h"
@@ -153,7 +154,8 @@ struct State {
   std::vector<model::StepReport> history;  // the timed steps
   std::vector<double> check_losses;        // the conformance run's K losses
   HostRates rates;
-  nlohmann::json options;  // peak_tflops override etc.
+  MemoryUse memory_baseline;  // counted on the step's device before the trainer was built
+  nlohmann::json options;     // peak_tflops override etc.
   // A host communicator of this rank alone: self on the host.
   Communicator& host_self() { return host_self_split ? *host_self_split : *self; }
 };
@@ -163,6 +165,10 @@ State setup_train(CaseContext& ctx);
 void check_train(State& s, Checker& checker);
 // metrics.cc
 Metrics train_metrics(State& s, const RegionTimes& times);
+// memory.cc: counting from before the trainer is built; the peak by kind
+// beside the planner's estimate.
+void start_memory_count(State& s);
+void add_memory_metrics(Metrics& m, State& s);
 // The per-rank host peak (estimate) or the user's --peak-tflops, and its label.
 std::pair<double, std::string> peak_per_rank(const nlohmann::json& options, int ranks, Device device);
 // The dense FP8 peak per rank and its label (FP8 linears): the device

@@ -99,6 +99,20 @@ void expect_packed_runs(const std::vector<CaseRecord>& packed, const std::vector
   for (size_t k = 0; k < 3; ++k) EXPECT_NEAR(loss_at(one[0], k), loss_at(same[0], k), rel * loss_at(same[0], k));
 }
 
+// The step's peak memory is counted by kind, and the planner's estimate of
+// the same config is within the goal of 10% of it (docs/DESIGN.md).
+void expect_memory_counted_and_estimated(const CaseRecord& r) {
+  const nlohmann::json& memory = r.metrics.at("memory");
+  for (const char* kind : {"weights", "gradients", "optimizer", "activations", "workspace"})
+    EXPECT_GT(memory.at("measured").at(kind).get<double>(), 0) << r.config.id() << " " << kind;
+  EXPECT_EQ(r.metrics.at("memory_peak_bytes").at("value").get<double>(),
+            memory.at("measured").at("total").get<double>())
+      << r.config.id();
+  EXPECT_LE(std::abs(r.metrics.at("memory_estimate_error_pct").at("value").get<double>()), 10.0)
+      << r.config.id() << "\n measured " << memory.at("measured").dump() << "\n estimate "
+      << memory.at("estimate").dump();
+}
+
 // A token routed to another expert set is found (the order within a token's top-k does not matter).
 TEST(Step, RoutingDifferencesAreFoundTokenByToken) {
   const Tensor want = Tensor::from_values({3, 2}, {0, 1, 2, 3, 4, 5}, DType::f64);
@@ -115,6 +129,7 @@ TEST(Step, EveryConfigMatchesTheReferenceForThreeSteps) {
   for (const CaseRecord& r : records) {
     EXPECT_GT(r.conformance.tensors.size(), 100u) << r.config.id();  // MoE layers: expert tensors too
     EXPECT_TRUE(r.metrics.contains("time_split")) << r.config.id();
+    expect_memory_counted_and_estimated(r);
     const int64_t dv = r.config.params.value("v_head_dim", int64_t{0});
     mla += dv > 0 && dv < r.config.params.value("head_dim", int64_t{0});
     padded += r.config.params.value("tail_padding", int64_t{0}) > 0;

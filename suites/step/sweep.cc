@@ -105,10 +105,8 @@ PlannerView planner_view(const Entry& e, int ranks_per_node) {
   const ParallelConfig& p = e.parallel;
   PlannerView v;
   v.model = plan::model_spec(e.model);
-  v.config.tp = p.tp, v.config.cp = p.cp, v.config.pp = p.pp, v.config.dp = p.dp, v.config.ep = p.ep;
-  v.config.etp = p.expert_tp(), v.config.vpp = p.vpp, v.config.sp = p.sp;
-  v.config.distributed_optimizer = e.model.distributed_optimizer;
-  v.train = {e.model.batch, e.model.batch / (static_cast<int64_t>(p.dp) * e.model.microbatches)};
+  v.config = plan::plan_config(e.model, p);
+  v.train = plan::train_spec(e.model, p);
   v.shape.schedule = e.model.schedule;
   v.shape.cp_comm = e.model.cp_comm;
   v.shape.a2a_size = e.model.a2a_size;
@@ -300,12 +298,8 @@ double roofline_step(const SweepState& s, const Entry& e) {
   cl.nvlink_GBps = cl.network_GBps = s.rates.allreduce_busbw_GBps > 0 ? s.rates.allreduce_busbw_GBps : 1e3;
   cl.latency_us = s.rates.allreduce_latency_us;
   cl.gemm_efficiency = 1.0;
-  const ParallelConfig& p = e.parallel;
-  const plan::TrainSpec train{e.model.batch, e.model.batch / (static_cast<int64_t>(p.dp) * e.model.microbatches)};
-  plan::Config pc;
-  pc.tp = p.tp, pc.cp = p.cp, pc.pp = p.pp, pc.dp = p.dp, pc.ep = p.ep, pc.etp = p.expert_tp(), pc.vpp = p.vpp;
-  pc.sp = p.sp;
-  pc.distributed_optimizer = e.model.distributed_optimizer;
+  const plan::TrainSpec train = plan::train_spec(e.model, e.parallel);
+  const plan::Config pc = plan::plan_config(e.model, e.parallel);
   try {
     const plan::ModelSpec spec = plan::model_spec(e.model);
     plan::validate(spec, cl, train, pc);

@@ -167,6 +167,7 @@ State setup_train(CaseContext& ctx) {
   if (ctx.self.device() != Device::host) s.host_self_split = ctx.host_comm.split(ctx.host_comm.rank(), 0);
   s.comms = std::make_unique<model::ModelComms>(
       model::make_model_comms(ctx.grid, ctx.comm, ctx.host_comm, ctx.self, s.model));
+  start_memory_count(s);
   s.trainer =
       std::make_unique<model::GptTrainer>(s.model, *s.comms, s.seed, model::step_faults().parse(ctx.config.fault));
   s.rates = measure_host_rates(ctx.host_comm);

@@ -1,0 +1,95 @@
+#include "kernels/planner/memory.h"
+
+#include <gtest/gtest.h>
+
+namespace sextant::plan {
+namespace {
+
+// A GPT layer with MHA and a 4h GELU MLP (Korthikanti et al. 2022, eq. 2
+// and section 4.2.2): per layer and microbatch s b h (10 + 24 / t) bytes
+// under TP alone, 34 s b h / t under TP with SP, without the attention's
+// 5 a s^2 b (flash attention keeps none).
+TEST(PlannerMemory, MegatronActivationsAreKorthikantis) {
+  ModelSpec m;
+  m.layers = 8, m.hidden = 1024, m.heads = 16, m.ffn = 4096, m.vocab = 1, m.seq = 2048;
+  const TrainSpec t{8, 1};  // 8 microbatches of one sequence at dp 1
+  const double sbh = 2048.0 * 1024;
+  for (int tp : {1, 2, 8})
+    for (bool sp : {false, true}) {
+      Config c;
+      c.tp = tp, c.sp = sp;
+      c.pp = 2;  // 4 layers a stage, min(pp, m) = 2 microbatches in flight
+      const MemoryBreakdown b = estimate_memory(m, t, c, megatron_layout());
+      const double logits = 2048.0 * 4 / tp;
+      const double per_layer = sp ? 34.0 / tp : 10.0 + 24.0 / tp;
+      EXPECT_NEAR(b.activations, 4 * 2 * sbh * per_layer + logits, 1.0) << "tp " << tp << " sp " << sp;
+    }
+}
+
+// Weights 2 B, gradients 4 B, optimizer 12 B per parameter; the
+// distributed optimizer shards the 12 B over dp x cp.
+TEST(PlannerMemory, StateFollowsTheOptimizer) {
+  ModelSpec m;
+  m.layers = 2, m.hidden = 64, m.heads = 4, m.ffn = 256, m.vocab = 100, m.seq = 32;
+  Config c;
+  c.dp = 4;
+  c.distributed_optimizer = false;
+  const TrainSpec t{4, 1};
+  const MemoryBreakdown whole = estimate_memory(m, t, c, megatron_layout());
+  c.distributed_optimizer = true;
+  const MemoryBreakdown sharded = estimate_memory(m, t, c, megatron_layout());
+  const double params = held_params(m, c).dense;
+  EXPECT_DOUBLE_EQ(whole.weights, 2 * params);
+  EXPECT_DOUBLE_EQ(whole.gradients, 4 * params);
+  EXPECT_DOUBLE_EQ(whole.optimizer, 12 * params);
+  EXPECT_DOUBLE_EQ(sharded.optimizer, 12 * params / 4);
+  EXPECT_DOUBLE_EQ(whole.communication, 0);  // Megatron's buckets are its main gradients
+}
+
+// The step's own layout: f32 weights (and a bf16 copy), f32 activations,
+// buckets beside the gradients, a receive buffer per pipeline message.
+TEST(PlannerMemory, SextantStepLayoutCountsItsBuffers) {
+  EXPECT_EQ(sextant_step_layout(4, false).weight_bytes, 4);
+  EXPECT_EQ(sextant_step_layout(2, false).weight_bytes, 6);
+  ModelSpec m;
+  m.layers = 4, m.hidden = 32, m.heads = 4, m.ffn = 128, m.vocab = 50, m.seq = 16;
+  Config c;
+  c.pp = 2, c.distributed_optimizer = false;
+  const TrainSpec t{4, 1};  // 4 microbatches
+  const MemoryBreakdown b = estimate_memory(m, t, c, sextant_step_layout(4, false));
+  const double params = held_params(m, c).dense;
+  EXPECT_DOUBLE_EQ(b.communication, 4 * params + 4.0 * 4 * 16 * 32);  // buckets + 4 receive buffers [s, h]
+  c.vpp = 2;  // the first stage receives into 3 chunks' buffers a microbatch
+  EXPECT_DOUBLE_EQ(estimate_memory(m, t, c, sextant_step_layout(4, false)).communication,
+                   4 * params + 3 * 4.0 * 4 * 16 * 32);
+  // The backward's working set: the logits' gradient and one layer's gradients.
+  EXPECT_GT(b.workspace, 4.0 * 16 * 50);
+  EXPECT_EQ(estimate_memory(m, t, c, megatron_layout()).workspace, 0);
+}
+
+// The MoE dispatch buffers of one layer and microbatch, in rows of h, for
+// R = 16 x 2 routed rows and T = 16 tokens: 4 x 1.25 R + 2 T over peer
+// memory, 6 R + 2 T over the collectives, and with ETP 2 (no EP) the
+// permuted rows and four buffers of the group's 2 R rows a pass.
+TEST(PlannerMemory, SextantDispatchBuffersFollowTheTransport) {
+  ModelSpec m;
+  m.layers = 1, m.moe_layers = 1, m.hidden = 8, m.heads = 2, m.ffn = 16, m.vocab = 10, m.seq = 16;
+  m.experts = 4, m.topk = 2, m.moe_ffn = 8;
+  Config c;
+  c.distributed_optimizer = false;
+  auto dispatch = [&](bool peer) {
+    const TrainSpec t{c.dp, 1};  // one microbatch
+    const MemoryBreakdown b = estimate_memory(m, t, c, sextant_step_layout(4, peer));
+    const HeldParams p = held_params(m, c);
+    return (b.communication - 4 * (p.dense + p.expert)) / (4.0 * 8);  // less the buckets, in rows
+  };
+  const double r = 32, tokens = 16;
+  c.ep = 2, c.dp = 2;
+  EXPECT_DOUBLE_EQ(dispatch(true), 5 * r + 2 * tokens);
+  EXPECT_DOUBLE_EQ(dispatch(false), 6 * r + 2 * tokens);
+  c.ep = 1, c.dp = 1, c.tp = 2, c.etp = 2, c.sp = true;  // SP: each TP rank routes half the tokens
+  EXPECT_DOUBLE_EQ(dispatch(true), 2 * (r / 2 + 4 * 2 * r / 2 + tokens / 2));  // no peer memory under ETP
+}
+
+}  // namespace
+}  // namespace sextant::plan
