@@ -175,6 +175,31 @@ class StoredRuns(unittest.TestCase):
             self.assertEqual(len(labels), len(set(labels)), labels)
 
 
+class PeakMemory(unittest.TestCase):
+    """The step's measured peak memory stands beside the planner's estimate,
+    by kind, in MiB; records without one add no row."""
+
+    def test_measured_and_estimate_side_by_side(self):
+        kinds = dict.fromkeys(step.MEMORY_KINDS, 1 << 20)
+        memory = {"rank": 1, "error_pct": -12.5,
+                  "measured": dict(kinds, total=8 << 20), "estimate": dict(kinds, activations=0, total=7 << 20)}
+        case = {"ranks": 2, "dtype": "f32", "parallel": {"pp": 2}, "params": {"microbatches": 2},
+                "perf": {"metrics": {"memory": memory}}}
+        bare = {"ranks": 1, "dtype": "f32", "parallel": {}, "params": {}, "perf": {"metrics": {}}}
+
+        class Run:
+            label = "vm x2"
+
+        table = step.memory_table([(Run, case), (Run, bare)])
+        self.assertEqual(len(table.rows), 1)
+        row = dict(zip(table.columns, table.rows[0]))
+        self.assertEqual(row["peak"], "8 / 7")
+        self.assertEqual(row["estimate error %"], "-12.5")
+        self.assertEqual(row["activations"], "1 / 0")
+        self.assertEqual(row["rank"], "1")
+        self.assertIsNone(step.memory_table([(Run, bare)]))
+
+
 class MissingData(unittest.TestCase):
     def test_missing_suites_are_skipped_with_a_line(self):
         with tempfile.TemporaryDirectory() as out:

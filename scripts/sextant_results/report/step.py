@@ -255,6 +255,35 @@ def train_table(runs, pairs):
                   "bubble", "comm exposed %", "without overlap %", "FLOPs formula"], rows)
 
 
+MEMORY_KINDS = ["weights", "gradients", "optimizer", "activations", "communication", "workspace"]
+
+
+def mib(n):
+    """Bytes as MiB, 3 significant digits ('-' when absent)."""
+    return f"{n / (1 << 20):.3g}" if isinstance(n, (int, float)) else "-"
+
+
+def memory_table(pairs):
+    """Each step's measured peak memory (the most loaded rank, by kind) beside
+    the planner's estimate of the same config, or None when no record has one."""
+    rows = []
+    for run, c in pairs:
+        memory = extra(c, "memory")
+        if not isinstance(memory, dict):
+            continue
+        measured, estimate = memory.get("measured") or {}, memory.get("estimate") or {}
+
+        def both(kind):
+            return f"{mib(measured.get(kind))} / {mib(estimate.get(kind))}"
+
+        rows.append([run.label, str(c["ranks"]), config_text(c), c["dtype"], str(memory.get("rank", "-")),
+                     both("total"), fmt(memory.get("error_pct"))] + [both(k) for k in MEMORY_KINDS])
+    if not rows:
+        return None
+    return Table("Peak memory per rank, MiB: measured / planner's estimate (step/train, step/fp8)",
+                 ["run", "ranks", "config", "dtype", "rank", "peak", "estimate error %"] + MEMORY_KINDS, rows)
+
+
 def sweep_table(runs, pairs):
     rows = [[run.label, str(c["ranks"]), str(len(ranking(c))), str(extra(c, "best_config") or "-"),
              fmt(metric(c, "tokens_per_s")), fmt(mfu_percent(c)), fmt(metric(c, "planner_abs_error_median_pct"))]
@@ -281,6 +310,9 @@ def build(runs, out):
         if figure:
             section.figures.append(figure)
         section.tables.append(train_table(runs, train))
+        memory = memory_table(train)
+        if memory:
+            section.tables.append(memory)
     if sweep:
         figure = sweep_figure(runs_used(runs, sweep), sweep, out)
         if figure:
