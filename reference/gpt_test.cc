@@ -84,7 +84,7 @@ void check_gradients(const GptDims& d) {
 // with multi-head and grouped-query (4 query heads over 2 KV heads)
 // attention, and with MLA's head dims (v narrower than q and k, and wider).
 TEST(ReferenceGpt, BackwardMatchesFiniteDifferences) {
-  for (const auto [kv_heads, v_head_dim] : {std::pair{0, 0}, std::pair{2, 0}, std::pair{2, 2}, std::pair{0, 5}}) {
+  for (const auto& [kv_heads, v_head_dim] : {std::pair{0, 0}, std::pair{2, 0}, std::pair{2, 2}, std::pair{0, 5}}) {
     GptDims d = tiny_dims();
     d.heads = 4, d.kv_heads = kv_heads, d.v_head_dim = v_head_dim;
     SCOPED_TRACE(testing::Message() << "kv_heads " << kv_heads << " v_head_dim " << v_head_dim);

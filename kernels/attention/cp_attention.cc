@@ -57,8 +57,14 @@ std::vector<int64_t> segment_of_rows(const Packing& packing, const std::vector<i
 // Ulysses stage a member holds the rows of its whole a2a group (A
 // consecutive CP ranks), in group order.
 BlockPlan plan_for(const Options& o, const Geometry& g, Stats* stats) {
-  BlockPlan plan{o.causal, MemberPositions(g.kv_size), {}, o.fault, o.fault_magnitude, stats, o.attention_impl};
-  plan.window = o.window;
+  BlockPlan plan{.causal = o.causal,
+                 .positions = MemberPositions(g.kv_size),
+                 .sequences = {},
+                 .fault = o.fault,
+                 .fault_magnitude = o.fault_magnitude,
+                 .stats = stats,
+                 .impl = o.attention_impl,
+                 .window = o.window};
   const bool packed = o.causal && o.packing.packed() && o.fault != Fault::thd_cross_boundary;
   if (packed) plan.sequences.resize(g.kv_size);
   for (int m = 0; m < g.kv_size; ++m)

@@ -77,8 +77,12 @@ TEST(AttentionBlock, SlidingWindowMatchesTheReference) {
     EXPECT_LT(err(g.dq, rg.dq), 1e-5) << what;
     EXPECT_LT(err(g.dk, rg.dk), 1e-5) << what;
     EXPECT_LT(err(g.dv, rg.dv), 1e-5) << what;
-    if (window < 130) EXPECT_LT(f.scores, causal.scores) << what;
-    if (window >= s) EXPECT_EQ(f.scores, causal.scores) << what;
+    if (window < 130) {
+      EXPECT_LT(f.scores, causal.scores) << what;
+    }
+    if (window >= s) {
+      EXPECT_EQ(f.scores, causal.scores) << what;
+    }
     // The mask's own count: a query at i sees min(i, window) + 1 keys.
     int64_t pairs = 0;
     for (int64_t i = 0; i < s; ++i) pairs += std::min(i, window) + 1;
@@ -116,7 +120,9 @@ TEST(AttentionBlock, TwoSidedWindowMatchesTheReference) {
     EXPECT_LT(err(g.dq, rg.dq), 1e-5) << what;
     EXPECT_LT(err(g.dk, rg.dk), 1e-5) << what;
     EXPECT_LT(err(g.dv, rg.dv), 1e-5) << what;
-    if (w.left < 130 && w.left != kNoWindow) EXPECT_LT(f.scores, full.scores) << what;
+    if (w.left < 130 && w.left != kNoWindow) {
+      EXPECT_LT(f.scores, full.scores) << what;
+    }
     // The mask's own count: a query at i sees the keys of [i - left, i + right] in [0, s).
     int64_t pairs = 0;
     for (int64_t i = 0; i < s; ++i)

@@ -19,7 +19,7 @@ namespace {
 double code(int64_t t, int64_t g, int64_t i, int64_t e) { return 1000.0 * t + 100.0 * g + 10.0 * i + e; }
 
 TEST(SplitQkv, GroupsHoldTheirQueryHeadsThenKAndV) {
-  for (const auto [heads, kv_heads, dv] :
+  for (const auto& [heads, kv_heads, dv] :
        {std::tuple{4, 4, 5}, std::tuple{4, 2, 5}, std::tuple{6, 1, 5}, std::tuple{4, 2, 3}, std::tuple{2, 2, 7}}) {
     const int64_t b = 2, s = 3, d = 5, r = heads / kv_heads, group = (r + 1) * d + dv, width = kv_heads * group;
     Tensor packed = Tensor::empty({b, s, width}, DType::f32);
@@ -38,8 +38,12 @@ TEST(SplitQkv, GroupsHoldTheirQueryHeadsThenKAndV) {
         for (int64_t h = 0; h < heads && e < d; ++h)  // query head h reads KV head h / r
           EXPECT_EQ(parts.q.at((t * heads + h) * d + e), code(t, h / r, h % r, e)) << shape;
         for (int64_t g = 0; g < kv_heads; ++g) {
-          if (e < d) EXPECT_EQ(parts.k.at((t * kv_heads + g) * d + e), code(t, g, r, e)) << shape;
-          if (e < dv) EXPECT_EQ(parts.v.at((t * kv_heads + g) * dv + e), code(t, g, r + 1, e)) << shape;
+          if (e < d) {
+            EXPECT_EQ(parts.k.at((t * kv_heads + g) * d + e), code(t, g, r, e)) << shape;
+          }
+          if (e < dv) {
+            EXPECT_EQ(parts.v.at((t * kv_heads + g) * dv + e), code(t, g, r + 1, e)) << shape;
+          }
         }
       }
     const Tensor merged = merge_qkv(parts);

@@ -131,7 +131,9 @@ TEST(Attention, SlidingWindowPassesEveryVariantAndSkipsRingSteps) {
     EXPECT_EQ(skipped.at("1 contiguous 1"), 2 * 9.0);
     EXPECT_EQ(skipped.at("0 contiguous 1"), 2 * 6.0);
   }
-  if (cp >= 4) EXPECT_GT(skipped.at("1 contiguous 1"), skipped.at("0 contiguous 1"));
+  if (cp >= 4) {
+    EXPECT_GT(skipped.at("1 contiguous 1"), skipped.at("0 contiguous 1"));
+  }
   // Per pass: cp^2 steps, of which the end ranks compute 2 and the others 3 (cp 2: all 4).
   EXPECT_EQ(two_sided_skipped.at(false), 0.0);
   EXPECT_EQ(two_sided_skipped.at(true), cp >= 4 ? 2.0 * (cp * cp - (3 * cp - 2)) : 0.0);
