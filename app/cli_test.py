@@ -317,6 +317,35 @@ class BadInput(unittest.TestCase):
         self.assertEqual(p.returncode, 2)
         self.assertIn("tp 16 must divide heads 8", p.stderr)
 
+    def test_plan_reference_fits_on_published_runs_and_overlap_is_an_input(self):
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        p = subprocess.run([SEXTANT, "plan", "--reference"], capture_output=True, text=True, env=env, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        rows = [l for l in p.stdout.splitlines() if l[:2] in ("  ", "* ") and "%" in l and " x " in l]
+        self.assertGreaterEqual(len(rows), 12)
+        self.assertEqual(p.stdout.count("source: "), len(rows))
+        self.assertIn("held out: median", p.stdout)
+        base = ["plan", "--model", "deepseek-v3", "--device", "H800", "--gpus", "2048", "--global-batch", "15360",
+                "--check", "tp=1,pp=16,dp=128,ep=64", "--top", "1"]
+
+        def checked_mfu(*extra):
+            q = subprocess.run([SEXTANT] + base + list(extra), capture_output=True, text=True, env=env, timeout=120)
+            self.assertEqual(q.returncode, 0, q.stderr)
+            line = q.stdout.splitlines()[q.stdout.splitlines().index(next(
+                l for l in q.stdout.splitlines() if l.startswith("# --check"))) + 1]
+            return float(line.split("%")[0].split()[-1])
+
+        plain = checked_mfu()
+        self.assertGreater(checked_mfu("--overlap", "ep=1"), plain)  # DualPipe hides the all-to-all
+        self.assertGreater(checked_mfu("--precision", "fp8"), plain)
+        for bad, message in ((["--overlap", "ep=2"], "--overlap ep=2 must be a fraction from 0 to 1"),
+                             (["--overlap", "xx=1"], "--overlap key 'xx' must be one of tp, dp, ep, cp"),
+                             (["--precision", "fp8"], "--precision fp8 needs FP8 tensor cores")):
+            args = base + bad if bad[0] != "--precision" else [a if a != "H800" else "A100" for a in base] + bad
+            q = subprocess.run([SEXTANT] + args, capture_output=True, text=True, env=env, timeout=60)
+            self.assertEqual(q.returncode, 2, q.stdout + q.stderr)
+            self.assertIn(message, q.stderr)
+
     def test_plan_without_a_preset_plans_a_gpt_and_says_so(self):
         env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
         gpt2_xl = ["--layers", "48", "--hidden", "1600", "--heads", "25", "--vocab", "50257", "--seq", "1024",

@@ -24,13 +24,14 @@ namespace {
 
 // Overrides are optional: a given value replaces the preset's, after its rule.
 struct PlanFlags {
-  std::string model, device = "H100", check, json, calibrate, calibrate_dtype;  // model "": the GPT base
+  std::string model, device = "H100", check, json, calibrate, calibrate_dtype, overlap;  // model "": the GPT base
+  std::string precision = "bf16";
   std::optional<std::string> mlp;
   std::optional<bool> tied_embeddings;
   bool reference = false;
   int64_t gpus = 0, gpus_per_node = 8, global_batch = 0, micro_batch = 1;
   std::optional<int64_t> layers, hidden, heads, kv_heads, ffn, vocab, seq, experts, topk, moe_ffn, moe_layers;
-  std::optional<double> memory_gb, peak_tflops, nvlink, network, efficiency;
+  std::optional<double> memory_gb, peak_tflops, nvlink, network, efficiency, layer_overhead, hbm;
   int64_t top = 10;
 };
 PlanFlags flags;
@@ -93,6 +94,30 @@ plan::Config parse_config(const std::string& text) {
   return c;
 }
 
+// "tp=0.5,ep=1": the fractions of each mechanism's communication hidden.
+plan::Overlap parse_overlap(const std::string& text) {
+  plan::Overlap o;
+  if (text.empty()) return o;
+  for (const std::string& item : split(text, ',')) {
+    const size_t eq = item.find('=');
+    require(eq != std::string::npos, cat("--overlap '", text, "' must look like tp=1,dp=1,ep=0,cp=1"));
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    const std::optional<double plan::Overlap::*> field =
+        find_named<double plan::Overlap::*>({{"tp", &plan::Overlap::tp},
+                                             {"dp", &plan::Overlap::dp},
+                                             {"ep", &plan::Overlap::ep},
+                                             {"cp", &plan::Overlap::cp}},
+                                            key);
+    if (!field) throw UsageError(cat("--overlap key '", key, "' must be one of tp, dp, ep, cp"));
+    double v = -1;
+    const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), v);
+    require(error == std::errc() && end == value.data() + value.size() && v >= 0 && v <= 1,
+            cat("--overlap ", key, "=", value, " must be a fraction from 0 to 1"));
+    o.*(*field) = v;
+  }
+  return o;
+}
+
 std::string row(int index, const plan::Estimate& e) {
   const double gib = 1024.0 * 1024 * 1024;
   char buf[320];
@@ -135,8 +160,9 @@ CLI::App* add_plan_command(CLI::App& app) {
       "  sextant plan --model deepseek-v3 --device H800 --gpus 2048 --global-batch 15360 --check "
       "tp=1,pp=16,dp=128,ep=64\n"
       "Memory is per GPU on the heaviest pipeline stage (bf16 weights, fp32 grads, Adam sharded by the\n"
-      "distributed optimizer, activations after Korthikanti et al. 2022); time is a roofline plus an\n"
-      "alpha-beta model of the exposed communication. Formulas: kernels/planner/planner.cc.");
+      "distributed optimizer, activations after Korthikanti et al. 2022); time: gemms by shape, attention\n"
+      "at cuDNN's published rate, memory-bound kernels from bandwidth, communication exposed as far as\n"
+      "--overlap leaves it. Formulas: kernels/planner/time_model.h.");
   p->add_option("--model", flags.model,
                 "Preset: " + join(plan::model_presets(), ", ") +
                     " (without it the dimension flags describe a GPT: GELU MLP, ffn 4h, tied embeddings, learned "
@@ -165,6 +191,15 @@ CLI::App* add_plan_command(CLI::App& app) {
   p->add_option("--nvlink-GBps", flags.nvlink, "Override: NVLink bandwidth per GPU (GB/s)");
   p->add_option("--network-GBps", flags.network, "Override: network bandwidth per GPU (GB/s)");
   p->add_option("--gemm-efficiency", flags.efficiency, "Achievable fraction of peak for matmuls (0.75)");
+  p->add_option(
+      "--layer-overhead-us", flags.layer_overhead,
+      "Override: seconds (us) per layer and microbatch beyond the costed kernels (fitted on the published runs)");
+  p->add_option("--hbm-GBps", flags.hbm, "Override: device memory bandwidth (GB/s)");
+  p->add_option("--precision", flags.precision, "Precision of the linears: bf16 or fp8")
+      ->check(CLI::IsMember({"bf16", "fp8"}));
+  p->add_option("--overlap", flags.overlap,
+                "Fraction of each mechanism's communication hidden behind compute, e.g. tp=1,ep=1 (defaults: tp 0, "
+                "dp 1, ep 0, cp 1: kernels/planner/time_model.h)");
   p->add_option("--global-batch", flags.global_batch, "Sequences per step (required unless --reference)");
   p->add_option("--micro-batch", flags.micro_batch, "Sequences per microbatch");
   p->add_option("--top", flags.top, "Configs to list");
@@ -178,8 +213,9 @@ CLI::App* add_plan_command(CLI::App& app) {
   p->add_option("--calibrate-dtype", flags.calibrate_dtype,
                 "The dtype of the ops cases to calibrate with (default: bf16 for GPU results, f32 for host ones)");
   p->add_flag("--reference", flags.reference,
-              "Five 6D reference configurations (LLaMA-2 70B ... video DiT): reported MFU, the planner's, "
-              "the gap and why");
+              "Published training runs (Megatron-LM, NeMo, Llama 3, DeepSeek-V3, the 6D tutorial): reported MFU, "
+              "the planner's with its free parameters fitted on all runs and on all but that one, the gaps and "
+              "where each step goes");
   return p;
 }
 
@@ -275,7 +311,16 @@ int run_plan_command() {
   set_if(c.nvlink_GBps, flags.nvlink, "--nvlink-GBps");
   set_if(c.network_GBps, flags.network, "--network-GBps");
   set_if(c.gemm_efficiency, flags.efficiency, "--gemm-efficiency", 1.0);
-  plan::TrainSpec t{flags.global_batch, flags.micro_batch};
+  set_if(c.hbm_GBps, flags.hbm, "--hbm-GBps");
+  if (flags.layer_overhead) {
+    require(std::isfinite(*flags.layer_overhead) && *flags.layer_overhead >= 0 && *flags.layer_overhead <= 1e6,
+            cat("--layer-overhead-us ", *flags.layer_overhead, " must be from 0 to 1e6"));
+    c.layer_overhead_us = *flags.layer_overhead;
+  }
+  const plan::Precision precision = flags.precision == "fp8" ? plan::Precision::fp8 : plan::Precision::bf16;
+  require(precision == plan::Precision::bf16 || c.fp8_peak_tflops > 0,
+          cat("--precision fp8 needs FP8 tensor cores: ", c.device, " has none"));
+  plan::TrainSpec t{flags.global_batch, flags.micro_batch, precision, parse_overlap(flags.overlap)};
 
   std::vector<plan::Estimate> all = plan::search(m, c, t);
   std::optional<plan::Estimate> checked;

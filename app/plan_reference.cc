@@ -1,10 +1,12 @@
 #include "app/plan_reference.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
 
 #include "harness/strings.h"
+#include "kernels/planner/fit.h"
 #include "kernels/planner/planner.h"
 #include "kernels/planner/step_cost.h"
 
@@ -18,64 +20,38 @@ std::string percent(double x) {
   return buf;
 }
 
-// Where the roofline estimate's step goes, as fractions of it.
+// Where the estimate's step goes, as fractions of it.
 std::string split_of(const plan::Estimate& e) {
-  const double comm = e.tp_comm + e.cp_comm + e.ep_comm + e.dp_comm + e.pp_comm;
-  return cat("compute ", percent(e.compute / e.step), ", bubble ", percent(e.bubble / e.step), ", exposed comm ",
-             percent(comm / e.step), " (tp ", percent(e.tp_comm / e.step), ", cp ", percent(e.cp_comm / e.step),
-             ", ep ", percent(e.ep_comm / e.step), ", dp ", percent(e.dp_comm / e.step), ", pp ",
-             percent(e.pp_comm / e.step), ")");
+  return cat("gemm ", percent(e.gemm / e.step), ", attention ", percent(e.attention / e.step), ", memory-bound ",
+             percent(e.memory_bound / e.step), ", overhead ", percent(e.overhead / e.step), ", optimizer ",
+             percent(e.optimizer_time / e.step), ", bubble ", percent(e.bubble / e.step), "; exposed tp ",
+             percent(e.tp_comm / e.step), ", cp ", percent(e.cp_comm / e.step), ", ep ", percent(e.ep_comm / e.step),
+             ", dp ", percent(e.dp_comm / e.step), ", pp ", percent(e.pp_comm / e.step));
 }
 
-// The largest loss the planner models, and its share of the step.
-std::pair<std::string, double> largest_loss(const plan::Estimate& e) {
-  const std::pair<std::string, double> losses[] = {{"the pipeline bubble", e.bubble},
-                                                   {"exposed TP communication", e.tp_comm},
-                                                   {"exposed CP communication", e.cp_comm},
-                                                   {"exposed EP all-to-all", e.ep_comm},
-                                                   {"exposed DP gradient reduction", e.dp_comm},
-                                                   {"pipeline messages", e.pp_comm}};
-  std::pair<std::string, double> out{"nothing", 0};
-  for (const auto& l : losses)
-    if (l.second > out.second) out = l;
-  return {out.first, out.second / e.step};
-}
-
-// Why the planner and the report differ, from the estimate's own numbers.
-std::string explain(const plan::ReferenceRun& r, const plan::Estimate& e, const plan::ClusterSpec& c) {
-  const double gap = e.mfu - r.reported_mfu;
-  const auto [loss, share] = largest_loss(e);
-  const std::string modelled = cat("it runs every FLOP at ", c.gemm_efficiency,
-                                   " of peak and loses only what it "
-                                   "models: ",
-                                   split_of(e));
-  if (gap > 0.02)
-    return cat("planner optimistic by ", percent(gap), " points: ", modelled,
-               ". The run also loses to what the planner leaves out: ", r.reported_reason,
-               ", memory-bound kernels (norms, softmax, optimizer) below the matmul rate, launch gaps, stragglers and "
-               "data loading");
-  if (gap < -0.02)
-    return cat("planner pessimistic by ", percent(-gap), " points: its largest loss is ", loss, " (", percent(share),
-               " of the step), which the run largely hides: it overlaps communication with compute (the planner "
-               "counts it exposed, overlapping only CP with attention and DP with the last backward) and runs "
-               "its matmuls above ",
-               c.gemm_efficiency, " of peak; ", modelled);
-  return cat("planner within 2 points: ", modelled, "; the report names ", r.reported_reason);
+std::string overlap_of(const plan::Overlap& o) {
+  return cat("overlap tp ", o.tp, " dp ", o.dp, " ep ", o.ep, " cp ", o.cp);
 }
 
 }  // namespace
 
 void print_reference_table(const plan::Calibration* cal) {
+  const std::vector<plan::PublishedRun>& runs = plan::published_runs();
+  const plan::FitReport fit = plan::fit_report(runs);
   std::printf(
-      "# Five 6D reference configurations against the planner: MFU = model FLOPs "
-      "(Megatron's formula) / (step x GPUs x dense bf16 peak)\n");
-  std::printf("# %-13s %-17s %-34s %8s %8s %10s %7s\n", "run", "cluster", "config", "reported", "planner",
-              cal ? "calibrated" : "", "gap");
-  for (const plan::ReferenceRun& r : plan::reference_runs()) {
-    const plan::ModelSpec m = plan::model_preset(r.model);
-    plan::ClusterSpec c = plan::cluster_preset(r.device, r.gpus);
-    c.gpus_per_node = r.gpus_per_node;
-    const plan::TrainSpec t{r.global_batch, 1};
+      "# %zu published runs against the planner: MFU = model FLOPs (Megatron's formula) / (step x GPUs x dense "
+      "bf16 peak)\n"
+      "# planner: the time model with its two free parameters fitted on every measured row; held out: fitted on "
+      "every measured row but that one; * the tutorial's round figures, not fitted on\n",
+      runs.size());
+  std::printf("# %-24s %-15s %-34s %5s %8s %8s %8s %6s %6s %10s\n", "run", "cluster", "config", "prec", "reported",
+              "planner", "held out", "gap", "gap ho", cal ? "calibrated" : "");
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const plan::PublishedRun& r = runs[i];
+    const plan::ModelSpec m = plan::run_model(r);
+    plan::ClusterSpec c = plan::run_cluster(r);
+    c.gemm_efficiency = fit.all.gemm_efficiency, c.layer_overhead_us = fit.all.layer_overhead_us;
+    const plan::TrainSpec t = plan::run_train(r);
     const plan::Estimate e = plan::estimate(m, c, t, r.config);
     std::string calibrated;
     if (cal) {
@@ -85,11 +61,23 @@ void print_reference_table(const plan::Calibration* cal) {
       shape.bytes_per_element = 2;  // bf16 activations
       calibrated = percent(plan::estimate_calibrated(m, c, t, r.config, shape, *cal).mfu);
     }
-    std::printf("  %-13s %-17s %-34s %8s %8s %10s %+6.1f\n", r.label.c_str(), cat(r.gpus, " x ", r.device).c_str(),
-                r.config.to_string().c_str(), percent(r.reported_mfu).c_str(), percent(e.mfu).c_str(),
-                calibrated.c_str(), 100 * (e.mfu - r.reported_mfu));
-    std::printf("      %s\n", explain(r, e, c).c_str());
+    std::printf("%s %-24s %-15s %-34s %5s %8s %8s %8s %+6.1f %+6.1f %10s\n", r.illustrative ? "*" : " ",
+                r.label.c_str(), cat(r.gpus, " x ", r.device).c_str(), r.config.to_string().c_str(),
+                r.precision == plan::Precision::fp8 ? "fp8" : "bf16", percent(r.reported_mfu).c_str(),
+                percent(e.mfu).c_str(), percent(e.mfu - fit.gap[i] + fit.held_out_gap[i]).c_str(), 100 * fit.gap[i],
+                100 * fit.held_out_gap[i], calibrated.c_str());
+    std::printf("      %s, micro batch %ld, global batch %ld; %s\n      source: %s\n", overlap_of(r.overlap).c_str(),
+                static_cast<long>(r.micro_batch), static_cast<long>(r.global_batch), split_of(e).c_str(),
+                r.source.c_str());
   }
+  std::printf(
+      "# fitted on the measured rows: gemm efficiency %.3f, layer overhead %.0f us (the planner's defaults: %.3f, "
+      "%.0f us)\n"
+      "# |gap| over the measured rows (the tutorial's round figures left out): median %.1f, max %.1f MFU points; "
+      "held out: median %.1f, max %.1f\n",
+      fit.all.gemm_efficiency, fit.all.layer_overhead_us, plan::ClusterSpec{}.gemm_efficiency,
+      plan::ClusterSpec{}.layer_overhead_us, 100 * fit.median_gap, 100 * fit.max_gap, 100 * fit.median_held_out_gap,
+      100 * fit.max_held_out_gap);
   if (cal)
     std::printf(
         "# calibrated: the same configs with the step time built from the measured rates of %s (they are "

@@ -1,7 +1,8 @@
-// `sextant plan --reference`: five well-known 6D training configurations
-// (kernels/planner/planner.h reference_runs) with the MFU reported for each,
-// the planner's estimate (H100/A100/H800 peaks, or a stored calibration),
-// the gap, and where the planner's step goes, so the gap can be explained.
+// `sextant plan --reference`: the published training runs of
+// kernels/planner/corpus.h with the MFU reported for each, the planner's
+// estimate with its free parameters fitted on all rows and on all rows but
+// that one (kernels/planner/fit.h), the gaps, and where the planner's step
+// goes, so each gap can be explained.
 #pragma once
 
 #include "kernels/planner/calibration.h"

@@ -7,6 +7,7 @@
 #include "harness/error.h"
 #include "harness/strings.h"
 #include "kernels/planner/memory.h"
+#include "kernels/planner/time_model.h"
 
 namespace sextant::plan {
 
@@ -64,13 +65,6 @@ namespace {
 
 double GiB(double bytes) { return bytes / (1024.0 * 1024 * 1024); }
 
-// Time of one ring collective moving `bytes` over n ranks at bw GB/s:
-// factor * bytes / bw + steps * alpha (nccl-tests bus-bandwidth factors).
-double ring_time(double bytes, int n, double factor, double bw_GBps, double alpha_s) {
-  if (n <= 1) return 0;
-  return factor * bytes / (bw_GBps * 1e9) + (n - 1) * alpha_s;
-}
-
 }  // namespace
 
 void validate(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t, const Config& g) {
@@ -102,10 +96,6 @@ Estimate estimate(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t, 
   Estimate e;
   e.config = g;
   e.microbatches = t.global_batch / (static_cast<int64_t>(g.dp) * t.micro_batch);
-  const HeldParams st = held_params(m, g);
-  const int edp = g.tp * g.cp * g.dp / (g.etp * g.ep);
-  const double dense_params = st.dense, expert_params = st.expert;
-  const double sbh = static_cast<double>(m.seq) / g.cp * t.micro_batch * m.hidden;
   // Megatron's mixed precision, activations as memory.h lists them.
   const MemoryBreakdown mem = estimate_memory(m, t, g, megatron_layout());
   e.weights = mem.weights, e.gradients = mem.gradients, e.optimizer = mem.optimizer;
@@ -113,50 +103,13 @@ Estimate estimate(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t, 
   e.memory = mem.total();
   e.fits = GiB(e.memory) <= c.usable_memory * c.memory_gb;
 
-  // Compute: model FLOPs (+ one more forward of the layers under full
-  // recompute, of the attention core under selective) spread over the GPUs,
-  // scaled by the heaviest stage's share. The core's FLOPs, forward and
-  // backward: 2 s^2 (d + dv) per head forward (QK^T and PV), half of it
-  // causal, backward twice the forward.
+  // Time: time_model.h.
   e.model_flops = model_flops_per_step(m, t.global_batch);
-  const double attention_flops = (m.causal ? 3.0 : 6.0) * m.heads * (m.dhead() + m.dv()) * m.layers *
-                                 static_cast<double>(t.global_batch) * m.seq * m.seq;
-  const double hw_flops = e.model_flops * (g.recompute == Recompute::full ? 4.0 / 3.0 : 1.0) +
-                          (g.recompute == Recompute::selective ? attention_flops / 3 : 0.0);
-  const double imbalance = static_cast<double>(st.layers) * g.pp / m.layers;
-  const double flops_rate = c.peak_tflops * 1e12 * c.gemm_efficiency;
-  e.compute = hw_flops / c.gpus / flops_rate * imbalance;
-  e.bubble = e.compute * (g.pp - 1.0) / (g.vpp * e.microbatches);
-
-  const double alpha = c.latency_us * 1e-6;
-  auto bw = [&](int64_t span) { return span <= c.gpus_per_node ? c.nvlink_GBps : c.network_GBps; };
-  const double m_count = static_cast<double>(e.microbatches);
-  const double recompute_extra = g.recompute == Recompute::full ? 1.0 : 0.0;
-  // TP: 2 all-reduces (or AG + RS with SP, same bytes) per layer forward, 2 backward, exposed.
-  const double act_bytes = sbh * 2.0;
-  e.tp_comm = st.layers * m_count * (4.0 + 2 * recompute_extra) *
-              ring_time(act_bytes, g.tp, 2.0 * (g.tp - 1) / g.tp, bw(g.tp), alpha);
-  // CP: the ring passes K and V (and dK, dV in backward) cp-1 times per layer,
-  // overlapped with the attention compute of the layer.
-  const double kv_bytes = sbh / m.hidden * m.kv() * (m.dhead() + m.dv()) * 2.0 / g.tp;
-  const double cp_raw = st.layers * m_count * 3.0 * (g.cp - 1) * (kv_bytes / (bw(g.tp * g.cp) * 1e9) + alpha);
-  e.cp_comm = std::max(0.0, cp_raw - attention_flops / c.gpus / flops_rate * imbalance);
-  // EP: dispatch and combine all-to-alls, forward and backward, per MoE layer.
-  const double token_bytes = sbh / (g.sp ? g.tp : 1) * 2.0 * m.topk;
-  e.ep_comm = st.moe_layers * m_count * (4.0 + 2 * recompute_extra) *
-              ring_time(token_bytes, g.ep, (g.ep - 1.0) / g.ep, bw(static_cast<int64_t>(g.etp) * g.ep), alpha);
-  // DP: reduce-scatter of fp32 gradients + all-gather of bf16 parameters over
-  // dp x cp (experts over EDP); hidden behind the last microbatch's backward.
-  const int dpcp = g.dp * g.cp;
-  const double dp_raw =
-      ring_time(6.0 * dense_params, dpcp, (dpcp - 1.0) / dpcp, bw(static_cast<int64_t>(g.tp) * dpcp), alpha) +
-      ring_time(6.0 * expert_params, edp, (edp - 1.0) / edp, c.network_GBps, alpha);
-  e.dp_comm = std::max(0.0, dp_raw - e.compute * 2.0 / 3.0 / m_count);
-  // PP: one activation and one gradient per microbatch and boundary on the
-  // critical path.
-  const double p2p_bytes = act_bytes / (g.sp ? g.tp : 1);
-  e.pp_comm = g.pp > 1 ? 2.0 * (m_count + g.pp - 1) * (p2p_bytes / (c.network_GBps * 1e9) + alpha) : 0.0;
-
+  const StepTime time = step_time(m, c, t, g);
+  e.gemm = time.gemm, e.attention = time.attention, e.memory_bound = time.memory_bound;
+  e.overhead = time.overhead, e.optimizer_time = time.optimizer;
+  e.compute = time.compute(), e.bubble = time.bubble;
+  e.tp_comm = time.tp, e.cp_comm = time.cp, e.ep_comm = time.ep, e.dp_comm = time.dp, e.pp_comm = time.pp;
   e.step = e.compute + e.bubble + e.tp_comm + e.cp_comm + e.ep_comm + e.dp_comm + e.pp_comm;
   e.mfu = e.model_flops / (e.step * c.gpus * c.peak_tflops * 1e12);
   e.tokens_per_s = static_cast<double>(t.global_batch) * m.seq / e.step;

@@ -21,7 +21,10 @@ struct Estimate {
   // Memory per GPU on the most loaded pipeline stage, bytes.
   double weights = 0, gradients = 0, optimizer = 0, activations = 0, communication = 0, memory = 0;
   bool fits = false;
-  // Seconds per step (exposed, i.e. not hidden behind compute).
+  // Seconds per step (time_model.h): compute = gemm + attention +
+  // memory_bound + overhead + optimizer_time; communication exposed, i.e.
+  // not hidden behind compute.
+  double gemm = 0, attention = 0, memory_bound = 0, overhead = 0, optimizer_time = 0;
   double compute = 0, tp_comm = 0, cp_comm = 0, ep_comm = 0, dp_comm = 0, pp_comm = 0, bubble = 0, step = 0;
   double model_flops = 0, mfu = 0, tokens_per_s = 0;
 };
@@ -47,18 +50,5 @@ ModelSpec model_preset(const std::string& name);
 ModelSpec gpt_base();
 ClusterSpec cluster_preset(const std::string& device, int64_t gpus);
 std::vector<std::string> model_presets();
-
-// Five well-known 6D configurations, each a model on a cluster with its
-// parallel config, the MFU commonly quoted for such a run (LLaMA-3 405B: the
-// Llama 3 paper, arXiv:2407.21783, reports 38-43%; the others are round
-// figures from Megatron-style tuning guides) and the usual reason for the loss.
-struct ReferenceRun {
-  std::string label, model, device;
-  int64_t gpus = 0, gpus_per_node = 8, global_batch = 0;
-  Config config;
-  double reported_mfu = 0;
-  std::string reported_reason;
-};
-const std::vector<ReferenceRun>& reference_runs();
 
 }  // namespace sextant::plan

@@ -79,53 +79,31 @@ ModelSpec model_preset(const std::string& name) {
   return it->second;
 }
 
-namespace {
-Config reference_config(int tp, int cp, int pp, int dp, int ep = 1, int vpp = 1) {
-  Config c;
-  c.tp = tp, c.cp = cp, c.pp = pp, c.dp = dp, c.ep = ep, c.etp = 1, c.vpp = vpp, c.sp = tp > 1;
-  c.recompute = Recompute::full;  // the table's runs fit only with activation recomputation
-  return c;
-}
-}  // namespace
-
-// Global batches: Llama 2's 4M tokens, Llama 3's 16M at 8K, DeepSeek-V3's
-// 15360 sequences; 64 sequences of 128K (8M tokens) and 256 clips for the
-// others. Llama 3 405B runs the interleaved schedule (Dubey et al. 2024),
-// 4 chunks per rank here (126 layers over 16 stages).
-const std::vector<ReferenceRun>& reference_runs() {
-  static const std::vector<ReferenceRun> runs = {
-      {"LLaMA-2 70B", "llama2-70b", "A100", 64, 8, 1024, reference_config(8, 1, 1, 8), 0.48,
-       "dense model, TP on NVLink inside the node, DP all-reduce overlapped with compute"},
-      {"LLaMA-3 405B", "llama3-405b", "H100", 16384, 8, 2048, reference_config(8, 1, 16, 128, 1, 4), 0.43,
-       "PP=16 bubble (~6%) and cross-node pipeline latency"},
-      {"DeepSeek-V3", "deepseek-v3", "H800", 2048, 8, 15360, reference_config(1, 1, 16, 128, 64), 0.40,
-       "MoE all-to-all dispatch and expert load imbalance"},
-      {"128K context", "llama2-70b-128k", "H100", 256, 8, 64, reference_config(8, 4, 4, 2), 0.35,
-       "CP ring communication; the compute / communication ratio falls with long sequences"},
-      {"video DiT", "video-dit", "H100", 512, 8, 256, reference_config(4, 4, 4, 8), 0.32,
-       "video data loading and the DiT's communication-heavy attention"},
-  };
-  return runs;
-}
-
 ClusterSpec cluster_preset(const std::string& device, int64_t gpus) {
   ClusterSpec c;
   c.device = device;
   c.gpus = gpus;
-  // Memory (GiB), NVLink and network bandwidth per GPU (GB/s, one direction).
+  // Memory (GiB), its bandwidth (GB/s), SMs, NVLink and network bandwidth
+  // per GPU (GB/s, one direction): the vendors' data sheets (SXM parts);
+  // H800 is H100 with NVLink cut to 400 GB/s both ways; the network is one
+  // 400 Gb/s NIC per GPU (200 Gb/s HDR on A100 clusters such as Selene).
   struct Links {
-    double memory_gb, nvlink_GBps, network_GBps;
+    double memory_gb, hbm_GBps;
+    int sms;
+    double nvlink_GBps, network_GBps;
   };
-  const std::optional<Links> links = find_named<Links>({{"H100", {80, 450, 50}},
-                                                        {"H800", {80, 200, 50}},
-                                                        {"H200", {141, 450, 50}},
-                                                        {"A100", {80, 300, 25}},
-                                                        {"B200", {180, 900, 50}}},
+  const std::optional<Links> links = find_named<Links>({{"H100", {80, 3350, 132, 450, 50}},
+                                                        {"H800", {80, 3350, 132, 200, 50}},
+                                                        {"H200", {141, 4800, 132, 450, 50}},
+                                                        {"A100", {80, 2039, 108, 300, 25}},
+                                                        {"B200", {180, 8000, 148, 900, 50}}},
                                                        device);
   if (!links)
     throw UsageError(cat("--device '", device,
                          "' must be one of H100, H800, H200, A100, B200 (or give --memory-gb and --peak-tflops)"));
-  c.memory_gb = links->memory_gb, c.nvlink_GBps = links->nvlink_GBps, c.network_GBps = links->network_GBps;
+  c.memory_gb = links->memory_gb, c.hbm_GBps = links->hbm_GBps, c.sms = links->sms;
+  c.nvlink_GBps = links->nvlink_GBps, c.network_GBps = links->network_GBps;
+  c.fp8_peak_tflops = gpu_fp8_peak_tflops(device);
   c.peak_tflops = gpu_peak_tflops(device);
   return c;
 }

@@ -39,16 +39,44 @@ struct ClusterSpec {
   std::string device = "H100";
   int64_t gpus = 8, gpus_per_node = 8;
   double memory_gb = 80, peak_tflops = 989;  // dense bf16
-  double nvlink_GBps = 450;                  // per GPU, one direction (H100 NVLink 4: 900 GB/s bidirectional)
-  double network_GBps = 50;                  // per GPU (400 Gb/s InfiniBand NDR)
-  double latency_us = 10;                    // alpha of every collective step
-  double gemm_efficiency = 0.75;             // achievable fraction of peak for the model's matmuls
-  double usable_memory = 0.9;                // leave room for the CUDA context and fragmentation
+  double fp8_peak_tflops = 1979;             // dense FP8 (0: none)
+  double hbm_GBps = 3350;                    // device memory bandwidth (H100 SXM data sheet)
+  int sms = 132;             // streaming multiprocessors: a gemm's tiles run in waves of this many (0: no waves)
+  double nvlink_GBps = 450;  // per GPU, one direction (H100 NVLink 4: 900 GB/s bidirectional)
+  double network_GBps = 50;  // per GPU (400 Gb/s InfiniBand NDR)
+  double latency_us = 10;    // alpha of every collective step
+  // The two free parameters of the time model (time_model.h), fitted on the
+  // published runs of corpus.h; `plan --reference` refits them and shows
+  // that the fit gives these.
+  double gemm_efficiency = 0.594;  // fraction of peak a large, full-wave gemm reaches
+  double layer_overhead_us =
+      701;  // per layer and microbatch, forward and backward: launches, small kernels, waits not costed
+  double gemm_latency_us = 4;  // per gemm call: launch and pipeline fill (cuBLAS on a GPU)
+  double usable_memory = 0.9;  // leave room for the CUDA context and fragmentation
 };
 
+// Which mechanisms hide communication behind compute, each the fraction of
+// that communication the run overlaps with the compute that can cover it
+// (time_model.h). Defaults: Megatron-LM's usual flags.
+struct Overlap {
+  double tp = 0;  // TP collectives behind the layer's gemms (--tp-comm-overlap, userbuffers): off by default
+  double dp = 1;  // gradient reduce-scatter and parameter all-gather behind the backward and forward
+                  // (--overlap-grad-reduce, --overlap-param-gather)
+  double ep = 0;  // MoE all-to-all behind another microbatch's compute (DualPipe; --overlap-moe-expert-parallel-comm)
+  double cp = 1;  // the CP ring's send/recv behind each block's attention (always on in Megatron's ring)
+};
+
+// The precision of the linears: bf16, or FP8 with its casts (Transformer Engine).
+enum class Precision { bf16, fp8 };
+
 struct TrainSpec {
+  TrainSpec() = default;
+  TrainSpec(int64_t global, int64_t micro, Precision linears = Precision::bf16, Overlap hidden = {})
+      : global_batch(global), micro_batch(micro), precision(linears), overlap(hidden) {}
   int64_t global_batch = 0;  // sequences per step
   int64_t micro_batch = 1;   // sequences per microbatch
+  Precision precision = Precision::bf16;
+  Overlap overlap;
 };
 
 // Activation recomputation, as the step runs it.

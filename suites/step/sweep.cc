@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <thread>
 
 #include "harness/error.h"
@@ -298,6 +299,11 @@ double roofline_step(const SweepState& s, const Entry& e) {
   cl.nvlink_GBps = cl.network_GBps = s.rates.allreduce_busbw_GBps > 0 ? s.rates.allreduce_busbw_GBps : 1e3;
   cl.latency_us = s.rates.allreduce_latency_us;
   cl.gemm_efficiency = 1.0;
+  // The GPU terms of the time model do not apply: no waves, launches or
+  // per-layer overhead, and no memory bandwidth measured here (the roofline
+  // costs the FLOPs and the links alone).
+  cl.sms = 0, cl.gemm_latency_us = 0, cl.layer_overhead_us = 0;
+  cl.hbm_GBps = std::numeric_limits<double>::infinity();
   const plan::TrainSpec train = plan::train_spec(e.model, e.parallel);
   const plan::Config pc = plan::plan_config(e.model, e.parallel);
   try {

@@ -1,0 +1,239 @@
+#include "kernels/planner/time_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/planner/memory.h"
+
+namespace sextant::plan {
+
+namespace {
+
+// cuDNN fused attention on H100, d 128, seq 16k, as fractions of the 989
+// TFLOP/s peak (FlashAttention-3 paper, figs. 5-6).
+constexpr double kAttentionForward = 595.0 / 989, kAttentionForwardCausal = 539.0 / 989;
+constexpr double kAttentionBackward = 516.0 / 989;
+// FP8 gemms reach a smaller fraction of their peak than bf16 ones: on one
+// H200, 8192^3 per-tensor FP8 ran at 1215 of 1979 TFLOP/s, bf16 at 669 of
+// 989 (results/runs/h200-2026-12-04-b/bench_ops.json).
+constexpr double kFp8EfficiencyRatio = (1215.4 / 1979) / (668.8 / 989);
+constexpr double kActivationBytes = 2;  // bf16 activations and their gradients
+constexpr double kLogitBytes = 4;       // f32 logits and their gradient
+// Adam in mixed precision per parameter it updates: read the f32 main
+// gradient, master weight and both moments, write master and moments and
+// the bf16 weight.
+constexpr double kAdamBytes = 4 * 4 + 3 * 4 + 2;
+
+double ring_seconds(double bytes, int n, double factor, double bw_GBps, double alpha_s) {
+  if (n <= 1) return 0;
+  return factor * bytes / (bw_GBps * 1e9) + (n - 1) * alpha_s;
+}
+
+// What of `comm` stays exposed when `overlap` of it runs beside `cover`.
+double exposed(double comm, double overlap, double cover) {
+  return (1 - overlap) * comm + overlap * std::max(0.0, comm - cover);
+}
+
+// One layer of the heaviest stage for one microbatch, seconds.
+struct LayerTime {
+  double gemm = 0, gemm_forward = 0, attention = 0, attention_forward = 0, memory = 0, memory_forward = 0;
+  double tp = 0, cp = 0, ep = 0;  // before overlap
+  double compute() const { return gemm + attention + memory; }
+};
+
+class Costing {
+ public:
+  Costing(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t, const Config& g) : m_(m), c_(c), t_(t), g_(g) {
+    tokens_ = static_cast<double>(t.micro_batch) * m.seq / g.cp;  // rows of every gemm: [b s/cp, .]
+    norm_tokens_ = g.sp ? tokens_ / g.tp : tokens_;
+    linear_peak_ = t.precision == Precision::fp8 && c.fp8_peak_tflops > 0 ? c.fp8_peak_tflops : c.peak_tflops;
+    linear_efficiency_ = t.precision == Precision::fp8 ? kFp8EfficiencyRatio : 1.0;
+  }
+
+  // x: [M, K] times w: [K, N], forward, input gradient [M, K] = dy [M, N] w^T
+  // and weight gradient [K, N] = x^T dy; FP8 casts of x and dy and their
+  // transposes as memory traffic.
+  void linear(LayerTime& l, double rows, double n, double k, double count = 1, bool fp8_capable = true) const {
+    const bool fp8 = fp8_capable && t_.precision == Precision::fp8;
+    const double forward = gemm(rows, n, k, fp8);
+    l.gemm_forward += count * forward;
+    l.gemm += count * (forward + gemm(rows, k, n, fp8) + gemm(k, n, rows, fp8));
+    if (fp8) {
+      const double cast_bytes = count * (rows * k + rows * n) * (kActivationBytes + 1 + 1);
+      l.memory += cast_bytes / bandwidth();
+      l.memory_forward += count * rows * k * (kActivationBytes + 1) / bandwidth();
+    }
+  }
+
+  LayerTime layer(bool moe) const {
+    LayerTime l;
+    const double h = m_.hidden, tp = g_.tp;
+    const double kv_split = std::min<double>(tp, static_cast<double>(m_.kv()));  // KV heads repeat beyond their count
+    const double q = static_cast<double>(m_.heads) * m_.dhead(), o = static_cast<double>(m_.heads) * m_.dv();
+    const double kv = static_cast<double>(m_.kv()) * (m_.dhead() + m_.dv());
+    // qkv: [b s/cp, h] -> [b s/cp, (q + kv) / tp] (MLA: its projections' width)
+    const double qkv_width =
+        m_.attention_params_override > 0 ? (m_.attention_params_override - o * h) / h / tp : q / tp + kv / kv_split;
+    linear(l, tokens_, qkv_width, h);
+    linear(l, tokens_, h, o / tp);  // output projection
+    // Attention core: per head 2 s_q s_k (d + dv) forward, half of it causal.
+    const double core = 2.0 * tokens_ * m_.seq * (m_.heads / tp) * (m_.dhead() + m_.dv()) * (m_.causal ? 0.5 : 1.0);
+    l.attention_forward = core / (c_.peak_tflops * 1e12 * (m_.causal ? kAttentionForwardCausal : kAttentionForward));
+    l.attention = l.attention_forward + 2.5 * core / (c_.peak_tflops * 1e12 * kAttentionBackward);
+    // Two norms with their residual adds: 5 passes of h per token each.
+    double forward_bytes = 10 * norm_tokens_ * h * kActivationBytes;
+    const double gates = m_.swiglu ? 2 : 1;
+    if (!moe) {
+      linear(l, tokens_, gates * m_.ffn / tp, h);
+      linear(l, tokens_, h, m_.ffn / tp);
+      forward_bytes += tokens_ * m_.ffn / tp * (gates + 1) * kActivationBytes;
+    } else {
+      // Rows this rank's experts run: its tokens' topk choices (split over
+      // TP under SP, whole for an expert-TP group), over its E / ep experts.
+      const double rows = tokens_ * m_.topk * g_.etp / tp, local_experts = static_cast<double>(m_.experts) / g_.ep;
+      const double width = static_cast<double>(m_.moe_ffn) / g_.etp;
+      linear(l, norm_tokens_, static_cast<double>(m_.experts), h);  // router
+      linear(l, rows / local_experts, gates * width, h, local_experts);
+      linear(l, rows / local_experts, h, width, local_experts);
+      if (m_.shared_experts > 0) {
+        linear(l, tokens_, gates * m_.shared_experts * m_.moe_ffn / tp, h);
+        linear(l, tokens_, h, static_cast<double>(m_.shared_experts) * m_.moe_ffn / tp);
+      }
+      // The activation over every row; permute and unpermute read and write each row.
+      forward_bytes += rows * width * (gates + 1) * kActivationBytes + 4 * rows * h * kActivationBytes;
+      // Dispatch and combine, forward and backward: each rank's rows, the
+      // share bound for other nodes over the network, the rest over NVLink
+      // at the same time.
+      l.ep = 4 * all_to_all_seconds(rows * h * kActivationBytes);
+    }
+    l.memory_forward += forward_bytes / bandwidth();
+    l.memory += 3 * forward_bytes / bandwidth();  // the backward reads about twice what the forward does
+    // TP: all-gather and reduce-scatter (SP) or all-reduce around attention
+    // and the MLP, forward and backward; an MoE layer without expert TP
+    // keeps the attention's alone.
+    const double tp_collectives = moe && g_.etp == 1 ? 4 : 8;
+    l.tp = tp_collectives * ring_seconds(tokens_ * h * kActivationBytes, g_.tp, (tp - 1) / tp, link(g_.tp), alpha());
+    // CP ring: K and V of this rank's chunk pass cp - 1 times forward, with
+    // dK and dV backward.
+    const double kv_bytes = tokens_ * kv / kv_split * kActivationBytes;
+    l.cp = 3.0 * (g_.cp - 1) * (kv_bytes / (link(g_.tp * g_.cp) * 1e9) + alpha());
+    return l;
+  }
+
+  // The LM head and cross-entropy of the last stage, one microbatch; the
+  // head stays bf16 under FP8 (Transformer Engine's FP8 covers the layers).
+  LayerTime head() const {
+    LayerTime l;
+    linear(l, tokens_, static_cast<double>(m_.vocab) / g_.tp, m_.hidden, 1, false);
+    l.memory += 4 * tokens_ * m_.vocab / g_.tp * kLogitBytes / bandwidth();
+    return l;
+  }
+
+  // An all-to-all of `bytes` per rank over the EP group, whose members sit
+  // etp ranks apart.
+  double all_to_all_seconds(double bytes) const {
+    if (g_.ep <= 1) return 0;
+    const double per_node = std::clamp<double>(static_cast<double>(c_.gpus_per_node) / g_.etp, 1, g_.ep);
+    const double remote = (g_.ep - per_node) / g_.ep, local = (per_node - 1) / g_.ep;
+    return std::max(remote * bytes / (c_.network_GBps * 1e9), local * bytes / (c_.nvlink_GBps * 1e9)) +
+           (g_.ep - 1) * alpha();
+  }
+
+  double bandwidth() const { return c_.hbm_GBps * 1e9; }
+  double alpha() const { return c_.latency_us * 1e-6; }
+  double link(int64_t span) const { return span <= c_.gpus_per_node ? c_.nvlink_GBps : c_.network_GBps; }
+  double tokens() const { return tokens_; }
+
+ private:
+  double gemm(double rows, double n, double k, bool fp8) const {
+    return fp8 ? gemm_seconds(c_, linear_peak_ * linear_efficiency_, rows, n, k)
+               : gemm_seconds(c_, c_.peak_tflops, rows, n, k);
+  }
+
+  const ModelSpec& m_;
+  const ClusterSpec& c_;
+  const TrainSpec& t_;
+  const Config& g_;
+  double tokens_ = 0, norm_tokens_ = 0, linear_peak_ = 0, linear_efficiency_ = 1;
+};
+
+}  // namespace
+
+double gemm_seconds(const ClusterSpec& c, double peak_tflops, double m, double n, double k) {
+  double waves = 1;
+  if (c.sms > 0) {
+    const double tiles = std::ceil(m / 128) * std::ceil(n / 256);
+    waves = tiles / (std::ceil(tiles / c.sms) * c.sms);
+  }
+  return 2 * m * n * k / (peak_tflops * 1e12 * c.gemm_efficiency * waves) + c.gemm_latency_us * 1e-6;
+}
+
+StepTime step_time(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t, const Config& g) {
+  const Costing cost(m, c, t, g);
+  const HeldParams held = held_params(m, g);
+  const LayerTime dense = cost.layer(false), moe = m.moe_layers > 0 ? cost.layer(true) : LayerTime{};
+  const LayerTime head = cost.head();
+  const double full = g.recompute == Recompute::full ? 1 : 0, selective = g.recompute == Recompute::selective ? 1 : 0;
+  const double forward_again = full + selective;
+  const Overlap& o = t.overlap;
+
+  // One microbatch through a stage of `layers` layers (and the LM head).
+  auto stage = [&](double layers, bool with_head) {
+    StepTime mb;
+    auto add = [&](const LayerTime& l, double count) {
+      mb.gemm += count * (l.gemm + full * l.gemm_forward);
+      mb.attention += count * (l.attention + forward_again * l.attention_forward);
+      mb.memory_bound += count * (l.memory + full * l.memory_forward);
+      const double recompute_comm = 1 + full / 2;  // the forward's collectives again
+      mb.tp += count * exposed(recompute_comm * l.tp, o.tp, l.gemm);
+      mb.cp += count * exposed(recompute_comm * l.cp, o.cp, l.attention);
+      mb.ep += count * exposed(recompute_comm * l.ep, o.ep, l.compute());
+    };
+    const double moe_share = static_cast<double>(held.moe_layers) / held.layers;
+    add(dense, layers * (1 - moe_share));
+    add(moe, layers * moe_share);
+    if (with_head) add(head, 1);
+    mb.overhead = layers * c.layer_overhead_us * 1e-6 * (1 + full / 3);
+    return mb;
+  };
+  // The heaviest stage: a first one of ceil(L / pp) layers, or the last,
+  // which holds the rest and the head.
+  const double last_layers = std::max<double>(0, static_cast<double>(m.layers - (g.pp - 1) * held.layers));
+  StepTime mb = stage(last_layers, true);
+  if (g.pp > 1) {
+    const StepTime first = stage(static_cast<double>(held.layers), false);
+    if (first.compute() + first.tp + first.cp + first.ep > mb.compute() + mb.tp + mb.cp + mb.ep) mb = first;
+  }
+  const double layers = static_cast<double>(held.layers);
+
+  const double microbatches = static_cast<double>(t.global_batch) / (static_cast<double>(g.dp) * t.micro_batch);
+  const double mb_seconds = mb.compute() + mb.tp + mb.cp + mb.ep;
+  StepTime s;
+  s.gemm = microbatches * mb.gemm, s.attention = microbatches * mb.attention;
+  s.memory_bound = microbatches * mb.memory_bound, s.overhead = microbatches * mb.overhead;
+  s.tp = microbatches * mb.tp, s.cp = microbatches * mb.cp, s.ep = microbatches * mb.ep;
+  s.bubble = (g.pp - 1.0) / g.vpp * mb_seconds;
+
+  // Adam over this rank's shard (the distributed optimizer's) of the params.
+  const int dp_cp = g.dp * g.cp, edp = g.tp * g.cp * g.dp / (g.etp * g.ep);
+  const double updated = g.distributed_optimizer ? held.dense / dp_cp + held.expert / edp : held.dense + held.expert;
+  s.optimizer = updated * kAdamBytes / cost.bandwidth();
+
+  // DP: bf16 gradients reduce-scattered (Megatron's default; f32 with
+  // --accumulate-allreduce-grads-in-fp32), bf16 parameters all-gathered
+  // over dp x cp (experts over their EDP group), the same bytes as an
+  // all-reduce of the gradients; the last bucket at least stays exposed.
+  const double reduce = ring_seconds(4.0 * held.dense, dp_cp, (dp_cp - 1.0) / dp_cp,
+                                     cost.link(static_cast<int64_t>(g.tp) * dp_cp), cost.alpha()) +
+                        ring_seconds(4.0 * held.expert, edp, (edp - 1.0) / edp, c.network_GBps, cost.alpha());
+  s.dp = std::max(exposed(reduce, o.dp, mb.compute()), reduce / std::max(1.0, layers));
+
+  // PP: an activation forward and a gradient backward per microbatch and
+  // boundary, on the critical path of the schedule; each TP rank sends its
+  // 1/tp (SP, or Megatron's scatter-gather of the replicated activation).
+  const double p2p_bytes = cost.tokens() / g.tp * m.hidden * kActivationBytes;
+  s.pp = g.pp > 1 ? 2.0 * (microbatches + g.pp - 1) * (p2p_bytes / (c.network_GBps * 1e9) + cost.alpha()) : 0.0;
+  return s;
+}
+
+}  // namespace sextant::plan

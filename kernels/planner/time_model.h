@@ -1,0 +1,50 @@
+// The planner's step time on a GPU cluster: what one rank of the heaviest
+// pipeline stage does per microbatch, each part costed by what limits it,
+// then the pipeline and the data-parallel reduction around it.
+//
+//   gemms        each linear of the layer at its own shape (M tokens, N, K),
+//                forward, input gradient and weight gradient:
+//                2MNK / (peak x gemm_efficiency x waves(M, N)) + gemm_latency,
+//                waves = the share of the last wave of 128 x 256 output
+//                tiles over the SMs that is busy (cuBLAS's Hopper tiles)
+//   attention    the attention core's FLOPs at the published rate of cuDNN's
+//                fused attention on H100 (d 128, seq 16k; Shah et al. 2024,
+//                FlashAttention-3, arXiv:2407.08608, figs. 5-6): forward 595
+//                (causal 539) and backward 516 TFLOP/s of 989, that fraction
+//                of each device's peak
+//   memory-bound norms, residual adds, the MLP's activation, the MoE
+//                permutes, cross-entropy, FP8 casts and Adam: their bytes at
+//                the device's memory bandwidth
+//   overhead     layer_overhead per layer and microbatch (fitted)
+//   tp, cp, ep   the collectives and ring messages of each layer (bus
+//                bandwidth factors of nccl-tests), each exposed as far as
+//                its Overlap fraction does not hide it behind the compute
+//                that can cover it: TP behind the layer's gemms, CP behind
+//                the attention core, EP behind the layer's compute
+//   dp           gradient reduce-scatter and parameter all-gather, hidden
+//                (Overlap::dp) behind the last microbatch's backward and the
+//                first one's forward
+//   bubble       (pp - 1) / vpp microbatch-stage times (Narayanan et al. 2021)
+//   pp           one activation and one gradient per microbatch and boundary
+#pragma once
+
+#include "kernels/planner/specs.h"
+
+namespace sextant::plan {
+
+// Seconds per step on the heaviest rank, by what they are spent on.
+struct StepTime {
+  double gemm = 0, attention = 0, memory_bound = 0, overhead = 0, optimizer = 0;  // compute
+  double tp = 0, cp = 0, ep = 0, dp = 0, pp = 0;                                  // exposed communication
+  double bubble = 0;
+  double compute() const { return gemm + attention + memory_bound + overhead + optimizer; }
+  double step() const { return compute() + tp + cp + ep + dp + pp + bubble; }
+};
+
+// Seconds of one gemm of [M x K] by [K x N] at `peak_tflops` (bf16 or FP8).
+double gemm_seconds(const ClusterSpec& c, double peak_tflops, double m, double n, double k);
+
+// The caller has validated the config (planner.h validate).
+StepTime step_time(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t, const Config& g);
+
+}  // namespace sextant::plan

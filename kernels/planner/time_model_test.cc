@@ -1,0 +1,101 @@
+#include "kernels/planner/time_model.h"
+
+#include <gtest/gtest.h>
+
+#include "kernels/planner/planner.h"
+
+namespace sextant::plan {
+namespace {
+
+Config tp_dp(int tp, int dp) {
+  Config c;
+  c.tp = tp, c.dp = dp, c.sp = tp > 1;
+  return c;
+}
+
+// A gemm of one tile more than the SMs hold runs a second, nearly empty
+// wave: it takes as long as two full waves.
+TEST(TimeModel, GemmsRunInWavesOfTheSms) {
+  ClusterSpec c = cluster_preset("H100", 8);
+  c.gemm_latency_us = 0;
+  const double full = gemm_seconds(c, c.peak_tflops, 128.0 * 132, 256, 4096);      // 132 tiles
+  const double one_more = gemm_seconds(c, c.peak_tflops, 128.0 * 133, 256, 4096);  // 133 tiles: 2 waves
+  EXPECT_NEAR(one_more / full, 2.0, 1e-9);
+  EXPECT_NEAR(full, 2.0 * 128 * 132 * 256 * 4096 / (989e12 * c.gemm_efficiency), 1e-15);
+  c.sms = 0;  // no waves: FLOPs alone
+  EXPECT_NEAR(gemm_seconds(c, c.peak_tflops, 128.0 * 133, 256, 4096) / full, 133.0 / 132, 1e-9);
+}
+
+// Each overlap fraction hides its own mechanism's communication and nothing else.
+TEST(TimeModel, EachOverlapHidesItsOwnCommunication) {
+  const ModelSpec m = model_preset("llama2-70b");
+  const ClusterSpec c = cluster_preset("H100", 64);
+  TrainSpec t{1024, 1};
+  const Config g = tp_dp(8, 8);
+  const StepTime exposed = step_time(m, c, t, g);
+  t.overlap.tp = 1;
+  const StepTime hidden = step_time(m, c, t, g);
+  EXPECT_GT(exposed.tp, 0);
+  EXPECT_LT(hidden.tp, exposed.tp / 10);  // NVLink all-gathers hide behind the layer's gemms
+  EXPECT_DOUBLE_EQ(hidden.gemm, exposed.gemm);
+  EXPECT_DOUBLE_EQ(hidden.dp, exposed.dp);
+  t.overlap = {};
+  t.overlap.dp = 0;
+  EXPECT_GT(step_time(m, c, t, g).dp, exposed.dp);
+}
+
+// DeepSeek-V3's EP all-to-all over the network: exposed it costs a large
+// share of the step; DualPipe's overlap hides most of it.
+TEST(TimeModel, ExpertAllToAllHidesBehindComputeWithDualPipe) {
+  const ModelSpec m = model_preset("deepseek-v3");
+  const ClusterSpec c = cluster_preset("H800", 2048);
+  TrainSpec t{15360, 1};
+  Config g;
+  g.pp = 16, g.dp = 128, g.ep = 64;
+  const StepTime plain = step_time(m, c, t, g);
+  t.overlap.ep = 1;
+  const StepTime dual = step_time(m, c, t, g);
+  EXPECT_GT(plain.ep, 0.2 * plain.step());
+  EXPECT_LT(dual.ep, plain.ep / 2);
+}
+
+// FP8 linears run at the FP8 peak (times the measured FP8/bf16 efficiency
+// ratio) and add their casts to the memory-bound time; attention stays bf16.
+TEST(TimeModel, Fp8HalvesTheGemmsAndAddsCasts) {
+  const ModelSpec m = model_preset("llama2-70b");
+  const ClusterSpec c = cluster_preset("H100", 64);
+  TrainSpec t{1024, 1};
+  const StepTime bf16 = step_time(m, c, t, tp_dp(8, 8));
+  t.precision = Precision::fp8;
+  const StepTime fp8 = step_time(m, c, t, tp_dp(8, 8));
+  EXPECT_LT(fp8.gemm, 0.65 * bf16.gemm);
+  EXPECT_GT(fp8.gemm, 0.5 * bf16.gemm);
+  EXPECT_GT(fp8.memory_bound, bf16.memory_bound);
+  EXPECT_DOUBLE_EQ(fp8.attention, bf16.attention);
+}
+
+// Norms, activations and Adam are costed from the memory bandwidth.
+TEST(TimeModel, MemoryBoundKernelsScaleWithBandwidth) {
+  const ModelSpec m = model_preset("llama2-70b");
+  ClusterSpec c = cluster_preset("H100", 64);
+  const TrainSpec t{1024, 1};
+  const StepTime fast = step_time(m, c, t, tp_dp(8, 8));
+  c.hbm_GBps /= 2;
+  const StepTime slow = step_time(m, c, t, tp_dp(8, 8));
+  EXPECT_GT(fast.memory_bound, 0);
+  EXPECT_NEAR(slow.memory_bound, 2 * fast.memory_bound, 1e-9 * fast.memory_bound);
+  EXPECT_NEAR(slow.optimizer, 2 * fast.optimizer, 1e-9 * fast.optimizer);
+  EXPECT_DOUBLE_EQ(slow.gemm, fast.gemm);
+}
+
+// The per-layer overhead is paid per layer and microbatch of the heaviest stage.
+TEST(TimeModel, LayerOverheadPerLayerAndMicrobatch) {
+  const ModelSpec m = model_preset("llama2-70b");
+  ClusterSpec c = cluster_preset("H100", 64);
+  c.layer_overhead_us = 100;
+  const StepTime s = step_time(m, c, {1024, 1}, tp_dp(8, 8));
+  EXPECT_NEAR(s.overhead, 80 * 128 * 100e-6, 1e-9);
+}
+
+}  // namespace
+}  // namespace sextant::plan
