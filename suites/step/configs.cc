@@ -4,6 +4,7 @@
 #include "harness/error.h"
 #include "harness/strings.h"
 #include "kernels/attention/packing.h"
+#include "kernels/ops/adam.h"
 #include "kernels/ops/fp8_recipe.h"
 #include "suites/step/step.h"
 
@@ -73,13 +74,17 @@ constexpr const char* kFp8Dense = "fp8_dense";
 // magnitude, so where a gradient is rounding noise around zero (the key bias:
 // softmax is shift-invariant, d loss / d b_k = 0 exactly) eps 1e-8 turns f32
 // noise of 1e-9 into whole lr steps that the float64 reference does not take.
-// Any f32 run (the one-rank baseline too) does that; with 1e-5 the amplification
-// lr / eps stays 100 and the parameter check measures the update, not noise.
+// Any f32 run (the one-rank baseline too) does that; eps = lr / 100 keeps the
+// amplification (d update / d grad <= lr / eps) at 100 for any --set lr, so the
+// parameter check measures the update, not noise (1e-5 at the default lr 1e-3).
+constexpr double kAdamNoiseAmplification = 100;
+
 nlohmann::json default_params(const SweepRequest& req) {
   nlohmann::json params = profile_sizes(req.profile);
-  params["adam_eps"] = 1e-5;
   for (const std::string& key : kModelKeys)
     if (req.options.contains(key)) params[key] = req.options.at(key);
+  if (!params.contains("adam_eps"))
+    params["adam_eps"] = params.value("lr", ops::AdamConfig{}.lr) / kAdamNoiseAmplification;
   ops::record_attention_impl(req, params);
   ops::require_fp8_options_apply(req.options);
   for (const OptionSpec& option : ops::fp8_recipe_options())
