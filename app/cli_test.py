@@ -338,7 +338,9 @@ class BadInput(unittest.TestCase):
         plain = checked_mfu()
         self.assertGreater(checked_mfu("--overlap", "ep=1"), plain)  # DualPipe hides the all-to-all
         self.assertGreater(checked_mfu("--precision", "fp8"), plain)
+        self.assertLess(checked_mfu("--attention", "unfused"), plain)  # the scores through memory
         for bad, message in ((["--overlap", "ep=2"], "--overlap ep=2 must be a fraction from 0 to 1"),
+                             (["--attention", "flash"], "--attention: flash not in {fused,unfused}"),
                              (["--overlap", "xx=1"], "--overlap key 'xx' must be one of tp, dp, ep, cp"),
                              (["--precision", "fp8"], "--precision fp8 needs FP8 tensor cores")):
             args = base + bad if bad[0] != "--precision" else [a if a != "H800" else "A100" for a in base] + bad

@@ -25,7 +25,7 @@ namespace {
 // Overrides are optional: a given value replaces the preset's, after its rule.
 struct PlanFlags {
   std::string model, device = "H100", check, json, calibrate, calibrate_dtype, overlap;  // model "": the GPT base
-  std::string precision = "bf16";
+  std::string precision = "bf16", attention = "fused";
   std::optional<std::string> mlp;
   std::optional<bool> tied_embeddings;
   bool reference = false;
@@ -197,6 +197,10 @@ CLI::App* add_plan_command(CLI::App& app) {
   p->add_option("--hbm-GBps", flags.hbm, "Override: device memory bandwidth (GB/s)");
   p->add_option("--precision", flags.precision, "Precision of the linears: bf16 or fp8")
       ->check(CLI::IsMember({"bf16", "fp8"}));
+  p->add_option("--attention", flags.attention,
+                "The attention core's kernel: fused (FlashAttention, cuDNN) or unfused (the [s, s] scores through "
+                "memory)")
+      ->check(CLI::IsMember({"fused", "unfused"}));
   p->add_option("--overlap", flags.overlap,
                 "Fraction of each mechanism's communication hidden behind compute, e.g. tp=1,ep=1 (defaults: tp 0, "
                 "dp 1, ep 0, cp 1: kernels/planner/time_model.h)");
@@ -321,6 +325,7 @@ int run_plan_command() {
   require(precision == plan::Precision::bf16 || c.fp8_peak_tflops > 0,
           cat("--precision fp8 needs FP8 tensor cores: ", c.device, " has none"));
   plan::TrainSpec t{flags.global_batch, flags.micro_batch, precision, parse_overlap(flags.overlap)};
+  if (flags.attention == "unfused") t.attention = plan::AttentionKernel::unfused;
 
   std::vector<plan::Estimate> all = plan::search(m, c, t);
   std::optional<plan::Estimate> checked;

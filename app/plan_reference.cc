@@ -29,8 +29,10 @@ std::string split_of(const plan::Estimate& e) {
              ", dp ", percent(e.dp_comm / e.step), ", pp ", percent(e.pp_comm / e.step));
 }
 
-std::string overlap_of(const plan::Overlap& o) {
-  return cat("overlap tp ", o.tp, " dp ", o.dp, " ep ", o.ep, " cp ", o.cp);
+std::string settings_of(const plan::PublishedRun& r) {
+  const plan::Overlap& o = r.overlap;
+  return cat("overlap tp ", o.tp, " dp ", o.dp, " ep ", o.ep, " cp ", o.cp,
+             r.attention == plan::AttentionKernel::unfused ? ", attention unfused" : "");
 }
 
 }  // namespace
@@ -66,7 +68,7 @@ void print_reference_table(const plan::Calibration* cal) {
                 r.precision == plan::Precision::fp8 ? "fp8" : "bf16", percent(r.reported_mfu).c_str(),
                 percent(e.mfu).c_str(), percent(e.mfu - fit.gap[i] + fit.held_out_gap[i]).c_str(), 100 * fit.gap[i],
                 100 * fit.held_out_gap[i], calibrated.c_str());
-    std::printf("      %s, micro batch %ld, global batch %ld; %s\n      source: %s\n", overlap_of(r.overlap).c_str(),
+    std::printf("      %s, micro batch %ld, global batch %ld; %s\n      source: %s\n", settings_of(r).c_str(),
                 static_cast<long>(r.micro_batch), static_cast<long>(r.global_batch), split_of(e).c_str(),
                 r.source.c_str());
   }

@@ -40,6 +40,7 @@ struct Settings {
   Recompute recompute = Recompute::none;
   bool distributed_optimizer = true;
   bool sequence_parallel = true;  // where tp > 1
+  AttentionKernel attention = AttentionKernel::fused;
 };
 
 PublishedRun row(const char* label, const ModelSpec& m, const char* device, int64_t gpus, int64_t global_batch,
@@ -50,7 +51,8 @@ PublishedRun row(const char* label, const ModelSpec& m, const char* device, int6
   r.config.tp = p.tp, r.config.cp = p.cp, r.config.pp = p.pp, r.config.dp = p.dp, r.config.ep = p.ep;
   r.config.vpp = p.vpp, r.config.sp = p.tp > 1 && s.sequence_parallel, r.config.recompute = s.recompute;
   r.config.distributed_optimizer = s.distributed_optimizer;
-  r.precision = s.precision, r.overlap = s.overlap, r.reported_mfu = mfu, r.source = source;
+  r.precision = s.precision, r.overlap = s.overlap, r.attention = s.attention, r.reported_mfu = mfu;
+  r.source = source;
   return r;
 }
 
@@ -97,7 +99,9 @@ constexpr const char* kSeeds =
     "the 6D parallelism tutorial's table of typical runs (round MFU figures, configs as the tutorial gives them)";
 
 std::vector<PublishedRun> build() {
-  const Settings sc21{Precision::bf16, {0, 0, 0, 1}, Recompute::full, false, false};
+  // 2021: attention unfused (FlashAttention came in 2022; Megatron fused
+  // only scale, mask and softmax).
+  const Settings sc21{Precision::bf16, {0, 0, 0, 1}, Recompute::full, false, false, AttentionKernel::unfused};
   const Settings mcore{Precision::bf16, {1, 1, 0, 1}, Recompute::none, true};
   const Settings nemo_fp8{Precision::fp8, {1, 1, 0, 1}, Recompute::none, true};
   const Settings llama3{Precision::bf16, {0, 1, 0, 1}, Recompute::none, true};
@@ -230,6 +234,10 @@ ClusterSpec run_cluster(const PublishedRun& r) {
   return c;
 }
 
-TrainSpec run_train(const PublishedRun& r) { return {r.global_batch, r.micro_batch, r.precision, r.overlap}; }
+TrainSpec run_train(const PublishedRun& r) {
+  TrainSpec t{r.global_batch, r.micro_batch, r.precision, r.overlap};
+  t.attention = r.attention;
+  return t;
+}
 
 }  // namespace sextant::plan

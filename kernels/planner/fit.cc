@@ -27,7 +27,7 @@ FreeParameters fit(const std::vector<PublishedRun>& runs, int leave_out) {
   // A 13 x 13 grid over the whole range, then again over the four steps
   // around its best point, each round a third as wide (the two parameters
   // trade against each other along a valley, so the grid shrinks slowly).
-  constexpr double kLeastEfficiency = 0.4, kMostEfficiency = 1.0, kMostOverheadUs = 1000;
+  constexpr double kLeastEfficiency = 0.4, kMostEfficiency = 1.0, kMostOverheadUs = 3000;
   constexpr int kPoints = 13, kRounds = 9;
   double lo_e = kLeastEfficiency, hi_e = kMostEfficiency, lo_o = 0, hi_o = kMostOverheadUs;
   FreeParameters best{};

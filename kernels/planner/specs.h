@@ -48,9 +48,9 @@ struct ClusterSpec {
   // The two free parameters of the time model (time_model.h), fitted on the
   // published runs of corpus.h; `plan --reference` refits them and shows
   // that the fit gives these.
-  double gemm_efficiency = 0.594;  // fraction of peak a large, full-wave gemm reaches
+  double gemm_efficiency = 0.633;  // fraction of peak a large, full-wave gemm reaches
   double layer_overhead_us =
-      701;  // per layer and microbatch, forward and backward: launches, small kernels, waits not costed
+      1364;  // per layer and microbatch, forward and backward: launches, small kernels, waits not costed
   double gemm_latency_us = 4;  // per gemm call: launch and pipeline fill (cuBLAS on a GPU)
   double usable_memory = 0.9;  // leave room for the CUDA context and fragmentation
 };
@@ -69,6 +69,11 @@ struct Overlap {
 // The precision of the linears: bf16, or FP8 with its casts (Transformer Engine).
 enum class Precision { bf16, fp8 };
 
+// The attention core's kernel: fused (FlashAttention, cuDNN: the scores stay
+// on chip), or unfused (Megatron before FlashAttention: batched gemms around
+// a fused scale-mask-softmax, the [s, s] scores through device memory).
+enum class AttentionKernel { fused, unfused };
+
 struct TrainSpec {
   TrainSpec() = default;
   TrainSpec(int64_t global, int64_t micro, Precision linears = Precision::bf16, Overlap hidden = {})
@@ -77,6 +82,7 @@ struct TrainSpec {
   int64_t micro_batch = 1;   // sequences per microbatch
   Precision precision = Precision::bf16;
   Overlap overlap;
+  AttentionKernel attention = AttentionKernel::fused;
 };
 
 // Activation recomputation, as the step runs it.

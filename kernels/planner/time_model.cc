@@ -18,7 +18,11 @@ constexpr double kAttentionBackward = 516.0 / 989;
 // 989 (results/runs/h200-2026-12-04-b/bench_ops.json).
 constexpr double kFp8EfficiencyRatio = (1215.4 / 1979) / (668.8 / 989);
 constexpr double kActivationBytes = 2;  // bf16 activations and their gradients
-constexpr double kLogitBytes = 4;       // f32 logits and their gradient
+// Unfused attention's forward per score in bf16: written by the QK^T gemm,
+// read and written by the softmax, read and written by dropout with its
+// 1-byte mask, read by the PV gemm.
+constexpr double kUnfusedScoreBytes = 6 * kActivationBytes + 1;
+constexpr double kLogitBytes = 4;  // f32 logits and their gradient
 // Adam in mixed precision per parameter it updates: read the f32 main
 // gradient, master weight and both moments, write master and moments and
 // the bf16 weight.
@@ -80,6 +84,14 @@ class Costing {
     const double core = 2.0 * tokens_ * m_.seq * (m_.heads / tp) * (m_.dhead() + m_.dv()) * (m_.causal ? 0.5 : 1.0);
     l.attention_forward = core / (c_.peak_tflops * 1e12 * (m_.causal ? kAttentionForwardCausal : kAttentionForward));
     l.attention = l.attention_forward + 2.5 * core / (c_.peak_tflops * 1e12 * kAttentionBackward);
+    if (t_.attention == AttentionKernel::unfused) {
+      // Batched gemms over the whole [s, s] (the causal mask applied after),
+      // forward and twice that backward, and the scores through memory.
+      const double scores = tokens_ * m_.seq * (m_.heads / tp);
+      const double gemms = 2.0 * scores * (m_.dhead() + m_.dv()) / (c_.peak_tflops * 1e12 * c_.gemm_efficiency);
+      l.attention_forward = gemms + scores * kUnfusedScoreBytes / bandwidth();
+      l.attention = 3 * l.attention_forward;
+    }
     // Two norms with their residual adds: 5 passes of h per token each.
     double forward_bytes = 10 * norm_tokens_ * h * kActivationBytes;
     const double gates = m_.swiglu ? 2 : 1;
@@ -142,6 +154,17 @@ class Costing {
   double bandwidth() const { return c_.hbm_GBps * 1e9; }
   double alpha() const { return c_.latency_us * 1e-6; }
   double link(int64_t span) const { return span <= c_.gpus_per_node ? c_.nvlink_GBps : c_.network_GBps; }
+  // The bus bandwidth of a collective over n ranks `stride` apart. Across
+  // nodes a ring crosses each node boundary once per channel, and NCCL runs
+  // a channel per NIC (rail), so the group's k ranks on a node move its bytes
+  // over k NICs at once, up to NVLink's rate inside the node (8-GPU H100
+  // nodes with a 400 Gb/s NIC per GPU: 400-450 GB/s all_reduce busbw in
+  // nccl-tests, saturncloud.io/blog/crusoe-nccl-cluster-validation).
+  double collective_GBps(int64_t stride, int64_t n) const {
+    if (stride * n <= c_.gpus_per_node) return c_.nvlink_GBps;
+    const double per_node = std::clamp<double>(static_cast<double>(c_.gpus_per_node) / stride, 1, n);
+    return std::min(c_.nvlink_GBps, per_node * c_.network_GBps);
+  }
   double tokens() const { return tokens_; }
 
  private:
@@ -223,9 +246,10 @@ StepTime step_time(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t,
   // --accumulate-allreduce-grads-in-fp32), bf16 parameters all-gathered
   // over dp x cp (experts over their EDP group), the same bytes as an
   // all-reduce of the gradients; the last bucket at least stays exposed.
-  const double reduce = ring_seconds(4.0 * held.dense, dp_cp, (dp_cp - 1.0) / dp_cp,
-                                     cost.link(static_cast<int64_t>(g.tp) * dp_cp), cost.alpha()) +
-                        ring_seconds(4.0 * held.expert, edp, (edp - 1.0) / edp, c.network_GBps, cost.alpha());
+  const double reduce =
+      ring_seconds(4.0 * held.dense, dp_cp, (dp_cp - 1.0) / dp_cp, cost.collective_GBps(g.tp, dp_cp), cost.alpha()) +
+      ring_seconds(4.0 * held.expert, edp, (edp - 1.0) / edp,
+                   cost.collective_GBps(static_cast<int64_t>(g.etp) * g.ep, edp), cost.alpha());
   s.dp = std::max(exposed(reduce, o.dp, mb.compute()), reduce / std::max(1.0, layers));
 
   // PP: an activation forward and a gradient backward per microbatch and

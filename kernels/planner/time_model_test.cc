@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "kernels/planner/planner.h"
 
 namespace sextant::plan {
@@ -95,6 +97,41 @@ TEST(TimeModel, LayerOverheadPerLayerAndMicrobatch) {
   c.layer_overhead_us = 100;
   const StepTime s = step_time(m, c, {1024, 1}, tp_dp(8, 8));
   EXPECT_NEAR(s.overhead, 80 * 128 * 100e-6, 1e-9);
+}
+
+// A DP ring across nodes moves its bytes over the NICs of all its ranks on a
+// node at once: 8 ranks per node reduce 8 times faster than 1.
+TEST(TimeModel, DataParallelRingsUseEveryNicOfTheirRanksOnANode) {
+  const ModelSpec m = model_preset("llama2-70b");
+  ClusterSpec c = cluster_preset("H100", 16);
+  c.latency_us = 0;
+  TrainSpec t{1024, 1};
+  t.overlap.dp = 0;
+  const StepTime eight_per_node = step_time(m, c, t, tp_dp(1, 16));
+  c.gpus_per_node = 1;
+  const StepTime one_per_node = step_time(m, c, t, tp_dp(1, 16));
+  EXPECT_NEAR(one_per_node.dp / eight_per_node.dp, 8.0, 1e-9);  // min(NVLink, 8 NICs) over one NIC
+  c.gpus_per_node = 16;                                         // one node: NVLink
+  EXPECT_NEAR(step_time(m, c, t, tp_dp(1, 16)).dp / eight_per_node.dp, 8 * c.network_GBps / c.nvlink_GBps, 1e-9);
+}
+
+// Unfused attention writes and reads the [s, s] scores: its time depends on
+// the memory bandwidth; fused attention's does not.
+TEST(TimeModel, UnfusedAttentionMovesTheScoresThroughMemory) {
+  const ModelSpec m = model_preset("llama2-70b");
+  ClusterSpec c = cluster_preset("H100", 64);
+  TrainSpec t{1024, 1};
+  const StepTime fused = step_time(m, c, t, tp_dp(8, 8));
+  t.attention = AttentionKernel::unfused;
+  const StepTime unfused = step_time(m, c, t, tp_dp(8, 8));
+  EXPECT_GT(unfused.attention, fused.attention);
+  c.hbm_GBps = INFINITY;
+  const double gemms_only = step_time(m, c, t, tp_dp(8, 8)).attention;
+  c.hbm_GBps = cluster_preset("H100", 64).hbm_GBps / 2;
+  EXPECT_NEAR(step_time(m, c, t, tp_dp(8, 8)).attention - gemms_only, 2 * (unfused.attention - gemms_only),
+              1e-9 * unfused.attention);
+  t.attention = AttentionKernel::fused;
+  EXPECT_DOUBLE_EQ(step_time(m, c, t, tp_dp(8, 8)).attention, fused.attention);
 }
 
 }  // namespace
