@@ -19,13 +19,16 @@ namespace sextant::moe {
 // every iteration over one batch, and a fresh large allocation costs a page
 // fault per 4 KiB on first touch (glibc maps big blocks and unmaps them on
 // free). A buffer is reused while its shape and dtype match. One batch is in
-// flight per dispatcher, so a name's buffer is free when its path runs again.
+// flight per dispatcher, so a name's buffer is free when its path runs again,
+// and a reshaped one is released before its replacement is allocated (the
+// two together would be a peak no step needs).
 class BufferCache {
  public:
   Tensor& get(const std::string& name, const Shape& shape, DType dtype, Device device = Device::host) {
     Tensor& t = buffers_[name];
     if (!t.defined() || t.shape() != shape || t.dtype() != dtype || t.device() != device) {
       MemoryScope scope(MemoryKind::communication);
+      t = Tensor{};
       t = Tensor::empty(shape, dtype, device);
     }
     return t;

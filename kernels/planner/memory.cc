@@ -28,26 +28,28 @@ MemoryLayout sextant_step_layout(int compute_dtype_bytes, bool peer_memory_dispa
 namespace {
 
 // Rows of width h sextant's dispatchers (kernels/moe) keep per MoE layer and
-// microbatch, for R rows this rank routes and T tokens it holds. Each pass
-// (forward, backward) keeps its output [T, h] and, per routed row:
+// microbatch, for R rows this rank routes, T tokens it holds and f the
+// expert load (StageLoad: the rows an EP rank receives are f R at most).
+// Each pass (forward, backward) keeps its output [T, h] and, per routed row:
 //   peer memory (EP > 1, no ETP): four windows (input and output, each
-//     pass) shared with the peers, each a quarter larger than the rows
-//     received, so 4 x 1.25 R for both passes
-//   collectives, no ETP: the permuted rows, the expert inputs and the rows
-//     back (EP > 1) or unsorted (EP 1): 3 R a pass
-//   collectives with ETP Q > 1: the permuted rows R, the EP exchange and
-//     the rows back (2 R, at EP > 1), and four buffers of the ETP group's
-//     Q R rows (the gather, the expert inputs, the unsort, the reduce-scatter
-//     parts)
-double dispatch_rows(MemoryLayout::Dispatch d, const Config& g, double routed, double tokens) {
+//     pass) shared with the peers, each a quarter larger than the most
+//     rows an EP rank receives, so 4 x 1.25 f R for both passes
+//   collectives, no ETP: the permuted rows R, the expert inputs f R and
+//     the rows back (EP > 1) or unsorted (EP 1) R, a pass
+//   collectives with ETP Q > 1: the permuted rows R, the EP exchange f R
+//     and the rows back R (at EP > 1), and four buffers of the ETP group's
+//     Q f R rows (the gather, the expert inputs, the unsort, the
+//     reduce-scatter parts)
+double dispatch_rows(MemoryLayout::Dispatch d, const Config& g, double routed, double tokens, double load) {
+  const double received = std::max(1.0, load) * routed;
   switch (d) {
     case MemoryLayout::Dispatch::none: return 0;
     case MemoryLayout::Dispatch::sextant_peer_memory:
-      if (g.ep > 1 && g.etp == 1) return 4 * 1.25 * routed + 2 * tokens;
+      if (g.ep > 1 && g.etp == 1) return 4 * 1.25 * received + 2 * tokens;
       [[fallthrough]];  // the dispatcher falls back to the collectives
     case MemoryLayout::Dispatch::sextant_collectives:
-      if (g.etp == 1) return 2 * (3 * routed + tokens);
-      return 2 * (routed + (g.ep > 1 ? 2 * routed : 0) + 4.0 * g.etp * routed + tokens);
+      if (g.etp == 1) return 2 * (2 * routed + received + tokens);
+      return 2 * (routed + (g.ep > 1 ? routed + received : 0) + 4.0 * g.etp * received + tokens);
   }
   return 0;
 }
@@ -118,7 +120,7 @@ MemoryBreakdown estimate_memory(const ModelSpec& m, const TrainSpec& t, const Co
   // Kept buffers: pipeline receives and the MoE dispatch rows.
   if (g.pp > 1) b.communication += l.receive_buffer_bytes * (2.0 * g.vpp - 1) * microbatches * sbh / (g.sp ? g.tp : 1);
   const double routed = tokens * m.topk / (g.sp ? g.tp : 1), own = tokens / (g.sp ? g.tp : 1);
-  b.communication += p.moe_layers * microbatches * a * h * dispatch_rows(l.dispatch, g, routed, own);
+  b.communication += p.moe_layers * microbatches * a * h * dispatch_rows(l.dispatch, g, routed, own, load.expert_load);
   return b;
 }
 

@@ -78,10 +78,14 @@ struct MemoryBreakdown {
 // Narayanan et al. 2021). moe_layers: as held_params. deferred_weight_grads:
 // backwards of a split schedule (zero bubble) whose weight gradient is still
 // to run; each keeps its linears' output gradients (workspace).
+// expert_load: the most rows one EP rank's experts receive, over the
+// balanced count (1: routing balanced); the dispatch buffers that hold
+// received rows grow with it.
 struct StageLoad {
   double in_flight = 0;
   int64_t moe_layers = -1;
   int deferred_weight_grads = 0;
+  double expert_load = 1;
 };
 MemoryBreakdown estimate_memory(const ModelSpec& m, const TrainSpec& t, const Config& c, const MemoryLayout& layout,
                                 const StageLoad& load = {});

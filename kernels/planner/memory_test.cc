@@ -67,28 +67,49 @@ TEST(PlannerMemory, SextantStepLayoutCountsItsBuffers) {
   EXPECT_EQ(estimate_memory(m, t, c, megatron_layout()).workspace, 0);
 }
 
-// The MoE dispatch buffers of one layer and microbatch, in rows of h, for
+// One MoE layer (h 8, 16 tokens, top-2 of 4 experts) and its dispatch
+// buffers for one microbatch under config c, in rows of h: the
+// communication bytes less the gradient buckets.
+double dispatch_buffer_rows(const Config& c, bool peer_memory, double expert_load = 1) {
+  ModelSpec m;
+  m.layers = 1, m.moe_layers = 1, m.hidden = 8, m.heads = 2, m.ffn = 16, m.vocab = 10, m.seq = 16;
+  m.experts = 4, m.topk = 2, m.moe_ffn = 8;
+  StageLoad stage;
+  stage.expert_load = expert_load;
+  const MemoryBreakdown b = estimate_memory(m, TrainSpec{c.dp, 1}, c, sextant_step_layout(4, peer_memory), stage);
+  const HeldParams p = held_params(m, c);
+  return (b.communication - 4 * (p.dense + p.expert)) / (4.0 * 8);
+}
+
 // R = 16 x 2 routed rows and T = 16 tokens: 4 x 1.25 R + 2 T over peer
 // memory, 6 R + 2 T over the collectives, and with ETP 2 (no EP) the
 // permuted rows and four buffers of the group's 2 R rows a pass.
 TEST(PlannerMemory, SextantDispatchBuffersFollowTheTransport) {
-  ModelSpec m;
-  m.layers = 1, m.moe_layers = 1, m.hidden = 8, m.heads = 2, m.ffn = 16, m.vocab = 10, m.seq = 16;
-  m.experts = 4, m.topk = 2, m.moe_ffn = 8;
   Config c;
   c.distributed_optimizer = false;
-  auto dispatch = [&](bool peer) {
-    const TrainSpec t{c.dp, 1};  // one microbatch
-    const MemoryBreakdown b = estimate_memory(m, t, c, sextant_step_layout(4, peer));
-    const HeldParams p = held_params(m, c);
-    return (b.communication - 4 * (p.dense + p.expert)) / (4.0 * 8);  // less the buckets, in rows
-  };
   const double r = 32, tokens = 16;
   c.ep = 2, c.dp = 2;
-  EXPECT_DOUBLE_EQ(dispatch(true), 5 * r + 2 * tokens);
-  EXPECT_DOUBLE_EQ(dispatch(false), 6 * r + 2 * tokens);
+  EXPECT_DOUBLE_EQ(dispatch_buffer_rows(c, true), 5 * r + 2 * tokens);
+  EXPECT_DOUBLE_EQ(dispatch_buffer_rows(c, false), 6 * r + 2 * tokens);
   c.ep = 1, c.dp = 1, c.tp = 2, c.etp = 2, c.sp = true;  // SP: each TP rank routes half the tokens
-  EXPECT_DOUBLE_EQ(dispatch(true), 2 * (r / 2 + 4 * 2 * r / 2 + tokens / 2));  // no peer memory under ETP
+  EXPECT_DOUBLE_EQ(dispatch_buffer_rows(c, true),
+                   2 * (r / 2 + 4 * 2 * r / 2 + tokens / 2));  // no peer memory under ETP
+}
+
+// Uneven routing grows the buffers of received rows alone: the windows
+// sized by the most any EP rank receives, the expert inputs and the ETP
+// group's buffers; the rows a rank sends and gets back stay R.
+TEST(PlannerMemory, DispatchBuffersOfReceivedRowsGrowWithTheExpertLoad) {
+  Config c;
+  c.distributed_optimizer = false;
+  const double r = 32, tokens = 16;
+  c.ep = 2, c.dp = 2;
+  EXPECT_DOUBLE_EQ(dispatch_buffer_rows(c, true, 1.5), 5 * 1.5 * r + 2 * tokens);
+  EXPECT_DOUBLE_EQ(dispatch_buffer_rows(c, false, 1.5), 2 * (2 * r + 1.5 * r + tokens));
+  // The busiest rank receives at least its share.
+  EXPECT_DOUBLE_EQ(dispatch_buffer_rows(c, false, 0.5), dispatch_buffer_rows(c, false, 1.0));
+  c.ep = 2, c.dp = 1, c.tp = 2, c.etp = 2, c.sp = true;
+  EXPECT_DOUBLE_EQ(dispatch_buffer_rows(c, false, 2.0), 2 * (r / 2 + r / 2 + r + 4 * 2 * r + tokens / 2));
 }
 
 }  // namespace

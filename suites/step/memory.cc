@@ -62,6 +62,30 @@ bool dispatches_over_peer_memory(State& s) {
          p.etp == 1 && s.comms->ep->peer_memory(1) != nullptr;
 }
 
+// The most rows one EP rank's experts received over the balanced count, in
+// any MoE layer and microbatch of the last step (each layer's routed
+// fractions over its whole batch; EP rank r holds experts r E/ep ..
+// (r + 1) E/ep - 1), the most over the ranks; 1 without MoE.
+double expert_load(State& s) {
+  const int ep = s.config.parallel.ep;
+  double load = 1;
+  for (const auto& layer : s.trainer->stages().layers()) {
+    if (!layer->is_moe()) continue;
+    for (int mb = 0; mb < s.model.microbatches; ++mb) {
+      const std::vector<double>& f = layer->routing(mb).routed_fraction;
+      const size_t local = f.size() / static_cast<size_t>(ep);
+      double total = 0, most = 0;
+      for (size_t r = 0; r < static_cast<size_t>(ep); ++r) {
+        double held = 0;
+        for (size_t e = r * local; e < (r + 1) * local; ++e) held += f[e];
+        total += held, most = std::max(most, held);
+      }
+      if (total > 0) load = std::max(load, most * ep / total);
+    }
+  }
+  return s.host->all_reduce_value(load, ReduceOp::max);
+}
+
 }  // namespace
 
 void start_memory_count(State& s) {
@@ -99,6 +123,7 @@ void add_memory_metrics(Metrics& m, State& s) {
   load.in_flight = static_cast<double>(in_flight) / std::max(schedule.chunks_per_rank(), 1);
   load.moe_layers = most_moe_layers_on_a_rank(s.model, schedule);
   load.deferred_weight_grads = deferred;
+  load.expert_load = expert_load(s);
   const plan::MemoryBreakdown est = plan::estimate_memory(
       plan::model_spec(s.model), plan::train_spec(s.model, p), plan::plan_config(s.model, p),
       plan::sextant_step_layout(static_cast<int>(dtype_size(s.model.dtype)), dispatches_over_peer_memory(s)), load);
@@ -115,11 +140,13 @@ void add_memory_metrics(Metrics& m, State& s) {
       {"estimate", by_kind(estimate)},
       {"estimate_in_flight", load.in_flight},
       {"estimate_deferred_weight_grads", deferred},
+      {"estimate_expert_load", load.expert_load},
       {"error_pct", error},
       {"definition",
        "measured: sextant's tensors the step allocated (trainer built, every step run), at the moment their total "
        "peaked on the rank that held the most; estimate: the planner's memory model of this step "
-       "(kernels/planner/memory.h) for the same config, its workspace not modelled"}};
+       "(kernels/planner/memory.h) for the same config, with this schedule's microbatches in flight and its router's "
+       "expert load"}};
   if (s.device == Device::cuda) {
     const double used = cuda_used_memory(), pool = cuda_pool_peak_memory();
     record["cuda_used_bytes_after_step"] = used >= 0 ? nlohmann::json(used) : nlohmann::json();
