@@ -156,7 +156,8 @@ void to_json(nlohmann::json& j, const Calibration& c) {
        {"attention", {{"overhead_s", c.attention.overhead_s}, {"gflops", c.attention.per_s / 1e9}}},
        {"elementwise", {{"overhead_s", c.elementwise.overhead_s}, {"GBps", c.elementwise.per_s / 1e9}}},
        {"links", links},
-       {"p2p_latency_s", c.p2p_latency_s}};
+       {"p2p_latency_s", c.p2p_latency_s},
+       {"reference_s", c.reference_s}};
 }
 
 void from_json(const nlohmann::json& j, Calibration& c) {
@@ -174,6 +175,7 @@ void from_json(const nlohmann::json& j, Calibration& c) {
   for (const auto& [key, l] : links.items())
     c.links[key] = {l.value("latency_s", 0.0), l.value("busbw_GBps", 0.0) * 1e9};
   c.p2p_latency_s = j.value("p2p_latency_s", 0.0);
+  c.reference_s = j.value("reference_s", 0.0);
 }
 
 namespace {

@@ -66,6 +66,11 @@ struct Calibration {
   // "op/kind/n", e.g. "all_reduce/intra/2"; kind intra or inter.
   std::map<std::string, LinkModel> links;
   double p2p_latency_s = 0;
+  // Seconds of a reference kernel (a 128^3 sgemm, every rank at once) at the
+  // machine's speed the compute rates above stand for; a run that times the
+  // same kernel beside its steps scales compute by the ratio (a shared or
+  // virtual machine's cores change speed over seconds). 0: not recorded.
+  double reference_s = 0;
 
   // The link of op over n ranks of this kind: the exact group size, else
   // the nearest measured one of the kind, else of any kind; zero cost when

@@ -64,6 +64,7 @@ TEST(Calibration, JsonRoundTrip) {
   c.elementwise = {1e-7, 2e10};
   c.links["sendrecv/intra/2"] = {7e-6, 4e9};
   c.p2p_latency_s = 9e-6;
+  c.reference_s = 2e-4;
   const Calibration d = nlohmann::json(c).get<Calibration>();
   EXPECT_EQ(d.source, "test");
   EXPECT_EQ(d.cores_per_node, 8);
@@ -72,6 +73,7 @@ TEST(Calibration, JsonRoundTrip) {
   EXPECT_NEAR(d.attention.per_s, 3e10, 1);
   EXPECT_NEAR(d.links.at("sendrecv/intra/2").busbw_Bps, 4e9, 1);
   EXPECT_DOUBLE_EQ(d.p2p_latency_s, 9e-6);
+  EXPECT_DOUBLE_EQ(d.reference_s, 2e-4);
 }
 
 nlohmann::json record(const std::string& suite, const std::string& name, nlohmann::json params, nlohmann::json metrics,

@@ -73,7 +73,31 @@ Tensor random(const Shape& shape, const char* name) {
 // step does (its saved activations do not fit in the cache).
 int pool_size(double bytes) { return static_cast<int>(std::clamp(std::ceil(kColdBytes / bytes), 1.0, 64.0)); }
 
-std::vector<plan::GemmSample> measure_gemms(Communicator& comm, const plan::CostQueries& q) {
+// The reference kernel: a 128^3 sgemm (in cache: it measures the cores'
+// speed, not memory), every rank at once, seconds per call.
+double reference_kernel_s(Communicator& comm) {
+  constexpr int64_t n = 128;
+  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n, 0.0f);
+  return timed(comm, [&] { ops::gemm_f32(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n); });
+}
+
+// Scales samples to the machine's speed when the calibration started:
+// each sample's seconds times reference_s / the reference kernel's time
+// just before it.
+class SpeedReference {
+ public:
+  explicit SpeedReference(Communicator& comm) : comm_(comm), reference_s_(reference_kernel_s(comm)) {}
+  // Call before a sample; then scaled(seconds) for it.
+  void before_sample() { now_s_ = reference_kernel_s(comm_); }
+  double scaled(double seconds) const { return now_s_ > 0 ? seconds * reference_s_ / now_s_ : seconds; }
+  double reference_s() const { return reference_s_; }
+
+ private:
+  Communicator& comm_;
+  double reference_s_ = 0, now_s_ = 0;
+};
+
+std::vector<plan::GemmSample> measure_gemms(Communicator& comm, const plan::CostQueries& q, SpeedReference& speed) {
   std::vector<plan::GemmSample> out;
   for (const auto& [m, n, k, ta, tb] : q.gemms) {
     const size_t sa = static_cast<size_t>(m * k), sb = static_cast<size_t>(k * n), sc = static_cast<size_t>(m * n);
@@ -81,37 +105,41 @@ std::vector<plan::GemmSample> measure_gemms(Communicator& comm, const plan::Cost
     std::vector<float> a(sa * sets, 0.5f), b(sb * sets, 0.25f), c(sc * sets, 0.0f);
     const float beta = ta ? 1.0f : 0.0f;  // weight gradients accumulate
     int next = 0;
+    speed.before_sample();
     const double s = timed(comm, [&] {
       const size_t i = static_cast<size_t>(next++ % sets);
       ops::gemm_f32(ta, tb, m, n, k, 1.0f, a.data() + i * sa, ta ? m : k, b.data() + i * sb, tb ? k : n, beta,
                     c.data() + i * sc, n);
     });
-    out.push_back({static_cast<double>(m), static_cast<double>(n), static_cast<double>(k), s, ta != 0, tb != 0});
+    out.push_back(
+        {static_cast<double>(m), static_cast<double>(n), static_cast<double>(k), speed.scaled(s), ta != 0, tb != 0});
   }
   return out;
 }
 
 // The attention block forward and backward on one CP block of rows
 // (queries and keys of the same rows: the diagonal block under a causal mask).
-std::vector<plan::RateSample> measure_attention(Communicator& comm, const plan::CostQueries& q) {
+std::vector<plan::RateSample> measure_attention(Communicator& comm, const plan::CostQueries& q, SpeedReference& speed) {
   std::vector<plan::RateSample> out;
   for (const auto& [b, s, heads, d, causal] : q.attention) {
     const Tensor qt = random({b, s, heads, d}, "calibrate.q"), k = random({b, s, heads, d}, "calibrate.k"),
                  v = random({b, s, heads, d}, "calibrate.v"), dout = random({b, s, heads, d}, "calibrate.dout");
     const ops::AttentionMask mask = causal ? ops::AttentionMask::causal_blocks(0, s, 0, s) : ops::AttentionMask::none();
+    speed.before_sample();
     const double seconds = timed(comm, [&] {
       const ops::AttentionOut fwd = ops::attention_block_forward(qt, k, v, mask, DType::f32);
       ops::attention_block_backward(qt, k, v, fwd.out, fwd.lse, dout, mask);
     });
     const double flops_fwd = 4.0 * b * heads * d * s * s * (causal ? 0.5 : 1.0);
-    out.push_back({3.5 * flops_fwd, seconds});
+    out.push_back({3.5 * flops_fwd, speed.scaled(seconds)});
   }
   return out;
 }
 
 // LayerNorm and GELU forward and backward, allocating their outputs as the
 // step does: 5 passes over the elements each (the ops suite's count).
-std::vector<plan::RateSample> measure_elementwise(Communicator& comm, const plan::CostQueries& q, int64_t hidden) {
+std::vector<plan::RateSample> measure_elementwise(Communicator& comm, const plan::CostQueries& q, int64_t hidden,
+                                                  SpeedReference& speed) {
   std::vector<plan::RateSample> out;
   // Five sizes across the range asked for: the fit's overhead and rate need no more.
   const std::vector<int64_t> all(q.elementwise.begin(), q.elementwise.end());
@@ -127,6 +155,7 @@ std::vector<plan::RateSample> measure_elementwise(Communicator& comm, const plan
     }
     const Tensor gamma = random({hidden}, "calibrate.gamma"), beta = random({hidden}, "calibrate.beta");
     int next = 0;
+    speed.before_sample();
     const double layernorm = timed(comm, [&] {
       const Tensor& x = xs[static_cast<size_t>(next % sets)];
       const Tensor& dy = dys[static_cast<size_t>(next++ % sets)];
@@ -135,6 +164,8 @@ std::vector<plan::RateSample> measure_elementwise(Communicator& comm, const plan
       const ops::LayerNormStats stats = ops::layernorm_forward(x, gamma, beta, y);
       ops::layernorm_backward(dy, x, gamma, stats, dx, dgamma, dbeta);
     });
+    const double layernorm_s = speed.scaled(layernorm);
+    speed.before_sample();
     const double gelu = timed(comm, [&] {
       const Tensor& x = xs[static_cast<size_t>(next % sets)];
       const Tensor& dy = dys[static_cast<size_t>(next++ % sets)];
@@ -143,8 +174,8 @@ std::vector<plan::RateSample> measure_elementwise(Communicator& comm, const plan
       ops::gelu_backward(dy, x, dx);
     });
     const double bytes = 5.0 * rows * hidden * 4;
-    out.push_back({bytes, layernorm / 2});  // two calls: forward and backward
-    out.push_back({bytes, gelu / 2});
+    out.push_back({bytes, layernorm_s / 2});  // two calls: forward and backward
+    out.push_back({bytes, speed.scaled(gelu) / 2});
   }
   return out;
 }
@@ -251,6 +282,7 @@ Contention ContentionProbe::measure(Communicator& comm) {
   const double mine = scheduler ? (spent_.on_cpu + spent_.waiting) / spent_.on_cpu : probed_slowdown(comm);
   spent_ = SchedTimes{};
   out.slowdown = comm.all_reduce_value(mine, ReduceOp::max);  // the step waits for its slowest rank
+  out.reference_s = reference_kernel_s(comm);
   if (comm.size() == 1) return out;
   // The same sgemm calls without and with an all-reduce every fifth of
   // them, twice in turn: the difference is what the synchronisations cost.
@@ -276,9 +308,11 @@ plan::Calibration calibrate_here(Communicator& comm, const plan::CostQueries& qu
   plan::Calibration cal;
   cal.source = cat("step/sweep, measured in this run on ", comm.size(), " ranks");
   cal.cores_per_node = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  cal.gemm = plan::fit_gemm(measure_gemms(comm, queries));
-  cal.attention = plan::fit_rate(measure_attention(comm, queries));
-  cal.elementwise = plan::fit_rate(measure_elementwise(comm, queries, hidden));
+  SpeedReference speed(comm);
+  cal.reference_s = speed.reference_s();
+  cal.gemm = plan::fit_gemm(measure_gemms(comm, queries, speed));
+  cal.attention = plan::fit_rate(measure_attention(comm, queries, speed));
+  cal.elementwise = plan::fit_rate(measure_elementwise(comm, queries, hidden, speed));
   for (int n : queries.group_sizes)
     if (n > 1 && n <= comm.size() && comm.size() % n == 0) measure_links(comm, n, cal);
   return cal;

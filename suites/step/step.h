@@ -86,6 +86,9 @@ void validate_dtype(DType dtype, const model::GptConfig& model);
 
 // Measures what `queries` asks for on every rank of comm (collective), in
 // windows short enough that the rates are a rank's with a core to itself.
+// The reference kernel runs before each sample: a sample taken while the
+// machine ran at another speed than at the start is scaled back to the
+// start's (the calibration's reference_s).
 plan::Calibration calibrate_here(Communicator& comm, const plan::CostQueries& queries, int64_t hidden);
 
 // How the ranks fare where they share the machine (the load changes, so
@@ -96,12 +99,15 @@ plan::Calibration calibrate_here(Communicator& comm, const plan::CostQueries& qu
 // around the steps. Where schedstat is missing: a 128^3 sgemm repeated for
 // about 5 ms on every rank at once against its time in short windows. The
 // synchronisation cost: 5 rounds of about 1 ms of that sgemm each ended by
-// an 8-byte all-reduce, less the same rounds without it, 3 times in turn. The
-// planner takes the medians over the timed iterations.
+// an 8-byte all-reduce, less the same rounds without it, 3 times in turn.
+// The machine's speed: the calibration's reference kernel (the same sgemm,
+// every rank at once, on the compute clock) timed again. The planner takes
+// the medians over the timed iterations.
 struct Contention {
   double slowdown = 1;      // the slowest rank's
   double sync_s = 0;        // per blocking collective, beyond its link time ...
   double sync_chunk_s = 0;  // ... after this much compute (uncontended)
+  double reference_s = 0;   // plan::Calibration::reference_s, now
 };
 // Seconds the threads of this process spent on a CPU, and runnable waiting
 // for one; available false where /proc/self/task/*/schedstat is missing.

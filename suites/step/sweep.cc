@@ -54,6 +54,11 @@ const MetricDef& kComputeSlowdown =
                    "contention probe: how much slower a sgemm ran between the configs than alone on a core (median); "
                    "the calibrated planner scales compute by it",
                    "sweep"});
+const MetricDef& kReferenceRatio =
+    define_metric({"step", "reference_kernel_ratio", "1", Better::neither,
+                   "the reference sgemm's time beside the steps over its time in the calibration (median); the "
+                   "calibrated planner scales compute by it",
+                   "sweep"});
 const MetricDef& kSyncS = define_metric(
     {"step", "sync_s", "s", Better::neither,
      "contention probe: how long ranks that were computing waited for each other at a collective (median), "
@@ -268,12 +273,19 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// The reference kernel's time beside the steps over its time in the
+// calibration (1 where either is missing).
+double reference_ratio(const SweepState& s, const Contention& contention) {
+  if (!s.calibration || s.calibration->reference_s <= 0 || contention.reference_s <= 0) return 1;
+  return contention.reference_s / s.calibration->reference_s;
+}
+
 // The calibrated planner's step time and its split; NaN (null) where it
 // rejects the config, and on a device (no calibration of the device here).
 std::pair<double, nlohmann::json> calibrated_step(const SweepState& s, const Entry& e, const Contention& contention) {
   if (!s.calibration) return {std::numeric_limits<double>::quiet_NaN(), nullptr};
   PlannerView v = planner_view(e, s.ranks_per_node);
-  v.shape.compute_slowdown = contention.slowdown;
+  v.shape.compute_slowdown = contention.slowdown * reference_ratio(s, contention);
   v.shape.sync_s = contention.sync_s;
   v.shape.sync_chunk_s = contention.sync_chunk_s;
   v.shape.sync_ranks = s.host->size();
@@ -321,11 +333,13 @@ Metrics sweep_metrics(SweepState& s, const RegionTimes& times) {
   const auto [peak, source] = peak_per_rank(s.config.params, ranks, s.device);
   // What the contention probe saw over the timed iterations (medians).
   const size_t timed_probes = std::min<size_t>(s.contention.size(), iters);
-  std::vector<double> slowdowns, syncs;
-  for (size_t i = s.contention.size() - timed_probes; i < s.contention.size(); ++i)
+  std::vector<double> slowdowns, syncs, references;
+  for (size_t i = s.contention.size() - timed_probes; i < s.contention.size(); ++i) {
     slowdowns.push_back(s.contention[i].slowdown), syncs.push_back(s.contention[i].sync_s);
+    references.push_back(s.contention[i].reference_s);
+  }
   const Contention contention{slowdowns.empty() ? 0 : median(slowdowns), syncs.empty() ? 0 : median(syncs),
-                              s.contention.empty() ? 0 : s.contention.back().sync_chunk_s};
+                              s.contention.empty() ? 0 : s.contention.back().sync_chunk_s, median(references)};
   const double slowdown = contention.slowdown;
   nlohmann::json rows = nlohmann::json::array();
   std::vector<double> errors, roofline_errors;
@@ -364,16 +378,18 @@ Metrics sweep_metrics(SweepState& s, const RegionTimes& times) {
   if (s.calibration) m.add_json(kCalibration, *s.calibration);
   if (s.probe) m.add(kComputeSlowdown, slowdown);
   if (s.probe) m.add(kSyncS, contention.sync_s);
+  if (s.probe) m.add(kReferenceRatio, reference_ratio(s, contention));
   m.add(kSgemmTflopsPerRank, s.rates.sgemm_tflops_per_rank);
   m.add(kAllreduceBusbwGBps, s.rates.allreduce_busbw_GBps);
   m.add_json(kPeakSource, source);
   if (s.host->rank() == 0) {  // the table a user reads to pick a config
     std::cout << "step/sweep: " << ranks << " ranks, ranked by measured throughput; calibrated planner ("
               << (s.calibration ? s.calibration->source : std::string("none on a device")) << ", compute slowdown "
-              << slowdown << ", sync " << contention.sync_s * 1e6 << " us) median error "
-              << (errors.empty() ? NAN : median(errors)) << "%, roofline (sgemm " << s.rates.sgemm_tflops_per_rank * 1e3
-              << " GFLOP/s per rank, all-reduce " << s.rates.allreduce_busbw_GBps << " GB/s) "
-              << (roofline_errors.empty() ? NAN : median(roofline_errors)) << "%\n";
+              << slowdown << ", machine speed x" << 1 / reference_ratio(s, contention) << ", sync "
+              << contention.sync_s * 1e6 << " us) median error " << (errors.empty() ? NAN : median(errors))
+              << "%, roofline (sgemm " << s.rates.sgemm_tflops_per_rank * 1e3 << " GFLOP/s per rank, all-reduce "
+              << s.rates.allreduce_busbw_GBps << " GB/s) " << (roofline_errors.empty() ? NAN : median(roofline_errors))
+              << "%\n";
     auto get = [](const nlohmann::json& v) { return v.is_null() ? NAN : v.get<double>(); };
     for (const nlohmann::json& r : rows) {
       char line[240];
