@@ -220,9 +220,8 @@ int run_command(const RunFlags& flags, const std::string& resume, const std::str
   options.node_of_rank = detect_nodes(*world);
   const int local_ranks = ranks_per_node(options.node_of_rank)
                               .at(static_cast<size_t>(options.node_of_rank.at(static_cast<size_t>(world->rank()))));
-  // More threads than cores only oversubscribe them: a larger request is capped.
-  const int threads = options.blas_threads ? static_cast<int>(std::min<int64_t>(*options.blas_threads, cores))
-                                           : std::max(1, cores / local_ranks);
+  const int threads = blas_threads_for(options.blas_threads ? static_cast<int>(*options.blas_threads) : 0, cores,
+                                       cores_allowed(), local_ranks);
   openblas_set_num_threads(threads);
   options.host_memory_per_rank = available_host_memory() / local_ranks;
   if (options.device == Device::cuda && cuda_device_count() > 0)

@@ -15,4 +15,13 @@ std::string best_blas_core();
 // One line of advice when OpenBLAS runs generic kernels on a better CPU; "" otherwise.
 std::string blas_core_warning();
 
+// The cores this process may run on (its affinity mask: mpirun binds each
+// rank to one core when it starts no more ranks than 2, and a rank may be
+// given any set); the machine's count where the mask cannot be read.
+int cores_allowed();
+// OpenBLAS threads for a rank: the request (0: none) capped at the cores it
+// may run on, else the node's cores shared by its ranks and no more than it
+// may run on; at least 1. Threads beyond that only take turns on a core.
+int blas_threads_for(int requested, int node_cores, int allowed_cores, int ranks_on_node);
+
 }  // namespace sextant
