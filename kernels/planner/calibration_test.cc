@@ -181,6 +181,11 @@ TEST(StepCost, SharedCoresSlowComputeAndSynchronisation) {
   StepShape counted;
   counted.ranks_per_node = 8, counted.cores_per_node = 2;
   EXPECT_DOUBLE_EQ(calibrated_step(small_model(), config(2, 1, 1, 1), {16, 16}, counted, cal).core_share, 4);
+  // A pipeline's idle ranks keep their share (they poll in MPI): its busy
+  // ranks compute as slowly as every rank of a config without a bubble.
+  const CalibratedStep pipeline = calibrated_step(small_model(), config(1, 1, 4, 2), {16, 8}, counted, cal);
+  EXPECT_GT(pipeline.bubble, 0);
+  EXPECT_DOUBLE_EQ(pipeline.core_share, 4);
 }
 
 TEST(StepCost, QueriesNameTheShapesAndGroups) {

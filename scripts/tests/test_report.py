@@ -200,6 +200,35 @@ class PeakMemory(unittest.TestCase):
         self.assertIsNone(step.memory_table([(Run, bare)]))
 
 
+class SweepPhases(unittest.TestCase):
+    """Each phase of the sweep's steps, measured beside the calibrated
+    planner's split: medians over the configs and the median signed error;
+    rows stored before the measured split add nothing."""
+
+    def test_measured_and_predicted_phases_side_by_side(self):
+        def row(pipeline, reduce, predicted_dp):
+            return {"config": "dp2", "tokens_per_s": 1.0, "step_s": pipeline + reduce + 1e-3,
+                    "predicted_step_s": 0.010 + predicted_dp + 1e-3,
+                    "predicted": {"dp_s": predicted_dp, "optimizer_s": 1e-3},
+                    "measured": {"pipeline_s": pipeline, "reduce_s": reduce, "optimizer_s": 2e-3}}
+
+        case = {"ranks": 2, "perf": {"metrics": {"ranking": [row(0.020, 0.002, 0.001), row(0.020, 0.002, 0.001)]}}}
+        old = {"ranks": 4, "perf": {"metrics": {"ranking": [{"config": "dp4", "tokens_per_s": 1.0, "step_s": 0.1,
+                                                             "predicted_step_s": 0.1, "predicted": {}}]}}}
+
+        class Run:
+            label = "vm x2"
+
+        table = step.sweep_phase_table([(Run, case), (Run, old)])
+        self.assertEqual(len(table.rows), 1)
+        cells = dict(zip(table.columns, table.rows[0]))
+        self.assertEqual(cells["configs"], "2")
+        self.assertEqual(cells["forward + backward"], "20 / 10 (-50%)")
+        self.assertEqual(cells["gradient reduction"], "2 / 1 (-50%)")
+        self.assertEqual(cells["optimizer"], "2 / 1 (-50%)")
+        self.assertIsNone(step.sweep_phase_table([(Run, old)]))
+
+
 class MissingData(unittest.TestCase):
     def test_missing_suites_are_skipped_with_a_line(self):
         with tempfile.TemporaryDirectory() as out:

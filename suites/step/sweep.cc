@@ -9,6 +9,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -35,7 +36,9 @@ const MetricDef& kRanking =
     define_metric({"step", "ranking", "json", Better::neither,
                    "every config, best first: config, microbatches, step_s, tokens_per_s, mfu, predicted_step_s "
                    "(calibrated planner), "
-                   "prediction_error_pct, predicted (its split), roofline_step_s, roofline_error_pct",
+                   "prediction_error_pct, predicted (its split), measured (the step's phases, each the slowest "
+                   "rank's, median: pipeline_s forward and backward, reduce_s the data-parallel gradient reduction, "
+                   "optimizer_s), roofline_step_s, roofline_error_pct",
                    "sweep"});
 const MetricDef& kBestConfig = define_metric(
     {"step", "best_config", "json", Better::neither, "the config with the highest tokens_per_s", "sweep"});
@@ -82,7 +85,9 @@ struct Entry {
   std::unique_ptr<GridComms> grid;
   std::unique_ptr<model::ModelComms> comms;
   std::unique_ptr<model::GptTrainer> trainer;
-  std::vector<double> seconds;  // per iteration: the step's time, max over ranks
+  // Per iteration, each the max over ranks: the step's time and its phases
+  // (model::StepReport: forward and backward, gradient reduction, optimizer).
+  std::vector<double> seconds, pipeline_s, reduce_s, optimizer_s;
 };
 
 struct SweepState {
@@ -241,10 +246,14 @@ void run_sweep(SweepState& s) {
     s.host->barrier();
     if (s.probe) s.probe->start();
     const double start = now_seconds();
-    e.trainer->step();
-    const double seconds = now_seconds() - start;
+    const model::StepReport report = e.trainer->step();
+    std::array<double, 4> times{now_seconds() - start, report.pipeline_s, report.reduce_s, report.optimizer_s};
     if (s.probe) s.probe->stop();
-    e.seconds.push_back(s.host->all_reduce_value(seconds, ReduceOp::max));
+    s.host->all_reduce(times.data(), times.data(), times.size(), DType::f64, ReduceOp::max);
+    e.seconds.push_back(times[0]);
+    e.pipeline_s.push_back(times[1]);
+    e.reduce_s.push_back(times[2]);
+    e.optimizer_s.push_back(times[3]);
   }
   if (s.probe) s.contention.push_back(s.probe->measure(*s.host));
 }
@@ -344,9 +353,12 @@ Metrics sweep_metrics(SweepState& s, const RegionTimes& times) {
   nlohmann::json rows = nlohmann::json::array();
   std::vector<double> errors, roofline_errors;
   auto number = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
+  // The median of the timed (last `iters`) iterations.
+  auto timed_median = [&](const std::vector<double>& v) {
+    return median(std::vector<double>(v.end() - std::min<size_t>(v.size(), iters), v.end()));
+  };
   for (const Entry& e : s.entries) {
-    const std::vector<double> timed(e.seconds.end() - std::min<size_t>(e.seconds.size(), iters), e.seconds.end());
-    const double step = median(timed), flops = plan::step_flops(e.model);
+    const double step = timed_median(e.seconds), flops = plan::step_flops(e.model);
     const auto [predicted, split] = calibrated_step(s, e, contention);
     const double roofline = roofline_step(s, e);
     const double error = std::isfinite(predicted) && step > 0 ? 100.0 * (predicted - step) / step : NAN;
@@ -361,6 +373,10 @@ Metrics sweep_metrics(SweepState& s, const RegionTimes& times) {
                     {"predicted_step_s", number(predicted)},
                     {"prediction_error_pct", number(error)},
                     {"predicted", split},
+                    {"measured",
+                     {{"pipeline_s", timed_median(e.pipeline_s)},
+                      {"reduce_s", timed_median(e.reduce_s)},
+                      {"optimizer_s", timed_median(e.optimizer_s)}}},
                     {"roofline_step_s", number(roofline)},
                     {"roofline_error_pct", number(roofline_error)}});
   }

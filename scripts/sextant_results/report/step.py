@@ -6,6 +6,7 @@ step/sweep records (every factorisation of the rank count, ranked by
 throughput next to the planner's prediction): the fastest configs per rank
 count."""
 import os
+import statistics
 
 from matplotlib.ticker import EngFormatter
 
@@ -292,6 +293,38 @@ def sweep_table(runs, pairs):
                                                           "MFU %", "planner error (median abs %)"], rows)
 
 
+# A sweep row's phases: what the step measured (`measured`, the slowest
+# rank's) and the calibrated planner's split of the same phase.
+SWEEP_PHASES = [
+    ("forward + backward", lambda m: m["pipeline_s"], lambda p, r: r["predicted_step_s"] - p["dp_s"] - p["optimizer_s"]),
+    ("gradient reduction", lambda m: m["reduce_s"], lambda p, r: p["dp_s"]),
+    ("optimizer", lambda m: m["optimizer_s"], lambda p, r: p["optimizer_s"]),
+]
+
+
+def sweep_phase_table(pairs):
+    """Per rank count, each phase's median over the configs: measured and
+    predicted milliseconds, and the median of the planner's signed error."""
+    rows = []
+    for run, c in pairs:
+        measured_rows = [r for r in ranking(c) if r.get("measured") and r.get("predicted") and r.get("predicted_step_s")]
+        if not measured_rows:
+            continue
+        cells = []
+        for _, measured, predicted in SWEEP_PHASES:
+            pairs_ms = [(measured(r["measured"]) * 1e3, predicted(r["predicted"], r) * 1e3) for r in measured_rows]
+            errors = [100 * (p - m) / m for m, p in pairs_ms if m > 0]
+            error = fmt(statistics.median(errors)) if errors else "-"
+            cells.append(f"{fmt(statistics.median([m for m, _ in pairs_ms]))} / "
+                         f"{fmt(statistics.median([p for _, p in pairs_ms]))} ({error}%)")
+        rows.append([run.label, str(c["ranks"]), str(len(measured_rows))] + cells)
+    if not rows:
+        return None
+    return Table("Where the calibrated planner errs (step/sweep): each phase's median over the configs, "
+                 "measured / predicted ms (median signed error)",
+                 ["run", "ranks", "configs"] + [name for name, _, _ in SWEEP_PHASES], rows)
+
+
 def build(runs, out):
     pairs = [(r, c) for r, c in cases_of(runs, "step") if not c.get("fault")]
     if not pairs:
@@ -318,4 +351,7 @@ def build(runs, out):
         if figure:
             section.figures.append(figure)
         section.tables.append(sweep_table(runs, sweep))
+        phases = sweep_phase_table(sweep)
+        if phases:
+            section.tables.append(phases)
     return section
