@@ -177,6 +177,13 @@ TEST(StepCost, SharedCoresSlowComputeAndSynchronisation) {
   shape.sync_chunk_s = 1.0;
   const CalibratedStep sparse = calibrated_step(small_model(), config(2, 1, 1, 1), {16, 16}, shape, cal);
   EXPECT_LT(sparse.sync, synced.sync);
+  // A measured wait for collectives close together raises that floor: no
+  // lower than sync_short_s each, no higher than sync_s.
+  shape.sync_short_s = 0.5e-3, shape.sync_short_chunk_s = 0.5;
+  const CalibratedStep floored = calibrated_step(small_model(), config(2, 1, 1, 1), {16, 16}, shape, cal);
+  EXPECT_GT(floored.sync, sparse.sync);
+  EXPECT_LE(floored.sync, synced.sync);
+  EXPECT_GE(floored.sync, 0.5 * synced.sync - 1e-12);
   // Without a measured slowdown: ranks x threads over cores.
   StepShape counted;
   counted.ranks_per_node = 8, counted.cores_per_node = 2;

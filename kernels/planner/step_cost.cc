@@ -179,7 +179,15 @@ class Costing {
           collective(a.f, "all_gather", c_.tp, inter, full) + collective(a.f, "reduce_scatter", c_.tp, inter, full);
       a.i.tp +=
           collective(a.i, "all_gather", c_.tp, inter, full) + collective(a.i, "reduce_scatter", c_.tp, inter, full);
-      if (shape_.regather) a.w.tp += collective(a.w, "all_gather", c_.tp, inter, full);
+      // Each moves the sequence blocks between [b, s, h] and the
+      // collective's [tp, b, s/tp, h]: one copy of the full activation
+      // (tensor_parallel/regions.cc), read and written.
+      a.f.elementwise += elementwise(2 * 2 * full, 2);
+      a.i.elementwise += elementwise(2 * 2 * full, 2);
+      if (shape_.regather) {
+        a.w.tp += collective(a.w, "all_gather", c_.tp, inter, full);
+        a.w.elementwise += elementwise(2 * full, 1);
+      }
     } else {
       a.f.tp += collective(a.f, "all_reduce", c_.tp, inter, full);
       a.i.tp += collective(a.i, "all_reduce", c_.tp, inter, full);
@@ -193,13 +201,20 @@ class Costing {
     const double kv = d_.mb * d_.S * (d_.kvd + d_.kvdv) / c_.tp;  // K and V of this rank's rows
     const double qo = d_.mb * d_.S * d_.q / c_.tp;
     auto ring = [&](int n, double fraction) {
-      // n - 1 steps; each sends K, V forward and K, V, dK, dV backward.
+      // n - 1 steps; each sends K, V forward and K, V, dK, dV backward, and
+      // one more hop takes dK, dV home (ring.cc).
       const LinkModel l = cal_.link("sendrecv", inter, n);
       if (queries_ && n > 1) queries_->group_sizes.insert(n);
       a.f.cp += (n - 1) * l.seconds(kv * fraction * shape_.bytes_per_element);
-      a.i.cp += (n - 1) * l.seconds(2 * kv * fraction * shape_.bytes_per_element);
+      a.i.cp += (n - 1) * l.seconds(2 * kv * fraction * shape_.bytes_per_element) +
+                l.seconds(kv * fraction * shape_.bytes_per_element);
       a.f.syncs += (n - 1) * sync_weight(2);
-      a.i.syncs += (n - 1) * sync_weight(2);
+      a.i.syncs += n * sync_weight(2);
+      // Each block's partial output merges into the running one by its LSE
+      // (reads both, writes one); in the backward each step zeroes its dK,
+      // dV and adds the ones passed on to it.
+      a.f.elementwise += elementwise(n * 3 * qo * fraction, n);
+      a.i.elementwise += elementwise(n * kv * fraction + (n - 1) * 3 * kv * fraction, 2 * n);
     };
     auto ulysses = [&](int n) {  // q, k, v in and out back; the gradients the same way
       a.f.cp += collective(a.f, "all_to_all", n, inter, qo + kv, 3) + collective(a.f, "all_to_all", n, inter, qo);
@@ -327,7 +342,8 @@ class Costing {
     const int edp = c_.tp * c_.cp * c_.dp / (etp * c_.ep);
     const double buckets = std::max(1.0, layers + 1);  // one per layer, and the embedding / head
     const bool dp_inter = spans(static_cast<int64_t>(c_.tp) * c_.cp * c_.dp);
-    // After the backward: every synchronisation waits in full.
+    // After the backward the ranks meet once, at the first bucket, and then
+    // run the buckets back to back: one wait, of the largest group.
     Part syncs;
     auto reduce = [&](int n, double params, double calls) {
       if (n <= 1) return 0.0;
@@ -336,7 +352,7 @@ class Costing {
              collective(syncs, "all_gather", n, dp_inter, params, calls);
     };
     out.dp = reduce(dpcp, dense, buckets) + reduce(edp, experts, std::max(1.0, moe_layers));
-    out.dp += syncs.syncs * shape_.sync_s;
+    if (syncs.syncs > 0) out.dp += shape_.sync_s * sync_weight(std::max(dpcp, edp));
     // Adam reads the parameter, gradient and both moments and writes three
     // of them; the gradients are zeroed for the next step.
     const double updated = shape_.zero ? dense / std::max(1, dpcp) + experts / std::max(1, edp) : dense + experts;
@@ -377,9 +393,15 @@ pp::Schedule step_schedule(const Config& c, const StepShape& shape, int microbat
 // than sync_s per sync_chunk_s of compute between them (a partner that
 // computed briefly since the last one was rarely descheduled meanwhile).
 double sync_time(const Part& p, const StepShape& shape) {
-  if (shape.sync_s <= 0) return 0;
-  const double bound = shape.sync_chunk_s > 0 ? p.compute() / shape.sync_chunk_s : p.syncs;
-  return shape.sync_s * std::min(p.syncs, bound);
+  if (shape.sync_s <= 0 || p.syncs <= 0) return 0;
+  if (shape.sync_chunk_s <= 0) return shape.sync_s * p.syncs;
+  // Linear in the compute between two synchronisations, through the two
+  // measured points (or through 0 without the short one), flat beyond the long one.
+  const double gap = p.compute() / p.syncs;
+  const double x0 = shape.sync_short_chunk_s > 0 ? shape.sync_short_chunk_s : 0;
+  const double y0 = shape.sync_short_chunk_s > 0 ? shape.sync_short_s : 0;
+  const double t = std::clamp((gap - x0) / std::max(1e-12, shape.sync_chunk_s - x0), 0.0, 1.0);
+  return p.syncs * std::max(0.0, y0 + (shape.sync_s - y0) * t);
 }
 
 // Simulator costs per stage with compute run `slowdown` times slower; full

@@ -288,19 +288,25 @@ Contention ContentionProbe::measure(Communicator& comm) {
   // them, twice in turn: the difference is what the synchronisations cost.
   constexpr int kRounds = 5, kPasses = 3;
   const int per_round = std::max(1, calls_ / kRounds);
-  auto rounds = [&](bool sync) {
+  auto rounds = [&](int calls, bool sync) {
     comm.barrier();
     const double start = now_seconds();
     for (int r = 0; r < kRounds; ++r) {
-      for (int i = 0; i < per_round; ++i) gemm();
+      for (int i = 0; i < calls; ++i) gemm();
       if (sync) comm.all_reduce_value(c_[0], ReduceOp::sum);
     }
     return now_seconds() - start;
   };
-  double extra = 0;
-  for (int pass = 0; pass < kPasses; ++pass) extra -= rounds(false), extra += rounds(true);
+  // Twice: after per_round calls, and after one (collectives close together).
+  double extra = 0, extra_short = 0;
+  for (int pass = 0; pass < kPasses; ++pass) {
+    extra -= rounds(per_round, false), extra += rounds(per_round, true);
+    extra_short -= rounds(1, false), extra_short += rounds(1, true);
+  }
   out.sync_s = std::max(0.0, comm.all_reduce_value(extra / (kPasses * kRounds), ReduceOp::max));
   out.sync_chunk_s = per_round * uncontended_s_;
+  out.sync_short_s = std::max(0.0, comm.all_reduce_value(extra_short / (kPasses * kRounds), ReduceOp::max));
+  out.sync_short_chunk_s = uncontended_s_;
   return out;
 }
 

@@ -104,10 +104,12 @@ plan::Calibration calibrate_here(Communicator& comm, const plan::CostQueries& qu
 // every rank at once, on the compute clock) timed again. The planner takes
 // the medians over the timed iterations.
 struct Contention {
-  double slowdown = 1;      // the slowest rank's
-  double sync_s = 0;        // per blocking collective, beyond its link time ...
-  double sync_chunk_s = 0;  // ... after this much compute (uncontended)
-  double reference_s = 0;   // plan::Calibration::reference_s, now
+  double slowdown = 1;            // the slowest rank's
+  double sync_s = 0;              // per blocking collective, beyond its link time ...
+  double sync_chunk_s = 0;        // ... after this much compute (uncontended)
+  double sync_short_s = 0;        // the same after one probe call of compute ...
+  double sync_short_chunk_s = 0;  // ... this long (uncontended)
+  double reference_s = 0;         // plan::Calibration::reference_s, now
 };
 // Seconds the threads of this process spent on a CPU, and runnable waiting
 // for one; available false where /proc/self/task/*/schedstat is missing.
