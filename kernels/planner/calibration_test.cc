@@ -141,9 +141,13 @@ TEST(StepCost, DataParallelHalvesComputeAndAddsTheReduction) {
   const CalibratedStep two = calibrated_step(small_model(), config(1, 1, 1, 2), {16, 8}, shape, cal);
   EXPECT_GT(one.gemm, 0);
   EXPECT_NEAR(two.gemm, one.gemm / 2, one.gemm * 0.02);
-  EXPECT_EQ(one.dp, 0);
-  EXPECT_GT(two.dp, 0);
-  EXPECT_NEAR(one.step, one.gemm + one.attention + one.elementwise + one.optimizer, one.step * 1e-9);
+  // One rank still packs and unpacks the gradient buckets; two reduce them too.
+  Calibration no_copies = cal;
+  no_copies.elementwise.per_s = 0, no_copies.elementwise.overhead_s = 0;  // 0: free
+  EXPECT_EQ(calibrated_step(small_model(), config(1, 1, 1, 1), {16, 16}, shape, no_copies).dp, 0);
+  EXPECT_GT(one.dp, 0);
+  EXPECT_GT(two.dp, one.dp);
+  EXPECT_NEAR(one.step, one.gemm + one.attention + one.elementwise + one.dp + one.optimizer, one.step * 1e-9);
 }
 
 TEST(StepCost, TensorParallelCommunicatesAndPipelineHasABubble) {
@@ -154,8 +158,38 @@ TEST(StepCost, TensorParallelCommunicatesAndPipelineHasABubble) {
   const CalibratedStep pp = calibrated_step(small_model(), config(1, 1, 2, 1), {16, 4}, shape, cal);
   EXPECT_GT(pp.bubble, 0);
   EXPECT_GT(pp.pp, 0);
+  // A boundary message waits for its sender in the schedule, not again as a sync.
+  StepShape shared;
+  shared.sync_s = 1.0;
+  EXPECT_DOUBLE_EQ(calibrated_step(small_model(), config(1, 1, 2, 1), {16, 4}, shared, cal).pp, pp.pp);
   const CalibratedStep cp = calibrated_step(small_model(), config(1, 2, 1, 1), {16, 16}, shape, cal);
   EXPECT_GT(cp.cp, 0);
+}
+
+// The MoE dispatcher's exchanges: one all-to-all-v per local expert each
+// way under EP alone, but the ranks meet twice each way per layer; ETP
+// without EP still gathers and scatters the rows.
+TEST(StepCost, ExpertExchangesCostRoundsAndMeetTwiceEachWay) {
+  const Calibration cal = round_machine();
+  ModelSpec moe = small_model();
+  moe.moe_layers = 2, moe.experts = 8, moe.topk = 2, moe.moe_ffn = 128;
+  StepShape shape;
+  shape.sync_s = 1e-3;  // every synchronisation waits in full (no sync_chunk_s)
+  Config dp = config(1, 1, 1, 2);
+  const CalibratedStep without = calibrated_step(moe, dp, {16, 8}, shape, cal);
+  dp.ep = 2;
+  const CalibratedStep ep2 = calibrated_step(moe, dp, {16, 8}, shape, cal);
+  EXPECT_EQ(without.ep, 0);
+  EXPECT_GT(ep2.ep, 0);
+  // 2 MoE layers x 1 microbatch x 2 meetings x 2 directions, of 2 ranks.
+  EXPECT_NEAR(ep2.sync - without.sync, 2 * 2 * 2 * shape.sync_s, 1e-12);
+  // Fewer local experts, fewer rounds: less latency for the same rows.
+  moe.experts = 4;
+  const CalibratedStep fewer = calibrated_step(moe, dp, {16, 8}, shape, cal);
+  EXPECT_LT(fewer.ep, ep2.ep);
+  Config etp = config(2, 1, 1, 1);
+  etp.etp = 2;
+  EXPECT_GT(calibrated_step(moe, etp, {16, 16}, StepShape{}, cal).ep, 0);
 }
 
 // Ranks that share cores: the measured slowdown scales compute; the sync

@@ -123,11 +123,13 @@ class Costing {
   }
 
   // `calls` collectives moving `elements` in all: their link time, and
-  // their synchronisations counted into `part`.
-  double collective(Part& part, const std::string& op, int n, bool inter, double elements, double calls = 1) const {
+  // their synchronisations counted into `part` (`syncs` of them; by default
+  // each call, but calls back to back meet only at the first).
+  double collective(Part& part, const std::string& op, int n, bool inter, double elements, double calls = 1,
+                    double syncs = -1) const {
     if (n <= 1 || elements <= 0) return 0;
     if (queries_) queries_->group_sizes.insert(n);
-    part.syncs += calls * sync_weight(n);
+    part.syncs += (syncs < 0 ? calls : syncs) * sync_weight(n);
     return calls * cal_.collective_seconds(op, inter, n, elements * shape_.bytes_per_element / calls);
   }
 
@@ -265,13 +267,31 @@ class Costing {
     const double expert_rows = d_.expert_tokens * d_.local_experts * d_.mfw;
     a.f.elementwise += elementwise(5 * d_.Tsp * d_.h + 3 * d_.Tm * m_.experts + 5 * routed + 2 * expert_rows, 8);
     a.i.elementwise += elementwise(8 * d_.Tsp * d_.h + 3 * d_.Tm * m_.experts + 5 * routed + 3 * expert_rows, 8);
-    if (c_.ep > 1) {
-      const int etp = std::max(1, c_.etp);
-      const bool inter = spans(static_cast<int64_t>(etp) * c_.ep);
-      a.f.ep += collective(a.f, "all_to_all_v", c_.ep, inter, routed, 2);  // dispatch and combine
-      a.i.ep += collective(a.i, "all_to_all_v", c_.ep, inter, routed, 2);
-    }
+    moe_exchange(a, routed);
     return a;
+  }
+
+  // The dispatcher's exchanges (moe/alltoall_dispatcher.cc), forward and
+  // the same backward: per-expert counts over EP and ETP, then the rows.
+  // With EP alone, one all-to-all-v per local expert each way, straight
+  // into its tensor; with ETP, the EP layout all-gathered to every ETP
+  // peer and the outputs reduce-scattered back. The ranks meet twice each
+  // way, after the router (or the output gradient) and after the experts:
+  // the exchanges between run back to back.
+  void moe_exchange(Action3& a, double routed) const {
+    const int etp = std::max(1, c_.etp), ep = c_.ep;
+    const bool inter = spans(static_cast<int64_t>(etp) * ep);
+    const double local = std::max(1.0, std::ceil(d_.local_experts));
+    if (ep > 1) a.f.ep += collective(a.f, "all_to_all", ep, inter, ep * local, 1, 0);  // counts
+    if (etp > 1) a.f.ep += collective(a.f, "all_gather", etp, inter, etp * ep * local, 1, 0);
+    for (Part* p : {&a.f, &a.i}) {
+      if (ep > 1 && etp == 1)  // dispatch and combine rounds
+        p->ep += collective(*p, "all_to_all_v", ep, inter, 2 * routed, 2 * local, 2);
+      if (ep > 1 && etp > 1) p->ep += collective(*p, "all_to_all_v", ep, inter, 2 * routed, 2, 2);
+      if (etp > 1)
+        p->ep += collective(*p, "all_gather", etp, inter, routed * etp, 1, ep > 1 ? 0 : 1) +
+                 collective(*p, "reduce_scatter", etp, inter, routed * etp, 1, ep > 1 ? 0 : 1);
+    }
   }
 
   Action3 layer(bool moe) const {
@@ -316,16 +336,18 @@ class Costing {
     return a;
   }
 
-  // One boundary message between pipeline neighbours.
+  // One boundary message between pipeline neighbours: no synchronisation
+  // wait of its own. The sender does not wait for a small message, and a
+  // receiver whose sender is late waits in the simulated schedule already.
   double p2p_message() const {
     const double bytes = d_.Tsp * d_.h * shape_.bytes_per_element;
     const LinkModel l = cal_.link("sendrecv", spans(static_cast<int64_t>(c_.tp) * c_.cp * c_.dp * c_.pp), 2);
     const double latency = cal_.p2p_latency_s > 0 ? cal_.p2p_latency_s : l.latency_s;
-    return latency + bytes / per_second(l.busbw_Bps) + shape_.sync_s * sync_weight(2);
+    return latency + bytes / per_second(l.busbw_Bps);
   }
 
   // Gradient reduction over the data-parallel groups and Adam, per step.
-  void data_parallel_and_optimizer(CalibratedStep& out) const {
+  void data_parallel_and_optimizer(CalibratedStep& out, double core_share = 1) const {
     const double stages_per_rank = c_.pp;
     const double layers = static_cast<double>(m_.layers) / stages_per_rank;
     const double moe_layers = static_cast<double>(m_.moe_layers) / stages_per_rank;
@@ -356,7 +378,11 @@ class Costing {
     // Adam reads the parameter, gradient and both moments and writes three
     // of them; the gradients are zeroed for the next step.
     const double updated = shape_.zero ? dense / std::max(1, dpcp) + experts / std::max(1, edp) : dense + experts;
-    out.optimizer = elementwise(8 * updated + (dense + experts), 4 * buckets);
+    out.optimizer = elementwise(8 * updated + (dense + experts), 4 * buckets) * core_share;
+    // Each bucket's gradients are packed into one flat buffer for the
+    // collective and, without ZeRO, unpacked after it (data_parallel/optimizer.cc),
+    // on one rank too; with ZeRO the values are packed and unpacked around Adam.
+    out.dp += elementwise(4 * (dense + experts), 2 * buckets) * core_share;
   }
 
   // How much slower compute runs than the calibration's rates say: the
@@ -466,8 +492,7 @@ CalibratedStep calibrated_step(const ModelSpec& m, const Config& c, const TrainS
   out.pp = c.pp > 1 ? latency * 2 * mbs : 0;
   const double busiest = sim.stats.busy.empty() ? 0 : *std::max_element(sim.stats.busy.begin(), sim.stats.busy.end());
   out.bubble = std::max(0.0, sim.stats.makespan - busiest);
-  costing.data_parallel_and_optimizer(out);
-  out.optimizer *= out.core_share;
+  costing.data_parallel_and_optimizer(out, out.core_share);
   out.step = sim.stats.makespan + out.dp + out.optimizer;
   return out;
 }
