@@ -8,12 +8,14 @@
 //              the LM head: each timed at its own shape by the gemm model
 //   attention  the attention block's FLOPs, forward and backward, in cp calls
 //   elementwise LayerNorms, residual and bias adds, GELU, QKV split/merge,
-//              MoE permutes, cross-entropy, gradient accumulation: bytes
+//              MoE permutes, cross-entropy, gradient accumulation, SP's
+//              layout copies, the ring's LSE merges: bytes
 //   tp, cp, ep the collectives and ring messages of each layer, each timed
 //              by the link model of its operation, group size and kind
 // then runs the pipeline simulator (kernels/pipeline/simulate.h) on the
 // schedule with those per-stage costs and the p2p latency, and adds the
-// data-parallel gradient reduction (one bucket per layer) and Adam.
+// data-parallel gradient reduction (one bucket per layer, packed and
+// unpacked) and Adam.
 //
 // Ranks that share cores run slower: the compute is scaled by the slowdown
 // measured where the step runs (StepShape::compute_slowdown, the sweep's
