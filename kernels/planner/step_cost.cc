@@ -380,8 +380,9 @@ class Costing {
     const double updated = shape_.zero ? dense / std::max(1, dpcp) + experts / std::max(1, edp) : dense + experts;
     out.optimizer = elementwise(8 * updated + (dense + experts), 4 * buckets) * core_share;
     // Each bucket's gradients are packed into one flat buffer for the
-    // collective and, without ZeRO, unpacked after it (data_parallel/optimizer.cc),
-    // on one rank too; with ZeRO the values are packed and unpacked around Adam.
+    // collective and unpacked after it (data_parallel/optimizer.cc), on one
+    // rank too: four passes over every gradient. With ZeRO the values are
+    // packed and unpacked around Adam instead of the unpack; costed the same.
     out.dp += elementwise(4 * (dense + experts), 2 * buckets) * core_share;
   }
 
@@ -415,9 +416,9 @@ pp::Schedule step_schedule(const Config& c, const StepShape& shape, int microbat
   return pp::make_schedule(shape.schedule, c.pp, microbatches, pp::chunks_per_rank(shape.schedule, c.vpp));
 }
 
-// What the synchronisations of an action cost: sync_s each, but no more
-// than sync_s per sync_chunk_s of compute between them (a partner that
-// computed briefly since the last one was rarely descheduled meanwhile).
+// What the synchronisations of an action cost: sync_s each after
+// sync_chunk_s or more of compute between them, less after less (a partner
+// that computed briefly since the last one was rarely descheduled meanwhile).
 double sync_time(const Part& p, const StepShape& shape) {
   if (shape.sync_s <= 0 || p.syncs <= 0) return 0;
   if (shape.sync_chunk_s <= 0) return shape.sync_s * p.syncs;
