@@ -218,23 +218,22 @@ void add_comm_metrics(Metrics& m, State& s, int iters) {
   m.add(kDpCommExposedFractionWithoutOverlap, exposed_fraction(without, "dp"));
 }
 
-// One more step with its ops timed (harness/op_times.h): what the compute is
-// made of. Not one of the timed steps, whose figures stay free of the
-// timers' cost (two events per op call on a GPU).
-nlohmann::json op_time_split(State& s) {
+}  // namespace
+
+nlohmann::json op_time_split(model::GptTrainer& trainer, Communicator& host) {
   std::map<std::string, double> by_op;
   double step_s = 0;
   {
     OpTimes times;
-    step_s = s.trainer->step().seconds;
+    step_s = trainer.step().seconds;
     by_op = times.seconds();
   }
-  const double ranks = s.host->size();
-  step_s = s.host->all_reduce_value(step_s, ReduceOp::sum) / ranks;
+  const double ranks = host.size();
+  step_s = host.all_reduce_value(step_s, ReduceOp::sum) / ranks;
   nlohmann::json seconds = nlohmann::json::object(), fractions = nlohmann::json::object();
   double ops = 0;
   for (const char* op : ops::timed::kAll) {  // every rank the same names, in the same order
-    const double t = s.host->all_reduce_value(by_op.count(op) ? by_op.at(op) : 0.0, ReduceOp::sum) / ranks;
+    const double t = host.all_reduce_value(by_op.count(op) ? by_op.at(op) : 0.0, ReduceOp::sum) / ranks;
     seconds[op] = t, fractions[op] = step_s > 0 ? t / step_s : 0;
     ops += t;
   }
@@ -248,6 +247,8 @@ nlohmann::json op_time_split(State& s) {
            "attention's gemms are attention), mean over ranks; other_s = step_s - ops_s: communication, bubble, "
            "copies and the code between ops"}};
 }
+
+namespace {
 
 // Where the tokens came from: the file, its hashes and its size.
 nlohmann::json dataset_record(State& s) {
@@ -305,7 +306,7 @@ Metrics train_metrics(State& s, const RegionTimes& times) {
   m.add(kBubbleClosedForm,
         pp::closed_form_bubble(s.model.schedule, schedule.ranks, schedule.microbatches, schedule.chunks_per_rank()));
   m.add_json(kTimeSplit, time_split(s, s.history, t.iters));
-  m.add_json(kOpTimeSplit, op_time_split(s));
+  m.add_json(kOpTimeSplit, op_time_split(*s.trainer, *s.host));
   m.add_json(kDataset, dataset_record(s));
   std::vector<double> losses = s.check_losses;
   if (losses.empty())

@@ -173,6 +173,11 @@ State setup_train(CaseContext& ctx);
 void check_train(State& s, Checker& checker);
 // metrics.cc
 Metrics train_metrics(State& s, const RegionTimes& times);
+// One more step with its ops timed (harness/op_times.h): what the compute
+// is made of, per op name, mean over ranks. Not one of the timed steps,
+// whose figures stay free of the timers' cost (two events per op call on a
+// GPU). Collective over host.
+nlohmann::json op_time_split(model::GptTrainer& trainer, Communicator& host);
 // memory.cc: counting from before the trainer is built; the peak by kind
 // beside the planner's estimate.
 void start_memory_count(State& s);

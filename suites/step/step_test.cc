@@ -419,6 +419,18 @@ TEST(Step, SweepRanksTheFactorisations) {
       EXPECT_TRUE(row["predicted_step_s"].is_number()) << row.dump();
       EXPECT_GT(row["predicted"].value("gemm_s", 0.0), 0) << row.dump();
       EXPECT_TRUE(row["roofline_step_s"].is_number()) << row.dump();
+      // And the measured split to hold the prediction against: the exposed
+      // communication of tp and cp where the config has them (none where it
+      // lacks them), and the ops of one more step, within that step's time.
+      const nlohmann::json& measured = row["measured"];
+      const std::string config = row["config"];
+      EXPECT_EQ(measured["tp_exposed_s"].get<double>() > 0, config.starts_with("tp2")) << row.dump();
+      EXPECT_EQ(measured["cp_exposed_s"].get<double>() > 0, config.find("cp2") != std::string::npos) << row.dump();
+      EXPECT_GT(measured["op_s"]["gemm"].get<double>(), 0) << row.dump();
+      EXPECT_GT(measured["op_s"]["attention"].get<double>(), 0) << row.dump();
+      double ops = 0;
+      for (const auto& [op, seconds] : measured["op_s"].items()) ops += seconds.get<double>();
+      EXPECT_LE(ops, measured["op_step_s"].get<double>()) << row.dump();
     }
     EXPECT_TRUE(r.metrics.contains("calibration"));
     EXPECT_GT(r.metrics.at("compute_slowdown").at("value").get<double>(), 0);

@@ -32,14 +32,15 @@ namespace {
 const MetricDef& kAllreduceBusbwGBps =
     define_metric({"step", "allreduce_busbw_GBps", "GB/s", Better::higher,
                    "measured all-reduce bus bandwidth, fed to the planner", "sweep"});
-const MetricDef& kRanking =
-    define_metric({"step", "ranking", "json", Better::neither,
-                   "every config, best first: config, microbatches, step_s, tokens_per_s, mfu, predicted_step_s "
-                   "(calibrated planner), "
-                   "prediction_error_pct, predicted (its split), measured (the step's phases, each the slowest "
-                   "rank's, median: pipeline_s forward and backward, reduce_s the data-parallel gradient reduction, "
-                   "optimizer_s), roofline_step_s, roofline_error_pct",
-                   "sweep"});
+const MetricDef& kRanking = define_metric(
+    {"step", "ranking", "json", Better::neither,
+     "every config, best first: config, microbatches, step_s, tokens_per_s, mfu, predicted_step_s (calibrated "
+     "planner), prediction_error_pct, predicted (its split), measured (the step's phases, each the slowest rank's, "
+     "median: pipeline_s forward and backward, reduce_s the data-parallel gradient reduction, optimizer_s; "
+     "tp/cp/ep/pp_exposed_s the communication of the forward and backward the step waited on, each the slowest "
+     "rank's, median; op_s the seconds of each op in one more step with its ops timed and op_step_s that step's "
+     "time, means over ranks, as step/train's op_time_split), roofline_step_s, roofline_error_pct",
+     "sweep"});
 const MetricDef& kBestConfig = define_metric(
     {"step", "best_config", "json", Better::neither, "the config with the highest tokens_per_s", "sweep"});
 const MetricDef& kTokensPerS = define_metric(
@@ -94,7 +95,14 @@ struct Entry {
   // Per iteration, each the max over ranks: the step's time and its phases
   // (model::StepReport: forward and backward, gradient reduction, optimizer).
   std::vector<double> seconds, pipeline_s, reduce_s, optimizer_s;
+  // Per iteration, each the max over ranks: the communication of the
+  // forward and backward the step waited on, per dimension (kExposedDims).
+  std::vector<std::array<double, 4>> exposed_s;
 };
+
+// The dimensions whose exposed communication falls inside the forward and
+// backward (dp's is the gradient reduction, timed as a phase of its own).
+constexpr std::array<const char*, 4> kExposedDims = {"tp", "cp", "ep", "pp"};
 
 struct SweepState {
   CaseConfig config;
@@ -259,13 +267,17 @@ void run_sweep(SweepState& s) {
     if (s.probe) s.probe->start();
     const double start = now_seconds();
     const model::StepReport report = e.trainer->step();
-    std::array<double, 4> times{now_seconds() - start, report.pipeline_s, report.reduce_s, report.optimizer_s};
+    std::array<double, 4 + kExposedDims.size()> times{now_seconds() - start, report.pipeline_s, report.reduce_s,
+                                                      report.optimizer_s};
+    for (size_t d = 0; d < kExposedDims.size(); ++d)
+      if (auto it = report.exposed_s.find(kExposedDims[d]); it != report.exposed_s.end()) times[4 + d] = it->second;
     if (s.probe) s.probe->stop();
     s.host->all_reduce(times.data(), times.data(), times.size(), DType::f64, ReduceOp::max);
     e.seconds.push_back(times[0]);
     e.pipeline_s.push_back(times[1]);
     e.reduce_s.push_back(times[2]);
     e.optimizer_s.push_back(times[3]);
+    e.exposed_s.push_back({times[4], times[5], times[6], times[7]});
   }
   if (s.probe) s.contention.push_back(s.probe->measure(*s.host));
 }
@@ -378,6 +390,17 @@ Metrics sweep_metrics(SweepState& s, const RegionTimes& times) {
   };
   for (const Entry& e : s.entries) {
     const double step = timed_median(e.seconds), flops = plan::step_flops(e.model);
+    nlohmann::json measured = {{"pipeline_s", timed_median(e.pipeline_s)},
+                               {"reduce_s", timed_median(e.reduce_s)},
+                               {"optimizer_s", timed_median(e.optimizer_s)}};
+    for (size_t d = 0; d < kExposedDims.size(); ++d) {
+      std::vector<double> dim;
+      for (const auto& x : e.exposed_s) dim.push_back(x[d]);
+      measured[std::string(kExposedDims[d]) + "_exposed_s"] = timed_median(dim);
+    }
+    const nlohmann::json ops = op_time_split(*e.trainer, *s.host);
+    measured["op_s"] = ops["seconds"];
+    measured["op_step_s"] = ops["step_s"];
     const auto [predicted, split] = calibrated_step(s, e, contention);
     const double roofline = roofline_step(s, e);
     const double error = std::isfinite(predicted) && step > 0 ? 100.0 * (predicted - step) / step : NAN;
@@ -392,10 +415,7 @@ Metrics sweep_metrics(SweepState& s, const RegionTimes& times) {
                     {"predicted_step_s", number(predicted)},
                     {"prediction_error_pct", number(error)},
                     {"predicted", split},
-                    {"measured",
-                     {{"pipeline_s", timed_median(e.pipeline_s)},
-                      {"reduce_s", timed_median(e.reduce_s)},
-                      {"optimizer_s", timed_median(e.optimizer_s)}}},
+                    {"measured", measured},
                     {"roofline_step_s", number(roofline)},
                     {"roofline_error_pct", number(roofline_error)}});
   }
