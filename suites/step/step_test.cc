@@ -433,6 +433,13 @@ TEST(Step, SweepRanksTheFactorisations) {
       EXPECT_LE(ops, measured["op_step_s"].get<double>()) << row.dump();
     }
     EXPECT_TRUE(r.metrics.contains("calibration"));
+    // Every link the 2-rank configs use, with a latency and a bandwidth.
+    const nlohmann::json& links = r.metrics.at("calibration").at("links");
+    for (const char* op : {"all_gather", "reduce_scatter", "all_reduce", "all_to_all_v", "sendrecv"}) {
+      const nlohmann::json& link = links.at(std::string(op) + "/intra/2");
+      EXPECT_GT(link.at("latency_s").get<double>(), 0) << op;
+      EXPECT_GT(link.at("busbw_GBps").get<double>(), 0) << op;
+    }
     EXPECT_GT(r.metrics.at("compute_slowdown").at("value").get<double>(), 0);
     EXPECT_TRUE(std::isfinite(r.metrics.at("planner_abs_error_median_pct").at("value").get<double>()));
   }
