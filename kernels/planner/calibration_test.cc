@@ -218,6 +218,16 @@ TEST(StepCost, SharedCoresSlowComputeAndSynchronisation) {
   EXPECT_GT(floored.sync, sparse.sync);
   EXPECT_LE(floored.sync, synced.sync);
   EXPECT_GE(floored.sync, 0.5 * synced.sync - 1e-12);
+  // A wait measured on groups of the config's size replaces the harmonic
+  // scaling: pairs that wait as long as all four ranks cost twice H(3) / H(1)...
+  StepShape pairs = shape;
+  pairs.sync_group_s[2] = shape.sync_s;
+  const CalibratedStep measured = calibrated_step(small_model(), config(2, 1, 1, 1), {16, 16}, pairs, cal);
+  const double harmonic3 = 1 + 1.0 / 2 + 1.0 / 3;
+  EXPECT_NEAR(measured.sync, floored.sync * harmonic3, 1e-12);
+  // ... and a wait measured on other sizes changes nothing.
+  pairs.sync_group_s = {{4, 5 * shape.sync_s}};
+  EXPECT_DOUBLE_EQ(calibrated_step(small_model(), config(2, 1, 1, 1), {16, 16}, pairs, cal).sync, floored.sync);
   // Without a measured slowdown: ranks x threads over cores.
   StepShape counted;
   counted.ranks_per_node = 8, counted.cores_per_node = 2;

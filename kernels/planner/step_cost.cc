@@ -133,8 +133,9 @@ class Costing {
     return calls * cal_.collective_seconds(op, inter, n, elements * shape_.bytes_per_element / calls);
   }
 
-  // A synchronisation of n ranks waits for the last of n - 1 partners:
-  // H(n-1) / H(sync_ranks - 1) of the probe's wait (H the harmonic number).
+  // A synchronisation of n ranks, in units of the probe's wait: as
+  // measured on groups of n, else the last of n - 1 partners,
+  // H(n-1) / H(sync_ranks - 1) (H the harmonic number).
   double sync_weight(int n) const {
     auto harmonic = [](int k) {
       double h = 0;
@@ -142,6 +143,8 @@ class Costing {
       return h;
     };
     if (n <= 1) return 0;
+    if (auto it = shape_.sync_group_s.find(n); it != shape_.sync_group_s.end() && shape_.sync_s > 0)
+      return it->second / shape_.sync_s;
     return harmonic(n - 1) / harmonic(std::max(1, shape_.sync_ranks - 1));
   }
 

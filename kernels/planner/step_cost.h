@@ -23,15 +23,19 @@
 // they meet later: each blocking collective or ring step costs sync_s more
 // than its link model says, the probe's measure of how long ranks that were
 // computing for sync_chunk_s wait for each other at a collective of
-// sync_ranks (0 on dedicated devices); a group of n waits for its last of
-// n - 1 partners, which for independent exponential delays takes
-// H(n-1) / H(sync_ranks-1) as long (H the harmonic number). Collectives
+// sync_ranks (0 on dedicated devices); a group of n waits as long as the
+// probe measured on groups of n (sync_group_s), else for its last of n - 1
+// partners, which for independent exponential delays takes
+// H(n-1) / H(sync_ranks-1) as long (H the harmonic number). Where ranks
+// share cores the delays are not independent: a partner waits behind the
+// other ranks on its core whatever the group's size. Collectives
 // closer together than sync_chunk_s of compute wait less: linearly down to
 // the probe's sync_short_s after sync_short_chunk_s of compute (to 0 at no
 // compute where that is not measured).
 #pragma once
 
 #include <array>
+#include <map>
 #include <set>
 #include <string>
 
@@ -54,13 +58,14 @@ struct StepShape {
   int ranks_per_node = 0;  // 0: every rank on one node
   int cores_per_node = 0;  // 0: as calibrated
   int threads_per_rank = 1;
-  double compute_slowdown = 0;    // measured: compute time / uncontended compute time (0: from the cores)
-  double sync_s = 0;              // measured: extra seconds per blocking synchronisation ...
-  int sync_ranks = 2;             // ... of this many ranks ...
-  double sync_chunk_s = 0;        // ... after this much compute (uncontended seconds; 0: any)
-  double sync_short_s = 0;        // measured: the same wait after only ...
-  double sync_short_chunk_s = 0;  // ... this much compute (0: none measured, the wait falls to 0 with no compute)
-  double bytes_per_element = 4;   // activations and gradients (f32)
+  double compute_slowdown = 0;         // measured: compute time / uncontended compute time (0: from the cores)
+  double sync_s = 0;                   // measured: extra seconds per blocking synchronisation ...
+  int sync_ranks = 2;                  // ... of this many ranks ...
+  double sync_chunk_s = 0;             // ... after this much compute (uncontended seconds; 0: any)
+  double sync_short_s = 0;             // measured: the same wait after only ...
+  double sync_short_chunk_s = 0;       // ... this much compute (0: none measured, the wait falls to 0 with no compute)
+  std::map<int, double> sync_group_s;  // measured: sync_s on groups of n ranks (else H(n-1) / H(sync_ranks-1) of it)
+  double bytes_per_element = 4;        // activations and gradients (f32)
 };
 
 struct CalibratedStep {

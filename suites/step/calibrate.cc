@@ -290,10 +290,13 @@ SchedTimes sched_times() {
   return t;
 }
 
-ContentionProbe::ContentionProbe(Communicator& comm) : a_(kN * kN, 0.5f), b_(kN * kN, 0.25f), c_(kN * kN, 0.0f) {
+ContentionProbe::ContentionProbe(Communicator& comm, const std::set<int>& group_sizes)
+    : a_(kN * kN, 0.5f), b_(kN * kN, 0.25f), c_(kN * kN, 0.0f) {
   uncontended_s_ = timed(
       comm, [&] { gemm(); }, 2e-4);
   calls_ = std::max(5, static_cast<int>(5e-3 / uncontended_s_));
+  for (int n : group_sizes)
+    if (n > 1 && n < comm.size() && comm.size() % n == 0) groups_[n] = comm.split(comm.rank() / n, comm.rank());
 }
 
 void ContentionProbe::gemm() {
@@ -324,30 +327,33 @@ Contention ContentionProbe::measure(Communicator& comm) {
   out.slowdown = comm.all_reduce_value(mine, ReduceOp::max);  // the step waits for its slowest rank
   out.reference_s = reference_kernel_s(comm);
   if (comm.size() == 1) return out;
-  // The same sgemm calls without and with an all-reduce every fifth of
-  // them, twice in turn: the difference is what the synchronisations cost.
-  constexpr int kRounds = 5, kPasses = 3;
+  constexpr int kRounds = 5;
   const int per_round = std::max(1, calls_ / kRounds);
-  auto rounds = [&](int calls, bool sync) {
+  out.sync_s = sync_wait(comm, comm, per_round);
+  out.sync_chunk_s = per_round * uncontended_s_;
+  out.sync_short_s = sync_wait(comm, comm, 1);  // collectives close together
+  out.sync_short_chunk_s = uncontended_s_;
+  for (auto& [n, group] : groups_) out.sync_group_s[n] = sync_wait(comm, *group, per_round);
+  return out;
+}
+
+// The same sgemm calls without and with an all-reduce on `group` every
+// per_round of them, 3 times in turn: the difference is what the
+// synchronisations cost. The slowest rank's, per all-reduce.
+double ContentionProbe::sync_wait(Communicator& comm, Communicator& group, int per_round) {
+  constexpr int kRounds = 5, kPasses = 3;
+  auto rounds = [&](bool sync) {
     comm.barrier();
     const double start = now_seconds();
     for (int r = 0; r < kRounds; ++r) {
-      for (int i = 0; i < calls; ++i) gemm();
-      if (sync) comm.all_reduce_value(c_[0], ReduceOp::sum);
+      for (int i = 0; i < per_round; ++i) gemm();
+      if (sync) group.all_reduce_value(c_[0], ReduceOp::sum);
     }
     return now_seconds() - start;
   };
-  // Twice: after per_round calls, and after one (collectives close together).
-  double extra = 0, extra_short = 0;
-  for (int pass = 0; pass < kPasses; ++pass) {
-    extra -= rounds(per_round, false), extra += rounds(per_round, true);
-    extra_short -= rounds(1, false), extra_short += rounds(1, true);
-  }
-  out.sync_s = std::max(0.0, comm.all_reduce_value(extra / (kPasses * kRounds), ReduceOp::max));
-  out.sync_chunk_s = per_round * uncontended_s_;
-  out.sync_short_s = std::max(0.0, comm.all_reduce_value(extra_short / (kPasses * kRounds), ReduceOp::max));
-  out.sync_short_chunk_s = uncontended_s_;
-  return out;
+  double extra = 0;
+  for (int pass = 0; pass < kPasses; ++pass) extra -= rounds(false), extra += rounds(true);
+  return std::max(0.0, comm.all_reduce_value(extra / (kPasses * kRounds), ReduceOp::max));
 }
 
 plan::Calibration calibrate_here(Communicator& comm, const plan::CostQueries& queries, int64_t hidden) {

@@ -19,6 +19,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -99,17 +100,20 @@ plan::Calibration calibrate_here(Communicator& comm, const plan::CostQueries& qu
 // around the steps. Where schedstat is missing: a 128^3 sgemm repeated for
 // about 5 ms on every rank at once against its time in short windows. The
 // synchronisation cost: 5 rounds of about 1 ms of that sgemm each ended by
-// an 8-byte all-reduce, less the same rounds without it, 3 times in turn.
+// an 8-byte all-reduce, less the same rounds without it, 3 times in turn;
+// on all the ranks, and on groups of each size asked for (consecutive
+// ranks, all groups at once).
 // The machine's speed: the calibration's reference kernel (the same sgemm,
 // every rank at once, on the compute clock) timed again. The planner takes
 // the medians over the timed iterations.
 struct Contention {
-  double slowdown = 1;            // the slowest rank's
-  double sync_s = 0;              // per blocking collective, beyond its link time ...
-  double sync_chunk_s = 0;        // ... after this much compute (uncontended)
-  double sync_short_s = 0;        // the same after one probe call of compute ...
-  double sync_short_chunk_s = 0;  // ... this long (uncontended)
-  double reference_s = 0;         // plan::Calibration::reference_s, now
+  double slowdown = 1;                 // the slowest rank's
+  double sync_s = 0;                   // per blocking collective, beyond its link time ...
+  double sync_chunk_s = 0;             // ... after this much compute (uncontended)
+  double sync_short_s = 0;             // the same after one probe call of compute ...
+  double sync_short_chunk_s = 0;       // ... this long (uncontended)
+  std::map<int, double> sync_group_s;  // sync_s on groups of n ranks (1 < n < all)
+  double reference_s = 0;              // plan::Calibration::reference_s, now
 };
 // Seconds the threads of this process spent on a CPU, and runnable waiting
 // for one; available false where /proc/self/task/*/schedstat is missing.
@@ -121,7 +125,9 @@ SchedTimes sched_times();
 
 class ContentionProbe {
  public:
-  explicit ContentionProbe(Communicator& comm);  // collective
+  // Collective. group_sizes: the groups to measure the synchronisation on
+  // besides all the ranks (sizes that do not divide the ranks are skipped).
+  ContentionProbe(Communicator& comm, const std::set<int>& group_sizes);
   // Around the work whose slowdown is wanted (this rank).
   void start();
   void stop();
@@ -132,7 +138,10 @@ class ContentionProbe {
   static constexpr int64_t kN = 128;
   void gemm();
   double probed_slowdown(Communicator& comm);
+  // Seconds each all-reduce on `group` adds to rounds of per_round sgemm calls.
+  double sync_wait(Communicator& comm, Communicator& group, int per_round);
   std::vector<float> a_, b_, c_;
+  std::map<int, std::unique_ptr<Communicator>> groups_;  // by size
   double uncontended_s_ = 0;
   int calls_ = 1;
   SchedTimes started_, spent_;  // at start(); accumulated between start() and stop()

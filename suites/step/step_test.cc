@@ -445,6 +445,22 @@ TEST(Step, SweepRanksTheFactorisations) {
   }
 }
 
+// At 4 ranks the configs use groups of 2 besides all 4: the contention
+// probe measures the wait on pairs too, and the prediction charges it.
+TEST(Step, SweepMeasuresTheWaitOfEachGroupSize) {
+  if (world().size() != 4) GTEST_SKIP() << "runs at 4 ranks";
+  std::vector<CaseRecord> records = run_suite("step", ci({"step/sweep"}));
+  if (world().rank() != 0) return;
+  ASSERT_EQ(records.size(), 1u);
+  const CaseRecord& r = records[0];
+  EXPECT_EQ(r.conformance.status, "pass") << r.error << "\n" << failures(r);
+  const nlohmann::json& groups = r.metrics.at("sync_group_s");
+  ASSERT_TRUE(groups.contains("2")) << groups.dump();
+  EXPECT_EQ(groups.size(), 1u) << groups.dump();  // 4 is the probe's own sync_s
+  EXPECT_GE(groups.at("2").get<double>(), 0);
+  EXPECT_GE(r.metrics.at("sync_s").at("value").get<double>(), 0);
+}
+
 // The device path: parameters, activations, gradients and Adam state on the
 // GPU, gradient buckets reduced through the communicators on device buffers
 // (the ranks share the GPU: staged), checked against the same float64

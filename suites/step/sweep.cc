@@ -74,6 +74,12 @@ const MetricDef& kSyncShortS =
                    "collectives (median); the calibrated planner interpolates between the two by the compute "
                    "between a config's collectives",
                    "sweep"});
+const MetricDef& kSyncGroupS =
+    define_metric({"step", "sync_group_s", "json", Better::neither,
+                   "contention probe: sync_s measured on groups of each size the configs use (consecutive ranks, "
+                   "all groups at once), by size (median); the calibrated planner charges a collective of that "
+                   "group size this wait",
+                   "sweep"});
 const MetricDef& kCalibration = define_metric(
     {"step", "calibration", "json", Better::neither,
      "the calibration behind predicted_step_s: gemm, attention and elementwise models, links, source", "sweep"});
@@ -143,14 +149,9 @@ PlannerView planner_view(const Entry& e, int ranks_per_node) {
   return v;
 }
 
-// The calibration: measured here, on every rank at once, at the shapes the
-// configs ask for; or read from --set calibration=FILE.
-plan::Calibration calibration_for(SweepState& s, int ranks_per_node) {
-  const std::string source = s.config.params.value("calibration", std::string("run"));
-  if (source != "run") {
-    std::ifstream in(source);
-    return plan::calibration_from_results(nlohmann::json::parse(in));
-  }
+// What the configs ask of a calibration: gemm shapes, attention blocks,
+// elementwise sizes, group sizes.
+plan::CostQueries cost_queries(const SweepState& s, int ranks_per_node) {
   plan::CostQueries queries;
   for (const Entry& e : s.entries) {
     const PlannerView v = planner_view(e, ranks_per_node);
@@ -159,6 +160,17 @@ plan::Calibration calibration_for(SweepState& s, int ranks_per_node) {
     } catch (const UsageError&) {
       // a config the planner does not model: predicted as null
     }
+  }
+  return queries;
+}
+
+// The calibration: measured here, on every rank at once, at the shapes the
+// configs ask for; or read from --set calibration=FILE.
+plan::Calibration calibration_for(SweepState& s, const plan::CostQueries& queries) {
+  const std::string source = s.config.params.value("calibration", std::string("run"));
+  if (source != "run") {
+    std::ifstream in(source);
+    return plan::calibration_from_results(nlohmann::json::parse(in));
   }
   return calibrate_here(*s.host, queries, s.entries.front().model.hidden);
 }
@@ -248,8 +260,9 @@ SweepState setup_sweep(CaseContext& ctx) {
   s.rates = measure_host_rates(ctx.host_comm);
   if (s.device == Device::host) {
     const int here = ranks_per_node(nodes).at(static_cast<size_t>(nodes.at(static_cast<size_t>(ctx.host_comm.rank()))));
-    s.calibration = calibration_for(s, here);
-    s.probe = std::make_unique<ContentionProbe>(ctx.host_comm);
+    const plan::CostQueries queries = cost_queries(s, here);
+    s.calibration = calibration_for(s, queries);
+    s.probe = std::make_unique<ContentionProbe>(ctx.host_comm, queries.group_sizes);
     s.ranks_per_node = here;
   }
   return s;
@@ -323,6 +336,7 @@ std::pair<double, nlohmann::json> calibrated_step(const SweepState& s, const Ent
   v.shape.sync_chunk_s = contention.sync_chunk_s;
   v.shape.sync_short_s = contention.sync_short_s;
   v.shape.sync_short_chunk_s = contention.sync_short_chunk_s;
+  v.shape.sync_group_s = contention.sync_group_s;
   v.shape.sync_ranks = s.host->size();
   try {
     const plan::CalibratedStep step = plan::calibrated_step(v.model, v.config, v.train, v.shape, *s.calibration);
@@ -376,6 +390,14 @@ Metrics sweep_metrics(SweepState& s, const RegionTimes& times) {
   Contention contention;
   contention.slowdown = median(slowdowns), contention.sync_s = median(syncs);
   contention.sync_short_s = median(short_syncs), contention.reference_s = median(references);
+  if (!s.contention.empty())
+    for (const auto& [n, unused] : s.contention.back().sync_group_s) {
+      std::vector<double> waits;
+      for (size_t i = s.contention.size() - timed_probes; i < s.contention.size(); ++i)
+        if (auto it = s.contention[i].sync_group_s.find(n); it != s.contention[i].sync_group_s.end())
+          waits.push_back(it->second);
+      contention.sync_group_s[n] = median(waits);
+    }
   if (!s.contention.empty()) {
     contention.sync_chunk_s = s.contention.back().sync_chunk_s;
     contention.sync_short_chunk_s = s.contention.back().sync_short_chunk_s;
@@ -434,6 +456,11 @@ Metrics sweep_metrics(SweepState& s, const RegionTimes& times) {
   if (s.probe) m.add(kComputeSlowdown, slowdown);
   if (s.probe) m.add(kSyncS, contention.sync_s);
   if (s.probe) m.add(kSyncShortS, contention.sync_short_s);
+  if (s.probe) {
+    nlohmann::json groups = nlohmann::json::object();
+    for (const auto& [n, wait] : contention.sync_group_s) groups[std::to_string(n)] = wait;
+    m.add_json(kSyncGroupS, groups);
+  }
   if (s.probe) m.add(kReferenceRatio, reference_ratio(s, contention));
   m.add(kSgemmTflopsPerRank, s.rates.sgemm_tflops_per_rank);
   m.add(kAllreduceBusbwGBps, s.rates.allreduce_busbw_GBps);
