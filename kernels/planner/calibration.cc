@@ -155,6 +155,11 @@ void to_json(nlohmann::json& j, const Calibration& c) {
          {"measured_s", shapes}}},
        {"attention", {{"overhead_s", c.attention.overhead_s}, {"gflops", c.attention.per_s / 1e9}}},
        {"elementwise", {{"overhead_s", c.elementwise.overhead_s}, {"GBps", c.elementwise.per_s / 1e9}}},
+       {"moe_routing",
+        {{"forward_overhead_s", c.moe_forward.overhead_s},
+         {"forward_tokens_per_s", c.moe_forward.per_s},
+         {"backward_overhead_s", c.moe_backward.overhead_s},
+         {"backward_tokens_per_s", c.moe_backward.per_s}}},
        {"links", links},
        {"p2p_latency_s", c.p2p_latency_s},
        {"reference_s", c.reference_s}};
@@ -171,6 +176,9 @@ void from_json(const nlohmann::json& j, Calibration& c) {
   for (const auto& [key, s] : shapes.items()) c.gemm.measured[key] = s.get<double>();
   c.attention = {j.at("attention").value("overhead_s", 0.0), j.at("attention").value("gflops", 0.0) * 1e9};
   c.elementwise = {j.at("elementwise").value("overhead_s", 0.0), j.at("elementwise").value("GBps", 0.0) * 1e9};
+  const nlohmann::json moe = j.value("moe_routing", nlohmann::json::object());
+  c.moe_forward = {moe.value("forward_overhead_s", 0.0), moe.value("forward_tokens_per_s", 0.0)};
+  c.moe_backward = {moe.value("backward_overhead_s", 0.0), moe.value("backward_tokens_per_s", 0.0)};
   const nlohmann::json links = j.value("links", nlohmann::json::object());
   for (const auto& [key, l] : links.items())
     c.links[key] = {l.value("latency_s", 0.0), l.value("busbw_GBps", 0.0) * 1e9};

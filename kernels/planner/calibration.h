@@ -5,6 +5,9 @@
 //               fitted to measured gemms (ops/gemm, or the step model's own shapes)
 //   attention   t = overhead + flops / rate        (the attention block op, forward + backward)
 //   elementwise t = overhead + bytes / rate        (LayerNorm, GELU, residual adds, Adam: memory-bound)
+//   moe routing t = overhead + tokens / rate       (the MoE layer's work outside its ops: routing
+//               bookkeeping, permutes into expert order and back, the weighted combine; forward
+//               and backward apart; 0: not measured, those bytes are costed as elementwise)
 //   links       t = latency + bus bytes / busbw   per collective, group kind (intra-/inter-node)
 //               and group size, fitted to measured sizes (collectives suite, or the sweep's own)
 //   p2p         the latency of one pipeline boundary message (pipeline's p2p_latency_s)
@@ -63,6 +66,7 @@ struct Calibration {
   int cores_per_node = 1;  // of the machine measured
   GemmModel gemm;
   RateModel attention, elementwise;
+  RateModel moe_forward, moe_backward;  // per token the MoE layer routes on a rank
   // "op/kind/n", e.g. "all_reduce/intra/2"; kind intra or inter.
   std::map<std::string, LinkModel> links;
   double p2p_latency_s = 0;

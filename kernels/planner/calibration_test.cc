@@ -62,6 +62,7 @@ TEST(Calibration, JsonRoundTrip) {
   c.gemm = {1e-6, 5e10, 1e10, {{"1 2 3 0 0", 4e-6}}};
   c.attention = {2e-5, 3e10};
   c.elementwise = {1e-7, 2e10};
+  c.moe_forward = {3e-6, 5e6}, c.moe_backward = {4e-6, 2e6};
   c.links["sendrecv/intra/2"] = {7e-6, 4e9};
   c.p2p_latency_s = 9e-6;
   c.reference_s = 2e-4;
@@ -71,6 +72,8 @@ TEST(Calibration, JsonRoundTrip) {
   EXPECT_NEAR(d.gemm.flops_per_s, 5e10, 1);
   EXPECT_DOUBLE_EQ(d.gemm.seconds(1, 2, 3), 4e-6);
   EXPECT_NEAR(d.attention.per_s, 3e10, 1);
+  EXPECT_DOUBLE_EQ(d.moe_forward.seconds(1e3), c.moe_forward.seconds(1e3));
+  EXPECT_DOUBLE_EQ(d.moe_backward.seconds(1e3), c.moe_backward.seconds(1e3));
   EXPECT_NEAR(d.links.at("sendrecv/intra/2").busbw_Bps, 4e9, 1);
   EXPECT_DOUBLE_EQ(d.p2p_latency_s, 9e-6);
   EXPECT_DOUBLE_EQ(d.reference_s, 2e-4);
@@ -190,6 +193,34 @@ TEST(StepCost, ExpertExchangesCostRoundsAndMeetTwiceEachWay) {
   Config etp = config(2, 1, 1, 1);
   etp.etp = 2;
   EXPECT_GT(calibrated_step(moe, etp, {16, 16}, StepShape{}, cal).ep, 0);
+}
+
+// The MoE layer's routing, permutes and combine as measured per token: they
+// replace the permutes' bytes, and cost each MoE layer's tokens, each way.
+TEST(StepCost, MeasuredExpertRoutingCostsPerToken) {
+  ModelSpec moe = small_model();
+  moe.moe_layers = 2, moe.experts = 8, moe.topk = 2, moe.moe_ffn = 128;
+  const Config dp = config(1, 1, 1, 2);
+  CostQueries q;
+  collect_queries(moe, dp, {16, 8}, StepShape{}, q);
+  ASSERT_EQ(q.moe_tokens.size(), 1u);
+  const double tokens = static_cast<double>(*q.moe_tokens.begin());
+  EXPECT_EQ(tokens, 8 * small_model().seq);  // one microbatch of 8 sequences on this rank
+  Calibration cal = round_machine();
+  cal.moe_forward = {0, 1e6}, cal.moe_backward = {0, 1e6};
+  const double at_1m = calibrated_step(moe, dp, {16, 8}, StepShape{}, cal).elementwise;
+  cal.moe_forward.per_s = cal.moe_backward.per_s = 0.5e6;
+  const double at_500k = calibrated_step(moe, dp, {16, 8}, StepShape{}, cal).elementwise;
+  // 2 MoE layers x 1 microbatch x 2 directions x tokens x (2 - 1) us.
+  EXPECT_NEAR(at_500k - at_1m, 2 * 2 * tokens * 1e-6, 1e-12);
+  // Unmeasured, the permutes are bytes at the elementwise rate instead: 5
+  // passes over the routed rows each way, in each MoE layer.
+  cal.moe_forward.per_s = cal.moe_backward.per_s = 1e300;
+  const double free_routing = calibrated_step(moe, dp, {16, 8}, StepShape{}, cal).elementwise;
+  cal.moe_forward = cal.moe_backward = RateModel{};
+  const double routed_bytes = tokens * moe.topk * moe.hidden * 4;
+  EXPECT_NEAR(calibrated_step(moe, dp, {16, 8}, StepShape{}, cal).elementwise - free_routing,
+              2 * 2 * 5 * routed_bytes / cal.elementwise.per_s, 1e-12);
 }
 
 // Ranks that share cores: the measured slowdown scales compute; the sync

@@ -10,6 +10,8 @@
 //   elementwise LayerNorms, residual and bias adds, GELU, QKV split/merge,
 //              MoE permutes, cross-entropy, gradient accumulation, SP's
 //              layout copies, the ring's LSE merges: bytes
+//   moe routing the MoE layer's routing bookkeeping, permutes and combine,
+//              per token (or as elementwise bytes where not calibrated)
 //   tp, cp, ep the collectives and ring messages of each layer, each timed
 //              by the link model of its operation, group size and kind
 // then runs the pipeline simulator (kernels/pipeline/simulate.h) on the
@@ -80,10 +82,11 @@ void to_json(nlohmann::json& j, const CalibratedStep& s);
 
 // What a config asks of a calibration, so that one can measure exactly
 // that: gemm shapes {m, n, k, ta, tb}, attention blocks {sequences, rows,
-// heads, head_dim, causal}, elementwise sizes (elements), group sizes.
+// heads, head_dim, causal}, elementwise sizes (elements), tokens a MoE
+// layer routes on a rank, group sizes.
 struct CostQueries {
   std::set<std::array<int64_t, 5>> gemms, attention;
-  std::set<int64_t> elementwise;
+  std::set<int64_t> elementwise, moe_tokens;
   std::set<int> group_sizes;
 };
 void collect_queries(const ModelSpec& m, const Config& c, const TrainSpec& t, const StepShape& shape, CostQueries& out);

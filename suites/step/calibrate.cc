@@ -16,10 +16,12 @@
 #include <set>
 #include <thread>
 
+#include "harness/op_times.h"
 #include "harness/rng.h"
 #include "harness/strings.h"
 #include "harness/timing.h"
 #include "harness/topology.h"
+#include "kernels/moe/moe_layer.h"
 #include "kernels/ops/attention_block.h"
 #include "kernels/ops/gelu.h"
 #include "kernels/ops/gemm.h"
@@ -186,6 +188,60 @@ std::vector<plan::RateSample> measure_elementwise(Communicator& comm, const plan
     out.push_back({bytes, speed.scaled(gelu) / 2});
   }
   return out;
+}
+
+// Seconds of fn's work outside its timed ops (harness/op_times.h), with a
+// core to itself: the wall time less the ops', scaled by the share of it
+// the rank ran (ranks that share the cores wait for one in between).
+double outside_ops_s(const std::function<void()>& fn) {
+  OpTimes times;
+  const double start = now_seconds(), cpu = process_cpu_seconds();
+  fn();
+  const double wall = now_seconds() - start;
+  const double ran = std::min(1.0, (process_cpu_seconds() - cpu) / (wall * std::max(1, openblas_get_num_threads())));
+  double ops = 0;
+  for (const auto& [op, seconds] : times.seconds()) ops += seconds;
+  return std::max(0.0, wall - ops) * ran;
+}
+
+// The MoE layer's work outside its ops (the router's bookkeeping, the
+// permutes into expert order and back, the weighted combine), forward and
+// backward apart: every rank at once, each with all experts to itself, at
+// the token counts the configs route on a rank; the median of 7 calls, the
+// mean over ranks, seconds against tokens.
+void measure_moe_routing(Communicator& comm, const plan::CostQueries& q, const model::GptConfig& m,
+                         SpeedReference& speed, plan::Calibration& cal) {
+  if (q.moe_tokens.empty() || m.experts <= 0) return;
+  std::unique_ptr<Communicator> self = comm.split(comm.rank(), 0);
+  moe::MoeOptions options;
+  options.router.experts = m.experts, options.router.topk = m.topk, options.dispatcher = m.dispatcher;
+  moe::MoeWeights weights;
+  weights.router = random({m.hidden, m.experts}, "calibrate.router");
+  for (int e = 0; e < m.experts; ++e) {
+    weights.w1.push_back(random({m.hidden, m.moe_ffn}, "calibrate.w1"));
+    weights.w2.push_back(random({m.moe_ffn, m.hidden}, "calibrate.w2"));
+  }
+  moe::MoeLayer layer(options, {self.get(), self.get(), self.get(), self.get()}, weights);
+  std::vector<plan::RateSample> forward, backward;
+  std::set<int64_t> counts;  // each asked for and its half: the fit's overhead and rate
+  for (int64_t tokens : q.moe_tokens) counts.insert(tokens), counts.insert(std::max<int64_t>(1, tokens / 2));
+  for (int64_t tokens : counts) {
+    const Tensor x = random({tokens, m.hidden}, "calibrate.x"), dy = random({tokens, m.hidden}, "calibrate.dy");
+    layer.forward(x), layer.backward(dy);  // warm-up
+    std::vector<double> f, b;
+    speed.before_sample();
+    comm.barrier();
+    for (int i = 0; i < 7; ++i) {
+      f.push_back(outside_ops_s([&] { layer.forward(x); }));
+      b.push_back(outside_ops_s([&] { layer.backward(dy); }));
+    }
+    std::sort(f.begin(), f.end()), std::sort(b.begin(), b.end());
+    const double ranks = comm.size();
+    forward.push_back({static_cast<double>(tokens), speed.scaled(comm.all_reduce_value(f[3], ReduceOp::sum) / ranks)});
+    backward.push_back({static_cast<double>(tokens), speed.scaled(comm.all_reduce_value(b[3], ReduceOp::sum) / ranks)});
+  }
+  cal.moe_forward = plan::fit_rate(forward);
+  cal.moe_backward = plan::fit_rate(backward);
 }
 
 // The links the planner prices, by the collectives suite's case names: one
@@ -364,7 +420,7 @@ double ContentionProbe::sync_wait(Communicator& comm, Communicator& group, int p
   return std::max(0.0, comm.all_reduce_value(extra / (kPasses * kRounds), ReduceOp::max));
 }
 
-plan::Calibration calibrate_here(Communicator& comm, const plan::CostQueries& queries, int64_t hidden) {
+plan::Calibration calibrate_here(Communicator& comm, const plan::CostQueries& queries, const model::GptConfig& model) {
   plan::Calibration cal;
   cal.source = cat("step/sweep, measured in this run on ", comm.size(), " ranks");
   cal.cores_per_node = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
@@ -372,7 +428,8 @@ plan::Calibration calibrate_here(Communicator& comm, const plan::CostQueries& qu
   cal.reference_s = speed.reference_s();
   cal.gemm = plan::fit_gemm(measure_gemms(comm, queries, speed));
   cal.attention = plan::fit_rate(measure_attention(comm, queries, speed));
-  cal.elementwise = plan::fit_rate(measure_elementwise(comm, queries, hidden, speed));
+  cal.elementwise = plan::fit_rate(measure_elementwise(comm, queries, model.hidden, speed));
+  measure_moe_routing(comm, queries, model, speed, cal);
   for (int n : queries.group_sizes)
     if (n > 1 && n <= comm.size() && comm.size() % n == 0) measure_links(comm, n, cal);
   return cal;

@@ -90,7 +90,7 @@ void validate_dtype(DType dtype, const model::GptConfig& model);
 // The reference kernel runs before each sample: a sample taken while the
 // machine ran at another speed than at the start is scaled back to the
 // start's (the calibration's reference_s).
-plan::Calibration calibrate_here(Communicator& comm, const plan::CostQueries& queries, int64_t hidden);
+plan::Calibration calibrate_here(Communicator& comm, const plan::CostQueries& queries, const model::GptConfig& model);
 
 // How the ranks fare where they share the machine (the load changes, so
 // it is measured while the sweep runs). The compute slowdown comes from the

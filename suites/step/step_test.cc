@@ -433,6 +433,12 @@ TEST(Step, SweepRanksTheFactorisations) {
       EXPECT_LE(ops, measured["op_step_s"].get<double>()) << row.dump();
     }
     EXPECT_TRUE(r.metrics.contains("calibration"));
+    // The MoE model's routing, permutes and combine, measured per token
+    // (the dense model has none to measure).
+    const nlohmann::json& routing = r.metrics.at("calibration").at("moe_routing");
+    const bool moe = o.dtypes.empty();
+    EXPECT_EQ(routing.at("forward_tokens_per_s").get<double>() > 0, moe) << routing.dump();
+    EXPECT_EQ(routing.at("backward_tokens_per_s").get<double>() > 0, moe) << routing.dump();
     // Every link the 2-rank configs use, with a latency and a bandwidth.
     const nlohmann::json& links = r.metrics.at("calibration").at("links");
     for (const char* op : {"all_gather", "reduce_scatter", "all_reduce", "all_to_all_v", "sendrecv"}) {

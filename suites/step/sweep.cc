@@ -172,7 +172,7 @@ plan::Calibration calibration_for(SweepState& s, const plan::CostQueries& querie
     std::ifstream in(source);
     return plan::calibration_from_results(nlohmann::json::parse(in));
   }
-  return calibrate_here(*s.host, queries, s.entries.front().model.hidden);
+  return calibrate_here(*s.host, queries, s.entries.front().model);
 }
 
 // The configs and each one's model (the recipe's microbatches unless the user set them).
