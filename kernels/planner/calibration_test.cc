@@ -67,6 +67,11 @@ TEST(Calibration, JsonRoundTrip) {
   c.p2p_latency_s = 9e-6;
   c.reference_s = 2e-4;
   const Calibration d = nlohmann::json(c).get<Calibration>();
+  // A calibration stored before the MoE routing was measured reads as unmeasured.
+  nlohmann::json older = c;
+  older.erase("moe_routing");
+  EXPECT_EQ(older.get<Calibration>().moe_forward.per_s, 0);
+  EXPECT_EQ(older.get<Calibration>().moe_backward.overhead_s, 0);
   EXPECT_EQ(d.source, "test");
   EXPECT_EQ(d.cores_per_node, 8);
   EXPECT_NEAR(d.gemm.flops_per_s, 5e10, 1);
@@ -213,14 +218,18 @@ TEST(StepCost, MeasuredExpertRoutingCostsPerToken) {
   const double at_500k = calibrated_step(moe, dp, {16, 8}, StepShape{}, cal).elementwise;
   // 2 MoE layers x 1 microbatch x 2 directions x tokens x (2 - 1) us.
   EXPECT_NEAR(at_500k - at_1m, 2 * 2 * tokens * 1e-6, 1e-12);
-  // Unmeasured, the permutes are bytes at the elementwise rate instead: 5
-  // passes over the routed rows each way, in each MoE layer.
+  // Unmeasured, the router's softmax and top-k (3 passes over the logits)
+  // and the permutes (5 over the routed rows) are bytes at the elementwise
+  // rate instead, each way, in each MoE layer.
   cal.moe_forward.per_s = cal.moe_backward.per_s = 1e300;
   const double free_routing = calibrated_step(moe, dp, {16, 8}, StepShape{}, cal).elementwise;
   cal.moe_forward = cal.moe_backward = RateModel{};
-  const double routed_bytes = tokens * moe.topk * moe.hidden * 4;
+  const double bytes = (3 * tokens * moe.experts + 5 * tokens * moe.topk * moe.hidden) * 4;
   EXPECT_NEAR(calibrated_step(moe, dp, {16, 8}, StepShape{}, cal).elementwise - free_routing,
-              2 * 2 * 5 * routed_bytes / cal.elementwise.per_s, 1e-12);
+              2 * 2 * bytes / cal.elementwise.per_s, 1e-12);
+  // An overhead alone (no rate) is a measurement too.
+  cal.moe_forward = cal.moe_backward = RateModel{1e-3, 0};
+  EXPECT_NEAR(calibrated_step(moe, dp, {16, 8}, StepShape{}, cal).elementwise - free_routing, 2 * 2 * 1e-3, 1e-12);
 }
 
 // Ranks that share cores: the measured slowdown scales compute; the sync
@@ -250,7 +259,8 @@ TEST(StepCost, SharedCoresSlowComputeAndSynchronisation) {
   EXPECT_LE(floored.sync, synced.sync);
   EXPECT_GE(floored.sync, 0.5 * synced.sync - 1e-12);
   // A wait measured on groups of the config's size replaces the harmonic
-  // scaling: pairs that wait as long as all four ranks cost twice H(3) / H(1)...
+  // scaling: pairs that wait as long as all four ranks cost H(3) / H(1)
+  // times the scaled estimate...
   StepShape pairs = shape;
   pairs.sync_group_s[2] = shape.sync_s;
   const CalibratedStep measured = calibrated_step(small_model(), config(2, 1, 1, 1), {16, 16}, pairs, cal);

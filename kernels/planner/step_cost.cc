@@ -266,14 +266,15 @@ class Costing {
     a.i += a.w;
     a.w = Part{};
     const double routed = d_.Tm * m_.topk * d_.h;  // token copies sent to experts
-    // LN, residual, softmax and top-k, GELU on the expert rows; the
-    // permutes in and the combine out as measured per token, else as bytes.
+    // LN, residual, GELU on the expert rows; the router's softmax and top-k,
+    // the permutes in and the combine out as measured per token, else as bytes.
     const double expert_rows = d_.expert_tokens * d_.local_experts * d_.mfw;
     if (queries_) queries_->moe_tokens.insert(std::llround(d_.Tm));
-    const bool routing_measured = cal_.moe_forward.per_s > 0 && cal_.moe_backward.per_s > 0;
-    const double permutes = routing_measured ? 0 : 5 * routed;
-    a.f.elementwise += elementwise(5 * d_.Tsp * d_.h + 3 * d_.Tm * m_.experts + permutes + 2 * expert_rows, 8);
-    a.i.elementwise += elementwise(8 * d_.Tsp * d_.h + 3 * d_.Tm * m_.experts + permutes + 3 * expert_rows, 8);
+    auto measured = [](const RateModel& r) { return r.overhead_s > 0 || r.per_s > 0; };
+    const bool routing_measured = measured(cal_.moe_forward) && measured(cal_.moe_backward);
+    const double routing = routing_measured ? 0 : 3 * d_.Tm * m_.experts + 5 * routed;
+    a.f.elementwise += elementwise(5 * d_.Tsp * d_.h + routing + 2 * expert_rows, 8);
+    a.i.elementwise += elementwise(8 * d_.Tsp * d_.h + routing + 3 * expert_rows, 8);
     if (routing_measured) {
       a.f.elementwise += cal_.moe_forward.seconds(d_.Tm);
       a.i.elementwise += cal_.moe_backward.seconds(d_.Tm);

@@ -3,9 +3,10 @@
 // once so that the cores are shared as they are in the step, at exactly
 // the shapes the calibrated planner asks for (step_cost.h collect_queries):
 // each gemm shape with its transposes, the attention blocks, LayerNorm and
-// GELU at the activation sizes, and the collectives and ring messages on
-// groups of each size the configs use (consecutive ranks, all groups at
-// once). Host only: on a device the rates would be the host's.
+// GELU at the activation sizes, the MoE layer's routing and permutes at its
+// token counts, and the collectives and ring messages on groups of each
+// size the configs use (consecutive ranks, all groups at once). Host only:
+// on a device the rates would be the host's.
 #include <cblas.h>
 #include <time.h>
 
@@ -121,9 +122,8 @@ std::vector<plan::GemmSample> measure_gemms(Communicator& comm, const plan::Cost
 
 // The attention block forward and backward on one CP block of rows
 // (queries and keys of the same rows: the diagonal block under a causal
-// mask), cycling through a pool of inputs as the gemms do: with one set
-// warm in the cache, 1 rank here was predicted 4.6 ms of attention where
-// the step spent 5.6.
+// mask), cycling through a pool of inputs as the gemms do: one set would
+// stay in the core's cache, which the step's saved activations are not.
 std::vector<plan::RateSample> measure_attention(Communicator& comm, const plan::CostQueries& q, SpeedReference& speed) {
   std::vector<plan::RateSample> out;
   for (const auto& [b, s, heads, d, causal] : q.attention) {
@@ -192,32 +192,40 @@ std::vector<plan::RateSample> measure_elementwise(Communicator& comm, const plan
 
 // Seconds of fn's work outside its timed ops (harness/op_times.h), with a
 // core to itself: the wall time less the ops', scaled by the share of it
-// the rank ran (ranks that share the cores wait for one in between).
+// this thread ran (ranks that share the cores wait for one in between; the
+// work outside the ops runs on this thread alone).
 double outside_ops_s(const std::function<void()>& fn) {
   OpTimes times;
-  const double start = now_seconds(), cpu = process_cpu_seconds();
+  const double start = now_seconds(), cpu = thread_cpu_seconds();
   fn();
   const double wall = now_seconds() - start;
-  const double ran = std::min(1.0, (process_cpu_seconds() - cpu) / (wall * std::max(1, openblas_get_num_threads())));
+  const double ran = std::min(1.0, (thread_cpu_seconds() - cpu) / std::max(wall, 1e-12));
   double ops = 0;
   for (const auto& [op, seconds] : times.seconds()) ops += seconds;
   return std::max(0.0, wall - ops) * ran;
 }
 
-// The MoE layer's work outside its ops (the router's bookkeeping, the
-// permutes into expert order and back, the weighted combine), forward and
-// backward apart: every rank at once, each with all experts to itself, at
-// the token counts the configs route on a rank; the median of 7 calls, the
-// mean over ranks, seconds against tokens.
+// The MoE layer's work outside its ops (the router's softmax, top-k and
+// bookkeeping, the permutes into expert order and back, the weighted
+// combine), forward and backward apart: every rank at once, each with its
+// experts to itself, at the token counts the configs route on a rank; the
+// median of 7 calls, the mean over ranks, seconds against tokens. Each
+// rank holds every expert it runs, so a large model's are limited to what
+// fits in kExpertBytes (at least top-k of them): the routing's cost per
+// token hardly depends on their number.
 void measure_moe_routing(Communicator& comm, const plan::CostQueries& q, const model::GptConfig& m,
                          SpeedReference& speed, plan::Calibration& cal) {
   if (q.moe_tokens.empty() || m.experts <= 0) return;
   std::unique_ptr<Communicator> self = comm.split(comm.rank(), 0);
+  constexpr double kExpertBytes = 64.0 * (1 << 20);
+  const double expert_bytes = 2.0 * m.hidden * m.moe_ffn * sizeof(float);
+  const int experts = std::min(m.experts, std::max(m.topk, static_cast<int>(kExpertBytes / expert_bytes)));
   moe::MoeOptions options;
-  options.router.experts = m.experts, options.router.topk = m.topk, options.dispatcher = m.dispatcher;
+  options.router.experts = experts, options.router.topk = m.topk;
+  options.dispatcher = m.dispatcher;
   moe::MoeWeights weights;
-  weights.router = random({m.hidden, m.experts}, "calibrate.router");
-  for (int e = 0; e < m.experts; ++e) {
+  weights.router = random({m.hidden, experts}, "calibrate.router");
+  for (int e = 0; e < experts; ++e) {
     weights.w1.push_back(random({m.hidden, m.moe_ffn}, "calibrate.w1"));
     weights.w2.push_back(random({m.moe_ffn, m.hidden}, "calibrate.w2"));
   }
@@ -305,10 +313,9 @@ double timed_as_in_step(Communicator& comm, const std::function<void()>& prepare
 //   busbw    from the difference between two large messages made as the
 //            step makes them (as_in_step: input just written, caches cold),
 //            in which the waits for partners cancel. In a loop the large
-//            buffers stay in the cores' caches: at 2 ranks here a fit to
-//            loops put a 256 KiB reduce-scatter at 40 us and an all-gather
-//            at 10 us, this one at 62 and 33 us; inside the step (medians,
-//            waits for the partner included) they took 100 and 40 us.
+//            buffers stay in the cores' caches and the calls overlap, which
+//            made a 256 KiB reduce-scatter look 2.5 times as fast as inside
+//            the step.
 void measure_links(Communicator& comm, int n, plan::Calibration& cal) {
   std::unique_ptr<Communicator> group = comm.split(comm.rank() / n, comm.rank());
   const NodeMap nodes = detect_nodes(comm);
@@ -334,9 +341,10 @@ void measure_links(Communicator& comm, int n, plan::Calibration& cal) {
     };
     const plan::RateModel loop = plan::fit_rate({sample(size_t{1} << 10, false), sample(size_t{1} << 15, false)});
     const plan::RateSample small = sample(size_t{1} << 17, true), large = sample(size_t{1} << 20, true);
+    // Noise can make the difference vanish: then the large message's own rate.
     const double slope = (large.seconds - small.seconds) / (large.work - small.work);
-    cal.links[cat(op, "/", spanning ? "inter" : "intra", "/", n)] = {loop.overhead_s,
-                                                                     slope > 0 ? 1 / slope : loop.per_s};
+    cal.links[cat(op, "/", spanning ? "inter" : "intra", "/", n)] = {
+        loop.overhead_s, slope > 0 ? 1 / slope : large.work / std::max(large.seconds, 1e-12)};
   }
 }
 

@@ -85,11 +85,14 @@ void validate_dtype(DType dtype, const model::GptConfig& model);
 
 // ---- calibrate.cc: the sweep's own calibration of the planner.
 
-// Measures what `queries` asks for on every rank of comm (collective), in
-// windows short enough that the rates are a rank's with a core to itself.
-// The reference kernel runs before each sample: a sample taken while the
-// machine ran at another speed than at the start is scaled back to the
-// start's (the calibration's reference_s).
+// Measures what `queries` asks for on every rank of comm (collective), for
+// `model`'s dimensions (hidden size, the MoE router's experts and top-k).
+// Compute rates are a rank's with a core to itself (short windows, CPU
+// time); links are wall time, latency in loops of small messages and
+// bandwidth from large ones sent as the step sends them. The reference
+// kernel runs before each compute sample: a sample taken while the machine
+// ran at another speed than at the start is scaled back to the start's
+// (the calibration's reference_s).
 plan::Calibration calibrate_here(Communicator& comm, const plan::CostQueries& queries, const model::GptConfig& model);
 
 // How the ranks fare where they share the machine (the load changes, so

@@ -436,7 +436,7 @@ TEST(Step, SweepRanksTheFactorisations) {
     // The MoE model's routing, permutes and combine, measured per token
     // (the dense model has none to measure).
     const nlohmann::json& routing = r.metrics.at("calibration").at("moe_routing");
-    const bool moe = o.dtypes.empty();
+    const bool moe = o.options.value("moe_every", 1) > 0;
     EXPECT_EQ(routing.at("forward_tokens_per_s").get<double>() > 0, moe) << routing.dump();
     EXPECT_EQ(routing.at("backward_tokens_per_s").get<double>() > 0, moe) << routing.dump();
     // Every link the 2-rank configs use, with a latency and a bandwidth.
@@ -452,7 +452,8 @@ TEST(Step, SweepRanksTheFactorisations) {
 }
 
 // At 4 ranks the configs use groups of 2 besides all 4: the contention
-// probe measures the wait on pairs too, and the prediction charges it.
+// probe measures the wait on pairs too (the planner's use of it is
+// calibration_test.cc's to check).
 TEST(Step, SweepMeasuresTheWaitOfEachGroupSize) {
   if (world().size() != 4) GTEST_SKIP() << "runs at 4 ranks";
   std::vector<CaseRecord> records = run_suite("step", ci({"step/sweep"}));
@@ -463,8 +464,7 @@ TEST(Step, SweepMeasuresTheWaitOfEachGroupSize) {
   const nlohmann::json& groups = r.metrics.at("sync_group_s");
   ASSERT_TRUE(groups.contains("2")) << groups.dump();
   EXPECT_EQ(groups.size(), 1u) << groups.dump();  // 4 is the probe's own sync_s
-  EXPECT_GE(groups.at("2").get<double>(), 0);
-  EXPECT_GE(r.metrics.at("sync_s").at("value").get<double>(), 0);
+  EXPECT_TRUE(std::isfinite(groups.at("2").get<double>())) << groups.dump();
 }
 
 // The device path: parameters, activations, gradients and Adam state on the

@@ -82,7 +82,9 @@ const MetricDef& kSyncGroupS =
                    "sweep"});
 const MetricDef& kCalibration = define_metric(
     {"step", "calibration", "json", Better::neither,
-     "the calibration behind predicted_step_s: gemm, attention and elementwise models, links, source", "sweep"});
+     "the calibration behind predicted_step_s: gemm, attention, elementwise and MoE routing models, links, p2p "
+     "latency, reference kernel, source",
+     "sweep"});
 const MetricDef& kSgemmTflopsPerRank = define_metric({"step", "sgemm_tflops_per_rank", "TFLOP/s", Better::higher,
                                                       "measured f32 gemm rate per rank, fed to the planner", "sweep"});
 const MetricDef& kPeakSource =
@@ -390,17 +392,16 @@ Metrics sweep_metrics(SweepState& s, const RegionTimes& times) {
   Contention contention;
   contention.slowdown = median(slowdowns), contention.sync_s = median(syncs);
   contention.sync_short_s = median(short_syncs), contention.reference_s = median(references);
-  if (!s.contention.empty())
-    for (const auto& [n, unused] : s.contention.back().sync_group_s) {
-      std::vector<double> waits;
-      for (size_t i = s.contention.size() - timed_probes; i < s.contention.size(); ++i)
-        if (auto it = s.contention[i].sync_group_s.find(n); it != s.contention[i].sync_group_s.end())
-          waits.push_back(it->second);
-      contention.sync_group_s[n] = median(waits);
-    }
   if (!s.contention.empty()) {
     contention.sync_chunk_s = s.contention.back().sync_chunk_s;
     contention.sync_short_chunk_s = s.contention.back().sync_short_chunk_s;
+    for (const auto& [group_size, last_wait] : s.contention.back().sync_group_s) {
+      std::vector<double> waits;
+      for (size_t i = s.contention.size() - timed_probes; i < s.contention.size(); ++i)
+        if (auto it = s.contention[i].sync_group_s.find(group_size); it != s.contention[i].sync_group_s.end())
+          waits.push_back(it->second);
+      contention.sync_group_s[group_size] = waits.empty() ? last_wait : median(waits);
+    }
   }
   const double slowdown = contention.slowdown;
   nlohmann::json rows = nlohmann::json::array();
