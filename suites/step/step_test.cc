@@ -461,7 +461,7 @@ TEST(Step, SweepMeasuresTheWaitOfEachGroupSize) {
   ASSERT_EQ(records.size(), 1u);
   const CaseRecord& r = records[0];
   EXPECT_EQ(r.conformance.status, "pass") << r.error << "\n" << failures(r);
-  const nlohmann::json& groups = r.metrics.at("sync_group_s");
+  const nlohmann::json& groups = r.metrics.at("sync_by_group_size");
   ASSERT_TRUE(groups.contains("2")) << groups.dump();
   EXPECT_EQ(groups.size(), 1u) << groups.dump();  // 4 is the probe's own sync_s
   EXPECT_TRUE(std::isfinite(groups.at("2").get<double>())) << groups.dump();

@@ -75,7 +75,7 @@ const MetricDef& kSyncShortS =
                    "between a config's collectives",
                    "sweep"});
 const MetricDef& kSyncGroupS =
-    define_metric({"step", "sync_group_s", "json", Better::neither,
+    define_metric({"step", "sync_by_group_size", "json", Better::neither,
                    "contention probe: sync_s measured on groups of each size the configs use (consecutive ranks, "
                    "all groups at once), by size (median); the calibrated planner charges a collective of that "
                    "group size this wait",
