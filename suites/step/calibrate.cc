@@ -311,7 +311,7 @@ double timed_as_in_step(Communicator& comm, const std::function<void()>& prepare
 //            (how long they wait for each other is the contention probe's
 //            to measure, not the link's);
 //   busbw    from the difference between two large messages made as the
-//            step makes them (as_in_step: input just written, caches cold),
+//            step makes them (timed_as_in_step: input just written, caches cold),
 //            in which the waits for partners cancel. In a loop the large
 //            buffers stay in the cores' caches and the calls overlap, which
 //            made a 256 KiB reduce-scatter look 2.5 times as fast as inside

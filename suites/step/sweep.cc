@@ -74,7 +74,7 @@ const MetricDef& kSyncShortS =
                    "collectives (median); the calibrated planner interpolates between the two by the compute "
                    "between a config's collectives",
                    "sweep"});
-const MetricDef& kSyncGroupS =
+const MetricDef& kSyncByGroupSize =
     define_metric({"step", "sync_by_group_size", "json", Better::neither,
                    "contention probe: sync_s measured on groups of each size the configs use (consecutive ranks, "
                    "all groups at once), by size (median); the calibrated planner charges a collective of that "
@@ -152,7 +152,7 @@ PlannerView planner_view(const Entry& e, int ranks_per_node) {
 }
 
 // What the configs ask of a calibration: gemm shapes, attention blocks,
-// elementwise sizes, group sizes.
+// elementwise sizes, MoE token counts, group sizes.
 plan::CostQueries cost_queries(const SweepState& s, int ranks_per_node) {
   plan::CostQueries queries;
   for (const Entry& e : s.entries) {
@@ -460,7 +460,7 @@ Metrics sweep_metrics(SweepState& s, const RegionTimes& times) {
   if (s.probe) {
     nlohmann::json groups = nlohmann::json::object();
     for (const auto& [n, wait] : contention.sync_group_s) groups[std::to_string(n)] = wait;
-    m.add_json(kSyncGroupS, groups);
+    m.add_json(kSyncByGroupSize, groups);
   }
   if (s.probe) m.add(kReferenceRatio, reference_ratio(s, contention));
   m.add(kSgemmTflopsPerRank, s.rates.sgemm_tflops_per_rank);
