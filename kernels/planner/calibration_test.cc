@@ -273,11 +273,35 @@ TEST(StepCost, SharedCoresSlowComputeAndSynchronisation) {
   StepShape counted;
   counted.ranks_per_node = 8, counted.cores_per_node = 2;
   EXPECT_DOUBLE_EQ(calibrated_step(small_model(), config(2, 1, 1, 1), {16, 16}, counted, cal).core_share, 4);
-  // A pipeline's idle ranks keep their share (they poll in MPI): its busy
-  // ranks compute as slowly as every rank of a config without a bubble.
-  const CalibratedStep pipeline = calibrated_step(small_model(), config(1, 1, 4, 2), {16, 8}, counted, cal);
-  EXPECT_GT(pipeline.bubble, 0);
-  EXPECT_DOUBLE_EQ(pipeline.core_share, 4);
+}
+
+// A pipeline's idle ranks give their cores up: on shared cores its busy
+// ranks compute, and wait for partners, as if fewer ranks shared them, but
+// no faster than alone. Without oversubscription nothing changes.
+TEST(StepCost, PipelineBubbleFreesSharedCores) {
+  const Calibration cal = round_machine();
+  StepShape counted;
+  counted.ranks_per_node = 8, counted.cores_per_node = 2, counted.sync_s = 1e-4;
+  const Config pipeline = config(2, 1, 4, 1);
+  const CalibratedStep shared = calibrated_step(small_model(), pipeline, {16, 4}, counted, cal);
+  EXPECT_GT(shared.bubble, 0);
+  EXPECT_LT(shared.core_share, 4);
+  EXPECT_GT(shared.core_share, 1);
+  // The busy fraction of the schedule sets it: more microbatches, less bubble, more contention.
+  EXPECT_GT(calibrated_step(small_model(), pipeline, {64, 4}, counted, cal).core_share, shared.core_share);
+  // The compute and the waits scale together; the links do not.
+  StepShape enough_cores = counted;
+  enough_cores.cores_per_node = 8, enough_cores.compute_slowdown = 4;
+  const CalibratedStep full = calibrated_step(small_model(), pipeline, {16, 4}, enough_cores, cal);
+  ASSERT_GT(full.sync, 0);
+  EXPECT_DOUBLE_EQ(full.core_share, 4);
+  EXPECT_NEAR(shared.gemm / full.gemm, shared.core_share / 4, 1e-12);
+  EXPECT_NEAR(shared.sync / full.sync, shared.core_share / 4, 1e-12);
+  EXPECT_DOUBLE_EQ(shared.pp, full.pp);
+  // The gradient reduction and the optimizer run with every rank busy again.
+  EXPECT_DOUBLE_EQ(shared.optimizer, full.optimizer);
+  // A config without a pipeline keeps the full contention.
+  EXPECT_DOUBLE_EQ(calibrated_step(small_model(), config(1, 1, 1, 8), {16, 2}, counted, cal).core_share, 4);
 }
 
 TEST(StepCost, QueriesNameTheShapesAndGroups) {

@@ -16,17 +16,15 @@
 #include "kernels/model/trainer.h"
 #include "suites/step/check.h"
 #include "suites/step/step.h"
+#include "suites/step/step_testing.h"
 
 namespace sextant {
 namespace {
 
-using namespace testing;  // world(), ci_options(), run_suite(): harness/testing/suite_run.h
-
-RunOptions ci(std::vector<std::string> selection = {"step/train"}) {
-  RunOptions o = ci_options(std::move(selection));
-  o.rank_counts = {world().size()};
-  return o;
-}
+using namespace testing;  // world(), run_suite(): harness/testing/suite_run.h
+using step_testing::ci;
+using step_testing::dense_bf16;
+using step_testing::failures;
 
 double loss_at(const CaseRecord& r, size_t step) { return r.metrics.at("losses").at(step).get<double>(); }
 
@@ -39,18 +37,6 @@ void print_margins(const CaseRecord& r) {
   for (size_t i = 0; i < std::min<size_t>(3, t.size()); ++i)
     std::cout << "  " << t[i].name << " error " << t[i].error << " base " << t[i].base_error << " bound " << t[i].bound
               << "\n";
-}
-
-// What failed, one line each (at most 12).
-std::string failures(const CaseRecord& r) {
-  std::string out;
-  int shown = 0;
-  for (const std::string& f : r.conformance.failures)
-    if (shown++ < 12) out += "  " + f + "\n";
-  for (const TensorCheck& t : r.conformance.tensors)
-    if (!t.pass && shown++ < 12)
-      out += "  " + t.name + " error " + std::to_string(t.error) + " bound " + std::to_string(t.bound) + "\n";
-  return out;
 }
 
 // Every record (complete on rank 0) passed on `device`, with its margins logged.
@@ -250,25 +236,6 @@ TEST(Step, Fp8LinearsMatchTheReferenceUnderEveryRecipe) {
 // with and without overlap give the same losses, gradients and parameters
 // bit for bit. A dp x ep MoE config with ZeRO and plain Adam, and from 4
 // ranks a pipeline whose schedule splits I and W.
-// A CUDA sweep plans the same step/train configs as a host sweep, each with
-// cuDNN attention (the sweep's own validation once read a host device there
-// and dropped every config), and no step/fp8 config unless asked for.
-TEST(Step, CudaSweepPlansTheTrainConfigs) {
-  SweepRequest req;
-  req.profile = Profile::ci, req.ranks = world().size();
-  const CaseDef train = step::train_case(), fp8 = step::fp8_case();
-  const std::vector<CaseConfig> host = train.configs(req);
-  req.device = Device::cuda;
-  const std::vector<CaseConfig> cuda = train.configs(req);
-  ASSERT_FALSE(cuda.empty());
-  EXPECT_EQ(cuda.size(), host.size());
-  for (const CaseConfig& c : cuda) {
-    EXPECT_EQ(c.device, Device::cuda) << c.id();
-    EXPECT_EQ(c.params.value("attention_impl", std::string()), "cudnn") << c.id();
-  }
-  EXPECT_TRUE(fp8.configs(req).empty());
-}
-
 TEST(Step, OverlapGivesTheSameBits) {
   const int n = world().size();
   if (n < 2) GTEST_SKIP() << "needs a data-parallel group";
@@ -370,13 +337,6 @@ TEST(Step, RecomputeGivesTheSameBits) {
 // gradients and Adam state) on a dense model: every config within its bound
 // of the float64 reference, the bound set by the same model in bf16 on one
 // rank; and every fault that can show is caught in bf16 too.
-RunOptions dense_bf16() {
-  RunOptions o = ci();
-  o.dtypes = {DType::bf16};
-  o.options["moe_every"] = 0;
-  return o;
-}
-
 TEST(Step, DenseModelInBf16MatchesTheReference) {
   std::vector<CaseRecord> records = run_suite("step", dense_bf16());
   if (world().rank() != 0) return;
@@ -395,76 +355,6 @@ TEST(Step, EveryVisibleFaultIsCaughtInBf16) {
       EXPECT_TRUE(r.error.empty()) << fault << " crashed instead of failing the check: " << r.error;
     }
   }
-}
-
-// In f32 with the MoE model, and in bf16 with the dense one.
-TEST(Step, SweepRanksTheFactorisations) {
-  if (world().size() != 2) GTEST_SKIP() << "runs at 2 ranks";
-  RunOptions bf16 = dense_bf16();
-  bf16.selection = {"step/sweep"};
-  for (const RunOptions& o : {ci({"step/sweep"}), bf16}) {
-    std::vector<CaseRecord> records = run_suite("step", o);
-    if (world().rank() != 0) continue;
-    ASSERT_EQ(records.size(), 1u);
-    const CaseRecord& r = records[0];
-    EXPECT_EQ(r.config.dtype, o.dtypes.empty() ? DType::f32 : o.dtypes[0]);
-    EXPECT_EQ(r.conformance.status, "pass") << r.error << "\n" << failures(r);
-    const nlohmann::json& ranking = r.metrics.at("ranking");
-    ASSERT_GE(ranking.size(), 3u);  // tp2, cp2, pp2, dp2 (with and without ep) at 2 ranks
-    for (size_t i = 1; i < ranking.size(); ++i)
-      EXPECT_GE(ranking[i - 1]["tokens_per_s"].get<double>(), ranking[i]["tokens_per_s"].get<double>());
-    // Beside each measurement, the calibrated planner's prediction (from the
-    // sweep's own calibration, recorded) and the roofline's.
-    for (const nlohmann::json& row : ranking) {
-      EXPECT_TRUE(row["predicted_step_s"].is_number()) << row.dump();
-      EXPECT_GT(row["predicted"].value("gemm_s", 0.0), 0) << row.dump();
-      EXPECT_TRUE(row["roofline_step_s"].is_number()) << row.dump();
-      // And the measured split to hold the prediction against: the exposed
-      // communication of tp and cp where the config has them (none where it
-      // lacks them), and the ops of one more step, within that step's time.
-      const nlohmann::json& measured = row["measured"];
-      const std::string config = row["config"];
-      EXPECT_EQ(measured["tp_exposed_s"].get<double>() > 0, config.starts_with("tp2")) << row.dump();
-      EXPECT_EQ(measured["cp_exposed_s"].get<double>() > 0, config.find("cp2") != std::string::npos) << row.dump();
-      EXPECT_GT(measured["op_s"]["gemm"].get<double>(), 0) << row.dump();
-      EXPECT_GT(measured["op_s"]["attention"].get<double>(), 0) << row.dump();
-      double ops = 0;
-      for (const auto& [op, seconds] : measured["op_s"].items()) ops += seconds.get<double>();
-      EXPECT_LE(ops, measured["op_step_s"].get<double>()) << row.dump();
-    }
-    EXPECT_TRUE(r.metrics.contains("calibration"));
-    // The MoE model's routing, permutes and combine, measured per token
-    // (the dense model has none to measure).
-    const nlohmann::json& routing = r.metrics.at("calibration").at("moe_routing");
-    const bool moe = o.options.value("moe_every", 1) > 0;
-    EXPECT_EQ(routing.at("forward_tokens_per_s").get<double>() > 0, moe) << routing.dump();
-    EXPECT_EQ(routing.at("backward_tokens_per_s").get<double>() > 0, moe) << routing.dump();
-    // Every link the 2-rank configs use, with a latency and a bandwidth.
-    const nlohmann::json& links = r.metrics.at("calibration").at("links");
-    for (const char* op : {"all_gather", "reduce_scatter", "all_reduce", "all_to_all_v", "sendrecv"}) {
-      const nlohmann::json& link = links.at(std::string(op) + "/intra/2");
-      EXPECT_GT(link.at("latency_s").get<double>(), 0) << op;
-      EXPECT_GT(link.at("busbw_GBps").get<double>(), 0) << op;
-    }
-    EXPECT_GT(r.metrics.at("compute_slowdown").at("value").get<double>(), 0);
-    EXPECT_TRUE(std::isfinite(r.metrics.at("planner_abs_error_median_pct").at("value").get<double>()));
-  }
-}
-
-// At 4 ranks the configs use groups of 2 besides all 4: the contention
-// probe measures the wait on pairs too (the planner's use of it is
-// calibration_test.cc's to check).
-TEST(Step, SweepMeasuresTheWaitOfEachGroupSize) {
-  if (world().size() != 4) GTEST_SKIP() << "runs at 4 ranks";
-  std::vector<CaseRecord> records = run_suite("step", ci({"step/sweep"}));
-  if (world().rank() != 0) return;
-  ASSERT_EQ(records.size(), 1u);
-  const CaseRecord& r = records[0];
-  EXPECT_EQ(r.conformance.status, "pass") << r.error << "\n" << failures(r);
-  const nlohmann::json& groups = r.metrics.at("sync_by_group_size");
-  ASSERT_TRUE(groups.contains("2")) << groups.dump();
-  EXPECT_EQ(groups.size(), 1u) << groups.dump();  // 4 is the probe's own sync_s
-  EXPECT_TRUE(std::isfinite(groups.at("2").get<double>())) << groups.dump();
 }
 
 // The device path: parameters, activations, gradients and Adam state on the

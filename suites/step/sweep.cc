@@ -6,7 +6,6 @@
 // measured by the sweep on the same ranks (calibrate.cc) or read from a
 // stored results file (--set calibration=FILE), and the roofline planner
 // (kernels/planner/planner.h) fed with one sgemm rate and all-reduce bandwidth.
-#include <cblas.h>
 
 #include <algorithm>
 #include <array>
@@ -14,7 +13,6 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
-#include <thread>
 
 #include "harness/error.h"
 #include "harness/peaks.h"
@@ -24,6 +22,7 @@
 #include "kernels/planner/flops.h"
 #include "suites/step/check.h"
 #include "suites/step/step.h"
+#include "suites/step/sweep.h"
 
 namespace sextant::step {
 
@@ -92,90 +91,6 @@ const MetricDef& kPeakSource =
 }  // namespace
 
 namespace {
-
-struct Entry {
-  std::string name;
-  ParallelConfig parallel;
-  model::GptConfig model;
-  std::unique_ptr<GridComms> grid;
-  std::unique_ptr<model::ModelComms> comms;
-  std::unique_ptr<model::GptTrainer> trainer;
-  // Per iteration, each the max over ranks: the step's time and its phases
-  // (model::StepReport: forward and backward, gradient reduction, optimizer).
-  std::vector<double> seconds, pipeline_s, reduce_s, optimizer_s;
-  // Per iteration, each the max over ranks: the communication of the
-  // forward and backward the step waited on, per dimension (kExposedDims).
-  std::vector<std::array<double, 4>> exposed_s;
-};
-
-// The dimensions whose exposed communication falls inside the forward and
-// backward (dp's is the gradient reduction, timed as a phase of its own).
-constexpr std::array<const char*, 4> kExposedDims = {"tp", "cp", "ep", "pp"};
-
-struct SweepState {
-  CaseConfig config;
-  uint64_t seed = 0;
-  Communicator* host = nullptr;
-  Communicator* self = nullptr;
-  std::unique_ptr<Communicator> host_self;  // on a device: this rank alone over MPI, for the baseline
-  Device device = Device::host;
-  HostRates rates;
-  std::optional<plan::Calibration> calibration;  // host runs
-  std::unique_ptr<ContentionProbe> probe;        // host runs
-  std::vector<Contention> contention;            // one per iteration
-  int ranks_per_node = 1;
-  std::vector<Entry> entries;
-};
-
-// What the calibrated planner needs to know of an entry beyond the model.
-struct PlannerView {
-  plan::ModelSpec model;
-  plan::Config config;
-  plan::TrainSpec train;
-  plan::StepShape shape;
-};
-PlannerView planner_view(const Entry& e, int ranks_per_node) {
-  const ParallelConfig& p = e.parallel;
-  PlannerView v;
-  v.model = plan::model_spec(e.model);
-  v.config = plan::plan_config(e.model, p);
-  v.train = plan::train_spec(e.model, p);
-  v.shape.schedule = e.model.schedule;
-  v.shape.cp_comm = e.model.cp_comm;
-  v.shape.a2a_size = e.model.a2a_size;
-  v.shape.regather = e.model.regather;
-  v.shape.zero = e.model.distributed_optimizer;
-  v.shape.ranks_per_node = ranks_per_node;
-  v.shape.cores_per_node = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  v.shape.threads_per_rank = openblas_get_num_threads();
-  return v;
-}
-
-// What the configs ask of a calibration: gemm shapes, attention blocks,
-// elementwise sizes, MoE token counts, group sizes.
-plan::CostQueries cost_queries(const SweepState& s, int ranks_per_node) {
-  plan::CostQueries queries;
-  for (const Entry& e : s.entries) {
-    const PlannerView v = planner_view(e, ranks_per_node);
-    try {
-      plan::collect_queries(v.model, v.config, v.train, v.shape, queries);
-    } catch (const UsageError&) {
-      // a config the planner does not model: predicted as null
-    }
-  }
-  return queries;
-}
-
-// The calibration: measured here, on every rank at once, at the shapes the
-// configs ask for; or read from --set calibration=FILE.
-plan::Calibration calibration_for(SweepState& s, const plan::CostQueries& queries) {
-  const std::string source = s.config.params.value("calibration", std::string("run"));
-  if (source != "run") {
-    std::ifstream in(source);
-    return plan::calibration_from_results(nlohmann::json::parse(in));
-  }
-  return calibrate_here(*s.host, queries, s.entries.front().model);
-}
 
 // The configs and each one's model (the recipe's microbatches unless the user set them).
 std::vector<std::pair<Recipe, model::GptConfig>> entries_of(const CaseConfig& c) {
@@ -319,63 +234,6 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// The reference kernel's time beside the steps over its time in the
-// calibration (1 where either is missing).
-double reference_ratio(const SweepState& s, const Contention& contention) {
-  if (!s.calibration || s.calibration->reference_s <= 0 || contention.reference_s <= 0) return 1;
-  return contention.reference_s / s.calibration->reference_s;
-}
-
-// The calibrated planner's step time and its split; NaN (null) where it
-// rejects the config, and on a device (no calibration of the device here).
-std::pair<double, nlohmann::json> calibrated_step(const SweepState& s, const Entry& e, const Contention& contention) {
-  if (!s.calibration) return {std::numeric_limits<double>::quiet_NaN(), nullptr};
-  PlannerView v = planner_view(e, s.ranks_per_node);
-  v.shape.compute_slowdown = contention.slowdown * reference_ratio(s, contention);
-  v.shape.sync_s = contention.sync_s;
-  v.shape.sync_chunk_s = contention.sync_chunk_s;
-  v.shape.sync_short_s = contention.sync_short_s;
-  v.shape.sync_short_chunk_s = contention.sync_short_chunk_s;
-  v.shape.sync_group_s = contention.sync_group_s;
-  v.shape.sync_ranks = s.host->size();
-  try {
-    const plan::CalibratedStep step = plan::calibrated_step(v.model, v.config, v.train, v.shape, *s.calibration);
-    return {step.step, step};
-  } catch (const UsageError&) {
-    return {std::numeric_limits<double>::quiet_NaN(), nullptr};
-  }
-}
-
-// The roofline planner's step time for this config on "this machine": peak = the
-// measured per-rank sgemm rate (gemm efficiency 1), links = the measured
-// all-reduce bus bandwidth and latency. NaN where the planner rejects it,
-// and on a device: those rates are the host's, not the GPU's.
-double roofline_step(const SweepState& s, const Entry& e) {
-  if (s.device != Device::host) return std::numeric_limits<double>::quiet_NaN();
-  plan::ClusterSpec cl;
-  cl.device = "host";
-  cl.gpus = cl.gpus_per_node = s.config.ranks;
-  cl.memory_gb = describe_host().memory_bytes / 1e9 / s.config.ranks;
-  cl.peak_tflops = s.rates.sgemm_tflops_per_rank;
-  cl.nvlink_GBps = cl.network_GBps = s.rates.allreduce_busbw_GBps > 0 ? s.rates.allreduce_busbw_GBps : 1e3;
-  cl.latency_us = s.rates.allreduce_latency_us;
-  cl.gemm_efficiency = 1.0;
-  // The GPU terms of the time model do not apply: no waves, launches or
-  // per-layer overhead, and no memory bandwidth measured here (the roofline
-  // costs the FLOPs and the links alone).
-  cl.sms = 0, cl.gemm_latency_us = 0, cl.layer_overhead_us = 0;
-  cl.hbm_GBps = std::numeric_limits<double>::infinity();
-  const plan::TrainSpec train = plan::train_spec(e.model, e.parallel);
-  const plan::Config pc = plan::plan_config(e.model, e.parallel);
-  try {
-    const plan::ModelSpec spec = plan::model_spec(e.model);
-    plan::validate(spec, cl, train, pc);
-    return plan::estimate(spec, cl, train, pc).step;
-  } catch (const UsageError&) {
-    return std::numeric_limits<double>::quiet_NaN();
-  }
 }
 
 Metrics sweep_metrics(SweepState& s, const RegionTimes& times) {
