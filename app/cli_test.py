@@ -398,6 +398,13 @@ class BadInput(unittest.TestCase):
             (["--device", "Z100"], "--device 'Z100' must be one of H100"),
             (["--mlp", "relu"], "--mlp: relu not in {gelu,swiglu}"),
         ]]
+        # A replay reads a results file whose sweep recorded every input of the planner.
+        before_replay = sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                      "../results/runs/xeon-2core-2026-12-07/*.json")))[0]
+        rows += [
+            (["plan", "--replay", "/nonexistent.json"], "--replay '/nonexistent.json' is not a readable file"),
+            (["plan", "--replay", before_replay], "the step/sweep record lacks the metric sync_chunk_s"),
+        ]
         rows += [(["qualify", "--baseline-tolerance", "0.2"], "--baseline-tolerance requires --baseline")]
         for args, expected in rows:
             with self.subTest(args=" ".join(args)), tempfile.TemporaryDirectory() as out:

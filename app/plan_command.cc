@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "app/plan_reference.h"
+#include "app/plan_replay.h"
 #include "harness/error.h"
 #include "harness/results.h"
 #include "harness/strings.h"
@@ -24,7 +25,8 @@ namespace {
 
 // Overrides are optional: a given value replaces the preset's, after its rule.
 struct PlanFlags {
-  std::string model, device = "H100", check, json, calibrate, calibrate_dtype, overlap;  // model "": the GPT base
+  std::string model, device = "H100", check, json, calibrate, calibrate_dtype, overlap,
+                     replay;  // model "": the GPT base
   std::string precision = "bf16", attention = "fused";
   std::optional<std::string> mlp;
   std::optional<bool> tied_embeddings;
@@ -220,6 +222,10 @@ CLI::App* add_plan_command(CLI::App& app) {
               "Published training runs (Megatron-LM, NeMo, Llama 3, DeepSeek-V3, the 6D tutorial): reported MFU, "
               "the planner's with its free parameters fitted on all runs and on all but that one, the gaps and "
               "where each step goes");
+  p->add_option("--replay", flags.replay,
+                "A stored run's host step/sweep cases predicted again by this build's calibrated planner, from the "
+                "calibration and contention the run recorded, beside the measured and the recorded prediction")
+      ->type_name("RESULTS.json");
   return p;
 }
 
@@ -265,6 +271,10 @@ std::vector<plan::Estimate> calibrated(const std::vector<plan::Estimate>& all, c
 int run_plan_command() {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (!flags.replay.empty()) {
+    if (rank == 0) print_sweep_replay(flags.replay);
+    return 0;
+  }
   const std::optional<plan::Calibration> cal = read_calibration();
   if (flags.reference) {
     if (rank == 0) print_reference_table(cal ? &*cal : nullptr);

@@ -17,6 +17,7 @@
 //           to the planner's prediction.
 #pragma once
 
+#include <limits>
 #include <map>
 #include <memory>
 #include <set>
@@ -190,6 +191,20 @@ Metrics train_metrics(State& s, const RegionTimes& times);
 // whose figures stay free of the timers' cost (two events per op call on a
 // GPU). Collective over host.
 nlohmann::json op_time_split(model::GptTrainer& trainer, Communicator& host);
+
+// A stored host step/sweep case replayed through this build's calibrated
+// planner: its configs, calibration and contention (the record's params,
+// rank count and metrics; `cores` and `blas_threads` from its results
+// file's system), predicted again, beside the measured and the recorded
+// prediction. Throws UsageError naming a metric the record lacks.
+struct ReplayedConfig {
+  std::string config;
+  double measured_s = 0;
+  double recorded_s = std::numeric_limits<double>::quiet_NaN();  // NaN: the sweep predicted none
+  double replayed_s = std::numeric_limits<double>::quiet_NaN();  // NaN: the planner rejects the config
+};
+std::vector<ReplayedConfig> replay_sweep(const nlohmann::json& params, int ranks, const nlohmann::json& metrics,
+                                         int cores, int blas_threads);
 // memory.cc: counting from before the trainer is built; the peak by kind
 // beside the planner's estimate.
 void start_memory_count(State& s);

@@ -73,6 +73,12 @@ const MetricDef& kSyncShortS =
                    "collectives (median); the calibrated planner interpolates between the two by the compute "
                    "between a config's collectives",
                    "sweep"});
+const MetricDef& kSyncChunkS =
+    define_metric({"step", "sync_chunk_s", "s", Better::neither,
+                   "contention probe: the uncontended compute between collectives behind sync_s", "sweep"});
+const MetricDef& kSyncShortChunkS =
+    define_metric({"step", "sync_short_chunk_s", "s", Better::neither,
+                   "contention probe: the uncontended compute between collectives behind sync_short_s", "sweep"});
 const MetricDef& kSyncByGroupSize =
     define_metric({"step", "sync_by_group_size", "json", Better::neither,
                    "contention probe: sync_s measured on groups of each size the configs use (consecutive ranks, "
@@ -315,6 +321,8 @@ Metrics sweep_metrics(SweepState& s, const RegionTimes& times) {
   if (s.probe) m.add(kComputeSlowdown, slowdown);
   if (s.probe) m.add(kSyncS, contention.sync_s);
   if (s.probe) m.add(kSyncShortS, contention.sync_short_s);
+  if (s.probe) m.add(kSyncChunkS, contention.sync_chunk_s);
+  if (s.probe) m.add(kSyncShortChunkS, contention.sync_short_chunk_s);
   if (s.probe) {
     nlohmann::json groups = nlohmann::json::object();
     for (const auto& [n, wait] : contention.sync_group_s) groups[std::to_string(n)] = wait;

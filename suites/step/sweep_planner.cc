@@ -8,6 +8,7 @@
 
 #include "harness/error.h"
 #include "harness/peaks.h"
+#include "harness/strings.h"
 #include "harness/topology.h"
 #include "kernels/planner/flops.h"
 #include "suites/step/sweep.h"
@@ -16,28 +17,52 @@ namespace sextant::step {
 
 namespace {
 
-// What the calibrated planner needs to know of an entry beyond the model.
+// What the calibrated planner needs to know of a config beyond the model.
 struct PlannerView {
   plan::ModelSpec model;
   plan::Config config;
   plan::TrainSpec train;
   plan::StepShape shape;
 };
-PlannerView planner_view(const Entry& e, int ranks_per_node) {
-  const ParallelConfig& p = e.parallel;
+PlannerView planner_view(const model::GptConfig& m, const ParallelConfig& p, int ranks_per_node, int cores,
+                         int blas_threads) {
   PlannerView v;
-  v.model = plan::model_spec(e.model);
-  v.config = plan::plan_config(e.model, p);
-  v.train = plan::train_spec(e.model, p);
-  v.shape.schedule = e.model.schedule;
-  v.shape.cp_comm = e.model.cp_comm;
-  v.shape.a2a_size = e.model.a2a_size;
-  v.shape.regather = e.model.regather;
-  v.shape.zero = e.model.distributed_optimizer;
+  v.model = plan::model_spec(m);
+  v.config = plan::plan_config(m, p);
+  v.train = plan::train_spec(m, p);
+  v.shape.schedule = m.schedule;
+  v.shape.cp_comm = m.cp_comm;
+  v.shape.a2a_size = m.a2a_size;
+  v.shape.regather = m.regather;
+  v.shape.zero = m.distributed_optimizer;
   v.shape.ranks_per_node = ranks_per_node;
-  v.shape.cores_per_node = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  v.shape.threads_per_rank = openblas_get_num_threads();
+  v.shape.cores_per_node = std::max(1, cores);
+  v.shape.threads_per_rank = std::max(1, blas_threads);
   return v;
+}
+PlannerView planner_view(const Entry& e, int ranks_per_node) {
+  return planner_view(e.model, e.parallel, ranks_per_node, static_cast<int>(std::thread::hardware_concurrency()),
+                      openblas_get_num_threads());
+}
+
+// The planner's step time and its split for a view under the measured
+// contention (the machine's speed now over the calibration's in
+// reference_ratio); NaN (null) where it rejects the config.
+std::pair<double, nlohmann::json> predicted_step(PlannerView v, const plan::Calibration& calibration,
+                                                 const Contention& contention, double reference_ratio, int ranks) {
+  v.shape.compute_slowdown = contention.slowdown * reference_ratio;
+  v.shape.sync_s = contention.sync_s;
+  v.shape.sync_chunk_s = contention.sync_chunk_s;
+  v.shape.sync_short_s = contention.sync_short_s;
+  v.shape.sync_short_chunk_s = contention.sync_short_chunk_s;
+  v.shape.sync_group_s = contention.sync_group_s;
+  v.shape.sync_ranks = ranks;
+  try {
+    const plan::CalibratedStep step = plan::calibrated_step(v.model, v.config, v.train, v.shape, calibration);
+    return {step.step, step};
+  } catch (const UsageError&) {
+    return {std::numeric_limits<double>::quiet_NaN(), nullptr};
+  }
 }
 
 }  // namespace
@@ -73,24 +98,10 @@ double reference_ratio(const SweepState& s, const Contention& contention) {
   return contention.reference_s / s.calibration->reference_s;
 }
 
-// The calibrated planner's step time and its split; NaN (null) where it
-// rejects the config, and on a device (no calibration of the device here).
 std::pair<double, nlohmann::json> calibrated_step(const SweepState& s, const Entry& e, const Contention& contention) {
   if (!s.calibration) return {std::numeric_limits<double>::quiet_NaN(), nullptr};
-  PlannerView v = planner_view(e, s.ranks_per_node);
-  v.shape.compute_slowdown = contention.slowdown * reference_ratio(s, contention);
-  v.shape.sync_s = contention.sync_s;
-  v.shape.sync_chunk_s = contention.sync_chunk_s;
-  v.shape.sync_short_s = contention.sync_short_s;
-  v.shape.sync_short_chunk_s = contention.sync_short_chunk_s;
-  v.shape.sync_group_s = contention.sync_group_s;
-  v.shape.sync_ranks = s.host->size();
-  try {
-    const plan::CalibratedStep step = plan::calibrated_step(v.model, v.config, v.train, v.shape, *s.calibration);
-    return {step.step, step};
-  } catch (const UsageError&) {
-    return {std::numeric_limits<double>::quiet_NaN(), nullptr};
-  }
+  return predicted_step(planner_view(e, s.ranks_per_node), *s.calibration, contention, reference_ratio(s, contention),
+                        s.host->size());
 }
 
 // The roofline planner's step time for this config on "this machine": peak = the
@@ -121,6 +132,55 @@ double roofline_step(const SweepState& s, const Entry& e) {
   } catch (const UsageError&) {
     return std::numeric_limits<double>::quiet_NaN();
   }
+}
+
+namespace {
+
+// A metric of a record: its value where it has one ({value, unit}), else itself.
+const nlohmann::json& metric(const nlohmann::json& metrics, const char* name) {
+  require(metrics.contains(name), cat("plan --replay: the step/sweep record lacks the metric ", name,
+                                      " (runs before plan --replay existed did not record it)"));
+  const nlohmann::json& m = metrics.at(name);
+  return m.is_object() && m.contains("value") ? m.at("value") : m;
+}
+
+}  // namespace
+
+std::vector<ReplayedConfig> replay_sweep(const nlohmann::json& params, int ranks, const nlohmann::json& metrics,
+                                         int cores, int blas_threads) {
+  plan::Calibration calibration;
+  from_json(metric(metrics, "calibration"), calibration);
+  Contention contention;
+  if (ranks > 1) {
+    contention.slowdown = metric(metrics, "compute_slowdown").get<double>();
+    contention.sync_s = metric(metrics, "sync_s").get<double>();
+    contention.sync_short_s = metric(metrics, "sync_short_s").get<double>();
+    contention.sync_chunk_s = metric(metrics, "sync_chunk_s").get<double>();
+    contention.sync_short_chunk_s = metric(metrics, "sync_short_chunk_s").get<double>();
+    for (const auto& [n, wait] : metric(metrics, "sync_by_group_size").items())
+      contention.sync_group_s[std::stoi(n)] = wait.get<double>();
+  } else if (metrics.contains("compute_slowdown")) {
+    contention.slowdown = metric(metrics, "compute_slowdown").get<double>();
+  }
+  const double ratio =
+      metrics.contains("reference_kernel_ratio") ? metric(metrics, "reference_kernel_ratio").get<double>() : 1;
+  std::vector<ReplayedConfig> out;
+  for (const nlohmann::json& row : metric(metrics, "ranking")) {
+    ReplayedConfig r;
+    r.config = row.at("config").get<std::string>();
+    r.measured_s = row.at("step_s").get<double>();
+    if (row.at("predicted_step_s").is_number()) r.recorded_s = row.at("predicted_step_s").get<double>();
+    // The config's model as the sweep built it (entries_of): the recipe's options under the user's.
+    const Recipe recipe = recipe_for(parse_recipe(r.config, ranks), params);
+    nlohmann::json options = params;
+    for (auto it = recipe.options.begin(); it != recipe.options.end(); ++it)
+      if (!options.contains(it.key())) options[it.key()] = it.value();
+    const PlannerView view =
+        planner_view(model::gpt_config_from_json(options), recipe.parallel, ranks, cores, blas_threads);
+    r.replayed_s = predicted_step(view, calibration, contention, ratio, ranks).first;
+    out.push_back(r);
+  }
+  return out;
 }
 
 }  // namespace sextant::step

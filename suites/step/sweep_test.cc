@@ -2,10 +2,13 @@
 // model): every factorisation ranked by measured throughput beside the
 // planners' predictions and the measured split; the contention probe's
 // waits per group size; a CUDA sweep's configs.
+#include <cblas.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "harness/runner.h"
 #include "harness/testing/suite_run.h"
@@ -89,6 +92,16 @@ TEST(Step, SweepRanksTheFactorisations) {
       EXPECT_GT(link.at("busbw_GBps").get<double>(), 0) << op;
     }
     EXPECT_GT(r.metrics.at("compute_slowdown").at("value").get<double>(), 0);
+    // The record holds all the planner read: replayed by this build, every
+    // config's prediction comes back exactly.
+    const std::vector<step::ReplayedConfig> replayed =
+        step::replay_sweep(r.config.params, r.config.ranks, r.metrics,
+                           static_cast<int>(std::thread::hardware_concurrency()), openblas_get_num_threads());
+    ASSERT_EQ(replayed.size(), ranking.size());
+    for (const step::ReplayedConfig& c : replayed) {
+      EXPECT_TRUE(std::isfinite(c.recorded_s)) << c.config;
+      EXPECT_NEAR(c.replayed_s, c.recorded_s, 1e-12 * c.recorded_s) << c.config;
+    }
     EXPECT_TRUE(std::isfinite(r.metrics.at("planner_abs_error_median_pct").at("value").get<double>()));
   }
 }
