@@ -366,6 +366,24 @@ class BadInput(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("llama2-70b (preset), overrides: --mlp gelu --tied-embeddings true: 49.92B", p.stdout)
 
+    def test_plan_replays_a_stored_sweep(self):
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        stored = sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                               "../results/runs/xeon-2core-2026-12-07c/*.json")))[0]
+        p = subprocess.run([SEXTANT, "plan", "--replay", stored], capture_output=True, text=True, env=env, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(stored) as f:
+            cases = [c for c in json.load(f)["cases"] if c["case"] == "sweep"]
+        headers = [l for l in p.stdout.splitlines() if l.startswith("step/sweep at ")]
+        self.assertEqual([int(h.split()[2]) for h in headers], [c["ranks"] for c in cases])
+        # Every config of every case, with its measured step and both predictions.
+        for c in cases:
+            ranking = c["perf"]["metrics"]["ranking"]
+            for row in ranking["value"] if isinstance(ranking, dict) else ranking:
+                line = next(l for l in p.stdout.splitlines() if l.split()[:1] == [row["config"]])
+                self.assertIn("%.2fms" % (row["step_s"] * 1e3), line)
+                self.assertEqual(line.count("ms"), 3, line)
+
     def test_qualify_and_plan_refuse_bad_input_before_printing_anything(self):
         env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
         rows = [
