@@ -135,7 +135,8 @@ CalibratedStep calibrated_step(const ModelSpec& m, const Config& c, const TrainS
   out.pp = c.pp > 1 ? latency * 2 * mbs : 0;
   const double busiest = sim.stats.busy.empty() ? 0 : *std::max_element(sim.stats.busy.begin(), sim.stats.busy.end());
   out.bubble = std::max(0.0, sim.stats.makespan - busiest);
-  costing.data_parallel_and_optimizer(out, full_share);  // every rank busy again
+  const Costing::AfterBackward after = costing.data_parallel_and_optimizer(full_share);  // every rank busy again
+  out.dp = after.reduction, out.optimizer = after.optimizer;
   out.step = sim.stats.makespan + out.dp + out.optimizer;
   return out;
 }
@@ -148,8 +149,7 @@ void collect_queries(const ModelSpec& m, const Config& c, const TrainSpec& t, co
   const int microbatches = static_cast<int>(t.global_batch / (static_cast<int64_t>(c.dp) * t.micro_batch));
   const int stages = step_schedule(c, shape, microbatches).stages;
   for (int s = 0; s < stages; ++s) costing.stage(s, stages);
-  CalibratedStep ignored;
-  costing.data_parallel_and_optimizer(ignored);
+  costing.data_parallel_and_optimizer();
   if (c.pp > 1) out.group_sizes.insert(2);  // pipeline neighbours
 }
 

@@ -21,7 +21,10 @@
 //
 // Ranks that share cores run slower: the compute is scaled by the slowdown
 // measured where the step runs (StepShape::compute_slowdown, the sweep's
-// contention probe), else by max(1, ranks per node x threads / cores). And
+// contention probe), else by max(1, ranks per node x threads / cores). A
+// pipeline's ranks idle in its bubble give their cores up, so there the
+// contention (compute slowdown and waits alike) is scaled by the schedule's
+// busy fraction, down to none. And
 // they meet later: each blocking collective or ring step costs sync_s more
 // than its link model says, the probe's measure of how long ranks that were
 // computing for sync_chunk_s wait for each other at a collective of
@@ -36,39 +39,13 @@
 // compute where that is not measured).
 #pragma once
 
-#include <array>
-#include <map>
-#include <set>
-#include <string>
-
 #include <nlohmann/json_fwd.hpp>
 
-#include "kernels/attention/cp_variants.h"
-#include "kernels/pipeline/schedules.h"
 #include "kernels/planner/calibration.h"
 #include "kernels/planner/planner.h"
+#include "kernels/planner/step_inputs.h"
 
 namespace sextant::plan {
-
-// How the step runs beyond the parallel sizes (the step suite's options).
-struct StepShape {
-  pp::ScheduleId schedule = pp::ScheduleId::one_f_one_b;
-  cp::Variant cp_comm = cp::Variant::p2p;
-  int a2a_size = 2;
-  bool regather = true;    // SP: column inputs all-gathered again for dW
-  bool zero = false;       // ZeRO-1: reduce-scatter + all-gather instead of all-reduce
-  int ranks_per_node = 0;  // 0: every rank on one node
-  int cores_per_node = 0;  // 0: as calibrated
-  int threads_per_rank = 1;
-  double compute_slowdown = 0;         // measured: compute time / uncontended compute time (0: from the cores)
-  double sync_s = 0;                   // measured: extra seconds per blocking synchronisation ...
-  int sync_ranks = 2;                  // ... of this many ranks ...
-  double sync_chunk_s = 0;             // ... after this much compute (uncontended seconds; 0: any)
-  double sync_short_s = 0;             // measured: the same wait after only ...
-  double sync_short_chunk_s = 0;       // ... this much compute (0: none measured, the wait falls to 0 with no compute)
-  std::map<int, double> sync_group_s;  // measured: sync_s on groups of n ranks (else H(n-1) / H(sync_ranks-1) of it)
-  double bytes_per_element = 4;        // activations and gradients (f32)
-};
 
 struct CalibratedStep {
   // Seconds per step on the most loaded rank.
@@ -80,15 +57,7 @@ struct CalibratedStep {
 };
 void to_json(nlohmann::json& j, const CalibratedStep& s);
 
-// What a config asks of a calibration, so that one can measure exactly
-// that: gemm shapes {m, n, k, ta, tb}, attention blocks {sequences, rows,
-// heads, head_dim, causal}, elementwise sizes (elements), tokens a MoE
-// layer routes on a rank, group sizes.
-struct CostQueries {
-  std::set<std::array<int64_t, 5>> gemms, attention;
-  std::set<int64_t> elementwise, moe_tokens;
-  std::set<int> group_sizes;
-};
+// Adds to `out` what this config asks of a calibration.
 void collect_queries(const ModelSpec& m, const Config& c, const TrainSpec& t, const StepShape& shape, CostQueries& out);
 
 // Throws UsageError for configs validate() rejects (planner.h).

@@ -9,7 +9,9 @@
 #include <string>
 
 #include "kernels/attention/cp_variants.h"
-#include "kernels/planner/step_cost.h"
+#include "kernels/planner/calibration.h"
+#include "kernels/planner/planner.h"
+#include "kernels/planner/step_inputs.h"
 
 namespace sextant::plan::step_costing {
 
@@ -343,7 +345,11 @@ class Costing {
   }
 
   // Gradient reduction over the data-parallel groups and Adam, per step.
-  void data_parallel_and_optimizer(CalibratedStep& out, double core_share = 1) const {
+  struct AfterBackward {
+    double reduction = 0, optimizer = 0;  // seconds per step
+  };
+  AfterBackward data_parallel_and_optimizer(double core_share = 1) const {
+    AfterBackward out;
     const double stages_per_rank = c_.pp;
     const double layers = static_cast<double>(m_.layers) / stages_per_rank;
     const double moe_layers = static_cast<double>(m_.moe_layers) / stages_per_rank;
@@ -369,8 +375,8 @@ class Costing {
       return collective(syncs, "reduce_scatter", n, dp_inter, params, calls) +
              collective(syncs, "all_gather", n, dp_inter, params, calls);
     };
-    out.dp = reduce(dpcp, dense, buckets) + reduce(edp, experts, std::max(1.0, moe_layers));
-    if (syncs.syncs > 0) out.dp += shape_.sync_s * sync_weight(std::max(dpcp, edp));
+    out.reduction = reduce(dpcp, dense, buckets) + reduce(edp, experts, std::max(1.0, moe_layers));
+    if (syncs.syncs > 0) out.reduction += shape_.sync_s * sync_weight(std::max(dpcp, edp));
     // Adam reads the parameter, gradient and both moments and writes three
     // of them; the gradients are zeroed for the next step.
     const double updated = shape_.zero ? dense / std::max(1, dpcp) + experts / std::max(1, edp) : dense + experts;
@@ -379,7 +385,8 @@ class Costing {
     // collective and unpacked after it (data_parallel/optimizer.cc), on one
     // rank too: four passes over every gradient. With ZeRO the values are
     // packed and unpacked around Adam instead of the unpack; costed the same.
-    out.dp += elementwise(4 * (dense + experts), 2 * buckets) * core_share;
+    out.reduction += elementwise(4 * (dense + experts), 2 * buckets) * core_share;
+    return out;
   }
 
   // How much slower compute runs than the calibration's rates say when
