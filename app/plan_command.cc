@@ -233,16 +233,7 @@ namespace {
 
 std::optional<plan::Calibration> read_calibration() {
   if (flags.calibrate.empty()) return std::nullopt;
-  std::ifstream in(flags.calibrate);
-  require(in.good(), cat("--calibrate '", flags.calibrate, "' is not a readable file"));
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw UsageError(cat("--calibrate '", flags.calibrate, "' is not JSON: ", e.what()));
-  }
-  require(doc.value("schema", "") == "sextant.result/1",
-          cat("--calibrate '", flags.calibrate, "' is not a sextant results file"));
+  const nlohmann::json doc = read_results_file(flags.calibrate, "--calibrate");
   std::string dtype = flags.calibrate_dtype;
   if (dtype.empty()) dtype = doc["system"].value("device_kind", std::string("host")) == "cuda" ? "bf16" : "f32";
   return plan::calibration_from_results(doc, dtype);

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "harness/error.h"
+#include "harness/results.h"
 #include "harness/strings.h"
 #include "suites/step/step.h"
 
@@ -26,23 +26,10 @@ double error_pct(double predicted, double measured) {
   return std::isfinite(predicted) && measured > 0 ? 100 * (predicted - measured) / measured : NAN;
 }
 
-nlohmann::json read_results(const std::string& path) {
-  std::ifstream in(path);
-  require(in.good(), cat("--replay '", path, "' is not a readable file"));
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw UsageError(cat("--replay '", path, "' is not JSON: ", e.what()));
-  }
-  require(doc.value("schema", "") == "sextant.result/1", cat("--replay '", path, "' is not a sextant results file"));
-  return doc;
-}
-
 }  // namespace
 
 void print_sweep_replay(const std::string& path) {
-  const nlohmann::json doc = read_results(path);
+  const nlohmann::json doc = read_results_file(path, "--replay");
   const nlohmann::json& system = doc.at("system");
   // The planner sees one node: the sweep's configs on several nodes replay
   // with a different placement than they ran with.

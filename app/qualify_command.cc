@@ -15,6 +15,7 @@
 #include "harness/device.h"
 #include "harness/error.h"
 #include "harness/peaks.h"
+#include "harness/results.h"
 #include "harness/strings.h"
 #include "harness/suspects.h"
 #include "harness/topology.h"
@@ -53,20 +54,6 @@ std::string expected_device(Device device) {
   return gpus.empty() ? "cuda" : gpus.front().name;
 }
 
-nlohmann::json read_golden(const std::string& path) {
-  std::ifstream in(path);
-  require(in.good(), cat("--baseline '", path, "' is not a readable file"));
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw UsageError(cat("--baseline '", path, "' is not JSON: ", e.what()));
-  }
-  require(doc.value("schema", "") == "sextant.result/1" && doc.contains("cases") && doc["cases"].is_array(),
-          cat("--baseline '", path, "' is not a sextant results file (schema sextant.result/1)"));
-  return doc;
-}
-
 qualify::Expectations resolve_expectations(const QualifyFlags& q, Device device) {
   qualify::Expectations file;
   if (!q.expectations.empty()) {
@@ -81,7 +68,7 @@ qualify::Expectations resolve_expectations(const QualifyFlags& q, Device device)
   require(q.tolerance >= 0 && q.tolerance < 1, cat("--baseline-tolerance ", q.tolerance, " must be in [0, 1)"));
   if (q.baseline.empty()) return file;
   if (file.path.empty()) file.dtypes = device == Device::host ? qualify::Dtypes{"f32", "f32"} : qualify::Dtypes{};
-  return qualify::baseline_expectations(read_golden(q.baseline), q.baseline, q.tolerance, file);
+  return qualify::baseline_expectations(read_results_file(q.baseline, "--baseline"), q.baseline, q.tolerance, file);
 }
 
 // Rank 0 reads the expectations; a bad file ends every rank with exit 2.

@@ -232,6 +232,20 @@ void require_writable_dir(const std::string& dir, const std::string& option) {
   if (!why.empty()) throw UsageError(cat(option, " '", dir, "' is not writable: ", why));
 }
 
+nlohmann::json read_results_file(const std::string& path, const std::string& option) {
+  std::ifstream in(path);
+  require(in.good(), cat(option, " '", path, "' is not a readable file"));
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(cat(option, " '", path, "' is not JSON: ", e.what()));
+  }
+  require(doc.value("schema", "") == "sextant.result/1" && doc.contains("cases") && doc["cases"].is_array(),
+          cat(option, " '", path, "' is not a sextant results file (schema sextant.result/1)"));
+  return doc;
+}
+
 void require_writable_file(const std::string& path, const std::string& option) {
   if (path.empty() || names_folder(path)) throw UsageError(cat(option, " '", path, "' must name a file"));
   std::string parent = fs::path(path).parent_path().string();

@@ -48,6 +48,11 @@ void require_writable_dir(const std::string& dir, const std::string& option);
 // The same for a file to be written: path names a file whose folder exists
 // (or can be created) and takes a new file.
 void require_writable_file(const std::string& path, const std::string& option);
+
+// A sextant results file read for `option` (e.g. "--baseline"); throws
+// UsageError naming the option where the file is unreadable, not JSON, or
+// not a results document (schema sextant.result/1 with a cases array).
+nlohmann::json read_results_file(const std::string& path, const std::string& option);
 // The same for --junit's target (a folder, or a file name in a folder).
 void require_writable_junit(const std::string& target);
 
