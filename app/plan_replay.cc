@@ -9,18 +9,14 @@
 #include "harness/error.h"
 #include "harness/results.h"
 #include "harness/strings.h"
+#include "harness/timing.h"
 #include "suites/step/step.h"
 
 namespace sextant {
 
 namespace {
 
-double median(std::vector<double> v) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+double median(std::vector<double> v) { return v.empty() ? NAN : percentile_of(std::move(v), 0.5); }
 
 double error_pct(double predicted, double measured) {
   return std::isfinite(predicted) && measured > 0 ? 100 * (predicted - measured) / measured : NAN;

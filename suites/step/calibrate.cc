@@ -8,6 +8,7 @@
 // size the configs use (consecutive ranks, all groups at once). Host only:
 // on a device the rates would be the host's.
 #include <cblas.h>
+#include <sched.h>
 #include <time.h>
 
 #include <algorithm>
@@ -35,14 +36,31 @@ namespace {
 
 enum class Clock { wall, compute };
 
+// The ranks that time together, and whether they share their node's cores
+// (more ranks x threads on it than cores).
+struct Timing {
+  Communicator& comm;
+  bool shared_cores = false;
+};
+bool shares_cores(int ranks_per_node) {
+  const int threads = std::max(1, openblas_get_num_threads());
+  return ranks_per_node * threads > static_cast<int>(std::thread::hardware_concurrency());
+}
+
 // Seconds per call of fn on every rank at once: the median of 5 windows of
 // the same number of calls on every rank (collectives must match), enough
 // for `window` seconds; each window the mean over its calls; the mean over
 // ranks. The ranks start each window together. Clock::compute measures
 // what fn takes with a core to itself: a rank descheduled in a window (the
 // ranks share the cores) counts the CPU time its threads got, not the wall
-// time it waited.
-double timed(Communicator& comm, const std::function<void()>& fn, double window = 1e-3, Clock clock = Clock::compute) {
+// time it waited. Where ranks share the cores each call first yields its
+// core: the step's ranks hand a core to each other at every wait (Open MPI
+// yields when oversubscribed), so an op often starts after another rank ran
+// on the core and took its caches. Without the yield a rank ran its whole
+// window alone, and the step at 8 ranks on 2 cores came out 11% slower than
+// predicted (median over configs), 8% with it.
+double timed(const Timing& t, const std::function<void()>& fn, double window = 1e-3, Clock clock = Clock::compute) {
+  Communicator& comm = t.comm;
   fn();  // warm-up: first touch of the buffers
   comm.barrier();
   double start = now_seconds();
@@ -55,7 +73,10 @@ double timed(Communicator& comm, const std::function<void()>& fn, double window 
     comm.barrier();
     start = now_seconds();
     const double cpu = process_cpu_seconds();
-    for (int i = 0; i < calls; ++i) fn();
+    for (int i = 0; i < calls; ++i) {
+      if (t.shared_cores) sched_yield();
+      fn();
+    }
     double seconds = now_seconds() - start;
     if (clock == Clock::compute) seconds = std::min(seconds, (process_cpu_seconds() - cpu) / threads);
     per_call.push_back(seconds / calls);
@@ -76,12 +97,10 @@ Tensor random(const Shape& shape, const char* name) {
 // step does (its saved activations do not fit in the cache).
 int pool_size(double bytes) { return static_cast<int>(std::clamp(std::ceil(kColdBytes / bytes), 1.0, 64.0)); }
 
-// The reference kernel: a 128^3 sgemm (in cache: it measures the cores'
-// speed, not memory), every rank at once, seconds per call.
-double reference_kernel_s(Communicator& comm) {
-  constexpr int64_t n = 128;
-  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n, 0.0f);
-  return timed(comm, [&] { ops::gemm_f32(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n); });
+// The reference kernel's seconds per call, every rank at once.
+double reference_kernel_s(const Timing& t) {
+  ReferenceSgemm kernel;
+  return timed(t, [&] { kernel.run(); });
 }
 
 // Scales samples to the machine's speed when the calibration started:
@@ -89,18 +108,18 @@ double reference_kernel_s(Communicator& comm) {
 // just before it.
 class SpeedReference {
  public:
-  explicit SpeedReference(Communicator& comm) : comm_(comm), reference_s_(reference_kernel_s(comm)) {}
+  explicit SpeedReference(const Timing& t) : timing_(t), reference_s_(reference_kernel_s(t)) {}
   // Call before a sample; then scaled(seconds) for it.
-  void before_sample() { now_s_ = reference_kernel_s(comm_); }
+  void before_sample() { now_s_ = reference_kernel_s(timing_); }
   double scaled(double seconds) const { return now_s_ > 0 ? seconds * reference_s_ / now_s_ : seconds; }
   double reference_s() const { return reference_s_; }
 
  private:
-  Communicator& comm_;
+  const Timing& timing_;
   double reference_s_ = 0, now_s_ = 0;
 };
 
-std::vector<plan::GemmSample> measure_gemms(Communicator& comm, const plan::CostQueries& q, SpeedReference& speed) {
+std::vector<plan::GemmSample> measure_gemms(const Timing& t, const plan::CostQueries& q, SpeedReference& speed) {
   std::vector<plan::GemmSample> out;
   for (const auto& [m, n, k, ta, tb] : q.gemms) {
     const size_t sa = static_cast<size_t>(m * k), sb = static_cast<size_t>(k * n), sc = static_cast<size_t>(m * n);
@@ -109,7 +128,7 @@ std::vector<plan::GemmSample> measure_gemms(Communicator& comm, const plan::Cost
     const float beta = ta ? 1.0f : 0.0f;  // weight gradients accumulate
     int next = 0;
     speed.before_sample();
-    const double s = timed(comm, [&] {
+    const double s = timed(t, [&] {
       const size_t i = static_cast<size_t>(next++ % sets);
       ops::gemm_f32(ta, tb, m, n, k, 1.0f, a.data() + i * sa, ta ? m : k, b.data() + i * sb, tb ? k : n, beta,
                     c.data() + i * sc, n);
@@ -124,7 +143,7 @@ std::vector<plan::GemmSample> measure_gemms(Communicator& comm, const plan::Cost
 // (queries and keys of the same rows: the diagonal block under a causal
 // mask), cycling through a pool of inputs as the gemms do: one set would
 // stay in the core's cache, which the step's saved activations are not.
-std::vector<plan::RateSample> measure_attention(Communicator& comm, const plan::CostQueries& q, SpeedReference& speed) {
+std::vector<plan::RateSample> measure_attention(const Timing& t, const plan::CostQueries& q, SpeedReference& speed) {
   std::vector<plan::RateSample> out;
   for (const auto& [b, s, heads, d, causal] : q.attention) {
     const int sets = pool_size(4.0 * 4 * b * s * heads * d);
@@ -135,7 +154,7 @@ std::vector<plan::RateSample> measure_attention(Communicator& comm, const plan::
     const ops::AttentionMask mask = causal ? ops::AttentionMask::causal_blocks(0, s, 0, s) : ops::AttentionMask::none();
     int next = 0;
     speed.before_sample();
-    const double seconds = timed(comm, [&] {
+    const double seconds = timed(t, [&] {
       const auto& [qt, k, v, dout] = pool[static_cast<size_t>(next++ % sets)];
       const ops::AttentionOut fwd = ops::attention_block_forward(qt, k, v, mask, DType::f32);
       ops::attention_block_backward(qt, k, v, fwd.out, fwd.lse, dout, mask);
@@ -148,7 +167,7 @@ std::vector<plan::RateSample> measure_attention(Communicator& comm, const plan::
 
 // LayerNorm and GELU forward and backward, allocating their outputs as the
 // step does: 5 passes over the elements each (the ops suite's count).
-std::vector<plan::RateSample> measure_elementwise(Communicator& comm, const plan::CostQueries& q, int64_t hidden,
+std::vector<plan::RateSample> measure_elementwise(const Timing& t, const plan::CostQueries& q, int64_t hidden,
                                                   SpeedReference& speed) {
   std::vector<plan::RateSample> out;
   // Five sizes across the range asked for: the fit's overhead and rate need no more.
@@ -166,7 +185,7 @@ std::vector<plan::RateSample> measure_elementwise(Communicator& comm, const plan
     const Tensor gamma = random({hidden}, "calibrate.gamma"), beta = random({hidden}, "calibrate.beta");
     int next = 0;
     speed.before_sample();
-    const double layernorm = timed(comm, [&] {
+    const double layernorm = timed(t, [&] {
       const Tensor& x = xs[static_cast<size_t>(next % sets)];
       const Tensor& dy = dys[static_cast<size_t>(next++ % sets)];
       Tensor y = Tensor::empty(x.shape(), DType::f32), dx = Tensor::empty(x.shape(), DType::f32);
@@ -176,7 +195,7 @@ std::vector<plan::RateSample> measure_elementwise(Communicator& comm, const plan
     });
     const double layernorm_s = speed.scaled(layernorm);
     speed.before_sample();
-    const double gelu = timed(comm, [&] {
+    const double gelu = timed(t, [&] {
       const Tensor& x = xs[static_cast<size_t>(next % sets)];
       const Tensor& dy = dys[static_cast<size_t>(next++ % sets)];
       Tensor y = Tensor::empty(x.shape(), DType::f32), dx = Tensor::empty(x.shape(), DType::f32);
@@ -316,7 +335,8 @@ double timed_as_in_step(Communicator& comm, const std::function<void()>& prepare
 //            buffers stay in the cores' caches and the calls overlap, which
 //            made a 256 KiB reduce-scatter look 2.5 times as fast as inside
 //            the step.
-void measure_links(Communicator& comm, int n, plan::Calibration& cal) {
+void measure_links(const Timing& t, int n, plan::Calibration& cal) {
+  Communicator& comm = t.comm;
   std::unique_ptr<Communicator> group = comm.split(comm.rank() / n, comm.rank());
   const NodeMap nodes = detect_nodes(comm);
   std::vector<int> members;
@@ -336,7 +356,7 @@ void measure_links(Communicator& comm, int n, plan::Calibration& cal) {
         std::fill(send.begin(), send.end(), value);
       };
       auto call = [&] { link.run(*group, send, recv, elements); };
-      const double seconds = as_in_step ? timed_as_in_step(comm, prepare, call) : timed(comm, call, 2e-4, Clock::wall);
+      const double seconds = as_in_step ? timed_as_in_step(comm, prepare, call) : timed(t, call, 2e-4, Clock::wall);
       return plan::RateSample{elements * 4.0 * plan::bus_factor(op, n), seconds};
     };
     const plan::RateModel loop = plan::fit_rate({sample(size_t{1} << 10, false), sample(size_t{1} << 15, false)});
@@ -362,17 +382,22 @@ SchedTimes sched_times() {
   return t;
 }
 
-ContentionProbe::ContentionProbe(Communicator& comm, const std::set<int>& group_sizes)
-    : a_(kN * kN, 0.5f), b_(kN * kN, 0.25f), c_(kN * kN, 0.0f) {
+constexpr int64_t kReferenceN = 128;
+
+ReferenceSgemm::ReferenceSgemm() : a_(kReferenceN * kReferenceN, 0.5f), b_(a_.size(), 0.25f), c_(a_.size(), 0.0f) {}
+
+void ReferenceSgemm::run() {
+  constexpr int64_t n = kReferenceN;
+  ops::gemm_f32(false, false, n, n, n, 1.0f, a_.data(), n, b_.data(), n, 0.0f, c_.data(), n);
+}
+
+ContentionProbe::ContentionProbe(Communicator& comm, const std::set<int>& group_sizes, int ranks_per_node)
+    : shared_cores_(shares_cores(ranks_per_node)) {
   uncontended_s_ = timed(
-      comm, [&] { gemm(); }, 2e-4);
+      {comm, shared_cores_}, [&] { kernel_.run(); }, 2e-4);
   calls_ = std::max(5, static_cast<int>(5e-3 / uncontended_s_));
   for (int n : group_sizes)
     if (n > 1 && n < comm.size() && comm.size() % n == 0) groups_[n] = comm.split(comm.rank() / n, comm.rank());
-}
-
-void ContentionProbe::gemm() {
-  ops::gemm_f32(false, false, kN, kN, kN, 1.0f, a_.data(), kN, b_.data(), kN, 0.0f, c_.data(), kN);
 }
 
 void ContentionProbe::start() { started_ = sched_times(); }
@@ -387,7 +412,7 @@ void ContentionProbe::stop() {
 double ContentionProbe::probed_slowdown(Communicator& comm) {
   comm.barrier();
   const double start = now_seconds();
-  for (int i = 0; i < calls_; ++i) gemm();
+  for (int i = 0; i < calls_; ++i) kernel_.run();
   return (now_seconds() - start) / (calls_ * uncontended_s_);
 }
 
@@ -397,7 +422,7 @@ Contention ContentionProbe::measure(Communicator& comm) {
   const double mine = scheduler ? (spent_.on_cpu + spent_.waiting) / spent_.on_cpu : probed_slowdown(comm);
   spent_ = SchedTimes{};
   out.slowdown = comm.all_reduce_value(mine, ReduceOp::max);  // the step waits for its slowest rank
-  out.reference_s = reference_kernel_s(comm);
+  out.reference_s = reference_kernel_s({comm, shared_cores_});
   if (comm.size() == 1) return out;
   constexpr int kRounds = 5;
   const int per_round = std::max(1, calls_ / kRounds);
@@ -418,8 +443,8 @@ double ContentionProbe::sync_wait(Communicator& comm, Communicator& group, int p
     comm.barrier();
     const double start = now_seconds();
     for (int r = 0; r < kRounds; ++r) {
-      for (int i = 0; i < per_round; ++i) gemm();
-      if (sync) group.all_reduce_value(c_[0], ReduceOp::sum);
+      for (int i = 0; i < per_round; ++i) kernel_.run();
+      if (sync) group.all_reduce_value(kernel_.result(), ReduceOp::sum);
     }
     return now_seconds() - start;
   };
@@ -428,18 +453,20 @@ double ContentionProbe::sync_wait(Communicator& comm, Communicator& group, int p
   return std::max(0.0, comm.all_reduce_value(extra / (kPasses * kRounds), ReduceOp::max));
 }
 
-plan::Calibration calibrate_here(Communicator& comm, const plan::CostQueries& queries, const model::GptConfig& model) {
+plan::Calibration calibrate_here(Communicator& comm, const plan::CostQueries& queries, const model::GptConfig& model,
+                                 int ranks_per_node) {
+  const Timing timing{comm, shares_cores(ranks_per_node)};
   plan::Calibration cal;
   cal.source = cat("step/sweep, measured in this run on ", comm.size(), " ranks");
   cal.cores_per_node = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  SpeedReference speed(comm);
+  SpeedReference speed(timing);
   cal.reference_s = speed.reference_s();
-  cal.gemm = plan::fit_gemm(measure_gemms(comm, queries, speed));
-  cal.attention = plan::fit_rate(measure_attention(comm, queries, speed));
-  cal.elementwise = plan::fit_rate(measure_elementwise(comm, queries, model.hidden, speed));
+  cal.gemm = plan::fit_gemm(measure_gemms(timing, queries, speed));
+  cal.attention = plan::fit_rate(measure_attention(timing, queries, speed));
+  cal.elementwise = plan::fit_rate(measure_elementwise(timing, queries, model.hidden, speed));
   measure_moe_routing(comm, queries, model, speed, cal);
   for (int n : queries.group_sizes)
-    if (n > 1 && n <= comm.size() && comm.size() % n == 0) measure_links(comm, n, cal);
+    if (n > 1 && n <= comm.size() && comm.size() % n == 0) measure_links(timing, n, cal);
   return cal;
 }
 

@@ -216,6 +216,13 @@ Recipe recipe_for(const ParallelConfig& p, const nlohmann::json& params) {
   return {p, {{"microbatches", m}}};
 }
 
+model::GptConfig recipe_model(const Recipe& r, const nlohmann::json& params) {
+  nlohmann::json merged = params;
+  for (auto it = r.options.begin(); it != r.options.end(); ++it)
+    if (!merged.contains(it.key())) merged[it.key()] = it.value();
+  return model::gpt_config_from_json(merged);
+}
+
 std::vector<Recipe> factorisations(int ranks, const nlohmann::json& params) {
   const model::GptConfig base = model::gpt_config_from_json(params);
   std::vector<Recipe> out;

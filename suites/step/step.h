@@ -63,6 +63,9 @@ Recipe with_fp8_linears(Recipe r);
 std::vector<Recipe> factorisations(int ranks, const nlohmann::json& params);
 // A config with the default step options for it (microbatches).
 Recipe recipe_for(const ParallelConfig& p, const nlohmann::json& params);
+// The model a recipe runs: the user's params, and the recipe's options where
+// the user set none.
+model::GptConfig recipe_model(const Recipe& r, const nlohmann::json& params);
 // "tp2-sp-cp2-pp2-dp2-ep2" style names, both ways.
 std::string recipe_name(const ParallelConfig& p);
 ParallelConfig parse_recipe(const std::string& text, int ranks);
@@ -89,12 +92,15 @@ void validate_dtype(DType dtype, const model::GptConfig& model);
 // Measures what `queries` asks for on every rank of comm (collective), for
 // `model`'s dimensions (hidden size, the MoE router's experts and top-k).
 // Compute rates are a rank's with a core to itself (short windows, CPU
-// time); links are wall time, latency in loops of small messages and
-// bandwidth from large ones sent as the step sends them. The reference
-// kernel runs before each compute sample: a sample taken while the machine
-// ran at another speed than at the start is scaled back to the start's
-// (the calibration's reference_s).
-plan::Calibration calibrate_here(Communicator& comm, const plan::CostQueries& queries, const model::GptConfig& model);
+// time; where the node's ranks_per_node ranks share its cores, each call
+// after another rank's turn on the core, as in the step); links are wall
+// time, latency in loops of small messages and bandwidth from large ones
+// sent as the step sends them. The reference kernel runs before each
+// compute sample: a sample taken while the machine ran at another speed
+// than at the start is scaled back to the start's (the calibration's
+// reference_s).
+plan::Calibration calibrate_here(Communicator& comm, const plan::CostQueries& queries, const model::GptConfig& model,
+                                 int ranks_per_node);
 
 // How the ranks fare where they share the machine (the load changes, so
 // it is measured while the sweep runs). The compute slowdown comes from the
@@ -127,11 +133,23 @@ struct SchedTimes {
 };
 SchedTimes sched_times();
 
+// The reference kernel: a 128^3 sgemm on operands of its own (in cache: it
+// measures the cores' speed, not memory).
+class ReferenceSgemm {
+ public:
+  ReferenceSgemm();
+  void run();
+  float result() const { return c_[0]; }
+
+ private:
+  std::vector<float> a_, b_, c_;
+};
+
 class ContentionProbe {
  public:
   // Collective. group_sizes: the groups to measure the synchronisation on
   // besides all the ranks (sizes that do not divide the ranks are skipped).
-  ContentionProbe(Communicator& comm, const std::set<int>& group_sizes);
+  ContentionProbe(Communicator& comm, const std::set<int>& group_sizes, int ranks_per_node);
   // Around the work whose slowdown is wanted (this rank).
   void start();
   void stop();
@@ -139,12 +157,11 @@ class ContentionProbe {
   Contention measure(Communicator& comm);
 
  private:
-  static constexpr int64_t kN = 128;
-  void gemm();
   double probed_slowdown(Communicator& comm);
   // Seconds each all-reduce on `group` adds to rounds of per_round sgemm calls.
   double sync_wait(Communicator& comm, Communicator& group, int per_round);
-  std::vector<float> a_, b_, c_;
+  ReferenceSgemm kernel_;
+  bool shared_cores_ = false;                            // this rank's node has more ranks x threads than cores
   std::map<int, std::unique_ptr<Communicator>> groups_;  // by size
   double uncontended_s_ = 0;
   int calls_ = 1;

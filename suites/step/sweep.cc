@@ -110,10 +110,7 @@ std::vector<std::pair<Recipe, model::GptConfig>> entries_of(const CaseConfig& c)
   }
   std::vector<std::pair<Recipe, model::GptConfig>> out;
   for (Recipe& r : list) {
-    nlohmann::json params = c.params;
-    for (auto it = r.options.begin(); it != r.options.end(); ++it)
-      if (!params.contains(it.key())) params[it.key()] = it.value();
-    model::GptConfig m = model::gpt_config_from_json(params);
+    model::GptConfig m = recipe_model(r, c.params);
     m.dtype = c.dtype;
     model::validate(m, r.parallel);  // listed configs: the user's, checked strictly
     out.emplace_back(r, m);
@@ -183,10 +180,10 @@ SweepState setup_sweep(CaseContext& ctx) {
   s.rates = measure_host_rates(ctx.host_comm);
   if (s.device == Device::host) {
     const int here = ranks_per_node(nodes).at(static_cast<size_t>(nodes.at(static_cast<size_t>(ctx.host_comm.rank()))));
+    s.ranks_per_node = here;
     const plan::CostQueries queries = cost_queries(s, here);
     s.calibration = calibration_for(s, queries);
-    s.probe = std::make_unique<ContentionProbe>(ctx.host_comm, queries.group_sizes);
-    s.ranks_per_node = here;
+    s.probe = std::make_unique<ContentionProbe>(ctx.host_comm, queries.group_sizes, here);
   }
   return s;
 }
@@ -235,12 +232,7 @@ void check_sweep(SweepState& s, Checker& checker) {
   }
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+double median(std::vector<double> v) { return percentile_of(std::move(v), 0.5); }
 
 Metrics sweep_metrics(SweepState& s, const RegionTimes& times) {
   const int iters = std::max(times.at("sweep").iters, 1);

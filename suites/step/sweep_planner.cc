@@ -88,7 +88,7 @@ plan::Calibration calibration_for(SweepState& s, const plan::CostQueries& querie
     std::ifstream in(source);
     return plan::calibration_from_results(nlohmann::json::parse(in));
   }
-  return calibrate_here(*s.host, queries, s.entries.front().model);
+  return calibrate_here(*s.host, queries, s.entries.front().model, s.ranks_per_node);
 }
 
 // The reference kernel's time beside the steps over its time in the
@@ -170,13 +170,8 @@ std::vector<ReplayedConfig> replay_sweep(const nlohmann::json& params, int ranks
     r.config = row.at("config").get<std::string>();
     r.measured_s = row.at("step_s").get<double>();
     if (row.at("predicted_step_s").is_number()) r.recorded_s = row.at("predicted_step_s").get<double>();
-    // The config's model as the sweep built it (entries_of): the recipe's options under the user's.
     const Recipe recipe = recipe_for(parse_recipe(r.config, ranks), params);
-    nlohmann::json options = params;
-    for (auto it = recipe.options.begin(); it != recipe.options.end(); ++it)
-      if (!options.contains(it.key())) options[it.key()] = it.value();
-    const PlannerView view =
-        planner_view(model::gpt_config_from_json(options), recipe.parallel, ranks, cores, blas_threads);
+    const PlannerView view = planner_view(recipe_model(recipe, params), recipe.parallel, ranks, cores, blas_threads);
     r.replayed_s = predicted_step(view, calibration, contention, ratio, ranks).first;
     out.push_back(r);
   }
