@@ -51,6 +51,9 @@ double sync_time(const Part& p, const StepShape& shape) {
   if (shape.sync_chunk_s <= 0) return shape.sync_s * p.syncs;
   // Linear in the compute between two synchronisations, through the two
   // measured points (or through 0 without the short one), flat beyond the long one.
+  // The compute is shared out over the weighted count (p.syncs weighs each
+  // by its group size, sync_weight): shared out over the plain count, the
+  // stored 8-rank runs came out 2-5 points further off.
   const double gap = p.compute() / p.syncs;
   const double x0 = shape.sync_short_chunk_s > 0 ? shape.sync_short_chunk_s : 0;
   const double y0 = shape.sync_short_chunk_s > 0 ? shape.sync_short_s : 0;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "kernels/attention/cp_variants.h"
@@ -109,13 +110,13 @@ class Costing {
   }
 
   // `calls` collectives moving `elements` in all: their link time, and
-  // their synchronisations counted into `part` (`syncs` of them; by default
-  // each call, but calls back to back meet only at the first).
+  // their synchronisations counted into `part`: one per call unless
+  // `syncs` says otherwise (calls back to back meet only at the first).
   double collective(Part& part, const std::string& op, int n, bool inter, double elements, double calls = 1,
-                    double syncs = -1) const {
+                    std::optional<double> syncs = std::nullopt) const {
     if (n <= 1 || elements <= 0) return 0;
     if (queries_) queries_->group_sizes.insert(n);
-    part.syncs += (syncs < 0 ? calls : syncs) * sync_weight(n);
+    part.syncs += syncs.value_or(calls) * sync_weight(n);
     return calls * cal_.collective_seconds(op, inter, n, elements * shape_.bytes_per_element / calls);
   }
 
