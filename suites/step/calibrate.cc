@@ -117,7 +117,7 @@ class SpeedReference {
   double reference_s() const { return reference_s_; }
 
  private:
-  const Timing& timing_;
+  Timing timing_;
   double reference_s_ = 0, now_s_ = 0;
 };
 
