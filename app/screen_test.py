@@ -7,8 +7,10 @@ with the planted rank chosen anew each run; the run must exit 1 and its
 results must name exactly one suspect: the planted rank (slow_rank), the
 planted pair (slow_link), or the planted rank with its tensor and first
 differing element (bitflip). Clean runs at 8 ranks must exit 0 and name
-nobody; two ranks whose bits differ name nobody (no majority) but fail. A
-rank the group does not have is refused with exit 2.
+nobody; a link slow only in its tournament round (slow_round) names nobody,
+since measured again alone it is healthy; two ranks whose bits differ name
+nobody (no majority) but fail. A rank the group does not have is refused
+with exit 2.
 
     screen_test.py SEXTANT MPIEXEC [RUNS]    (RUNS per fault and rank count, default 3)
 """
@@ -104,6 +106,24 @@ class PlantedFaults(unittest.TestCase):
             for case in doc["cases"]:
                 per_rank = case["perf"]["time"][next(iter(case["perf"]["time"]))]["per_rank"]
                 self.assertEqual(len(per_rank["straggler_score"]), 8)
+
+    def test_a_link_slow_only_in_its_round_names_nobody(self):
+        # slow_round delays the pair in the tournament only: the tournament
+        # must see the link slow enough to name, and the re-test alone clear it.
+        for ranks, (rank, peer) in ((4, (2, 0)), (8, (3, 6))):
+            with self.subTest(ranks=ranks):
+                status, doc, output = run_screen(ranks, "--fault", "slow_round", "--set", f"fault_rank={rank}",
+                                                 "--set", f"fault_peer={peer}")
+                self.assertEqual(suspects(doc), [], f"{digest(doc)}\n{output}")
+                self.assertEqual(status, 0, output)
+                matrix = next(c for c in doc["cases"] if c["case"] == "links")["perf"]["metrics"]["link_matrix"]
+                others = sorted(v for a, row in enumerate(matrix["bandwidth_GBps"]) for b, v in enumerate(row)
+                                if a != b and {a, b} != {rank, peer})
+                median = others[len(others) // 2]
+                self.assertIn(sorted([rank, peer]), matrix["retested"], matrix)
+                for a, b in ((rank, peer), (peer, rank)):
+                    self.assertLess(matrix["bandwidth_GBps"][a][b], 0.2 * median, matrix)
+                    self.assertGreater(matrix["retest_bandwidth_GBps"][a][b], 0.2 * median, matrix)
 
     def test_two_ranks_that_disagree_name_nobody(self):
         # One of two ranks flips a bit: there is no majority to say which.

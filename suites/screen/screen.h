@@ -62,9 +62,9 @@ std::vector<std::vector<Pair>> round_robin(int n);
 std::vector<nlohmann::json> nodes_behind_links(const std::vector<RankIdentity>& who, const std::set<Pair>& named);
 
 // ---- Planted faults of the suite. They take their rank from the case
-// options fault_rank (default: the last rank) and fault_peer (slow_link;
-// default: rank 0, or 1 when fault_rank is 0).
-enum class ScreenFault { none, slow_rank, slow_link, bitflip };
+// options fault_rank (default: the last rank) and fault_peer (slow_link and
+// slow_round; default: rank 0, or 1 when fault_rank is 0).
+enum class ScreenFault { none, slow_rank, slow_link, slow_round, bitflip };
 struct ScreenSite {
   std::string case_name;  // compute, links, nodes
 };

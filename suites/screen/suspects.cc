@@ -137,6 +137,11 @@ const FaultTable<ScreenFault, ScreenSite>& screen_faults() {
            "messages between fault_rank and fault_peer (--set fault_peer=P) wait magnitude ms before they leave",
            "screen/links at 3 ranks or more: names that link slow",
            [](const ScreenSite& s) { return s.case_name == "links"; }, 5.0},
+          {ScreenFault::slow_round, "slow_round",
+           "as slow_link, but only in the tournament's rounds: not when the pair is measured again alone (a link "
+           "slowed by what else ran in its round, not by itself)",
+           "screen/links at 3 ranks or more: names nobody, since the link is healthy alone",
+           [](const ScreenSite& s) { return s.case_name == "links"; }, 5.0},
           {ScreenFault::bitflip, "bitflip",
            "one mantissa bit (bit 20 of f32, bit 4 of bf16 or f16) of the gemm output's element a third of the way "
            "in flips on fault_rank after every gemm",
@@ -150,7 +155,7 @@ std::vector<OptionSpec> screen_options(const std::vector<std::string>& figures) 
   std::vector<OptionSpec> out = {
       OptionSpec::integer("fault_rank", 0, 1 << 20, "the rank a planted screen fault acts on (default: the last)"),
       OptionSpec::integer("fault_peer", 0, 1 << 20,
-                          "slow_link: the other end (default: 0, or 1 when fault_rank is 0)")};
+                          "slow_link, slow_round: the other end (default: 0, or 1 when fault_rank is 0)")};
   for (OptionSpec& o : suspect_rule_options(figures)) out.push_back(std::move(o));
   return out;
 }
