@@ -185,6 +185,8 @@ std::string describe_suspect(const nlohmann::json& s) {
   else
     out << s.value("figure", "?") << " " << number_text(s.value("value", nlohmann::json())) << " against the "
         << s.value("class", "?") << " median " << number_text(s.value("class_median", nlohmann::json()));
+  if (s.value("retested", false))
+    out << " (measured alone; " << number_text(s.value("tournament_value", nlohmann::json())) << " in its round)";
   out << "; rule: " << s.value("rule", "?");
   return out.str();
 }

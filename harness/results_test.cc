@@ -73,5 +73,18 @@ TEST(Results, JunitInAFolderOrUnderAFreeName) {
   EXPECT_NE(xml.find("sum: 3 wrong"), std::string::npos) << xml;
 }
 
+TEST(Results, ASuspectLineSaysWhereAndWhy) {
+  nlohmann::json link = {
+      {"kind", "slow_link"}, {"ranks", {1, 3}},      {"host", "a<->b"},      {"figure", "p2p_bandwidth_GBps"},
+      {"value", 0.25},       {"class", "same_node"}, {"class_median", 10.0}, {"rule", "below 0.2 x"}};
+  EXPECT_EQ(describe_suspect(link),
+            "slow_link ranks 1<->3 (host a<->b): p2p_bandwidth_GBps 0.25 against the same_node median 10; rule: below "
+            "0.2 x");
+  link.update({{"retested", true}, {"tournament_value", 0.5}});
+  EXPECT_EQ(describe_suspect(link),
+            "slow_link ranks 1<->3 (host a<->b): p2p_bandwidth_GBps 0.25 against the same_node median 10 (measured "
+            "alone; 0.5 in its round); rule: below 0.2 x");
+}
+
 }  // namespace
 }  // namespace sextant
