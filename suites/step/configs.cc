@@ -170,8 +170,12 @@ std::vector<Recipe> recipes(int ranks, Profile profile) {
       all = {recipe(par(2, 2, 1, 1, 2, sp), {{kPaddedRows, true}, {"recompute", "full"}}),
              recipe(par(1, 1, 2, 2, 2), with({{"microbatches", 2}, {"schedule", "zb-h1"}}, zero_overlap)),
              recipe(par(2, 1, 2, 1, 1, sp, 2), {{"microbatches", 2}, {"schedule", "interleaved"}}),
-             recipe(par(1, 2, 1, 2),  // 1 KV head on 2: replicated
-                    {{"cp_comm", "a2a"}, {kGroupedKv, 4}, {kMlaHeadDims, true}, {kPaddedRows, true}}),
+             recipe(par(1, 2, 1, 2),  // 1 KV head on 2: replicated; CP cuts the sequence in two halves
+                    {{"cp_comm", "a2a"},
+                     {"cp_layout", "contiguous"},
+                     {kGroupedKv, 4},
+                     {kMlaHeadDims, true},
+                     {kPaddedRows, true}}),
              recipe(par(1, 1, 4, 1), {{"microbatches", 4}, {"schedule", "1f1b"}})};
       break;
     case 8:
