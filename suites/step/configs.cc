@@ -300,8 +300,9 @@ ParallelConfig parse_recipe(const std::string& text, int ranks) {
 CaseConfig make_config(const SweepRequest& req, const nlohmann::json& params, const Recipe& r, DType dtype) {
   CaseConfig c;
   c.params = params;
-  for (auto it = r.options.begin(); it != r.options.end(); ++it) c.params[it.key()] = it.value();
-  for (const std::string& key : step_keys())  // the user's choices win over a recipe's
+  for (auto it = r.options.begin(); it != r.options.end(); ++it)  // the user's choices win over a recipe's
+    if (!req.options.contains(it.key())) c.params[it.key()] = it.value();
+  for (const std::string& key : step_keys())
     if (req.options.contains(key)) c.params[key] = req.options.at(key);
   if (c.params.contains(kPaddedRows)) {
     c.params.erase(kPaddedRows);

@@ -107,6 +107,19 @@ TEST(Step, RoutingDifferencesAreFoundTokenByToken) {
   EXPECT_TRUE(step::routing_differences(want, want).empty());
 }
 
+// A recipe's options fill in what the user left open; what the user set stays.
+TEST(Step, TheUsersOptionsWinOverARecipes) {
+  SweepRequest req;
+  req.ranks = 4;
+  req.options = {{"cp_layout", "zigzag"}, {"microbatches", 1}};
+  const step::Recipe r{ParallelConfig{1, 2, 1, 2}, {{"cp_layout", "contiguous"}, {"microbatches", 2}, {"zero", true}}};
+  // params: the profile's sizes with the user's model keys, as the sweep passes them.
+  const CaseConfig c = step::make_config(req, {{"seq", 32}, {"cp_layout", "zigzag"}}, r, DType::f32);
+  EXPECT_EQ(c.params.at("cp_layout"), "zigzag");
+  EXPECT_EQ(c.params.at("microbatches"), 1);
+  EXPECT_EQ(c.params.at("zero"), true);
+}
+
 TEST(Step, EveryConfigMatchesTheReferenceForThreeSteps) {
   std::vector<CaseRecord> records = run_suite("step", ci());
   if (world().rank() != 0) return;
