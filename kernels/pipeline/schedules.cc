@@ -28,7 +28,6 @@ ScheduleId parse_schedule(const std::string& name) {
   throw UsageError(cat("--schedule ", name, " is not one of ", join(schedule_names(), ", ")));
 }
 
-std::string schedule_name(ScheduleId id) { return schedule_info(id).name; }
 
 void validate_schedule_request(ScheduleId id, int p, int m, int v) {
   const ScheduleInfo& s = schedule_info(id);

@@ -36,7 +36,6 @@ std::vector<std::string> schedule_names();
 std::optional<ScheduleId> find_schedule(const std::string& name);
 // UsageError "--schedule NAME is not one of ..." for an unknown name.
 ScheduleId parse_schedule(const std::string& name);
-std::string schedule_name(ScheduleId id);
 
 // The sizes a schedule needs (UsageError naming the rule): p, m, v
 // positive, v as its chunk rule says, and its own rules (interleaved

@@ -52,6 +52,58 @@ class Reasons(unittest.TestCase):
         self.assertEqual(coverage.short_name("void sextant::ops::run<float>(long)"), "run")
 
 
+DEVICE_SOURCE = """\
+void pack(const Tensor& x, Tensor& flat) {
+  if (!flat.is_host()) {
+    for (const Tensor& t : blocks) {
+      write_slice(flat, t);
+    }
+    return;
+  }
+  copy(x, flat);
+}
+Tensor permute(const Tensor& x) {
+  if (x.is_host()) return permute_host(x);
+  return permute_device(x);
+}
+void unpack(const Tensor& flat) {
+  if (flat.is_host()) copy_host(flat);
+  else copy_device(flat);
+}
+const char* name(Kind k) {
+  switch (k) {
+    case Kind::a: return "a";
+    default: return "b";
+  }
+  return "?";
+}
+void encode(float v) {
+  const bool wraps = kernel_fault_planted(KernelFault::wraps);
+  if (wraps) {
+    code = wrap(v);
+  }
+}
+"""
+
+
+class Guards(unittest.TestCase):
+    lines = DEVICE_SOURCE.split("\n")
+
+    def kind(self, line):
+        return coverage.reason_of("kernels/ops/y.cc", "f()", self.lines, line - 1)[0]
+
+    def test_host_tests_guard_device_paths(self):
+        self.assertEqual(self.kind(4), "device path")  # inside a loop under !is_host()
+        self.assertEqual(self.kind(12), "device path")  # after `if (is_host()) return`
+        self.assertEqual(self.kind(16), "device path")  # the else of an is_host() test
+        self.assertEqual(self.kind(8), "not swept")  # the host path itself
+
+    def test_switches_defaults_and_fault_variables(self):
+        self.assertEqual(self.kind(23), "scope end")  # after a switch that returns for every value
+        self.assertEqual(self.kind(21), "not swept")  # `default:` is no fault
+        self.assertEqual(self.kind(28), "planted fault")  # under a variable set from a planted fault
+
+
 class Merge(unittest.TestCase):
     def test_a_line_is_reached_when_any_copy_ran(self):
         data = {"files": [{"file": "scripts/tests/test_coverage.py", "functions": [], "lines": [
