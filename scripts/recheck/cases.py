@@ -34,8 +34,34 @@ def head_dims(params, q, v):
         raise Inconsistent(f"q {q.shape}, v {v.shape} do not have head_dim={d}, v_head_dim={d_v}")
 
 
+def zigzag_positions(n, sk):
+    """A zigzag shard of CP size n over sk rows: rank 0's query positions
+    (chunks 0 and 2n - 1 of 2n) and every key position in rank order (rank
+    r holds chunks r and 2n - 1 - r), as suites/ops/attention.cc lays them out."""
+    chunk = sk // (2 * n)
+    rows = lambda chunks: np.concatenate([np.arange(c * chunk, (c + 1) * chunk) for c in chunks])
+    return rows([0, 2 * n - 1]), rows([c for r in range(n) for c in (r, 2 * n - 1 - r)])
+
+
+def ops_attention_zigzag(params, read):
+    """A zigzag CP shard: its query rows and its keys in rank order, rows of
+    the whole sequence the case dumps beside them; out, lse and dq."""
+    q, k, v, dout = read("q"), read("k"), read("v"), read("dout")
+    head_dims(params, q, v)
+    q_pos, k_pos = zigzag_positions(params["zigzag_cp"], params["sk"])
+    for name, block, rows in (("q", q, q_pos), ("dout", dout, q_pos), ("k", k, k_pos), ("v", v, k_pos)):
+        if not np.array_equal(read(name + "_all")[:, rows], block):
+            raise Inconsistent(f"{name} is not the zigzag rows of {name}_all")
+    result = attention.attention(q, k, v, dout, k_pos[None, :] <= q_pos[:, None])
+    del result["dk"], result["dv"]  # they would need every query row of the sequence
+    result.update({f"{name}_by_pieces": t for name, t in list(result.items())})
+    return result
+
+
 def ops_attention(params, read):
     """An attention block; with sq < sk, the last sq query rows of a sequence of sk keys."""
+    if params.get("zigzag_cp"):
+        return ops_attention_zigzag(params, read)
     q, k, v, dout = read("q"), read("k"), read("v"), read("dout")
     head_dims(params, q, v)
     sq, sk, causal = params["sq"], params["sk"], params["causal"]
