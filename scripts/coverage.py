@@ -167,20 +167,29 @@ def indent(s):
     return len(s) - len(s.lstrip())
 
 
-def controls(lines, i):
-    """The lines that decide whether line i runs: each enclosing line of
-    smaller indentation up to the function (an if, a case, a loop)."""
+IF_LINE = re.compile(r"\s*(}\s*else\s+)?if\s*\(")  # a line that opens an if or an else-if
+
+
+def enclosing(lines, i):
+    """The indices of the lines that decide whether line i runs, nearest
+    first: each enclosing line of smaller indentation up to the function (an
+    if, a case, a loop)."""
     out, level = [], indent(lines[i])
     for j in range(i - 1, -1, -1):
         s = lines[j]
         if not s.strip() or s.strip().startswith("//"):
             continue
         if indent(s) < level:
-            out.append(statement(lines, j))
+            out.append(j)
             level = indent(s)
             if level == 0:
                 break
     return out
+
+
+def controls(lines, i):
+    """The statements of enclosing(lines, i)."""
+    return [statement(lines, j) for j in enclosing(lines, i)]
 
 
 def short_name(function):
@@ -198,7 +207,7 @@ def under_fault(lines, i, line_counts=False):
     guards = controls(lines, i)
     if (line_counts and FAULT.search(lines[i])) or any(FAULT.search(g) for g in guards[:1] + guards[1:-1]):
         return True
-    tests = [guards[0]] if guards and re.match(r"\s*(}\s*else\s+)?if\s*\(", guards[0]) else []
+    tests = [guards[0]] if guards and IF_LINE.match(guards[0]) else []
     if line_counts and "?" in lines[i]:
         tests.append(lines[i].split("?")[0])  # `planted ? call(...) : ...`
     if not tests:
@@ -231,15 +240,16 @@ def sources():
     return _sources
 
 
-def called_only_under_fault(name, lines, definition):
+def called_only_under_fault(name, path, lines, definition):
     """Whether every call of `name` sits on a line a fault guards: in its own
-    file (`lines`), and in every other source file of the project."""
+    file (`path`, read as `lines`), and in every other source file of the
+    project."""
     def calls_in(text, skip):
         found = [j for j, l in enumerate(text) if re.search(r"\b" + re.escape(name) + r"\s*\(", l) and j != skip]
         return [j for j in found if not re.match(r"\s*(//|\w[\w:<>, ]*\s+" + re.escape(name) + r"\s*\()", text[j])]
     sites = [(lines, j) for j in calls_in(lines, definition)]
-    for text in sources().values():
-        if text is not lines and text != lines:
+    for other, text in sources().items():
+        if os.path.abspath(other) != os.path.abspath(path):
             sites += [(text, j) for j in calls_in(text, -1)]
     return bool(sites) and all(under_fault(text, j, line_counts=True) for text, j in sites)
 
@@ -250,16 +260,14 @@ NOT_HOST = re.compile(r"!\s*[\w.>()\[\]-]*is_host\(\)")
 
 def nearest_guard(lines, i):
     """The index of the nearest line around line i of smaller indentation, or -1."""
-    for j in range(i - 1, -1, -1):
-        if lines[j].strip() and not lines[j].strip().startswith("//") and indent(lines[j]) < indent(lines[i]):
-            return j
-    return -1
+    around = enclosing(lines, i)
+    return around[0] if around else -1
 
 
 def host_test(lines, j):
     """Whether line j opens an `if` that holds for host tensors (an is_host() test, not negated)."""
     st = statement(lines, j)
-    return re.match(r"\s*(}\s*else\s+)?if\s*\(", lines[j]) is not None and HOST_TEST.search(st) is not None \
+    return IF_LINE.match(lines[j]) is not None and HOST_TEST.search(st) is not None \
         and NOT_HOST.search(st) is None
 
 
@@ -289,7 +297,7 @@ def host_guarded(lines, i):
     if else_line >= 0:
         for j in range(else_line - 1, -1, -1):
             if lines[j].strip() and indent(lines[j]) == indent(lines[else_line]) and \
-                    re.match(r"\s*(}\s*else\s+)?if\s*\(", lines[j]):
+                    IF_LINE.match(lines[j]):
                 return host_test(lines, j)
             if lines[j].strip() and indent(lines[j]) < indent(lines[else_line]):
                 break
@@ -349,7 +357,7 @@ def reason_of(path, function, lines, i):
     if nearest and any(THROW.search(b) for b in body[1:2]) and re.search(r"\bif\b", nearest + text):
         return "error path", "the branch that leads to a throw"
     name = short_name(function)
-    if name and called_only_under_fault(name, lines, -1):
+    if name and called_only_under_fault(name, os.path.join(ROOT, path), lines, -1):
         return "planted fault", f"{name} is called only under --fault"
     for file_re, func_re, kind, why in KNOWN:
         if re.fullmatch(file_re, path) and re.fullmatch(func_re, function or ""):

@@ -260,8 +260,7 @@ LinkMatrices retest(State& s, const std::vector<Pair>& links) {
 // measurements; the rest are named from the tournament alone.
 std::vector<Pair> links_to_retest(const std::map<Pair, Finding>& candidates, size_t n) {
   std::vector<Pair> out;
-  for (const auto& [link, finding] : candidates)
-    if (out.size() < n) out.push_back(link);
+  for (auto it = candidates.begin(); it != candidates.end() && out.size() < n; ++it) out.push_back(it->first);
   return out;
 }
 
