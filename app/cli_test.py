@@ -328,8 +328,8 @@ class BadInput(unittest.TestCase):
         base = ["plan", "--model", "deepseek-v3", "--device", "H800", "--gpus", "2048", "--global-batch", "15360",
                 "--check", "tp=1,pp=16,dp=128,ep=64", "--top", "1"]
 
-        def checked_mfu(*extra):
-            q = subprocess.run([SEXTANT] + base + list(extra), capture_output=True, text=True, env=env, timeout=120)
+        def checked_mfu(*extra, model=base):
+            q = subprocess.run([SEXTANT] + model + list(extra), capture_output=True, text=True, env=env, timeout=120)
             self.assertEqual(q.returncode, 0, q.stderr)
             line = q.stdout.splitlines()[q.stdout.splitlines().index(next(
                 l for l in q.stdout.splitlines() if l.startswith("# --check"))) + 1]
@@ -339,8 +339,17 @@ class BadInput(unittest.TestCase):
         self.assertGreater(checked_mfu("--overlap", "ep=1"), plain)  # DualPipe hides the all-to-all
         self.assertGreater(checked_mfu("--precision", "fp8"), plain)
         self.assertLess(checked_mfu("--attention", "unfused"), plain)  # the scores through memory
+        # Nemotron 8B's shape, whose 256K vocabulary makes the loss's passes show.
+        nemotron_8b = ["plan", "--layers", "32", "--hidden", "4096", "--heads", "32", "--vocab", "256000", "--seq", "4096",
+                     "--gpus", "8", "--global-batch", "128", "--micro-batch", "4", "--check", "tp=2,dp=4", "--top", "1"]
+        fused = checked_mfu(model=nemotron_8b)
+        self.assertLess(checked_mfu("--cross-entropy", "unfused", model=nemotron_8b), fused)  # f32 passes over logits
+        # Nemotron's activation: the same FLOPs as GELU's MLP, more passes through memory.
+        self.assertLess(checked_mfu("--mlp", "squared-relu", model=nemotron_8b),
+                        checked_mfu("--mlp", "gelu", model=nemotron_8b))
         for bad, message in ((["--overlap", "ep=2"], "--overlap ep=2 must be a fraction from 0 to 1"),
                              (["--attention", "flash"], "--attention: flash not in {fused,unfused}"),
+                             (["--cross-entropy", "te"], "--cross-entropy: te not in {fused,unfused}"),
                              (["--overlap", "xx=1"], "--overlap key 'xx' must be one of tp, dp, ep, cp"),
                              (["--precision", "fp8"], "--precision fp8 needs FP8 tensor cores")):
             args = base + bad if bad[0] != "--precision" else [a if a != "H800" else "A100" for a in base] + bad

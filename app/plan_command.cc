@@ -27,7 +27,7 @@ namespace {
 struct PlanFlags {
   std::string model, device = "H100", check, json, calibrate, calibrate_dtype, overlap,
                      replay;  // model "": the GPT base
-  std::string precision = "bf16", attention = "fused";
+  std::string precision = "bf16", attention = "fused", cross_entropy = "fused";
   std::optional<std::string> mlp;
   std::optional<bool> tied_embeddings;
   bool reference = false;
@@ -181,8 +181,10 @@ CLI::App* add_plan_command(CLI::App& app) {
   p->add_option("--topk", flags.topk, "Override: experts per token");
   p->add_option("--moe-ffn", flags.moe_ffn, "Override: expert FFN width");
   p->add_option("--moe-layers", flags.moe_layers, "Override: number of MoE layers");
-  p->add_option("--mlp", flags.mlp, "Override: MLP kind, gelu (2 matrices) or swiglu (3)")
-      ->check(CLI::IsMember({"gelu", "swiglu"}));
+  p->add_option("--mlp", flags.mlp,
+                "Override: MLP kind, gelu (2 matrices), swiglu (3) or squared-relu (2, its activation in two "
+                "unfused passes)")
+      ->check(CLI::IsMember({"gelu", "swiglu", "squared-relu"}));
   p->add_option("--tied-embeddings", flags.tied_embeddings,
                 "Override: true if the LM head reuses the input embedding (one vocab x h matrix), false for two");
   p->add_option("--device", flags.device, "GPU: H100, H800, H200, A100, B200");
@@ -202,6 +204,10 @@ CLI::App* add_plan_command(CLI::App& app) {
   p->add_option("--attention", flags.attention,
                 "The attention core's kernel: fused (FlashAttention, cuDNN) or unfused (the [s, s] scores through "
                 "memory)")
+      ->check(CLI::IsMember({"fused", "unfused"}));
+  p->add_option("--cross-entropy", flags.cross_entropy,
+                "The LM head's loss: fused (one kernel, --cross-entropy-loss-fusion) or unfused (Megatron's default: "
+                "f32 passes over the logits)")
       ->check(CLI::IsMember({"fused", "unfused"}));
   p->add_option("--overlap", flags.overlap,
                 "Fraction of each mechanism's communication hidden behind compute, e.g. tp=1,ep=1 (defaults: tp 0, "
@@ -297,7 +303,7 @@ int run_plan_command() {
   require(m.experts == 0 || (m.topk > 0 && m.topk <= m.experts),
           cat("--topk ", m.topk, " must be between 1 and --experts ", m.experts));
   require(m.moe_layers <= m.layers, cat("--moe-layers ", m.moe_layers, " must not exceed --layers ", m.layers));
-  if (flags.mlp) m.swiglu = *flags.mlp == "swiglu";
+  if (flags.mlp) m.swiglu = *flags.mlp == "swiglu", m.squared_relu = *flags.mlp == "squared-relu";
   if (flags.tied_embeddings) m.tied_embeddings = *flags.tied_embeddings;
   if (m.ffn == 0) m.ffn = 4 * m.hidden;  // the GPT base's width
   require(m.head_dim > 0 || m.hidden % m.heads == 0,
@@ -327,6 +333,7 @@ int run_plan_command() {
           cat("--precision fp8 needs FP8 tensor cores: ", c.device, " has none"));
   plan::TrainSpec t{flags.global_batch, flags.micro_batch, precision, parse_overlap(flags.overlap)};
   if (flags.attention == "unfused") t.attention = plan::AttentionKernel::unfused;
+  if (flags.cross_entropy == "unfused") t.cross_entropy = plan::CrossEntropy::unfused;
 
   std::vector<plan::Estimate> all = plan::search(m, c, t);
   std::optional<plan::Estimate> checked;

@@ -41,6 +41,9 @@ struct Settings {
   bool distributed_optimizer = true;
   bool sequence_parallel = true;  // where tp > 1
   AttentionKernel attention = AttentionKernel::fused;
+  // Megatron-LM's default (--cross-entropy-loss-fusion off); the runs whose
+  // recipes turn the fusion on say so.
+  CrossEntropy cross_entropy = CrossEntropy::unfused;
 };
 
 PublishedRun row(const char* label, const ModelSpec& m, const char* device, int64_t gpus, int64_t global_batch,
@@ -51,7 +54,8 @@ PublishedRun row(const char* label, const ModelSpec& m, const char* device, int6
   r.config.tp = p.tp, r.config.cp = p.cp, r.config.pp = p.pp, r.config.dp = p.dp, r.config.ep = p.ep;
   r.config.vpp = p.vpp, r.config.sp = p.tp > 1 && s.sequence_parallel, r.config.recompute = s.recompute;
   r.config.distributed_optimizer = s.distributed_optimizer;
-  r.precision = s.precision, r.overlap = s.overlap, r.attention = s.attention, r.reported_mfu = mfu;
+  r.precision = s.precision, r.overlap = s.overlap, r.attention = s.attention, r.cross_entropy = s.cross_entropy;
+  r.reported_mfu = mfu;
   r.source = source;
   return r;
 }
@@ -104,7 +108,14 @@ std::vector<PublishedRun> build() {
   const Settings sc21{Precision::bf16, {0, 0, 0, 1}, Recompute::full, false, false, AttentionKernel::unfused};
   const Settings mcore{Precision::bf16, {1, 1, 0, 1}, Recompute::none, true};
   const Settings nemo_fp8{Precision::fp8, {1, 1, 0, 1}, Recompute::none, true};
-  const Settings llama3{Precision::bf16, {0, 1, 0, 1}, Recompute::none, true};
+  // Megatron-Bridge's performance recipes set cross_entropy_loss_fusion
+  // with Transformer Engine's kernel.
+  const Settings bridge_fp8{Precision::fp8, {1, 1, 0, 1},           Recompute::none,    true,
+                            true,           AttentionKernel::fused, CrossEntropy::fused};
+  // Not Megatron: Meta's and DeepSeek's own stacks, whose loss kernels are
+  // not published; costed fused.
+  const Settings llama3{Precision::bf16,        {0, 1, 0, 1},       Recompute::none, true, true,
+                        AttentionKernel::fused, CrossEntropy::fused};
   const Settings seeds{Precision::bf16, {}, Recompute::full, true};
   std::vector<PublishedRun> t;
   auto sc21_row = [&](const char* label, int64_t layers, int64_t hidden, int64_t heads, int64_t gpus, int64_t batch,
@@ -141,10 +152,11 @@ std::vector<PublishedRun> build() {
   const ModelSpec gpt3_175b = gpt("gpt3-175b", 96, 12288, 96, 50257, 2048);
   const ModelSpec llama2_7b = llama("llama2-7b", 32, 4096, 32, 32, 11008, 32000, 4096);
   const ModelSpec llama2_70b = llama("llama2-70b", 80, 8192, 64, 8, 28672, 32000, 4096);
-  // Nemotron's squared-ReLU MLP has two matrices, as GELU's; rotary
-  // positions, untied embeddings.
+  // Nemotron: a squared-ReLU MLP of two matrices, rotary positions, untied
+  // embeddings (NVIDIA/NeMo-Framework-Launcher
+  // launcher_scripts/conf/training/nemotron/nemotron_8b.yaml@089b90e6).
   ModelSpec nemotron_340b = gpt("nemotron-340b", 96, 18432, 96, 256000, 4096);
-  nemotron_340b.kv_heads = 8, nemotron_340b.tied_embeddings = false, nemotron_340b.learned_positions = false;
+  nemotron_340b.kv_heads = 8;
   const ModelSpec llama3_8b = llama("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192);
   const ModelSpec llama3_70b = llama("llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192);
   nemo_row("NeMo GPT3 5B", gpt("gpt3-5b", 24, 4096, 32, 50257, 2048), 64, 2048, 4, {.dp = 64}, 23406);
@@ -157,7 +169,8 @@ std::vector<PublishedRun> build() {
   nemo_row("NeMo Llama2 70B", llama2_70b, 64, 128, 1, {.tp = 4, .pp = 4, .dp = 4, .vpp = 20}, 1728);
   ModelSpec nemotron_8b = gpt("nemotron-8b", 32, 4096, 32, 256000, 4096);
   ModelSpec nemotron_22b = gpt("nemotron-22b", 40, 6144, 48, 256000, 4096);
-  for (ModelSpec* m : {&nemotron_8b, &nemotron_22b}) m->tied_embeddings = m->learned_positions = false;
+  for (ModelSpec* m : {&nemotron_8b, &nemotron_22b, &nemotron_340b})
+    m->tied_embeddings = m->learned_positions = false, m->squared_relu = true;
   nemo_row("NeMo Nemotron 8B", nemotron_8b, 64, 256, 4, {.tp = 2, .dp = 32}, 12507);
   nemo_row("NeMo Nemotron 22B", nemotron_22b, 64, 256, 2, {.tp = 2, .pp = 4, .dp = 8, .vpp = 10}, 4312);
   nemo_row("NeMo Nemotron 340B", nemotron_340b, 128, 32, 1, {.tp = 8, .pp = 8, .dp = 2, .vpp = 12}, 326);
@@ -167,7 +180,7 @@ std::vector<PublishedRun> build() {
   const ModelSpec llama31_405b = llama("llama3.1-405b", 126, 16384, 128, 8, 53248, 128256, 8192);
   auto bridge_row = [&](const char* label, const ModelSpec& m, int64_t gpus, int64_t batch, Parallel p,
                         double tokens_per_s, const char* release) {
-    t.push_back(row(label, m, "H100", gpus, batch, 1, p, nemo_fp8, from_tokens(m, "H100", tokens_per_s),
+    t.push_back(row(label, m, "H100", gpus, batch, 1, p, bridge_fp8, from_tokens(m, "H100", tokens_per_s),
                     (std::string(kBridge) + ", " + release).c_str()));
   };
   bridge_row("Bridge Llama3 8B", llama3_8b, 8, 128, {.dp = 8}, 14451, "25.11 FP8 current scaling, FSDP");
@@ -194,7 +207,8 @@ std::vector<PublishedRun> build() {
 
   // DeepSeek publishes GPU hours, not MFU: 180K H800 hours per trillion
   // tokens is 1543 tokens/s per GPU, wall clock with every stall.
-  const Settings dualpipe{Precision::fp8, {0, 1, 1, 1}, Recompute::none, true};
+  const Settings dualpipe{Precision::fp8, {0, 1, 1, 1},           Recompute::none,    true,
+                          true,           AttentionKernel::fused, CrossEntropy::fused};
   t.push_back(row("DeepSeek-V3 2048 H800", dsv3, "H800", 2048, 15360, 1, {.pp = 16, .dp = 128, .ep = 64}, dualpipe,
                   from_tokens(dsv3, "H800", 1e12 / (180e3 * 3600)),
                   "DeepSeek-AI 2024, DeepSeek-V3 Technical Report (arXiv:2412.19437): 180K H800 GPU hours per "
@@ -236,7 +250,7 @@ ClusterSpec run_cluster(const PublishedRun& r) {
 
 TrainSpec run_train(const PublishedRun& r) {
   TrainSpec t{r.global_batch, r.micro_batch, r.precision, r.overlap};
-  t.attention = r.attention;
+  t.attention = r.attention, t.cross_entropy = r.cross_entropy;
   return t;
 }
 

@@ -21,6 +21,7 @@ struct PublishedRun {
   Precision precision = Precision::bf16;
   Overlap overlap;
   AttentionKernel attention = AttentionKernel::fused;
+  CrossEntropy cross_entropy = CrossEntropy::fused;
   // Model FLOPs (Megatron's formula, planner.h model_flops_per_step) per
   // second and GPU over the device's dense bf16 peak, as reported or
   // converted from the reported figure (how: in `source`).

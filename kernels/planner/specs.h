@@ -16,7 +16,10 @@ struct ModelSpec {
   // MoE: `moe_layers` of the layers use `experts` routed experts (top-k) of
   // width moe_ffn, plus `shared_experts` always-active experts of that width.
   int64_t moe_layers = 0, experts = 0, topk = 0, moe_ffn = 0, shared_experts = 0;
-  bool swiglu = false;             // 3 matrices per MLP instead of 2
+  bool swiglu = false;  // 3 matrices per MLP instead of 2
+  // Squared ReLU (Nemotron-4): GELU's two matrices, but Megatron fuses no
+  // kernel for it, so relu and the square run as two elementwise passes.
+  bool squared_relu = false;
   bool tied_embeddings = false;    // the LM head reuses the input embedding (one vocab x h matrix, not two)
   bool learned_positions = false;  // a seq x h table of position embeddings (GPT-2), not rotary
   // Attention parameters per layer when not (H + K) d + K dv columns of QKV
@@ -48,9 +51,9 @@ struct ClusterSpec {
   // The two free parameters of the time model (time_model.h), fitted on the
   // published runs of corpus.h; `plan --reference` refits them and shows
   // that the fit gives these.
-  double gemm_efficiency = 0.633;  // fraction of peak a large, full-wave gemm reaches
+  double gemm_efficiency = 0.646;  // fraction of peak a large, full-wave gemm reaches
   double layer_overhead_us =
-      1364;  // per layer and microbatch, forward and backward: launches, small kernels, waits not costed
+      1385;  // per layer and microbatch, forward and backward: launches, small kernels, waits not costed
   double gemm_latency_us = 4;  // per gemm call: launch and pipeline fill (cuBLAS on a GPU)
   double usable_memory = 0.9;  // leave room for the CUDA context and fragmentation
 };
@@ -74,6 +77,13 @@ enum class Precision { bf16, fp8 };
 // a fused scale-mask-softmax, the [s, s] scores through device memory).
 enum class AttentionKernel { fused, unfused };
 
+// The LM head's cross-entropy: fused (one kernel reads the logits forward
+// and writes their gradient backward: Transformer Engine's or Megatron's
+// --cross-entropy-loss-fusion), or unfused (Megatron's default: the f32
+// upcast, max, subtract, exp, sum and normalise passes, the gradient's
+// scale and downcast; time_model.cc counts their bytes).
+enum class CrossEntropy { fused, unfused };
+
 struct TrainSpec {
   TrainSpec() = default;
   TrainSpec(int64_t global, int64_t micro, Precision linears = Precision::bf16, Overlap hidden = {})
@@ -83,6 +93,7 @@ struct TrainSpec {
   Precision precision = Precision::bf16;
   Overlap overlap;
   AttentionKernel attention = AttentionKernel::fused;
+  CrossEntropy cross_entropy = CrossEntropy::fused;
 };
 
 // Activation recomputation, as the step runs it.

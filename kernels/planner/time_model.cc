@@ -22,7 +22,17 @@ constexpr double kActivationBytes = 2;  // bf16 activations and their gradients
 // read and written by the softmax, read and written by dropout with its
 // 1-byte mask, read by the PV gemm.
 constexpr double kUnfusedScoreBytes = 6 * kActivationBytes + 1;
-constexpr double kLogitBytes = 4;  // f32 logits and their gradient
+// Bytes per logit of the cross-entropy, forward and backward. Fused: read
+// the f32 logits twice (max, then the exponentials' sum) and write the
+// gradient, and the gradient read by the head's backward. Unfused, in
+// Megatron's vocab-parallel cross-entropy: the bf16 -> f32 upcast (2 + 4),
+// max (4), subtract (8), exp (8), sum (4), divide (8); backward the scale by
+// the loss gradient (8) and the downcast to bf16 (4 + 2).
+constexpr double kFusedCrossEntropyBytes = 4 * 4;
+constexpr double kUnfusedCrossEntropyBytes = 6 + 4 + 8 + 8 + 4 + 8 + 8 + 6;
+// A squared ReLU's extra forward traffic per element over a fused
+// activation: relu writes its output (2) and the square reads it back (2).
+constexpr double kSquaredReluExtraBytes = 2 * kActivationBytes;
 // Adam in mixed precision per parameter it updates: read the f32 main
 // gradient, master weight and both moments, write master and moments and
 // the bf16 weight.
@@ -98,7 +108,8 @@ class Costing {
     if (!moe) {
       linear(l, tokens_, gates * m_.ffn / tp, h);
       linear(l, tokens_, h, m_.ffn / tp);
-      forward_bytes += tokens_ * m_.ffn / tp * (gates + 1) * kActivationBytes;
+      forward_bytes +=
+          tokens_ * m_.ffn / tp * ((gates + 1) * kActivationBytes + (m_.squared_relu ? kSquaredReluExtraBytes : 0));
     } else {
       // Rows this rank's experts run: its tokens' topk choices (split over
       // TP under SP, whole for an expert-TP group), over its E / ep experts.
@@ -137,7 +148,9 @@ class Costing {
   LayerTime head() const {
     LayerTime l;
     linear(l, tokens_, static_cast<double>(m_.vocab) / g_.tp, m_.hidden, 1, false);
-    l.memory += 4 * tokens_ * m_.vocab / g_.tp * kLogitBytes / bandwidth();
+    const double bytes =
+        t_.cross_entropy == CrossEntropy::unfused ? kUnfusedCrossEntropyBytes : kFusedCrossEntropyBytes;
+    l.memory += tokens_ * m_.vocab / g_.tp * bytes / bandwidth();
     return l;
   }
 

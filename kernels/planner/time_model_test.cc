@@ -134,5 +134,38 @@ TEST(TimeModel, UnfusedAttentionMovesTheScoresThroughMemory) {
   EXPECT_DOUBLE_EQ(step_time(m, c, t, tp_dp(8, 8)).attention, fused.attention);
 }
 
+// Megatron's unfused cross-entropy moves 52 bytes per logit where a fused
+// kernel moves 16: the difference is the head's logits times 36 bytes, per
+// microbatch, at the memory bandwidth.
+TEST(TimeModel, UnfusedCrossEntropyMovesTheLogitsMoreOften) {
+  const ModelSpec m = model_preset("llama2-70b");
+  const ClusterSpec c = cluster_preset("H100", 64);
+  TrainSpec t{1024, 1};
+  const StepTime fused = step_time(m, c, t, tp_dp(8, 8));
+  t.cross_entropy = CrossEntropy::unfused;
+  const StepTime unfused = step_time(m, c, t, tp_dp(8, 8));
+  const double microbatches = 1024 / 8, logits = 4096.0 * 32000 / 8;
+  EXPECT_NEAR(unfused.memory_bound - fused.memory_bound, microbatches * logits * 36 / (c.hbm_GBps * 1e9),
+              1e-9 * fused.memory_bound);
+  EXPECT_DOUBLE_EQ(unfused.gemm, fused.gemm);
+}
+
+// A squared ReLU has GELU's matrices and FLOPs, and two passes more over
+// the activation forward (relu's output written, then read by the square),
+// which the backward triples as it does every forward byte.
+TEST(TimeModel, SquaredReluAddsTwoPassesOverTheActivation) {
+  ModelSpec m = model_preset("gpt3-175b");
+  const ClusterSpec c = cluster_preset("H100", 64);
+  const TrainSpec t{1024, 1};
+  const StepTime gelu = step_time(m, c, t, tp_dp(8, 8));
+  m.squared_relu = true;
+  const StepTime squared = step_time(m, c, t, tp_dp(8, 8));
+  const double microbatches = 1024 / 8, elements = static_cast<double>(m.seq) * m.ffn / 8;
+  EXPECT_NEAR(squared.memory_bound - gelu.memory_bound, microbatches * m.layers * 3 * elements * 4 / (c.hbm_GBps * 1e9),
+              1e-9 * gelu.memory_bound);
+  EXPECT_DOUBLE_EQ(squared.gemm, gelu.gemm);
+  EXPECT_DOUBLE_EQ(model_flops_per_step(m, 1024), model_flops_per_step(model_preset("gpt3-175b"), 1024));
+}
+
 }  // namespace
 }  // namespace sextant::plan
