@@ -423,7 +423,7 @@ class BadInput(unittest.TestCase):
             (["--check", "recompute=partial"], "--check recompute=partial must be none, selective or full"),
             (["--json", "/proc/sextant.json"], "--json '/proc/sextant.json' cannot be written"),
             (["--device", "Z100"], "--device 'Z100' must be one of H100"),
-            (["--mlp", "relu"], "--mlp: relu not in {gelu,swiglu}"),
+            (["--mlp", "relu"], "--mlp: relu not in {gelu,swiglu,squared-relu}"),
         ]]
         # A replay reads a results file whose sweep recorded every input of the planner.
         before_replay = sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)),
