@@ -105,18 +105,20 @@ constexpr const char* kSeeds =
 std::vector<PublishedRun> build() {
   // 2021: attention unfused (FlashAttention came in 2022; Megatron fused
   // only scale, mask and softmax).
-  const Settings sc21{Precision::bf16, {0, 0, 0, 1}, Recompute::full, false, false, AttentionKernel::unfused};
-  const Settings mcore{Precision::bf16, {1, 1, 0, 1}, Recompute::none, true};
-  const Settings nemo_fp8{Precision::fp8, {1, 1, 0, 1}, Recompute::none, true};
+  const Settings sc21{.overlap = {.tp = 0, .dp = 0},
+                      .recompute = Recompute::full,
+                      .distributed_optimizer = false,
+                      .sequence_parallel = false,
+                      .attention = AttentionKernel::unfused};
+  const Settings mcore{.overlap = {.tp = 1}};
+  const Settings nemo_fp8{.precision = Precision::fp8, .overlap = {.tp = 1}};
   // Megatron-Bridge's performance recipes set cross_entropy_loss_fusion
   // with Transformer Engine's kernel.
-  const Settings bridge_fp8{Precision::fp8, {1, 1, 0, 1},           Recompute::none,    true,
-                            true,           AttentionKernel::fused, CrossEntropy::fused};
+  const Settings bridge_fp8{.precision = Precision::fp8, .overlap = {.tp = 1}, .cross_entropy = CrossEntropy::fused};
   // Not Megatron: Meta's and DeepSeek's own stacks, whose loss kernels are
   // not published; costed fused.
-  const Settings llama3{Precision::bf16,        {0, 1, 0, 1},       Recompute::none, true, true,
-                        AttentionKernel::fused, CrossEntropy::fused};
-  const Settings seeds{Precision::bf16, {}, Recompute::full, true};
+  const Settings llama3{.overlap = {}, .cross_entropy = CrossEntropy::fused};
+  const Settings seeds{.overlap = {}, .recompute = Recompute::full};
   std::vector<PublishedRun> t;
   auto sc21_row = [&](const char* label, int64_t layers, int64_t hidden, int64_t heads, int64_t gpus, int64_t batch,
                       int64_t micro, Parallel p, double tflops) {
@@ -207,8 +209,7 @@ std::vector<PublishedRun> build() {
 
   // DeepSeek publishes GPU hours, not MFU: 180K H800 hours per trillion
   // tokens is 1543 tokens/s per GPU, wall clock with every stall.
-  const Settings dualpipe{Precision::fp8, {0, 1, 1, 1},           Recompute::none,    true,
-                          true,           AttentionKernel::fused, CrossEntropy::fused};
+  const Settings dualpipe{.precision = Precision::fp8, .overlap = {.ep = 1}, .cross_entropy = CrossEntropy::fused};
   t.push_back(row("DeepSeek-V3 2048 H800", dsv3, "H800", 2048, 15360, 1, {.pp = 16, .dp = 128, .ep = 64}, dualpipe,
                   from_tokens(dsv3, "H800", 1e12 / (180e3 * 3600)),
                   "DeepSeek-AI 2024, DeepSeek-V3 Technical Report (arXiv:2412.19437): 180K H800 GPU hours per "
