@@ -7,7 +7,7 @@
 #include "harness/compare.h"
 #include "harness/error.h"
 #include "harness/rng.h"
-#include "reference/gradcheck.h"
+#include "reference/testing/gradcheck.h"
 
 namespace sextant::ref {
 namespace {

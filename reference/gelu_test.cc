@@ -4,7 +4,7 @@
 
 #include "harness/compare.h"
 #include "harness/rng.h"
-#include "reference/gradcheck.h"
+#include "reference/testing/gradcheck.h"
 
 namespace sextant::ref {
 namespace {

@@ -8,7 +8,7 @@
 #include "harness/compare.h"
 #include "harness/rng.h"
 #include "reference/cross_entropy.h"
-#include "reference/gradcheck.h"
+#include "reference/testing/gradcheck.h"
 
 namespace sextant::ref {
 namespace {

@@ -5,7 +5,7 @@
 #include "harness/compare.h"
 #include "harness/rng.h"
 #include "reference/gelu.h"
-#include "reference/gradcheck.h"
+#include "reference/testing/gradcheck.h"
 #include "reference/layernorm.h"
 #include "reference/linear.h"
 

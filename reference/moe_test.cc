@@ -6,7 +6,7 @@
 #include "harness/error.h"
 #include "harness/rng.h"
 #include "reference/gelu.h"
-#include "reference/gradcheck.h"
+#include "reference/testing/gradcheck.h"
 #include "reference/linear.h"
 
 namespace sextant::ref {

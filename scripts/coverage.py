@@ -90,7 +90,6 @@ KNOWN = [
     (r"reference/packed_attention\.cc", r".*packed_attention_rows.*", "not swept",
      "the spot reference of packed streams: qualify's sizes, past the full reference's limit (attention/sweep.cc)"),
     # Called by unit tests only: helpers the library keeps beside what they test.
-    (r"reference/gradcheck\.cc", r".*", "not swept", "numeric gradients for the reference's unit tests"),
     (r"kernels/attention/packing\.cc", r".*causal_pairs\(.*", "not swept", "called by packing_test only"),
     (r"kernels/model/data\.cc", r".*global_tokens.*", "not swept", "called by the data and reference unit tests only"),
     (r"kernels/ops/attention_mask\.cc", r".*key_visible.*", "not swept", "called by the attention unit tests only"),

@@ -1,4 +1,4 @@
-#include "reference/gradcheck.h"
+#include "reference/testing/gradcheck.h"
 
 #include "reference/f64_tensor.h"
 
