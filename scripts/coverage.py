@@ -93,7 +93,6 @@ KNOWN = [
     (r"kernels/attention/packing\.cc", r".*causal_pairs\(.*", "not swept", "called by packing_test only"),
     (r"kernels/model/data\.cc", r".*global_tokens.*", "not swept", "called by the data and reference unit tests only"),
     (r"kernels/ops/attention_mask\.cc", r".*key_visible.*", "not swept", "called by the attention unit tests only"),
-    (r"kernels/ops/host_common\.cc", r".*require_host.*", "not swept", "called by host_common_test only"),
     (r"kernels/ops/random\.cc", r".*random_tensor.*", "device path", "called by the CUDA benches and tests only"),
     (r"kernels/pipeline/executor\.(cc|h)", r".*StageCompute::(backward|synchronize).*", "not swept",
      "StageCompute's defaults: the swept stages override them, the executor's test stages do not"),

@@ -9,15 +9,6 @@
 
 namespace sextant::ops {
 
-void require_host(std::string_view op, std::initializer_list<NamedTensor> tensors) {
-  for (const NamedTensor& t : tensors) {
-    if (!t.tensor->defined()) throw RuntimeError(cat(op, ": ", t.name, " is an undefined tensor"));
-    if (!t.tensor->is_host())
-      throw RuntimeError(cat(op, ": ", t.name, " is on ", device_name(t.tensor->device()),
-                             "; this op has a host implementation only so far"));
-  }
-}
-
 Device require_one_device(std::string_view op, std::initializer_list<NamedTensor> tensors) {
   const NamedTensor* first = nullptr;
   for (const NamedTensor& t : tensors) {

@@ -21,10 +21,6 @@ struct NamedTensor {
   const Tensor* tensor;
 };
 
-// RuntimeError unless every tensor is defined and on the host: for the
-// host-only pieces (e.g. the f32 views below); the ops themselves dispatch
-// on the device with require_one_device (device_dispatch.h).
-void require_host(std::string_view op, std::initializer_list<NamedTensor> tensors);
 // RuntimeError unless every tensor is defined and all sit on one device;
 // returns that device (the op dispatches on it: host code, or cuda_ops.h).
 Device require_one_device(std::string_view op, std::initializer_list<NamedTensor> tensors);

@@ -14,15 +14,24 @@
 namespace sextant::ops {
 namespace {
 
-TEST(HostCommon, DeviceTensorsAreAClearError) {
+TEST(HostCommon, TensorsOnTwoDevicesAreAClearError) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU here: a device tensor cannot be made in this build/machine";
-  Tensor d = Tensor::zeros({4}, DType::f32, Device::cuda);
-  EXPECT_TRUE(testing::throws_naming([&] { require_host("some_op", {{"x", &d}}); }, "some_op: x is on cuda"));
+  Tensor h = Tensor::zeros({4}, DType::f32), d = Tensor::zeros({4}, DType::f32, Device::cuda);
+  EXPECT_TRUE(testing::throws_naming(
+      [&] {
+        require_one_device("some_op", {{"w", &h}, {"x", &d}});
+      },
+      "some_op: x is on cuda but w is on host"));
 }
 
 TEST(HostCommon, UndefinedTensorsAreAClearError) {
   Tensor undefined;
-  EXPECT_TRUE(testing::throws_naming([&] { require_host("some_op", {{"gamma", &undefined}}); }, "gamma"));
+  EXPECT_TRUE(testing::throws_naming([&] { require_one_device("some_op", {{"gamma", &undefined}}); }, "gamma"));
+}
+
+TEST(HostCommon, OneDeviceIsTheTensorsDevice) {
+  Tensor a = Tensor::zeros({4}, DType::f32), b = Tensor::zeros({2}, DType::f32);
+  EXPECT_EQ(require_one_device("some_op", {{"a", &a}, {"b", &b}}), Device::host);
 }
 
 TEST(HostCommon, ShapeErrorsNameBothShapes) {
