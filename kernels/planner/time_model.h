@@ -12,9 +12,10 @@
 //                FlashAttention-3, arXiv:2407.08608, figs. 5-6): forward 595
 //                (causal 539) and backward 516 TFLOP/s of 989, that fraction
 //                of each device's peak
-//   memory-bound norms, residual adds, the MLP's activation, the MoE
-//                permutes, cross-entropy, FP8 casts and Adam: their bytes at
-//                the device's memory bandwidth
+//   memory-bound norms, residual adds, the MLP's activation (squared ReLU
+//                in two unfused passes), the MoE permutes, cross-entropy
+//                (fused, or Megatron's unfused f32 passes: TrainSpec), FP8
+//                casts and Adam: their bytes at the device's memory bandwidth
 //   overhead     layer_overhead per layer and microbatch (fitted)
 //   tp, cp, ep   the collectives and ring messages of each layer (bus
 //                bandwidth factors of nccl-tests), each exposed as far as
