@@ -367,6 +367,9 @@ class BadInput(unittest.TestCase):
         self.assertIn("GPT base: GELU MLP, ffn 4h, tied embeddings", header)
         self.assertIn("overrides: --layers 48 --hidden 1600 --heads 25", header)
         self.assertIn(": 1.56B parameters", header)
+        # The step's assumptions beyond the model, the planner's defaults unless a flag changed them.
+        self.assertIn("# linears bf16, attention fused, cross-entropy fused, overlap tp 0 dp 1 ep 0 cp 1, micro batch 1",
+                      p.stdout.splitlines())
         self.assertNotIn("llama", header)
         # A preset's overrides are named too, and change the count.
         p = subprocess.run([SEXTANT, "plan", "--model", "llama2-70b", "--gpus", "64", "--global-batch", "1024",

@@ -356,6 +356,7 @@ int run_plan_command() {
   std::printf("# %ld x %s (%.0f GiB, %.0f TFLOP/s bf16, %ld per node); %zu valid configs, %zu fit in memory\n",
               static_cast<long>(c.gpus), c.device.c_str(), c.memory_gb, c.peak_tflops,
               static_cast<long>(c.gpus_per_node), all.size(), fitting);
+  std::printf("# %s, micro batch %ld\n", t.settings().c_str(), static_cast<long>(t.micro_batch));
   if (cal)
     std::printf("# calibrated from %s: the 100 best fitting configs of the roofline, re-estimated and re-ranked\n",
                 cal->source.c_str());

@@ -30,11 +30,7 @@ std::string split_of(const plan::Estimate& e) {
 }
 
 std::string settings_of(const plan::PublishedRun& r) {
-  const plan::Overlap& o = r.overlap;
-  return cat("overlap tp ", o.tp, " dp ", o.dp, " ep ", o.ep, " cp ", o.cp,
-             r.attention == plan::AttentionKernel::unfused ? ", attention unfused" : "",
-             r.cross_entropy == plan::CrossEntropy::unfused ? ", cross-entropy unfused" : "",
-             r.model.squared_relu ? ", squared ReLU" : "");
+  return cat(plan::run_train(r).settings(), r.model.squared_relu ? ", squared ReLU" : "");
 }
 
 }  // namespace

@@ -23,6 +23,13 @@ double ModelSpec::active_params() const {
          moe_layers * (topk + shared_experts) * mlp_params(moe_ffn) + embedding_params();
 }
 
+std::string TrainSpec::settings() const {
+  return cat("linears ", precision == Precision::fp8 ? "fp8" : "bf16", ", attention ",
+             attention == AttentionKernel::unfused ? "unfused" : "fused", ", cross-entropy ",
+             cross_entropy == CrossEntropy::unfused ? "unfused" : "fused", ", overlap tp ", overlap.tp, " dp ",
+             overlap.dp, " ep ", overlap.ep, " cp ", overlap.cp);
+}
+
 std::string Config::to_string() const {
   std::string s = cat("tp", tp, " cp", cp, " pp", pp, " dp", dp);
   if (ep > 1) s += cat(" ep", ep, " etp", etp);
