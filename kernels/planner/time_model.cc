@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "kernels/planner/memory.h"
 
@@ -9,10 +10,38 @@ namespace sextant::plan {
 
 namespace {
 
-// cuDNN fused attention on H100, d 128, seq 16k, as fractions of the 989
-// TFLOP/s peak (FlashAttention-3 paper, figs. 5-6).
-constexpr double kAttentionForward = 595.0 / 989, kAttentionForwardCausal = 539.0 / 989;
-constexpr double kAttentionBackward = 516.0 / 989;
+// cuDNN's fused attention (PyTorch SDPA, bf16, d 128, batch 2, 16 heads) as
+// fractions of the 989 TFLOP/s bf16 peak, by sequence length, the mean of
+// two runs on one H200, whose SMs and clocks are H100 SXM's
+// (results/runs/h200-2026-11-29 and h200-2026-12-04, bench_attention.json;
+// backward: 2.5 x the forward's FLOPs over fwd_bwd less fwd). Short
+// kernels reach less: each tile's prologue and epilogue weigh more against
+// its loop over the keys, and a causal mask leaves fewer tiles per SM.
+struct AttentionRate {
+  double seq, forward, forward_causal, backward, backward_causal;  // TFLOP/s
+};
+constexpr AttentionRate kAttentionRates[] = {
+    {4096, 567, 450, 534, 413},
+    {8192, 632, 533, 544, 524},
+    {16384, 610, 621, 537, 511},
+};
+constexpr double kAttentionRatePeak = 989;
+
+// The rates at a kernel over `seq` keys, interpolated in log(seq) between
+// the measured lengths; outside them, the nearest one's (so kernels
+// shorter than 4096 keys are costed at least as fast as they run).
+AttentionRate attention_rate(double seq) {
+  const auto& r = kAttentionRates;
+  const size_t n = std::size(r);
+  if (seq <= r[0].seq) return r[0];
+  if (seq >= r[n - 1].seq) return r[n - 1];
+  size_t i = 1;
+  while (r[i].seq < seq) ++i;
+  const double w = std::log(seq / r[i - 1].seq) / std::log(r[i].seq / r[i - 1].seq);
+  auto mix = [&](double a, double b) { return a + w * (b - a); };
+  return {seq, mix(r[i - 1].forward, r[i].forward), mix(r[i - 1].forward_causal, r[i].forward_causal),
+          mix(r[i - 1].backward, r[i].backward), mix(r[i - 1].backward_causal, r[i].backward_causal)};
+}
 // FP8 gemms reach a smaller fraction of their peak than bf16 ones: on one
 // H200, 8192^3 per-tensor FP8 ran at 1215 of 1979 TFLOP/s, bf16 at 669 of
 // 989 (results/runs/h200-2026-12-04-b/bench_ops.json).
@@ -92,8 +121,12 @@ class Costing {
     linear(l, tokens_, h, o / tp);  // output projection
     // Attention core: per head 2 s_q s_k (d + dv) forward, half of it causal.
     const double core = 2.0 * tokens_ * m_.seq * (m_.heads / tp) * (m_.dhead() + m_.dv()) * (m_.causal ? 0.5 : 1.0);
-    l.attention_forward = core / (c_.peak_tflops * 1e12 * (m_.causal ? kAttentionForwardCausal : kAttentionForward));
-    l.attention = l.attention_forward + 2.5 * core / (c_.peak_tflops * 1e12 * kAttentionBackward);
+    // Each kernel runs over one rank's keys: a CP ring step sees seq / cp.
+    const AttentionRate rate = attention_rate(static_cast<double>(m_.seq) / g_.cp);
+    const double forward = (m_.causal ? rate.forward_causal : rate.forward) / kAttentionRatePeak;
+    const double backward = (m_.causal ? rate.backward_causal : rate.backward) / kAttentionRatePeak;
+    l.attention_forward = core / (c_.peak_tflops * 1e12 * forward);
+    l.attention = l.attention_forward + 2.5 * core / (c_.peak_tflops * 1e12 * backward);
     if (t_.attention == AttentionKernel::unfused) {
       // Batched gemms over the whole [s, s] (the causal mask applied after),
       // forward and twice that backward, and the scores through memory.

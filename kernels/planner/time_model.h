@@ -7,11 +7,11 @@
 //                2MNK / (peak x gemm_efficiency x waves(M, N)) + gemm_latency,
 //                waves = the share of the last wave of 128 x 256 output
 //                tiles over the SMs that is busy (cuBLAS's Hopper tiles)
-//   attention    the attention core's FLOPs at the published rate of cuDNN's
-//                fused attention on H100 (d 128, seq 16k; Shah et al. 2024,
-//                FlashAttention-3, arXiv:2407.08608, figs. 5-6): forward 595
-//                (causal 539) and backward 516 TFLOP/s of 989, that fraction
-//                of each device's peak
+//   attention    the attention core's FLOPs at cuDNN's fused attention
+//                rate for the kernel's key length (seq / cp), measured on
+//                one H200 at 4k-16k keys (bf16, d 128; results/runs), e.g.
+//                causal forward 450 of 989 TFLOP/s at 4k, 621 at 16k: that
+//                fraction of each device's peak
 //   memory-bound norms, residual adds, the MLP's activation (squared ReLU
 //                in two unfused passes), the MoE permutes, cross-entropy
 //                (fused, or Megatron's unfused f32 passes: TrainSpec), FP8

@@ -28,6 +28,38 @@ TEST(TimeModel, GemmsRunInWavesOfTheSms) {
   EXPECT_NEAR(gemm_seconds(c, c.peak_tflops, 128.0 * 133, 256, 4096) / full, 133.0 / 132, 1e-9);
 }
 
+// The attention core runs at its kernel's measured rate: a causal step at
+// 4096 keys spends 450 of 989 TFLOP/s forward and 413 backward, at 16384
+// keys 621 and 511; between them the rate follows log(seq). A CP rank's
+// kernels see seq / cp keys.
+TEST(TimeModel, ShortAttentionKernelsRunSlower) {
+  ModelSpec m = model_preset("llama2-70b");
+  const ClusterSpec c = cluster_preset("H100", 64);
+  const TrainSpec t{1024, 1};
+  const Config g = tp_dp(8, 8);
+  // Seconds per FLOP of the core's forward and backward (3.5 x the forward's FLOPs).
+  auto per_flop = [&](const ModelSpec& model, const Config& config) {
+    const double microbatches = 1024.0 / config.dp;
+    const double forward = model.heads / 8.0 * (model.dhead() + model.dv()) * model.layers * microbatches * model.seq *
+                           model.seq / config.cp;
+    return step_time(model, c, t, config).attention / (3.5 * forward);
+  };
+  m.seq = 4096;
+  const double at_4k = per_flop(m, g);
+  EXPECT_NEAR(at_4k, (1 / 450e12 + 2.5 / 413e12) / 3.5, 1e-3 * at_4k);
+  m.seq = 16384;
+  const double at_16k = per_flop(m, g);
+  EXPECT_NEAR(at_16k, (1 / 621e12 + 2.5 / 511e12) / 3.5, 1e-3 * at_16k);
+  m.seq = 2048;  // below the shortest measured length: its rate
+  EXPECT_NEAR(per_flop(m, g), at_4k, 1e-9 * at_4k);
+  m.seq = 8192;
+  const double at_8k = per_flop(m, g);
+  EXPECT_NEAR(at_8k, (1 / 533e12 + 2.5 / 524e12) / 3.5, 1e-3 * at_8k);
+  Config cp = tp_dp(8, 4);
+  cp.cp = 2;  // 4096 keys per kernel
+  EXPECT_NEAR(per_flop(m, cp), at_4k, 1e-3 * at_4k);
+}
+
 // Each overlap fraction hides its own mechanism's communication and nothing else.
 TEST(TimeModel, EachOverlapHidesItsOwnCommunication) {
   const ModelSpec m = model_preset("llama2-70b");
