@@ -238,17 +238,17 @@ def sources():
     return _sources
 
 
-def called_only_under_fault(name, path, lines, definition):
+def called_only_under_fault(name, path, lines):
     """Whether every call of `name` sits on a line a fault guards: in its own
     file (`path`, read as `lines`), and in every other source file of the
-    project."""
-    def calls_in(text, skip):
-        found = [j for j, l in enumerate(text) if re.search(r"\b" + re.escape(name) + r"\s*\(", l) and j != skip]
+    project. Its definitions and comments are not calls."""
+    def calls_in(text):
+        found = [j for j, l in enumerate(text) if re.search(r"\b" + re.escape(name) + r"\s*\(", l)]
         return [j for j in found if not re.match(r"\s*(//|\w[\w:<>, ]*\s+" + re.escape(name) + r"\s*\()", text[j])]
-    sites = [(lines, j) for j in calls_in(lines, definition)]
+    sites = [(lines, j) for j in calls_in(lines)]
     for other, text in sources().items():
         if os.path.abspath(other) != os.path.abspath(path):
-            sites += [(text, j) for j in calls_in(text, -1)]
+            sites += [(text, j) for j in calls_in(text)]
     return bool(sites) and all(under_fault(text, j, line_counts=True) for text, j in sites)
 
 
@@ -355,7 +355,7 @@ def reason_of(path, function, lines, i):
     if nearest and any(THROW.search(b) for b in body[1:2]) and re.search(r"\bif\b", nearest + text):
         return "error path", "the branch that leads to a throw"
     name = short_name(function)
-    if name and called_only_under_fault(name, os.path.join(ROOT, path), lines, -1):
+    if name and called_only_under_fault(name, os.path.join(ROOT, path), lines):
         return "planted fault", f"{name} is called only under --fault"
     for file_re, func_re, kind, why in KNOWN:
         if re.fullmatch(file_re, path) and re.fullmatch(func_re, function or ""):
