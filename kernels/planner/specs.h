@@ -53,7 +53,7 @@ struct ClusterSpec {
   // that the fit gives these.
   double gemm_efficiency = 0.646;  // fraction of peak a large, full-wave gemm reaches
   double layer_overhead_us =
-      1243;  // per layer and microbatch, forward and backward: launches, small kernels, waits not costed
+      1242;  // per layer and microbatch, forward and backward: launches, small kernels, waits not costed
   double gemm_latency_us = 4;  // per gemm call: launch and pipeline fill (cuBLAS on a GPU)
   double usable_memory = 0.9;  // leave room for the CUDA context and fragmentation
 };

@@ -138,11 +138,12 @@ class Costing {
     // Two norms with their residual adds: 5 passes of h per token each.
     double forward_bytes = 10 * norm_tokens_ * h * kActivationBytes;
     const double gates = m_.swiglu ? 2 : 1;
+    // The activation's forward bytes per element of an MLP's inner width.
+    const double activation_bytes = (gates + 1) * kActivationBytes + (m_.squared_relu ? kSquaredReluExtraBytes : 0);
     if (!moe) {
       linear(l, tokens_, gates * m_.ffn / tp, h);
       linear(l, tokens_, h, m_.ffn / tp);
-      forward_bytes +=
-          tokens_ * m_.ffn / tp * ((gates + 1) * kActivationBytes + (m_.squared_relu ? kSquaredReluExtraBytes : 0));
+      forward_bytes += tokens_ * m_.ffn / tp * activation_bytes;
     } else {
       // Rows this rank's experts run: its tokens' topk choices (split over
       // TP under SP, whole for an expert-TP group), over its E / ep experts.
@@ -154,9 +155,10 @@ class Costing {
       if (m_.shared_experts > 0) {
         linear(l, tokens_, gates * m_.shared_experts * m_.moe_ffn / tp, h);
         linear(l, tokens_, h, static_cast<double>(m_.shared_experts) * m_.moe_ffn / tp);
+        forward_bytes += tokens_ * m_.shared_experts * m_.moe_ffn / tp * activation_bytes;
       }
-      // The activation over every row; permute and unpermute read and write each row.
-      forward_bytes += rows * width * (gates + 1) * kActivationBytes + 4 * rows * h * kActivationBytes;
+      // The activation over every routed row; permute and unpermute read and write each row.
+      forward_bytes += rows * width * activation_bytes + 4 * rows * h * kActivationBytes;
       // Dispatch and combine, forward and backward: each rank's rows, the
       // share bound for other nodes over the network, the rest over NVLink
       // at the same time.

@@ -199,5 +199,24 @@ TEST(TimeModel, SquaredReluAddsTwoPassesOverTheActivation) {
   EXPECT_DOUBLE_EQ(model_flops_per_step(m, 1024), model_flops_per_step(model_preset("gpt3-175b"), 1024));
 }
 
+// In a MoE model the passes run over every MLP: the dense layers', each
+// routed row's experts and the shared expert's.
+TEST(TimeModel, SquaredReluAddsItsPassesToTheExpertsToo) {
+  ModelSpec m = model_preset("deepseek-v3");
+  const ClusterSpec c = cluster_preset("H800", 64);
+  const TrainSpec t{1024, 1};
+  Config g = tp_dp(1, 64);
+  g.ep = 8;
+  const StepTime fused = step_time(m, c, t, g);
+  m.squared_relu = true;
+  const StepTime squared = step_time(m, c, t, g);
+  const double tokens = static_cast<double>(m.seq), microbatches = 1024 / 64;
+  const double dense = tokens * m.ffn, experts = tokens * m.topk * m.moe_ffn + tokens * m.shared_experts * m.moe_ffn;
+  const double elements = (m.layers - m.moe_layers) * dense + m.moe_layers * experts;
+  EXPECT_NEAR(squared.memory_bound - fused.memory_bound, microbatches * 3 * elements * 4 / (c.hbm_GBps * 1e9),
+              1e-9 * fused.memory_bound);
+  EXPECT_DOUBLE_EQ(squared.gemm, fused.gemm);
+}
+
 }  // namespace
 }  // namespace sextant::plan
