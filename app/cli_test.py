@@ -339,6 +339,8 @@ class BadInput(unittest.TestCase):
         self.assertGreater(checked_mfu("--overlap", "ep=1"), plain)  # DualPipe hides the all-to-all
         self.assertGreater(checked_mfu("--precision", "fp8"), plain)
         self.assertLess(checked_mfu("--attention", "unfused"), plain)  # the scores through memory
+        # The gradients' wire type shows where the DP exchange is exposed: half the bytes in bf16.
+        self.assertGreater(checked_mfu("--overlap", "dp=0", "--grad-reduce", "bf16"), checked_mfu("--overlap", "dp=0"))
         # Nemotron 8B's shape, whose 256K vocabulary makes the loss's passes show.
         nemotron_8b = ["plan", "--layers", "32", "--hidden", "4096", "--heads", "32", "--vocab", "256000", "--seq", "4096",
                      "--gpus", "8", "--global-batch", "128", "--micro-batch", "4", "--check", "tp=2,dp=4", "--top", "1"]
@@ -350,6 +352,7 @@ class BadInput(unittest.TestCase):
         for bad, message in ((["--overlap", "ep=2"], "--overlap ep=2 must be a fraction from 0 to 1"),
                              (["--attention", "flash"], "--attention: flash not in {fused,unfused}"),
                              (["--cross-entropy", "te"], "--cross-entropy: te not in {fused,unfused}"),
+                             (["--grad-reduce", "fp16"], "--grad-reduce: fp16 not in {f32,bf16}"),
                              (["--overlap", "xx=1"], "--overlap key 'xx' must be one of tp, dp, ep, cp"),
                              (["--precision", "fp8"], "--precision fp8 needs FP8 tensor cores")):
             args = base + bad if bad[0] != "--precision" else [a if a != "H800" else "A100" for a in base] + bad
@@ -368,7 +371,8 @@ class BadInput(unittest.TestCase):
         self.assertIn("overrides: --layers 48 --hidden 1600 --heads 25", header)
         self.assertIn(": 1.56B parameters", header)
         # The step's assumptions beyond the model, the planner's defaults unless a flag changed them.
-        self.assertIn("# linears bf16, attention fused, cross-entropy fused, overlap tp 0 dp 1 ep 0 cp 1, micro batch 1",
+        self.assertIn("# linears bf16, attention fused, cross-entropy fused, gradients reduced in f32, overlap tp 0 dp 1 ep 0 "
+                      "cp 1, micro batch 1",
                       p.stdout.splitlines())
         self.assertNotIn("llama", header)
         # A preset's overrides are named too, and change the count.

@@ -27,7 +27,7 @@ namespace {
 struct PlanFlags {
   std::string model, device = "H100", check, json, calibrate, calibrate_dtype, overlap,
                      replay;  // model "": the GPT base
-  std::string precision = "bf16", attention = "fused", cross_entropy = "fused";
+  std::string precision = "bf16", attention = "fused", cross_entropy = "fused", grad_reduce = "f32";
   std::optional<std::string> mlp;
   std::optional<bool> tied_embeddings;
   bool reference = false;
@@ -209,6 +209,10 @@ CLI::App* add_plan_command(CLI::App& app) {
                 "The LM head's loss: fused (one kernel, --cross-entropy-loss-fusion) or unfused (Megatron's default: "
                 "f32 passes over the logits)")
       ->check(CLI::IsMember({"fused", "unfused"}));
+  p->add_option("--grad-reduce", flags.grad_reduce,
+                "The data-parallel gradients' type on the wire: f32 (Megatron-LM's default under bf16) or bf16 "
+                "(--grad-reduce-in-bf16, as NVIDIA's performance recipes run)")
+      ->check(CLI::IsMember({"f32", "bf16"}));
   p->add_option("--overlap", flags.overlap,
                 "Fraction of each mechanism's communication hidden behind compute, e.g. tp=1,ep=1 (defaults: tp 0, "
                 "dp 1, ep 0, cp 1: kernels/planner/time_model.h)");
@@ -334,6 +338,7 @@ int run_plan_command() {
   plan::TrainSpec t{flags.global_batch, flags.micro_batch, precision, parse_overlap(flags.overlap)};
   if (flags.attention == "unfused") t.attention = plan::AttentionKernel::unfused;
   if (flags.cross_entropy == "unfused") t.cross_entropy = plan::CrossEntropy::unfused;
+  if (flags.grad_reduce == "bf16") t.grad_reduce = plan::GradReduce::bf16;
 
   std::vector<plan::Estimate> all = plan::search(m, c, t);
   std::optional<plan::Estimate> checked;

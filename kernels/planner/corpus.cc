@@ -44,6 +44,8 @@ struct Settings {
   // Megatron-LM's default (--cross-entropy-loss-fusion off); the runs whose
   // recipes turn the fusion on say so.
   CrossEntropy cross_entropy = CrossEntropy::unfused;
+  // Megatron-LM's default under bf16 (f32 main gradients, reduced in f32).
+  GradReduce grad_reduce = GradReduce::f32;
 };
 
 PublishedRun row(const char* label, const ModelSpec& m, const char* device, int64_t gpus, int64_t global_batch,
@@ -55,6 +57,7 @@ PublishedRun row(const char* label, const ModelSpec& m, const char* device, int6
   r.config.vpp = p.vpp, r.config.sp = p.tp > 1 && s.sequence_parallel, r.config.recompute = s.recompute;
   r.config.distributed_optimizer = s.distributed_optimizer;
   r.precision = s.precision, r.overlap = s.overlap, r.attention = s.attention, r.cross_entropy = s.cross_entropy;
+  r.grad_reduce = s.grad_reduce;
   r.reported_mfu = mfu;
   r.source = source;
   return r;
@@ -90,7 +93,8 @@ constexpr const char* kSc21 =
 constexpr const char* kMcore =
     "NVIDIA/Megatron-LM README.md@d98e8a64 (images/model_table.png; vocab 131072, seq 4096, --tp-comm-overlap "
     "--overlap-grad-reduce --overlap-param-gather in the text), TFLOP/s counted with whole attention; micro batch 1, "
-    "GPT MLP, MHA and bf16 assumed (not published)";
+    "GPT MLP, MHA and bf16 assumed (not published); gradients reduced in f32, Megatron-LM's default under bf16 "
+    "(megatron/training/arguments.py), as the text names no --grad-reduce-in-bf16";
 constexpr const char* kNemo2407 =
     "NVIDIA/NeMo docs/source/performance/performance_summary.md@8e3d65dc (24.07, FP8, DGX-H100), tokens/s/GPU; TP "
     "overlap on as NeMo's recipes set it";
@@ -104,17 +108,21 @@ constexpr const char* kSeeds =
 
 std::vector<PublishedRun> build() {
   // 2021: attention unfused (FlashAttention came in 2022; Megatron fused
-  // only scale, mask and softmax).
+  // only scale, mask and softmax); fp16 gradients all-reduced in fp16.
   const Settings sc21{.overlap = {.tp = 0, .dp = 0},
                       .recompute = Recompute::full,
                       .distributed_optimizer = false,
                       .sequence_parallel = false,
-                      .attention = AttentionKernel::unfused};
+                      .attention = AttentionKernel::unfused,
+                      .grad_reduce = GradReduce::bf16};
   const Settings mcore{.overlap = {.tp = 1}};
   const Settings nemo_fp8{.precision = Precision::fp8, .overlap = {.tp = 1}};
   // Megatron-Bridge's performance recipes set cross_entropy_loss_fusion
-  // with Transformer Engine's kernel.
-  const Settings bridge_fp8{.precision = Precision::fp8, .overlap = {.tp = 1}, .cross_entropy = CrossEntropy::fused};
+  // with Transformer Engine's kernel, and grad_reduce_in_fp32 off.
+  const Settings bridge_fp8{.precision = Precision::fp8,
+                            .overlap = {.tp = 1},
+                            .cross_entropy = CrossEntropy::fused,
+                            .grad_reduce = GradReduce::bf16};
   // Not Megatron: Meta's and DeepSeek's own stacks, whose loss kernels are
   // not published; costed fused.
   const Settings llama3{.overlap = {}, .cross_entropy = CrossEntropy::fused};
@@ -251,7 +259,7 @@ ClusterSpec run_cluster(const PublishedRun& r) {
 
 TrainSpec run_train(const PublishedRun& r) {
   TrainSpec t{r.global_batch, r.micro_batch, r.precision, r.overlap};
-  t.attention = r.attention, t.cross_entropy = r.cross_entropy;
+  t.attention = r.attention, t.cross_entropy = r.cross_entropy, t.grad_reduce = r.grad_reduce;
   return t;
 }
 

@@ -22,6 +22,7 @@ struct PublishedRun {
   Overlap overlap;
   AttentionKernel attention = AttentionKernel::fused;
   CrossEntropy cross_entropy = CrossEntropy::fused;
+  GradReduce grad_reduce = GradReduce::f32;
   // Model FLOPs (Megatron's formula, planner.h model_flops_per_step) per
   // second and GPU over the device's dense bf16 peak, as reported or
   // converted from the reported figure (how: in `source`).

@@ -26,8 +26,9 @@ double ModelSpec::active_params() const {
 std::string TrainSpec::settings() const {
   return cat("linears ", precision == Precision::fp8 ? "fp8" : "bf16", ", attention ",
              attention == AttentionKernel::unfused ? "unfused" : "fused", ", cross-entropy ",
-             cross_entropy == CrossEntropy::unfused ? "unfused" : "fused", ", overlap tp ", overlap.tp, " dp ",
-             overlap.dp, " ep ", overlap.ep, " cp ", overlap.cp);
+             cross_entropy == CrossEntropy::unfused ? "unfused" : "fused", ", gradients reduced in ",
+             grad_reduce == GradReduce::f32 ? "f32" : "bf16", ", overlap tp ", overlap.tp, " dp ", overlap.dp, " ep ",
+             overlap.ep, " cp ", overlap.cp);
 }
 
 std::string Config::to_string() const {

@@ -51,9 +51,9 @@ struct ClusterSpec {
   // The two free parameters of the time model (time_model.h), fitted on the
   // published runs of corpus.h; `plan --reference` refits them and shows
   // that the fit gives these.
-  double gemm_efficiency = 0.646;  // fraction of peak a large, full-wave gemm reaches
+  double gemm_efficiency = 0.650;  // fraction of peak a large, full-wave gemm reaches
   double layer_overhead_us =
-      1242;  // per layer and microbatch, forward and backward: launches, small kernels, waits not costed
+      1213;  // per layer and microbatch, forward and backward: launches, small kernels, waits not costed
   double gemm_latency_us = 4;  // per gemm call: launch and pipeline fill (cuBLAS on a GPU)
   double usable_memory = 0.9;  // leave room for the CUDA context and fragmentation
 };
@@ -84,6 +84,13 @@ enum class AttentionKernel { fused, unfused };
 // scale and downcast; time_model.cc counts their bytes).
 enum class CrossEntropy { fused, unfused };
 
+// The data-parallel gradients' type on the wire: f32 (Megatron-LM's default
+// under bf16, which accumulates and reduces the main gradients in f32
+// unless --grad-reduce-in-bf16), or the 16-bit type of the parameters
+// (bf16; NeMo 2's and Megatron-Bridge's performance recipes set
+// grad_reduce_in_fp32 off; fp16 in 2021's Megatron).
+enum class GradReduce { f32, bf16 };
+
 struct TrainSpec {
   TrainSpec() = default;
   TrainSpec(int64_t global, int64_t micro, Precision linears = Precision::bf16, Overlap hidden = {})
@@ -94,9 +101,11 @@ struct TrainSpec {
   Overlap overlap;
   AttentionKernel attention = AttentionKernel::fused;
   CrossEntropy cross_entropy = CrossEntropy::fused;
+  GradReduce grad_reduce = GradReduce::f32;
 
   // What the step time assumes beyond the batch: "linears fp8, attention
-  // fused, cross-entropy unfused, overlap tp 1 dp 1 ep 0 cp 1".
+  // fused, cross-entropy unfused, gradients reduced in f32, overlap tp 1 dp
+  // 1 ep 0 cp 1".
   std::string settings() const;
 };
 

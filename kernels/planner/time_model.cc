@@ -290,14 +290,17 @@ StepTime step_time(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t,
   const double updated = g.distributed_optimizer ? held.dense / dp_cp + held.expert / edp : held.dense + held.expert;
   s.optimizer = updated * kAdamBytes / cost.bandwidth();
 
-  // DP: bf16 gradients reduce-scattered (Megatron's default; f32 with
-  // --accumulate-allreduce-grads-in-fp32), bf16 parameters all-gathered
-  // over dp x cp (experts over their EDP group), the same bytes as an
-  // all-reduce of the gradients; the last bucket at least stays exposed.
-  const double reduce =
-      ring_seconds(4.0 * held.dense, dp_cp, (dp_cp - 1.0) / dp_cp, cost.collective_GBps(g.tp, dp_cp), cost.alpha()) +
-      ring_seconds(4.0 * held.expert, edp, (edp - 1.0) / edp,
-                   cost.collective_GBps(static_cast<int64_t>(g.etp) * g.ep, edp), cost.alpha());
+  // DP over dp x cp (experts over their EDP group): the gradients
+  // reduce-scattered in their wire type (TrainSpec::grad_reduce) and the
+  // bf16 parameters all-gathered, or without the distributed optimizer the
+  // gradients all-reduced (a reduce-scatter and an all-gather, both in the
+  // wire type); the last bucket at least stays exposed.
+  const double grad_bytes = t.grad_reduce == GradReduce::f32 ? 4 : 2;
+  const double per_param = grad_bytes + (g.distributed_optimizer ? kActivationBytes : grad_bytes);
+  const double reduce = ring_seconds(per_param * held.dense, dp_cp, (dp_cp - 1.0) / dp_cp,
+                                     cost.collective_GBps(g.tp, dp_cp), cost.alpha()) +
+                        ring_seconds(per_param * held.expert, edp, (edp - 1.0) / edp,
+                                     cost.collective_GBps(static_cast<int64_t>(g.etp) * g.ep, edp), cost.alpha());
   s.dp = std::max(exposed(reduce, o.dp, mb.compute()), reduce / std::max(1.0, layers));
 
   // PP: an activation forward and a gradient backward per microbatch and

@@ -199,6 +199,26 @@ TEST(TimeModel, SquaredReluAddsTwoPassesOverTheActivation) {
   EXPECT_DOUBLE_EQ(model_flops_per_step(m, 1024), model_flops_per_step(model_preset("gpt3-175b"), 1024));
 }
 
+// The DP exchange moves the gradients in their wire type: with the
+// distributed optimizer f32 gradients and bf16 parameters are 6 bytes per
+// parameter against 4 in bf16; an all-reduce moves the gradients twice.
+TEST(TimeModel, GradientsReducedInF32MoveMoreBytes) {
+  const ModelSpec m = model_preset("llama2-70b");
+  ClusterSpec c = cluster_preset("H100", 64);
+  c.latency_us = 0;  // bytes alone
+  TrainSpec t{1024, 1};
+  t.overlap.dp = 0;
+  Config g = tp_dp(8, 8);
+  const double f32 = step_time(m, c, t, g).dp;
+  t.grad_reduce = GradReduce::bf16;
+  const double bf16 = step_time(m, c, t, g).dp;
+  EXPECT_NEAR(f32 / bf16, 6.0 / 4, 1e-9);
+  g.distributed_optimizer = false;
+  EXPECT_NEAR(step_time(m, c, t, g).dp / bf16, 1.0, 1e-9);  // 2 + 2 bytes either way
+  t.grad_reduce = GradReduce::f32;
+  EXPECT_NEAR(step_time(m, c, t, g).dp / bf16, 2.0, 1e-9);
+}
+
 // In a MoE model the passes run over every MLP: the dense layers', each
 // routed row's experts and the shared expert's.
 TEST(TimeModel, SquaredReluAddsItsPassesToTheExpertsToo) {
