@@ -118,7 +118,8 @@ std::vector<PublishedRun> build() {
   const Settings mcore{.overlap = {.tp = 1}};
   const Settings nemo_fp8{.precision = Precision::fp8, .overlap = {.tp = 1}};
   // Megatron-Bridge's performance recipes set cross_entropy_loss_fusion
-  // with Transformer Engine's kernel, and grad_reduce_in_fp32 off.
+  // with Transformer Engine's kernel, and grad_reduce_in_fp32 off
+  // (scripts/performance/configs/{llama3,llama31,deepseek,qwen3}/*_llm_pretrain.py@v0.2.0).
   const Settings bridge_fp8{.precision = Precision::fp8,
                             .overlap = {.tp = 1},
                             .cross_entropy = CrossEntropy::fused,

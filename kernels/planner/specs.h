@@ -87,7 +87,7 @@ enum class CrossEntropy { fused, unfused };
 // The data-parallel gradients' type on the wire: f32 (Megatron-LM's default
 // under bf16, which accumulates and reduces the main gradients in f32
 // unless --grad-reduce-in-bf16), or the 16-bit type of the parameters
-// (bf16; NeMo 2's and Megatron-Bridge's performance recipes set
+// (bf16; Megatron-Bridge's performance recipes set
 // grad_reduce_in_fp32 off; fp16 in 2021's Megatron).
 enum class GradReduce { f32, bf16 };
 
