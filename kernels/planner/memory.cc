@@ -4,7 +4,11 @@
 
 namespace sextant::plan {
 
-MemoryLayout megatron_layout() { return MemoryLayout{}; }
+MemoryLayout megatron_layout(GradReduce grads) {
+  MemoryLayout l;
+  if (grads == GradReduce::bf16) l.gradient_bytes = 2;
+  return l;
+}
 
 MemoryLayout sextant_step_layout(int compute_dtype_bytes, bool peer_memory_dispatch) {
   MemoryLayout l;

@@ -47,8 +47,9 @@ struct MemoryLayout {
   // gradients of one layer's kept activations, that many layers at once.
   double logit_gradient_bytes = 0, backward_layers = 0;
 };
-// Megatron-LM's bf16 mixed precision with dropout (the defaults above).
-MemoryLayout megatron_layout();
+// Megatron-LM's bf16 mixed precision with dropout (the defaults above);
+// gradients reduced in bf16 keep their buffer in bf16 too.
+MemoryLayout megatron_layout(GradReduce grads = GradReduce::f32);
 // The step suite's own step (kernels/model): weights in f32 (plus a copy in
 // the compute dtype when that is narrower), f32 gradients and Adam moments
 // (the distributed optimizer keeps its f32 master slice too), gradient

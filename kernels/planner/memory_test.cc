@@ -44,6 +44,8 @@ TEST(PlannerMemory, StateFollowsTheOptimizer) {
   EXPECT_DOUBLE_EQ(whole.optimizer, 12 * params);
   EXPECT_DOUBLE_EQ(sharded.optimizer, 12 * params / 4);
   EXPECT_DOUBLE_EQ(whole.communication, 0);  // Megatron's buckets are its main gradients
+  // Gradients reduced in bf16 live in a bf16 buffer.
+  EXPECT_DOUBLE_EQ(estimate_memory(m, t, c, megatron_layout(GradReduce::bf16)).gradients, 2 * params);
 }
 
 // The step's own layout: f32 weights (and a bf16 copy), f32 activations,

@@ -97,7 +97,7 @@ Estimate estimate(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t, 
   e.config = g;
   e.microbatches = t.global_batch / (static_cast<int64_t>(g.dp) * t.micro_batch);
   // Megatron's mixed precision, activations as memory.h lists them.
-  const MemoryBreakdown mem = estimate_memory(m, t, g, megatron_layout());
+  const MemoryBreakdown mem = estimate_memory(m, t, g, megatron_layout(t.grad_reduce));
   e.weights = mem.weights, e.gradients = mem.gradients, e.optimizer = mem.optimizer;
   e.activations = mem.activations, e.communication = mem.communication;
   e.memory = mem.total();

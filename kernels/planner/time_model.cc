@@ -47,6 +47,7 @@ AttentionRate attention_rate(double seq) {
 // 989 (results/runs/h200-2026-12-04-b/bench_ops.json).
 constexpr double kFp8EfficiencyRatio = (1215.4 / 1979) / (668.8 / 989);
 constexpr double kActivationBytes = 2;  // bf16 activations and their gradients
+constexpr double kParamBytes = 2;       // bf16 weights, as the distributed optimizer all-gathers them
 // Unfused attention's forward per score in bf16: written by the QK^T gemm,
 // read and written by the softmax, read and written by dropout with its
 // 1-byte mask, read by the PV gemm.
@@ -296,7 +297,7 @@ StepTime step_time(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t,
   // gradients all-reduced (a reduce-scatter and an all-gather, both in the
   // wire type); the last bucket at least stays exposed.
   const double grad_bytes = t.grad_reduce == GradReduce::f32 ? 4 : 2;
-  const double per_param = grad_bytes + (g.distributed_optimizer ? kActivationBytes : grad_bytes);
+  const double per_param = grad_bytes + (g.distributed_optimizer ? kParamBytes : grad_bytes);
   const double reduce = ring_seconds(per_param * held.dense, dp_cp, (dp_cp - 1.0) / dp_cp,
                                      cost.collective_GBps(g.tp, dp_cp), cost.alpha()) +
                         ring_seconds(per_param * held.expert, edp, (edp - 1.0) / edp,
