@@ -55,6 +55,9 @@ TEST(TimeModel, ShortAttentionKernelsRunSlower) {
   m.seq = 8192;
   const double at_8k = per_flop(m, g);
   EXPECT_NEAR(at_8k, (1 / 533e12 + 2.5 / 524e12) / 3.5, 1e-3 * at_8k);
+  m.seq = 5792;  // 4096 x sqrt(2): halfway in log(seq), so each rate is the two lengths' mean
+  const double between = per_flop(m, g);
+  EXPECT_NEAR(between, (1 / 491.5e12 + 2.5 / 468.5e12) / 3.5, 1e-3 * between);
   Config cp = tp_dp(8, 4);
   cp.cp = 2;  // 4096 keys per kernel
   EXPECT_NEAR(per_flop(m, cp), at_4k, 1e-3 * at_4k);
