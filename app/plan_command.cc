@@ -9,6 +9,9 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "app/plan_reference.h"
 #include "app/plan_replay.h"
@@ -27,7 +30,7 @@ namespace {
 struct PlanFlags {
   std::string model, device = "H100", check, json, calibrate, calibrate_dtype, overlap,
                      replay;  // model "": the GPT base
-  std::string precision = "bf16", attention = "fused", cross_entropy = "fused", grad_reduce = "f32";
+  plan::TrainSpec train;      // the step settings; the batch is checked before it is set
   std::optional<std::string> mlp;
   std::optional<bool> tied_embeddings;
   bool reference = false;
@@ -41,6 +44,21 @@ PlanFlags flags;
 // The search enumerates every factorisation of the GPU count and every
 // microbatch count: bounded so that a typing slip cannot run for hours.
 constexpr int64_t kMaxGpus = int64_t{1} << 20, kMaxGlobalBatch = int64_t{1} << 24;
+
+// A flag naming one of an enum's values, listed default first: refused by
+// IsMember with the names, so a slip reads as one line naming the flag and
+// its choices.
+template <class Enum>
+CLI::Option* add_choice(CLI::App* app, const char* name, Enum& field,
+                        const std::vector<std::pair<std::string, Enum>>& names, const char* help) {
+  std::vector<std::string> keys;
+  for (const auto& entry : names) keys.push_back(entry.first);
+  const auto set = [&field, names](const std::string& value) {
+    for (const auto& [key, kind] : names)
+      if (key == value) field = kind;
+  };
+  return app->add_option_function<std::string>(name, set, help)->check(CLI::IsMember(keys));
+}
 
 void require_in(const char* name, int64_t value, int64_t least, int64_t most) {
   require(value >= least, cat(name, " ", value, " must be at least ", least));
@@ -199,20 +217,20 @@ CLI::App* add_plan_command(CLI::App& app) {
       "--layer-overhead-us", flags.layer_overhead,
       "Override: seconds (us) per layer and microbatch beyond the costed kernels (fitted on the published runs)");
   p->add_option("--hbm-GBps", flags.hbm, "Override: device memory bandwidth (GB/s)");
-  p->add_option("--precision", flags.precision, "Precision of the linears: bf16 or fp8")
-      ->check(CLI::IsMember({"bf16", "fp8"}));
-  p->add_option("--attention", flags.attention,
-                "The attention core's kernel: fused (FlashAttention, cuDNN) or unfused (the [s, s] scores through "
-                "memory)")
-      ->check(CLI::IsMember({"fused", "unfused"}));
-  p->add_option("--cross-entropy", flags.cross_entropy,
-                "The LM head's loss: fused (one kernel, --cross-entropy-loss-fusion) or unfused (Megatron's default: "
-                "f32 passes over the logits)")
-      ->check(CLI::IsMember({"fused", "unfused"}));
-  p->add_option("--grad-reduce", flags.grad_reduce,
-                "The data-parallel gradients' type on the wire: f32 (Megatron-LM's default under bf16) or bf16 "
-                "(--grad-reduce-in-bf16, as NVIDIA's performance recipes run)")
-      ->check(CLI::IsMember({"f32", "bf16"}));
+  add_choice(p, "--precision", flags.train.precision, {{"bf16", plan::Precision::bf16}, {"fp8", plan::Precision::fp8}},
+             "Precision of the linears: bf16 or fp8");
+  add_choice(p, "--attention", flags.train.attention,
+             {{"fused", plan::AttentionKernel::fused}, {"unfused", plan::AttentionKernel::unfused}},
+             "The attention core's kernel: fused (FlashAttention, cuDNN) or unfused (the [s, s] scores through "
+             "memory)");
+  add_choice(p, "--cross-entropy", flags.train.cross_entropy,
+             {{"fused", plan::CrossEntropy::fused}, {"unfused", plan::CrossEntropy::unfused}},
+             "The LM head's loss: fused (one kernel, --cross-entropy-loss-fusion) or unfused (Megatron's default: "
+             "f32 passes over the logits)");
+  add_choice(p, "--grad-reduce", flags.train.grad_reduce,
+             {{"f32", plan::GradReduce::f32}, {"bf16", plan::GradReduce::bf16}},
+             "The data-parallel gradients' type on the wire: f32 (Megatron-LM's default under bf16) or bf16 "
+             "(--grad-reduce-in-bf16, as NVIDIA's performance recipes run)");
   p->add_option("--overlap", flags.overlap,
                 "Fraction of each mechanism's communication hidden behind compute, e.g. tp=1,ep=1 (defaults: tp 0, "
                 "dp 1, ep 0, cp 1: kernels/planner/time_model.h)");
@@ -332,13 +350,10 @@ int run_plan_command() {
             cat("--layer-overhead-us ", *flags.layer_overhead, " must be from 0 to 1e6"));
     c.layer_overhead_us = *flags.layer_overhead;
   }
-  const plan::Precision precision = flags.precision == "fp8" ? plan::Precision::fp8 : plan::Precision::bf16;
-  require(precision == plan::Precision::bf16 || c.fp8_peak_tflops > 0,
+  require(flags.train.precision == plan::Precision::bf16 || c.fp8_peak_tflops > 0,
           cat("--precision fp8 needs FP8 tensor cores: ", c.device, " has none"));
-  plan::TrainSpec t{flags.global_batch, flags.micro_batch, precision, parse_overlap(flags.overlap)};
-  if (flags.attention == "unfused") t.attention = plan::AttentionKernel::unfused;
-  if (flags.cross_entropy == "unfused") t.cross_entropy = plan::CrossEntropy::unfused;
-  if (flags.grad_reduce == "bf16") t.grad_reduce = plan::GradReduce::bf16;
+  plan::TrainSpec t = flags.train;
+  t.global_batch = flags.global_batch, t.micro_batch = flags.micro_batch, t.overlap = parse_overlap(flags.overlap);
 
   std::vector<plan::Estimate> all = plan::search(m, c, t);
   std::optional<plan::Estimate> checked;

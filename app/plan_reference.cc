@@ -30,7 +30,7 @@ std::string split_of(const plan::Estimate& e) {
 }
 
 std::string settings_of(const plan::PublishedRun& r) {
-  return cat(plan::run_train(r).settings(), r.model.squared_relu ? ", squared ReLU" : "");
+  return cat(r.train.settings(), r.model.squared_relu ? ", squared ReLU" : "");
 }
 
 }  // namespace
@@ -48,10 +48,10 @@ void print_reference_table(const plan::Calibration* cal) {
               "planner", "held out", "gap", "gap ho", cal ? "calibrated" : "");
   for (size_t i = 0; i < runs.size(); ++i) {
     const plan::PublishedRun& r = runs[i];
-    const plan::ModelSpec m = plan::run_model(r);
+    const plan::ModelSpec& m = r.model;
     plan::ClusterSpec c = plan::run_cluster(r);
     c.gemm_efficiency = fit.all.gemm_efficiency, c.layer_overhead_us = fit.all.layer_overhead_us;
-    const plan::TrainSpec t = plan::run_train(r);
+    const plan::TrainSpec& t = r.train;
     const plan::Estimate e = plan::estimate(m, c, t, r.config);
     std::string calibrated;
     if (cal) {
@@ -63,11 +63,11 @@ void print_reference_table(const plan::Calibration* cal) {
     }
     std::printf("%s %-24s %-15s %-34s %5s %8s %8s %8s %+6.1f %+6.1f %10s\n", r.illustrative ? "*" : " ",
                 r.label.c_str(), cat(r.gpus, " x ", r.device).c_str(), r.config.to_string().c_str(),
-                r.precision == plan::Precision::fp8 ? "fp8" : "bf16", percent(r.reported_mfu).c_str(),
+                r.train.precision == plan::Precision::fp8 ? "fp8" : "bf16", percent(r.reported_mfu).c_str(),
                 percent(e.mfu).c_str(), percent(e.mfu - fit.gap[i] + fit.held_out_gap[i]).c_str(), 100 * fit.gap[i],
                 100 * fit.held_out_gap[i], calibrated.c_str());
     std::printf("      %s, micro batch %ld, global batch %ld; %s\n      source: %s\n", settings_of(r).c_str(),
-                static_cast<long>(r.micro_batch), static_cast<long>(r.global_batch), split_of(e).c_str(),
+                static_cast<long>(r.train.micro_batch), static_cast<long>(r.train.global_batch), split_of(e).c_str(),
                 r.source.c_str());
   }
   std::printf(

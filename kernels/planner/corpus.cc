@@ -34,30 +34,24 @@ struct Parallel {
   int tp = 1, cp = 1, pp = 1, dp = 1, ep = 1, vpp = 1;
 };
 
+// A row's step settings (its batch is the row's own) and the parts of its
+// parallel config that are not the layout.
 struct Settings {
-  Precision precision = Precision::bf16;
-  Overlap overlap;
+  TrainSpec step;
   Recompute recompute = Recompute::none;
   bool distributed_optimizer = true;
   bool sequence_parallel = true;  // where tp > 1
-  AttentionKernel attention = AttentionKernel::fused;
-  // Megatron-LM's default (--cross-entropy-loss-fusion off); the runs whose
-  // recipes turn the fusion on say so.
-  CrossEntropy cross_entropy = CrossEntropy::unfused;
-  // Megatron-LM's default under bf16 (f32 main gradients, reduced in f32).
-  GradReduce grad_reduce = GradReduce::f32;
 };
 
 PublishedRun row(const char* label, const ModelSpec& m, const char* device, int64_t gpus, int64_t global_batch,
                  int64_t micro_batch, Parallel p, const Settings& s, double mfu, const char* source) {
   PublishedRun r;
-  r.label = label, r.model = m, r.device = device, r.gpus = gpus, r.global_batch = global_batch;
-  r.micro_batch = micro_batch;
+  r.label = label, r.model = m, r.device = device, r.gpus = gpus;
+  r.train = s.step;
+  r.train.global_batch = global_batch, r.train.micro_batch = micro_batch;
   r.config.tp = p.tp, r.config.cp = p.cp, r.config.pp = p.pp, r.config.dp = p.dp, r.config.ep = p.ep;
   r.config.vpp = p.vpp, r.config.sp = p.tp > 1 && s.sequence_parallel, r.config.recompute = s.recompute;
   r.config.distributed_optimizer = s.distributed_optimizer;
-  r.precision = s.precision, r.overlap = s.overlap, r.attention = s.attention, r.cross_entropy = s.cross_entropy;
-  r.grad_reduce = s.grad_reduce;
   r.reported_mfu = mfu;
   r.source = source;
   return r;
@@ -107,27 +101,32 @@ constexpr const char* kSeeds =
     "the 6D parallelism tutorial's table of typical runs (round MFU figures, configs as the tutorial gives them)";
 
 std::vector<PublishedRun> build() {
+  // Megatron-LM's defaults where a run's source names no other: the
+  // cross-entropy unfused (--cross-entropy-loss-fusion off) and the main
+  // gradients reduced in f32 under bf16.
   // 2021: attention unfused (FlashAttention came in 2022; Megatron fused
   // only scale, mask and softmax); fp16 gradients all-reduced in fp16.
-  const Settings sc21{.overlap = {.tp = 0, .dp = 0},
+  const Settings sc21{.step = {.overlap = {.tp = 0, .dp = 0},
+                               .attention = AttentionKernel::unfused,
+                               .cross_entropy = CrossEntropy::unfused,
+                               .grad_reduce = GradReduce::bf16},
                       .recompute = Recompute::full,
                       .distributed_optimizer = false,
-                      .sequence_parallel = false,
-                      .attention = AttentionKernel::unfused,
-                      .grad_reduce = GradReduce::bf16};
-  const Settings mcore{.overlap = {.tp = 1}};
-  const Settings nemo_fp8{.precision = Precision::fp8, .overlap = {.tp = 1}};
+                      .sequence_parallel = false};
+  const Settings mcore{.step = {.overlap = {.tp = 1}, .cross_entropy = CrossEntropy::unfused}};
+  const Settings nemo_fp8{
+      .step = {.precision = Precision::fp8, .overlap = {.tp = 1}, .cross_entropy = CrossEntropy::unfused}};
   // Megatron-Bridge's performance recipes set cross_entropy_loss_fusion
   // with Transformer Engine's kernel, and grad_reduce_in_fp32 off
   // (scripts/performance/configs/{llama3,llama31,deepseek,qwen3}/*_llm_pretrain.py@v0.2.0).
-  const Settings bridge_fp8{.precision = Precision::fp8,
-                            .overlap = {.tp = 1},
-                            .cross_entropy = CrossEntropy::fused,
-                            .grad_reduce = GradReduce::bf16};
+  const Settings bridge_fp8{.step = {.precision = Precision::fp8,
+                                     .overlap = {.tp = 1},
+                                     .cross_entropy = CrossEntropy::fused,
+                                     .grad_reduce = GradReduce::bf16}};
   // Not Megatron: Meta's and DeepSeek's own stacks, whose loss kernels are
   // not published; costed fused.
-  const Settings llama3{.overlap = {}, .cross_entropy = CrossEntropy::fused};
-  const Settings seeds{.overlap = {}, .recompute = Recompute::full};
+  const Settings llama3{.step = {.overlap = {}, .cross_entropy = CrossEntropy::fused}};
+  const Settings seeds{.step = {.overlap = {}, .cross_entropy = CrossEntropy::unfused}, .recompute = Recompute::full};
   std::vector<PublishedRun> t;
   auto sc21_row = [&](const char* label, int64_t layers, int64_t hidden, int64_t heads, int64_t gpus, int64_t batch,
                       int64_t micro, Parallel p, double tflops) {
@@ -218,7 +217,8 @@ std::vector<PublishedRun> build() {
 
   // DeepSeek publishes GPU hours, not MFU: 180K H800 hours per trillion
   // tokens is 1543 tokens/s per GPU, wall clock with every stall.
-  const Settings dualpipe{.precision = Precision::fp8, .overlap = {.ep = 1}, .cross_entropy = CrossEntropy::fused};
+  const Settings dualpipe{
+      .step = {.precision = Precision::fp8, .overlap = {.ep = 1}, .cross_entropy = CrossEntropy::fused}};
   t.push_back(row("DeepSeek-V3 2048 H800", dsv3, "H800", 2048, 15360, 1, {.pp = 16, .dp = 128, .ep = 64}, dualpipe,
                   from_tokens(dsv3, "H800", 1e12 / (180e3 * 3600)),
                   "DeepSeek-AI 2024, DeepSeek-V3 Technical Report (arXiv:2412.19437): 180K H800 GPU hours per "
@@ -250,18 +250,10 @@ const std::vector<PublishedRun>& published_runs() {
   return runs;
 }
 
-ModelSpec run_model(const PublishedRun& r) { return r.model; }
-
 ClusterSpec run_cluster(const PublishedRun& r) {
   ClusterSpec c = cluster_preset(r.device, r.gpus);
   c.gpus_per_node = r.gpus_per_node;
   return c;
-}
-
-TrainSpec run_train(const PublishedRun& r) {
-  TrainSpec t{r.global_batch, r.micro_batch, r.precision, r.overlap};
-  t.attention = r.attention, t.cross_entropy = r.cross_entropy, t.grad_reduce = r.grad_reduce;
-  return t;
 }
 
 }  // namespace sextant::plan

@@ -16,13 +16,8 @@ struct PublishedRun {
   ModelSpec model;
   std::string device;
   int64_t gpus = 0, gpus_per_node = 8;
-  int64_t global_batch = 0, micro_batch = 1;  // sequences
+  TrainSpec train;  // the batch and every step setting
   Config config;
-  Precision precision = Precision::bf16;
-  Overlap overlap;
-  AttentionKernel attention = AttentionKernel::fused;
-  CrossEntropy cross_entropy = CrossEntropy::fused;
-  GradReduce grad_reduce = GradReduce::f32;
   // Model FLOPs (Megatron's formula, planner.h model_flops_per_step) per
   // second and GPU over the device's dense bf16 peak, as reported or
   // converted from the reported figure (how: in `source`).
@@ -38,8 +33,6 @@ struct PublishedRun {
 // the DeepSeek-V3 report, the 6D tutorial's table).
 const std::vector<PublishedRun>& published_runs();
 
-ModelSpec run_model(const PublishedRun& r);
 ClusterSpec run_cluster(const PublishedRun& r);
-TrainSpec run_train(const PublishedRun& r);
 
 }  // namespace sextant::plan

@@ -8,7 +8,7 @@ namespace sextant::plan {
 double predicted_mfu(const PublishedRun& run, const FreeParameters& p) {
   ClusterSpec c = run_cluster(run);
   c.gemm_efficiency = p.gemm_efficiency, c.layer_overhead_us = p.layer_overhead_us;
-  return estimate(run_model(run), c, run_train(run), run.config).mfu;
+  return estimate(run.model, c, run.train, run.config).mfu;
 }
 
 namespace {

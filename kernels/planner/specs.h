@@ -91,10 +91,9 @@ enum class CrossEntropy { fused, unfused };
 // grad_reduce_in_fp32 off; fp16 in 2021's Megatron).
 enum class GradReduce { f32, bf16 };
 
+// An aggregate, so that a run names only what differs from the defaults:
+// TrainSpec{1024, 1} or {.precision = Precision::fp8, .overlap = {.tp = 1}}.
 struct TrainSpec {
-  TrainSpec() = default;
-  TrainSpec(int64_t global, int64_t micro, Precision linears = Precision::bf16, Overlap hidden = {})
-      : global_batch(global), micro_batch(micro), precision(linears), overlap(hidden) {}
   int64_t global_batch = 0;  // sequences per step
   int64_t micro_batch = 1;   // sequences per microbatch
   Precision precision = Precision::bf16;
