@@ -97,7 +97,7 @@ struct TrainSpec {
   int64_t global_batch = 0;  // sequences per step
   int64_t micro_batch = 1;   // sequences per microbatch
   Precision precision = Precision::bf16;
-  Overlap overlap;
+  Overlap overlap = {};
   AttentionKernel attention = AttentionKernel::fused;
   CrossEntropy cross_entropy = CrossEntropy::fused;
   GradReduce grad_reduce = GradReduce::f32;
