@@ -188,23 +188,35 @@ std::vector<PublishedRun> build() {
   nemo_row("NeMo Llama3 70B", llama3_70b, 64, 128, 1, {.tp = 4, .cp = 2, .pp = 4, .dp = 2, .vpp = 5}, 1524);
 
   const ModelSpec llama31_405b = llama("llama3.1-405b", 126, 16384, 128, 8, 53248, 128256, 8192);
-  auto bridge_row = [&](const char* label, const ModelSpec& m, int64_t gpus, int64_t batch, Parallel p,
+  auto bridge_row = [&](const char* label, const ModelSpec& m, int64_t gpus, int64_t batch, Parallel p, Overlap overlap,
                         double tokens_per_s, const char* release) {
-    t.push_back(row(label, m, "H100", gpus, batch, 1, p, bridge_fp8, from_tokens(m, "H100", tokens_per_s),
+    Settings s = bridge_fp8;
+    s.step.overlap = overlap;
+    t.push_back(row(label, m, "H100", gpus, batch, 1, p, s, from_tokens(m, "H100", tokens_per_s),
                     (std::string(kBridge) + ", " + release).c_str()));
   };
-  bridge_row("Bridge Llama3 8B", llama3_8b, 8, 128, {.dp = 8}, 14451, "25.11 FP8 current scaling, FSDP");
-  bridge_row("Bridge Llama3 70B", llama3_70b, 64, 128, {.tp = 4, .pp = 8, .dp = 2, .vpp = 5}, 1602,
+  bridge_row("Bridge Llama3 8B", llama3_8b, 8, 128, {.dp = 8}, {.tp = 1}, 14451, "25.11 FP8 current scaling, FSDP");
+  bridge_row("Bridge Llama3 70B", llama3_70b, 64, 128, {.tp = 4, .pp = 8, .dp = 2, .vpp = 5}, {.tp = 1}, 1602,
              "25.11 FP8 current scaling");
-  bridge_row("Bridge Llama3.1 405B", llama31_405b, 1024, 512, {.tp = 8, .cp = 2, .pp = 8, .dp = 8, .vpp = 8}, 292,
-             "25.11 FP8 current scaling");
+  bridge_row("Bridge Llama3.1 405B", llama31_405b, 1024, 512, {.tp = 8, .cp = 2, .pp = 8, .dp = 8, .vpp = 8}, {.tp = 1},
+             292, "25.11 FP8 current scaling");
   ModelSpec dsv3 = model_preset("deepseek-v3");
-  bridge_row("Bridge DeepSeek-V3", dsv3, 1024, 8192, {.tp = 2, .pp = 8, .dp = 64, .ep = 64, .vpp = 4}, 1297,
-             "25.09 FP8 (blockwise 1297 vs per-tensor), token-dropless with forced balance");
+  // The MoE rows' overlap as their configs set it. DeepSeek-V3 (25.09):
+  // DeepEP with the A2A overlapped across microbatches, gradient reduce not
+  // overlapped, no TP overlap (scripts/performance/run_script.py and
+  // src/megatron/bridge/recipes/deepseek/deepseek_v3.py@v0.1.0rc4). Its
+  // config also recomputes mla_up_proj and mlp and trains one MTP layer,
+  // which the planner does not cost. Qwen3 235B (25.11): A2A overlap on, TP
+  // overlap off (scripts/performance/configs/qwen3/*.py@v0.2.0). Qwen3 30B
+  // (26.06): HybridEP, A2A overlap off (scripts/performance/configs/qwen/*.py@v0.5.1).
+  bridge_row("Bridge DeepSeek-V3", dsv3, 1024, 8192, {.tp = 2, .pp = 8, .dp = 64, .ep = 64, .vpp = 4},
+             {.dp = 0, .ep = 1}, 1297,
+             "25.09 FP8 (blockwise 1297 vs per-tensor), token-dropless with forced balance; DeepEP, A2A overlap");
   bridge_row("Bridge Qwen3 235B-A22B", qwen3_moe("qwen3-235b-a22b", 94, 4096, 64, 128, 1536), 256, 2048,
-             {.tp = 2, .pp = 8, .dp = 16, .ep = 32, .vpp = 4}, 1575, "25.11 FP8 current scaling");
+             {.tp = 2, .pp = 8, .dp = 16, .ep = 32, .vpp = 4}, {.ep = 1}, 1575,
+             "25.11 FP8 current scaling, A2A overlap");
   bridge_row("Bridge Qwen3 30B-A3B", qwen3_moe("qwen3-30b-a3b", 48, 2048, 32, 128, 768), 16, 1024, {.dp = 16, .ep = 16},
-             8826, "26.06 FP8");
+             {.tp = 1}, 8826, "26.06 FP8, HybridEP");
 
   t.push_back(row("Llama3 405B 8K 8192", llama31_405b, "H100", 8192, 2048, 1, {.tp = 8, .pp = 16, .dp = 64, .vpp = 4},
                   llama3, 430.0e12 / peak("H100"), kLlama3));
