@@ -339,12 +339,16 @@ class BadInput(unittest.TestCase):
         self.assertGreater(checked_mfu("--overlap", "ep=1"), plain)  # DualPipe hides the all-to-all
         self.assertGreater(checked_mfu("--precision", "fp8"), plain)
         self.assertLess(checked_mfu("--attention", "unfused"), plain)  # the scores through memory
-        # The gradients' wire type shows where the DP exchange is exposed: half the bytes in bf16.
-        self.assertGreater(checked_mfu("--overlap", "dp=0", "--grad-reduce", "bf16"), checked_mfu("--overlap", "dp=0"))
         # Nemotron 8B's shape, whose 256K vocabulary makes the loss's passes show.
         nemotron_8b = ["plan", "--layers", "32", "--hidden", "4096", "--heads", "32", "--vocab", "256000", "--seq", "4096",
                      "--gpus", "8", "--global-batch", "128", "--micro-batch", "4", "--check", "tp=2,dp=4", "--top", "1"]
         fused = checked_mfu(model=nemotron_8b)
+        # The gradients' wire type shows where the DP exchange is exposed (dp 32 across nodes): half the
+        # bytes in bf16.
+        across_nodes = nemotron_8b[:nemotron_8b.index("--gpus")] + [
+            "--gpus", "64", "--global-batch", "256", "--micro-batch", "4", "--check", "tp=2,dp=32", "--top", "1",
+            "--overlap", "dp=0"]
+        self.assertGreater(checked_mfu("--grad-reduce", "bf16", model=across_nodes), checked_mfu(model=across_nodes))
         self.assertLess(checked_mfu("--cross-entropy", "unfused", model=nemotron_8b), fused)  # f32 passes over logits
         # Nemotron's activation: the same FLOPs as GELU's MLP, more passes through memory.
         self.assertLess(checked_mfu("--mlp", "squared-relu", model=nemotron_8b),
