@@ -32,9 +32,12 @@ const std::map<std::string, ModelSpec>& models() {
     // experts (top-8) + 1 shared of width 2048. MLA attention: its parameter
     // count per layer (q_lora 1536, kv_lora 512, 128 heads of 128 + 64 rope
     // dims: 7168*1536 + 1536*128*192 + 7168*576 + 512*128*256 + 128*128*7168
-    // = 187M); its FLOPs and activations are modelled as MHA with head_dim 128.
+    // = 187M); its core as the up-projected heads Megatron's FLOP count uses
+    // (training.py, multi_latent_attention): queries and keys of 128 + 64
+    // dims, values of 128; its activations as MHA of those heads.
     m = {};
-    m.name = "deepseek-v3", m.layers = 61, m.hidden = 7168, m.heads = 128, m.head_dim = 128, m.ffn = 18432;
+    m.name = "deepseek-v3", m.layers = 61, m.hidden = 7168, m.heads = 128, m.head_dim = 192, m.v_head_dim = 128;
+    m.ffn = 18432;
     m.vocab = 129280, m.seq = 4096, m.swiglu = true;
     m.moe_layers = 58, m.experts = 256, m.topk = 8, m.moe_ffn = 2048, m.shared_experts = 1;
     m.attention_params_override =

@@ -123,11 +123,17 @@ class Costing {
     // Attention core: per head 2 s_q s_k (d + dv) forward, half of it causal.
     const double core = 2.0 * tokens_ * m_.seq * (m_.heads / tp) * (m_.dhead() + m_.dv()) * (m_.causal ? 0.5 : 1.0);
     // Each kernel runs over one rank's keys: a CP ring step sees seq / cp.
+    // Under causal CP's load-balanced ring only the diagonal step's kernel
+    // is masked, 1 / cp of the core's FLOPs; the other steps' pieces (half
+    // the queries on every key, or every query on half the keys) are whole
+    // rectangles and run at the unmasked rate.
     const AttentionRate rate = attention_rate(static_cast<double>(m_.seq) / g_.cp);
-    const double forward = (m_.causal ? rate.forward_causal : rate.forward) / kAttentionRatePeak;
-    const double backward = (m_.causal ? rate.backward_causal : rate.backward) / kAttentionRatePeak;
-    l.attention_forward = core / (c_.peak_tflops * 1e12 * forward);
-    l.attention = l.attention_forward + 2.5 * core / (c_.peak_tflops * 1e12 * backward);
+    const double masked = m_.causal ? 1.0 / g_.cp : 0.0;
+    auto seconds_per_flop = [&](double masked_rate, double whole_rate) {
+      return (masked / masked_rate + (1 - masked) / whole_rate) * kAttentionRatePeak / (c_.peak_tflops * 1e12);
+    };
+    l.attention_forward = core * seconds_per_flop(rate.forward_causal, rate.forward);
+    l.attention = l.attention_forward + 2.5 * core * seconds_per_flop(rate.backward_causal, rate.backward);
     if (t_.attention == AttentionKernel::unfused) {
       // Batched gemms over the whole [s, s] (the causal mask applied after),
       // forward and twice that backward, and the scores through memory.

@@ -31,7 +31,8 @@ TEST(TimeModel, GemmsRunInWavesOfTheSms) {
 // The attention core runs at its kernel's measured rate: a causal step at
 // 4096 keys spends 450 of 989 TFLOP/s forward and 413 backward, at 16384
 // keys 621 and 511; between them the rate follows log(seq). A CP rank's
-// kernels see seq / cp keys.
+// kernels see seq / cp keys, and only the diagonal step's 1 / cp of the
+// FLOPs is masked: the rest runs at the unmasked rates (567 and 534 at 4096).
 TEST(TimeModel, ShortAttentionKernelsRunSlower) {
   ModelSpec m = model_preset("llama2-70b");
   const ClusterSpec c = cluster_preset("H100", 64);
@@ -58,9 +59,15 @@ TEST(TimeModel, ShortAttentionKernelsRunSlower) {
   m.seq = 5792;  // 4096 x sqrt(2): halfway in log(seq), so each rate is the two lengths' mean
   const double between = per_flop(m, g);
   EXPECT_NEAR(between, (1 / 491.5e12 + 2.5 / 468.5e12) / 3.5, 1e-3 * between);
+  m.seq = 8192;
   Config cp = tp_dp(8, 4);
-  cp.cp = 2;  // 4096 keys per kernel
-  EXPECT_NEAR(per_flop(m, cp), at_4k, 1e-3 * at_4k);
+  cp.cp = 2;  // 4096 keys per kernel, half the FLOPs masked
+  EXPECT_NEAR(per_flop(m, cp), (0.5 / 450e12 + 0.5 / 567e12 + 2.5 * (0.5 / 413e12 + 0.5 / 534e12)) / 3.5, 1e-3 * at_4k);
+  m.seq = 16384;
+  cp = tp_dp(8, 2);
+  cp.cp = 4;  // 4096 keys per kernel, a quarter masked
+  EXPECT_NEAR(per_flop(m, cp), (0.25 / 450e12 + 0.75 / 567e12 + 2.5 * (0.25 / 413e12 + 0.75 / 534e12)) / 3.5,
+              1e-3 * at_4k);
 }
 
 // Each overlap fraction hides its own mechanism's communication and nothing else.
