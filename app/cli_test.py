@@ -357,7 +357,7 @@ class BadInput(unittest.TestCase):
                              (["--attention", "flash"], "--attention: flash not in {fused,unfused}"),
                              (["--cross-entropy", "te"], "--cross-entropy: te not in {fused,unfused}"),
                              (["--grad-reduce", "fp16"], "--grad-reduce: fp16 not in {f32,bf16}"),
-                             (["--overlap", "xx=1"], "--overlap key 'xx' must be one of tp, dp, ep, cp"),
+                             (["--overlap", "xx=1"], "--overlap key 'xx' must be one of tp, dp, ep, cp, pp"),
                              (["--precision", "fp8"], "--precision fp8 needs FP8 tensor cores")):
             args = base + bad if bad[0] != "--precision" else [a if a != "H800" else "A100" for a in base] + bad
             q = subprocess.run([SEXTANT] + args, capture_output=True, text=True, env=env, timeout=60)
@@ -376,7 +376,7 @@ class BadInput(unittest.TestCase):
         self.assertIn(": 1.56B parameters", header)
         # The step's assumptions beyond the model, the planner's defaults unless a flag changed them.
         self.assertIn("# linears bf16, attention fused, cross-entropy fused, gradients reduced in f32, overlap tp 0 dp 1 ep 0 "
-                      "cp 1, micro batch 1",
+                      "cp 1 pp 1, micro batch 1",
                       p.stdout.splitlines())
         self.assertNotIn("llama", header)
         # A preset's overrides are named too, and change the count.

@@ -120,15 +120,16 @@ plan::Overlap parse_overlap(const std::string& text) {
   if (text.empty()) return o;
   for (const std::string& item : split(text, ',')) {
     const size_t eq = item.find('=');
-    require(eq != std::string::npos, cat("--overlap '", text, "' must look like tp=1,dp=1,ep=0,cp=1"));
+    require(eq != std::string::npos, cat("--overlap '", text, "' must look like tp=1,dp=1,ep=0,cp=1,pp=1"));
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     const std::optional<double plan::Overlap::*> field =
         find_named<double plan::Overlap::*>({{"tp", &plan::Overlap::tp},
                                              {"dp", &plan::Overlap::dp},
                                              {"ep", &plan::Overlap::ep},
-                                             {"cp", &plan::Overlap::cp}},
+                                             {"cp", &plan::Overlap::cp},
+                                             {"pp", &plan::Overlap::pp}},
                                             key);
-    if (!field) throw UsageError(cat("--overlap key '", key, "' must be one of tp, dp, ep, cp"));
+    if (!field) throw UsageError(cat("--overlap key '", key, "' must be one of tp, dp, ep, cp, pp"));
     double v = -1;
     const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), v);
     require(error == std::errc() && end == value.data() + value.size() && v >= 0 && v <= 1,
@@ -233,7 +234,7 @@ CLI::App* add_plan_command(CLI::App& app) {
              "(--grad-reduce-in-bf16, as NVIDIA's performance recipes run)");
   p->add_option("--overlap", flags.overlap,
                 "Fraction of each mechanism's communication hidden behind compute, e.g. tp=1,ep=1 (defaults: tp 0, "
-                "dp 1, ep 0, cp 1: kernels/planner/time_model.h)");
+                "dp 1, ep 0, cp 1, pp 1 under vpp > 1: kernels/planner/time_model.h)");
   p->add_option("--global-batch", flags.global_batch, "Sequences per step (required unless --reference)");
   p->add_option("--micro-batch", flags.micro_batch, "Sequences per microbatch");
   p->add_option("--top", flags.top, "Configs to list");

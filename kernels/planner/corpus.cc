@@ -105,8 +105,10 @@ std::vector<PublishedRun> build() {
   // cross-entropy unfused (--cross-entropy-loss-fusion off) and the main
   // gradients reduced in f32 under bf16.
   // 2021: attention unfused (FlashAttention came in 2022; Megatron fused
-  // only scale, mask and softmax); fp16 gradients all-reduced in fp16.
-  const Settings sc21{.step = {.overlap = {.tp = 0, .dp = 0},
+  // only scale, mask and softmax); fp16 gradients all-reduced in fp16; no
+  // pipeline send/recv overlap (Megatron-LM added it in May 2023, commit
+  // f9283c5a, and made it the interleaved schedule's default in October).
+  const Settings sc21{.step = {.overlap = {.tp = 0, .dp = 0, .pp = 0},
                                .attention = AttentionKernel::unfused,
                                .cross_entropy = CrossEntropy::unfused,
                                .grad_reduce = GradReduce::bf16},

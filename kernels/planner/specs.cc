@@ -28,7 +28,7 @@ std::string TrainSpec::settings() const {
              attention == AttentionKernel::unfused ? "unfused" : "fused", ", cross-entropy ",
              cross_entropy == CrossEntropy::unfused ? "unfused" : "fused", ", gradients reduced in ",
              grad_reduce == GradReduce::f32 ? "f32" : "bf16", ", overlap tp ", overlap.tp, " dp ", overlap.dp, " ep ",
-             overlap.ep, " cp ", overlap.cp);
+             overlap.ep, " cp ", overlap.cp, " pp ", overlap.pp);
 }
 
 std::string Config::to_string() const {

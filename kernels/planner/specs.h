@@ -51,9 +51,9 @@ struct ClusterSpec {
   // The two free parameters of the time model (time_model.h), fitted on the
   // published runs of corpus.h; `plan --reference` refits them and shows
   // that the fit gives these.
-  double gemm_efficiency = 0.659;  // fraction of peak a large, full-wave gemm reaches
+  double gemm_efficiency = 0.644;  // fraction of peak a large, full-wave gemm reaches
   double layer_overhead_us =
-      1373;  // per layer and microbatch, forward and backward: launches, small kernels, waits not costed
+      1276;  // per layer and microbatch, forward and backward: launches, small kernels, waits not costed
   double gemm_latency_us = 4;  // per gemm call: launch and pipeline fill (cuBLAS on a GPU)
   double usable_memory = 0.9;  // leave room for the CUDA context and fragmentation
 };
@@ -67,6 +67,8 @@ struct Overlap {
                   // (--overlap-grad-reduce, --overlap-param-gather)
   double ep = 0;  // MoE all-to-all behind another microbatch's compute (DualPipe; --overlap-moe-expert-parallel-comm)
   double cp = 1;  // the CP ring's send/recv behind each block's attention (always on in Megatron's ring)
+  double pp = 1;  // the pipeline's send/recv behind the next model chunk's compute: only under the interleaved
+                  // schedule, where Megatron overlaps it by default (--no-overlap-p2p-communication turns it off)
 };
 
 // The precision of the linears: bf16, or FP8 with its casts (Transformer Engine).
@@ -104,7 +106,7 @@ struct TrainSpec {
 
   // What the step time assumes beyond the batch: "linears fp8, attention
   // fused, cross-entropy unfused, gradients reduced in f32, overlap tp 1 dp
-  // 1 ep 0 cp 1".
+  // 1 ep 0 cp 1 pp 1".
   std::string settings() const;
 };
 

@@ -81,7 +81,12 @@ double exposed(double comm, double overlap, double cover) {
 // One layer of the heaviest stage for one microbatch, seconds.
 struct LayerTime {
   double gemm = 0, gemm_forward = 0, attention = 0, attention_forward = 0, memory = 0, memory_forward = 0;
-  double tp = 0, cp = 0, ep = 0;  // before overlap
+  // Communication before overlap, and the forward's share of it (what full
+  // recompute runs again). TP's collectives either block the gemm that
+  // needs them (tp) or run beside the column-parallel linears' backward
+  // gemms (tp_async, covered by tp_async_cover).
+  double tp = 0, tp_forward = 0, tp_async = 0, tp_async_cover = 0;
+  double cp = 0, cp_forward = 0, ep = 0, ep_forward = 0;
   double compute() const { return gemm + attention + memory; }
 };
 
@@ -96,17 +101,18 @@ class Costing {
 
   // x: [M, K] times w: [K, N], forward, input gradient [M, K] = dy [M, N] w^T
   // and weight gradient [K, N] = x^T dy; FP8 casts of x and dy and their
-  // transposes as memory traffic.
-  void linear(LayerTime& l, double rows, double n, double k, double count = 1, bool fp8_capable = true) const {
+  // transposes as memory traffic. Returns the backward gemms' seconds.
+  double linear(LayerTime& l, double rows, double n, double k, double count = 1, bool fp8_capable = true) const {
     const bool fp8 = fp8_capable && t_.precision == Precision::fp8;
-    const double forward = gemm(rows, n, k, fp8);
+    const double forward = gemm(rows, n, k, fp8), backward = gemm(rows, k, n, fp8) + gemm(k, n, rows, fp8);
     l.gemm_forward += count * forward;
-    l.gemm += count * (forward + gemm(rows, k, n, fp8) + gemm(k, n, rows, fp8));
+    l.gemm += count * (forward + backward);
     if (fp8) {
       const double cast_bytes = count * (rows * k + rows * n) * (kActivationBytes + 1 + 1);
       l.memory += cast_bytes / bandwidth();
       l.memory_forward += count * rows * k * (kActivationBytes + 1) / bandwidth();
     }
+    return count * backward;
   }
 
   LayerTime layer(bool moe) const {
@@ -118,7 +124,7 @@ class Costing {
     // qkv: [b s/cp, h] -> [b s/cp, (q + kv) / tp] (MLA: its projections' width)
     const double qkv_width =
         m_.attention_params_override > 0 ? (m_.attention_params_override - o * h) / h / tp : q / tp + kv / kv_split;
-    linear(l, tokens_, qkv_width, h);
+    const double qkv_backward = linear(l, tokens_, qkv_width, h);
     linear(l, tokens_, h, o / tp);  // output projection
     // Attention core: per head 2 s_q s_k (d + dv) forward, half of it causal.
     const double core = 2.0 * tokens_ * m_.seq * (m_.heads / tp) * (m_.dhead() + m_.dv()) * (m_.causal ? 0.5 : 1.0);
@@ -147,8 +153,9 @@ class Costing {
     const double gates = m_.swiglu ? 2 : 1;
     // The activation's forward bytes per element of an MLP's inner width.
     const double activation_bytes = (gates + 1) * kActivationBytes + (m_.squared_relu ? kSquaredReluExtraBytes : 0);
+    double mlp_in_backward = 0;  // a TP-split MLP's column-parallel linear, backward
     if (!moe) {
-      linear(l, tokens_, gates * m_.ffn / tp, h);
+      mlp_in_backward = linear(l, tokens_, gates * m_.ffn / tp, h);
       linear(l, tokens_, h, m_.ffn / tp);
       forward_bytes += tokens_ * m_.ffn / tp * activation_bytes;
     } else {
@@ -169,19 +176,35 @@ class Costing {
       // Dispatch and combine, forward and backward: each rank's rows, the
       // share bound for other nodes over the network, the rest over NVLink
       // at the same time.
-      l.ep = 4 * all_to_all_seconds(rows * h * kActivationBytes);
+      l.ep_forward = 2 * all_to_all_seconds(rows * h * kActivationBytes);
+      l.ep = 2 * l.ep_forward;
     }
     l.memory_forward += forward_bytes / bandwidth();
     l.memory += 3 * forward_bytes / bandwidth();  // the backward reads about twice what the forward does
-    // TP: all-gather and reduce-scatter (SP) or all-reduce around attention
-    // and the MLP, forward and backward; an MoE layer without expert TP
-    // keeps the attention's alone.
-    const double tp_collectives = moe && g_.etp == 1 ? 4 : 8;
-    l.tp = tp_collectives * ring_seconds(tokens_ * h * kActivationBytes, g_.tp, (tp - 1) / tp, link(g_.tp), alpha());
+    // TP around attention and a TP-split MLP (an MoE layer without expert TP
+    // has the attention's alone), in units of one all-gather or
+    // reduce-scatter of [b s/cp, h] (an all-reduce is two), as Megatron's
+    // column- and row-parallel linears run them (tensor_parallel/layers.py):
+    //   forward     SP: all-gather before the column-parallel linear,
+    //               reduce-scatter after the row-parallel one; without SP an
+    //               all-reduce after the row-parallel one
+    //   backward    SP: the row-parallel linear's output gradient
+    //               all-gathered (blocking); the column-parallel input
+    //               re-gathered beside its input-gradient gemm and the input
+    //               gradient reduce-scattered beside its weight-gradient gemm;
+    //               without SP that input gradient all-reduced beside the
+    //               weight-gradient gemm
+    const double blocks = moe && g_.etp == 1 ? 1 : 2;  // attention, and the MLP if TP-split
+    const double unit = ring_seconds(tokens_ * h * kActivationBytes, g_.tp, (tp - 1) / tp, link(g_.tp), alpha());
+    l.tp_forward = blocks * 2 * unit;
+    l.tp = l.tp_forward + (g_.sp ? blocks * unit : 0);
+    l.tp_async = blocks * 2 * unit;
+    l.tp_async_cover = qkv_backward + mlp_in_backward;
     // CP ring: K and V of this rank's chunk pass cp - 1 times forward, with
-    // dK and dV backward.
+    // K, V and dK, dV backward.
     const double kv_bytes = tokens_ * kv / kv_split * kActivationBytes;
-    l.cp = 3.0 * (g_.cp - 1) * (kv_bytes / (link(g_.tp * g_.cp) * 1e9) + alpha());
+    l.cp_forward = (g_.cp - 1) * (kv_bytes / (link(g_.tp * g_.cp) * 1e9) + alpha());
+    l.cp = 3 * l.cp_forward;
     return l;
   }
 
@@ -262,10 +285,14 @@ StepTime step_time(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t,
       mb.gemm += count * (l.gemm + full * l.gemm_forward);
       mb.attention += count * (l.attention + forward_again * l.attention_forward);
       mb.memory_bound += count * (l.memory + full * l.memory_forward);
-      const double recompute_comm = 1 + full / 2;  // the forward's collectives again
-      mb.tp += count * exposed(recompute_comm * l.tp, o.tp, l.gemm);
-      mb.cp += count * exposed(recompute_comm * l.cp, o.cp, l.attention);
-      mb.ep += count * exposed(recompute_comm * l.ep, o.ep, l.compute());
+      // Full recompute runs the forward's collectives again. TP overlap
+      // (userbuffers) hides all of TP behind the gemms; without it the
+      // asynchronous ones still hide behind their own backward gemms.
+      const double tp = l.tp + full * l.tp_forward;
+      mb.tp += count * ((1 - o.tp) * (tp + std::max(0.0, l.tp_async - l.tp_async_cover)) +
+                        o.tp * std::max(0.0, tp + l.tp_async - l.gemm - full * l.gemm_forward));
+      mb.cp += count * exposed(l.cp + full * l.cp_forward, o.cp, l.attention);
+      mb.ep += count * exposed(l.ep + full * l.ep_forward, o.ep, l.compute());
     };
     const double moe_share = static_cast<double>(held.moe_layers) / held.layers;
     add(dense, layers * (1 - moe_share));
@@ -310,11 +337,20 @@ StepTime step_time(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t,
                                      cost.collective_GBps(static_cast<int64_t>(g.etp) * g.ep, edp), cost.alpha());
   s.dp = std::max(exposed(reduce, o.dp, mb.compute()), reduce / std::max(1.0, layers));
 
-  // PP: an activation forward and a gradient backward per microbatch and
-  // boundary, on the critical path of the schedule; each TP rank sends its
-  // 1/tp (SP, or Megatron's scatter-gather of the replicated activation).
-  const double p2p_bytes = cost.tokens() / g.tp * m.hidden * kActivationBytes;
-  s.pp = g.pp > 1 ? 2.0 * (microbatches + g.pp - 1) * (p2p_bytes / (c.network_GBps * 1e9) + cost.alpha()) : 0.0;
+  // PP: an activation forward and a gradient backward per model chunk on
+  // the schedule's critical path, (microbatches x vpp + pp - 1) of each;
+  // each TP rank sends its 1/tp (SP, or Megatron's scatter-gather of the
+  // replicated activation). Stages sit tp x cp x dp ranks apart, on NVLink
+  // only where the whole pipeline fits in a node. Under the interleaved
+  // schedule Overlap::pp of each message hides behind the next chunk's
+  // forward.
+  if (g.pp > 1) {
+    const double p2p_bytes = cost.tokens() / g.tp * m.hidden * kActivationBytes;
+    const double message =
+        p2p_bytes / (cost.link(static_cast<int64_t>(g.tp) * g.cp * g.dp * g.pp) * 1e9) + cost.alpha();
+    const double chunk_forward = (mb.gemm + mb.attention + mb.memory_bound) / (3 * g.vpp);
+    s.pp = 2.0 * (microbatches * g.vpp + g.pp - 1) * exposed(message, g.vpp > 1 ? o.pp : 0, chunk_forward);
+  }
   return s;
 }
 

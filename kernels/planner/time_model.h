@@ -21,12 +21,17 @@
 //                bandwidth factors of nccl-tests), each exposed as far as
 //                its Overlap fraction does not hide it behind the compute
 //                that can cover it: TP behind the layer's gemms, CP behind
-//                the attention core, EP behind the layer's compute
+//                the attention core, EP behind the layer's compute. Without
+//                TP overlap, the TP collectives Megatron runs asynchronously
+//                in the backward still hide behind their linears' gemms;
+//                full recompute runs each forward's communication again
 //   dp           gradient reduce-scatter and parameter all-gather, hidden
 //                (Overlap::dp) behind the last microbatch's backward and the
 //                first one's forward
 //   bubble       (pp - 1) / vpp microbatch-stage times (Narayanan et al. 2021)
-//   pp           one activation and one gradient per microbatch and boundary
+//   pp           one activation and one gradient per model chunk on the
+//                schedule's critical path, hidden (Overlap::pp) behind the
+//                next chunk's forward under the interleaved schedule
 #pragma once
 
 #include "kernels/planner/specs.h"

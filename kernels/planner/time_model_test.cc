@@ -248,5 +248,75 @@ TEST(TimeModel, SquaredReluAddsItsPassesToTheExpertsToo) {
   EXPECT_DOUBLE_EQ(squared.gemm, fused.gemm);
 }
 
+// Megatron's TP linears under SP block on 6 of their 10 all-gathers and
+// reduce-scatters per layer (4 forward, the row-parallel output gradient's
+// 2 backward); the column-parallel backward's 4 hide behind its own gemms.
+// Without SP the forward's 2 all-reduces block and the backward's 2 hide.
+TEST(TimeModel, TensorParallelBackwardCollectivesHideBehindTheirGemms) {
+  const ModelSpec m = model_preset("llama2-70b");
+  ClusterSpec c = cluster_preset("H100", 64);
+  c.latency_us = 0;
+  const TrainSpec t{1024, 1};
+  Config g = tp_dp(8, 8);
+  const double unit = m.seq * m.hidden * 2.0 * 7 / 8 / (c.nvlink_GBps * 1e9);  // one all-gather of [s, h]
+  const double layers_x_microbatches = 80.0 * 1024 / 8;
+  EXPECT_NEAR(step_time(m, c, t, g).tp, layers_x_microbatches * 6 * unit, 1e-9);
+  g.sp = false;
+  EXPECT_NEAR(step_time(m, c, t, g).tp, layers_x_microbatches * 4 * unit, 1e-9);
+  c.nvlink_GBps /= 1000;  // too slow for any gemm to hide: all 10 units count, 6 blocking and 4 exposed beyond cover
+  g.sp = true;
+  const double slow_unit = 1000 * unit;
+  EXPECT_GT(step_time(m, c, t, g).tp, layers_x_microbatches * 9 * slow_unit);
+  EXPECT_LT(step_time(m, c, t, g).tp, layers_x_microbatches * 10 * slow_unit);
+}
+
+// Full recompute runs each forward's communication again: the CP ring's
+// one of three K/V passes (4/3), TP's 4 forward units beside its 6
+// blocking ones, and the MoE dispatch and combine (3/2).
+TEST(TimeModel, FullRecomputeRepeatsTheForwardsCommunication) {
+  const ModelSpec m = model_preset("llama2-70b");
+  const ClusterSpec c = cluster_preset("H100", 64);
+  TrainSpec t{1024, 1};
+  t.overlap.cp = 0;
+  Config g = tp_dp(8, 4);
+  g.cp = 2;
+  const StepTime none = step_time(m, c, t, g);
+  g.recompute = Recompute::full;
+  const StepTime full = step_time(m, c, t, g);
+  EXPECT_NEAR(full.cp / none.cp, 4.0 / 3, 1e-9);
+  EXPECT_NEAR(full.tp / none.tp, 10.0 / 6, 1e-9);
+
+  const ModelSpec moe = model_preset("deepseek-v3");
+  Config e = tp_dp(1, 64);
+  e.ep = 8;
+  const double ep_none = step_time(moe, c, t, e).ep;
+  e.recompute = Recompute::full;
+  EXPECT_NEAR(step_time(moe, c, t, e).ep / ep_none, 1.5, 1e-9);
+}
+
+// The pipeline sends an activation and a gradient per model chunk on the
+// critical path: 2 (microbatches x vpp + pp - 1) messages across nodes.
+// Under the interleaved schedule Overlap::pp hides them behind the next
+// chunk's forward; the 1F1B schedule cannot overlap them.
+TEST(TimeModel, PipelineMessagesPerChunkHideOnlyWhenInterleaved) {
+  const ModelSpec m = model_preset("llama2-70b");
+  ClusterSpec c = cluster_preset("H100", 64);
+  c.latency_us = 0;
+  TrainSpec t{1024, 1};
+  Config g = tp_dp(8, 2);
+  g.pp = 4;
+  const double message = m.seq / 8.0 * m.hidden * 2 / (c.network_GBps * 1e9), microbatches = 512;
+  EXPECT_NEAR(step_time(m, c, t, g).pp, 2 * (microbatches + 3) * message, 1e-9);
+  g.vpp = 2;
+  EXPECT_NEAR(step_time(m, c, t, g).pp, 0, 1e-12);  // a 1 MiB message hides behind 10 layers' forward
+  t.overlap.pp = 0;
+  EXPECT_NEAR(step_time(m, c, t, g).pp, 2 * (2 * microbatches + 3) * message, 1e-9);
+  g.vpp = 1;
+  t.overlap.pp = 1;
+  EXPECT_NEAR(step_time(m, c, t, g).pp, 2 * (microbatches + 3) * message, 1e-9);
+  g.dp = 1, g.tp = 2;  // the whole pipeline on one node: NVLink
+  EXPECT_NEAR(step_time(m, c, t, g).pp, 2 * (1024 + 3) * message * 4 * c.network_GBps / c.nvlink_GBps, 1e-9);
+}
+
 }  // namespace
 }  // namespace sextant::plan
