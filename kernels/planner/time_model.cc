@@ -330,12 +330,31 @@ StepTime step_time(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t,
   // gradients all-reduced (a reduce-scatter and an all-gather, both in the
   // wire type); the last bucket at least stays exposed.
   const double grad_bytes = t.grad_reduce == GradReduce::f32 ? 4 : 2;
-  const double per_param = grad_bytes + (g.distributed_optimizer ? kParamBytes : grad_bytes);
+  const double sync_bytes = g.distributed_optimizer ? grad_bytes : 2 * grad_bytes;
+  const double gather_bytes = g.distributed_optimizer ? kParamBytes : 0, per_param = sync_bytes + gather_bytes;
   const double reduce = ring_seconds(per_param * held.dense, dp_cp, (dp_cp - 1.0) / dp_cp,
                                      cost.collective_GBps(g.tp, dp_cp), cost.alpha()) +
                         ring_seconds(per_param * held.expert, edp, (edp - 1.0) / edp,
                                      cost.collective_GBps(static_cast<int64_t>(g.etp) * g.ep, edp), cost.alpha());
-  s.dp = std::max(exposed(reduce, o.dp, mb.compute()), reduce / std::max(1.0, layers));
+  if (g.vpp == 1) {
+    // Bucket by bucket behind the last microbatch's backward and the
+    // first one's forward.
+    s.dp = exposed(reduce, o.dp, mb.compute());
+  } else {
+    // Interleaved, Megatron reduces each model chunk's gradients whole once
+    // its last backward is done (align_grad_reduce, on by default;
+    // core/pipeline_parallel/schedules.py), while the rank runs pp more
+    // backward chunks for each chunk still to finish: the chunks' reduces
+    // queue on the network behind the cooldown, the last chunk's exposed.
+    // The next step's all-gather of chunk 0 waits at the first forward; the
+    // other chunks' are issued ahead of their forwards.
+    const double sync = reduce * sync_bytes / per_param, gather = reduce - sync;
+    const double chunk_backward = 2.0 / 3 * mb.compute() / g.vpp, chunk_forward = mb.compute() / (3.0 * g.vpp);
+    double queue = 0;
+    for (int j = 0; j < g.vpp; ++j) queue = std::max(queue, (j + 1.0) * sync / g.vpp - j * g.pp * chunk_backward);
+    s.dp = (1 - o.dp) * reduce + o.dp * (queue + std::max(0.0, gather / g.vpp - chunk_forward));
+  }
+  s.dp = std::max(s.dp, reduce / std::max(1.0, layers));
 
   // PP: an activation forward and a gradient backward per model chunk on
   // the schedule's critical path, (microbatches x vpp + pp - 1) of each;

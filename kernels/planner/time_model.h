@@ -27,7 +27,9 @@
 //                full recompute runs each forward's communication again
 //   dp           gradient reduce-scatter and parameter all-gather, hidden
 //                (Overlap::dp) behind the last microbatch's backward and the
-//                first one's forward
+//                first one's forward; interleaved, each model chunk's
+//                reduce starts after its last backward and queues behind
+//                the cooldown's remaining chunks, the last chunk's exposed
 //   bubble       (pp - 1) / vpp microbatch-stage times (Narayanan et al. 2021)
 //   pp           one activation and one gradient per model chunk on the
 //                schedule's critical path, hidden (Overlap::pp) behind the

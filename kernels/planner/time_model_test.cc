@@ -318,5 +318,33 @@ TEST(TimeModel, PipelineMessagesPerChunkHideOnlyWhenInterleaved) {
   EXPECT_NEAR(step_time(m, c, t, g).pp, 2 * (1024 + 3) * message * 4 * c.network_GBps / c.nvlink_GBps, 1e-9);
 }
 
+// Interleaved, each model chunk's gradients are reduced whole after its
+// last backward: the last chunk's share (1/vpp) stays exposed however fast
+// the network, where 1F1B hides its buckets behind the last backward. On a
+// network far too slow to hide anything, what remains is every chunk's
+// reduce-scatter queued, plus chunk 0's share of the next all-gather.
+TEST(TimeModel, InterleavedChunksReduceTheirGradientsWholeAfterTheirLastBackward) {
+  const ModelSpec m = model_preset("llama2-70b");
+  ClusterSpec c = cluster_preset("H100", 64);
+  TrainSpec t{1024, 1};
+  Config g = tp_dp(4, 4);
+  g.pp = 4, g.vpp = 2;
+  t.overlap.dp = 0;
+  const double reduce = step_time(m, c, t, g).dp;  // f32 reduce-scatter (4 bytes) + bf16 all-gather (2)
+  const double sync = reduce * 4 / 6;
+  t.overlap.dp = 1;
+  EXPECT_GE(step_time(m, c, t, g).dp, sync / 2);
+  EXPECT_LT(step_time(m, c, t, g).dp, reduce);
+  g.vpp = 1;
+  EXPECT_LT(step_time(m, c, t, g).dp, sync / 2);
+
+  c.network_GBps /= 1000;
+  g.vpp = 2;
+  t.overlap.dp = 0;
+  const double slow = step_time(m, c, t, g).dp;
+  t.overlap.dp = 1;
+  EXPECT_NEAR(step_time(m, c, t, g).dp / slow, (4 + 2.0 / 2) / 6, 0.01);
+}
+
 }  // namespace
 }  // namespace sextant::plan
