@@ -35,7 +35,8 @@ struct PlanFlags {
   std::optional<bool> tied_embeddings;
   bool reference = false;
   int64_t gpus = 0, gpus_per_node = 8, global_batch = 0, micro_batch = 1;
-  std::optional<int64_t> layers, hidden, heads, kv_heads, ffn, vocab, seq, experts, topk, moe_ffn, moe_layers;
+  std::optional<int64_t> layers, hidden, heads, kv_heads, ffn, vocab, seq, experts, topk, moe_ffn, moe_layers,
+      mtp_layers;
   std::optional<double> memory_gb, peak_tflops, nvlink, network, efficiency, layer_overhead, hbm;
   int64_t top = 10;
 };
@@ -161,7 +162,7 @@ std::string model_description(const plan::ModelSpec& m) {
   add("--layers", flags.layers), add("--hidden", flags.hidden), add("--heads", flags.heads);
   add("--kv-heads", flags.kv_heads), add("--ffn", flags.ffn), add("--vocab", flags.vocab), add("--seq", flags.seq);
   add("--experts", flags.experts), add("--topk", flags.topk), add("--moe-ffn", flags.moe_ffn);
-  add("--moe-layers", flags.moe_layers), add("--mlp", flags.mlp);
+  add("--moe-layers", flags.moe_layers), add("--mtp-layers", flags.mtp_layers), add("--mlp", flags.mlp);
   if (flags.tied_embeddings) given.push_back(cat("--tied-embeddings ", *flags.tied_embeddings ? "true" : "false"));
   return given.empty() ? base : cat(base, ", overrides: ", join(given, " "));
 }
@@ -200,6 +201,9 @@ CLI::App* add_plan_command(CLI::App& app) {
   p->add_option("--topk", flags.topk, "Override: experts per token");
   p->add_option("--moe-ffn", flags.moe_ffn, "Override: expert FFN width");
   p->add_option("--moe-layers", flags.moe_layers, "Override: number of MoE layers");
+  p->add_option("--mtp-layers", flags.mtp_layers,
+                "Override: multi-token prediction depths (DeepSeek-V3: 1), each a layer of the last layer's kind on "
+                "the last stage, a [2h -> h] projection and the LM head's logits again");
   p->add_option("--mlp", flags.mlp,
                 "Override: MLP kind, gelu (2 matrices), swiglu (3) or squared-relu (2, its activation in two "
                 "unfused passes)")
@@ -321,6 +325,7 @@ int run_plan_command() {
   set_if(m.seq, flags.seq, "--seq");
   set_if(m.experts, flags.experts, "--experts", 0);
   set_if(m.moe_layers, flags.moe_layers, "--moe-layers", 0);
+  set_if(m.mtp_layers, flags.mtp_layers, "--mtp-layers", 0);
   set_if(m.topk, flags.topk, "--topk");
   set_if(m.moe_ffn, flags.moe_ffn, "--moe-ffn");
   require(m.experts == 0 || (m.topk > 0 && m.topk <= m.experts),
@@ -371,9 +376,11 @@ int run_plan_command() {
   if (rank != 0) return 0;
   size_t fitting = 0;
   for (const plan::Estimate& e : all) fitting += e.fits;
-  std::printf("# %s: %.2fB parameters (%.2fB active), seq %ld, global batch %ld sequences\n",
-              model_description(m).c_str(), m.total_params() / 1e9, m.active_params() / 1e9, static_cast<long>(m.seq),
-              static_cast<long>(t.global_batch));
+  char mtp[48] = "";
+  if (m.mtp_layers > 0) std::snprintf(mtp, sizeof mtp, " + %.2fB MTP", m.mtp_params() / 1e9);
+  std::printf("# %s: %.2fB parameters (%.2fB active)%s, seq %ld, global batch %ld sequences\n",
+              model_description(m).c_str(), m.total_params() / 1e9, m.active_params() / 1e9, mtp,
+              static_cast<long>(m.seq), static_cast<long>(t.global_batch));
   std::printf("# %ld x %s (%.0f GiB, %.0f TFLOP/s bf16, %ld per node); %zu valid configs, %zu fit in memory\n",
               static_cast<long>(c.gpus), c.device.c_str(), c.memory_gb, c.peak_tflops,
               static_cast<long>(c.gpus_per_node), all.size(), fitting);

@@ -9,6 +9,9 @@
 //             + 6 h V ]                                         LM head
 //         + 3 (q + o) L B s^2                                   causal attention: QK^T and PV (x2 unmasked)
 //
+// MTP depths (ModelSpec::mtp_layers) count as layers of the last layer's
+// kind, each with 6 T (2 h^2 + h V) for its projection and logits.
+//
 // Forward + backward = 3 x forward, a product with n weights costs 2n per
 // token forward. Router, LayerNorms, biases and the embedding lookup are not
 // counted (as in Megatron). The planner (planner.h) uses the same formula.

@@ -1,4 +1,5 @@
 #include "kernels/planner/memory.h"
+#include "kernels/planner/planner.h"
 
 #include <gtest/gtest.h>
 
@@ -112,6 +113,27 @@ TEST(PlannerMemory, DispatchBuffersOfReceivedRowsGrowWithTheExpertLoad) {
   EXPECT_DOUBLE_EQ(dispatch_buffer_rows(c, false, 0.5), dispatch_buffer_rows(c, false, 1.0));
   c.ep = 2, c.dp = 1, c.tp = 2, c.etp = 2, c.sp = true;
   EXPECT_DOUBLE_EQ(dispatch_buffer_rows(c, false, 2.0), 2 * (r / 2 + r / 2 + r + 4 * 2 * r + tokens / 2));
+}
+
+// The last stage holds the MTP depths: at one stage they add a layer (MoE
+// for DeepSeek-V3) and the projection; over 16 stages the first stage's 4
+// layers still outweigh the last's 1 + 1.
+TEST(PlannerMemory, TheLastStageHoldsTheMtpDepths) {
+  ModelSpec m = model_preset("deepseek-v3");
+  Config g;
+  g.ep = 8, g.dp = 8;
+  const HeldParams one = held_params(m, g);
+  EXPECT_EQ(one.layers, 62);
+  EXPECT_EQ(one.moe_layers, 59);
+  m.mtp_layers = 0;
+  const HeldParams without = held_params(m, g);
+  EXPECT_NEAR(one.dense + one.expert - without.dense - without.expert,
+              m.attention_params() + m.shared_experts * m.mlp_params(m.moe_ffn) + 2.0 * m.hidden * m.hidden +
+                  m.experts / 8.0 * m.mlp_params(m.moe_ffn) + m.hidden * m.experts,
+              1);
+  m.mtp_layers = 1;
+  g.pp = 16;
+  EXPECT_EQ(held_params(m, g).layers, 4);
 }
 
 }  // namespace

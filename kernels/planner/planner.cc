@@ -53,11 +53,14 @@ void to_json(nlohmann::json& j, const Estimate& e) {
 double model_flops_per_step(const ModelSpec& m, int64_t sequences) {
   const double tokens = static_cast<double>(sequences) * m.seq;
   const double h = m.hidden, qv = static_cast<double>(m.heads * (m.dhead() + m.dv())) / 2;
-  const double mlp =
-      m.dense_layers() * m.mlp_params(m.ffn) + m.moe_layers * (m.topk + m.shared_experts) * m.mlp_params(m.moe_ffn);
-  const double dense = 6.0 * tokens * (mlp + m.layers * m.attention_params() + h * m.vocab);
+  const double layers = static_cast<double>(m.layers + m.mtp_layers);
+  const double mlp = m.trained_dense_layers() * m.mlp_params(m.ffn) +
+                     m.trained_moe_layers() * (m.topk + m.shared_experts) * m.mlp_params(m.moe_ffn);
+  // MTP: each depth's [2h -> h] projection and its logits.
+  const double mtp = m.mtp_layers * (2 * h * h + h * m.vocab);
+  const double dense = 6.0 * tokens * (mlp + layers * m.attention_params() + h * m.vocab + mtp);
   // QK^T reads the query/key head dim, PV the value head dim: their mean.
-  const double scores = (m.causal ? 6.0 : 12.0) * qv * m.layers * static_cast<double>(sequences) * m.seq * m.seq;
+  const double scores = (m.causal ? 6.0 : 12.0) * qv * layers * static_cast<double>(sequences) * m.seq * m.seq;
   return dense + scores;
 }
 

@@ -40,6 +40,7 @@ const std::map<std::string, ModelSpec>& models() {
     m.ffn = 18432;
     m.vocab = 129280, m.seq = 4096, m.swiglu = true;
     m.moe_layers = 58, m.experts = 256, m.topk = 8, m.moe_ffn = 2048, m.shared_experts = 1;
+    m.mtp_layers = 1;  // trained with one MTP depth (DeepSeek-V3 report, section 2.2)
     m.attention_params_override =
         7168.0 * 1536 + 1536.0 * 128 * 192 + 7168.0 * 576 + 512.0 * 128 * 256 + 128.0 * 128 * 7168;
     t[m.name] = m;

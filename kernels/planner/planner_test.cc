@@ -30,6 +30,9 @@ TEST(Planner, ParameterCountsMatchTheModelCards) {
   ModelSpec ds = model_preset("deepseek-v3");
   EXPECT_NEAR(ds.total_params() / 1e9, 671, 5);
   EXPECT_NEAR(ds.active_params() / 1e9, 37, 2);
+  // 685B with the MTP module, whose checkpoint stores its own copies of the
+  // embedding and head (training shares them with the model).
+  EXPECT_NEAR((ds.total_params() + ds.mtp_params() + 2.0 * ds.vocab * ds.hidden) / 1e9, 685, 1);
 }
 
 // The GPT base with GPT-2 XL's dims (Radford et al. 2019: 48 layers, h 1600,
@@ -83,6 +86,10 @@ TEST(Planner, ModelFlopsFollowMegatronsFormula) {
   const double want = T * (6.0 * 64 * (256 * 2 * 2) + 6.0 * 2 * (64 * (64 + 128) + 64 * 64) + 6.0 * 64 * 512) +
                       6.0 * 64 * 2 * 3 * 64 * 64;
   EXPECT_DOUBLE_EQ(model_flops_per_step(m, 3), want);
+  // An MTP depth: one more layer, its [2h -> h] projection and the logits again.
+  m.mtp_layers = 1;
+  const double layer = T * 6.0 * (64 * 256 * 2 + 64 * (64 + 128) + 64 * 64) + 6.0 * 64 * 3 * 64 * 64;
+  EXPECT_DOUBLE_EQ(model_flops_per_step(m, 3), want + layer + T * 6.0 * (2 * 64 * 64 + 64 * 512));
 }
 
 // Published and typical 6D configurations (Llama 3: Dubey et al. 2024,

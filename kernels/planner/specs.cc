@@ -22,6 +22,11 @@ double ModelSpec::active_params() const {
   return layers * attention_params() + dense_layers() * mlp_params(ffn) +
          moe_layers * (topk + shared_experts) * mlp_params(moe_ffn) + embedding_params();
 }
+double ModelSpec::mtp_params() const {
+  const double layer =
+      moe_layers > 0 ? (experts + shared_experts) * mlp_params(moe_ffn) + hidden * experts : mlp_params(ffn);
+  return mtp_layers * (attention_params() + layer + 2.0 * hidden * hidden);
+}
 
 std::string TrainSpec::settings() const {
   return cat("linears ", precision == Precision::fp8 ? "fp8" : "bf16", ", attention ",

@@ -26,16 +26,25 @@ struct ModelSpec {
   // and H dv rows of the output (MLA's low-rank projections); 0: those.
   double attention_params_override = 0;
   bool causal = true;
+  // Multi-token prediction (DeepSeek-V3; Megatron's --mtp-num-layers): each
+  // depth trains one more layer of the last layer's kind (MoE where the
+  // model has MoE layers), a [2h -> h] projection and the shared LM head's
+  // logits again, all on the last pipeline stage.
+  int64_t mtp_layers = 0;
 
   int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }
   int64_t dhead() const { return head_dim > 0 ? head_dim : hidden / heads; }
   int64_t dv() const { return v_head_dim > 0 ? v_head_dim : dhead(); }
   int64_t dense_layers() const { return layers - moe_layers; }
+  // The layers a step trains: the model's and the MTP depths'.
+  int64_t trained_moe_layers() const { return moe_layers + (moe_layers > 0 ? mtp_layers : 0); }
+  int64_t trained_dense_layers() const { return layers + mtp_layers - trained_moe_layers(); }
   double attention_params() const;         // per layer: h((H + K) d + K dv) + H dv h
   double mlp_params(int64_t width) const;  // (2 or 3) h width
   double embedding_params() const;         // input embedding + LM head (one matrix when tied) + positions
-  double total_params() const;
-  double active_params() const;  // per token
+  double total_params() const;             // the model's, without MTP
+  double active_params() const;            // per token, without MTP
+  double mtp_params() const;               // the MTP depths' layers and projections (the embedding and head are shared)
 };
 
 struct ClusterSpec {
@@ -51,9 +60,9 @@ struct ClusterSpec {
   // The two free parameters of the time model (time_model.h), fitted on the
   // published runs of corpus.h; `plan --reference` refits them and shows
   // that the fit gives these.
-  double gemm_efficiency = 0.637;  // fraction of peak a large, full-wave gemm reaches
+  double gemm_efficiency = 0.635;  // fraction of peak a large, full-wave gemm reaches
   double layer_overhead_us =
-      1269;  // per layer and microbatch, forward and backward: launches, small kernels, waits not costed
+      1250;  // per layer and microbatch, forward and backward: launches, small kernels, waits not costed
   double gemm_latency_us = 4;  // per gemm call: launch and pipeline fill (cuBLAS on a GPU)
   double usable_memory = 0.9;  // leave room for the CUDA context and fragmentation
 };

@@ -210,8 +210,10 @@ class Costing {
 
   // The LM head and cross-entropy of the last stage, one microbatch; the
   // head stays bf16 under FP8 (Transformer Engine's FP8 covers the layers).
-  LayerTime head() const {
+  // An MTP depth runs it again after its projection of [b s/cp, 2h] to h.
+  LayerTime head(bool mtp) const {
     LayerTime l;
+    if (mtp) linear(l, tokens_, static_cast<double>(m_.hidden) / g_.tp, 2.0 * m_.hidden, 1, false);
     linear(l, tokens_, static_cast<double>(m_.vocab) / g_.tp, m_.hidden, 1, false);
     const double bytes =
         t_.cross_entropy == CrossEntropy::unfused ? kUnfusedCrossEntropyBytes : kFusedCrossEntropyBytes;
@@ -273,12 +275,13 @@ StepTime step_time(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t,
   const Costing cost(m, c, t, g);
   const HeldParams held = held_params(m, g);
   const LayerTime dense = cost.layer(false), moe = m.moe_layers > 0 ? cost.layer(true) : LayerTime{};
-  const LayerTime head = cost.head();
+  const LayerTime head = cost.head(false), mtp_head = cost.head(true);
   const double full = g.recompute == Recompute::full ? 1 : 0, selective = g.recompute == Recompute::selective ? 1 : 0;
   const double forward_again = full + selective;
   const Overlap& o = t.overlap;
 
-  // One microbatch through a stage of `layers` layers (and the LM head).
+  // One microbatch through a stage of `layers` layers (and the LM head:
+  // the last stage runs it once and again for each MTP depth).
   auto stage = [&](double layers, bool with_head) {
     StepTime mb;
     auto add = [&](const LayerTime& l, double count) {
@@ -297,16 +300,18 @@ StepTime step_time(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t,
     const double moe_share = static_cast<double>(held.moe_layers) / held.layers;
     add(dense, layers * (1 - moe_share));
     add(moe, layers * moe_share);
-    if (with_head) add(head, 1);
+    if (with_head) add(head, 1), add(mtp_head, static_cast<double>(m.mtp_layers));
     mb.overhead = layers * c.layer_overhead_us * 1e-6 * (1 + full / 3);
     return mb;
   };
   // The heaviest stage: a first one of ceil(L / pp) layers, or the last,
-  // which holds the rest and the head.
-  const double last_layers = std::max<double>(0, static_cast<double>(m.layers - (g.pp - 1) * held.layers));
+  // which holds the rest, the MTP depths and the head.
+  const int64_t first_layers = (m.layers + g.pp - 1) / g.pp;
+  const double last_layers =
+      std::max<double>(0, static_cast<double>(m.layers - (g.pp - 1) * first_layers)) + m.mtp_layers;
   StepTime mb = stage(last_layers, true);
   if (g.pp > 1) {
-    const StepTime first = stage(static_cast<double>(held.layers), false);
+    const StepTime first = stage(static_cast<double>(first_layers), false);
     if (first.compute() + first.tp + first.cp + first.ep > mb.compute() + mb.tp + mb.cp + mb.ep) mb = first;
   }
   const double layers = static_cast<double>(held.layers);

@@ -242,7 +242,7 @@ TEST(TimeModel, SquaredReluAddsItsPassesToTheExpertsToo) {
   const StepTime squared = step_time(m, c, t, g);
   const double tokens = static_cast<double>(m.seq), microbatches = 1024 / 64;
   const double dense = tokens * m.ffn, experts = tokens * m.topk * m.moe_ffn + tokens * m.shared_experts * m.moe_ffn;
-  const double elements = (m.layers - m.moe_layers) * dense + m.moe_layers * experts;
+  const double elements = m.trained_dense_layers() * dense + m.trained_moe_layers() * experts;  // with the MTP depth
   EXPECT_NEAR(squared.memory_bound - fused.memory_bound, microbatches * 3 * elements * 4 / (c.hbm_GBps * 1e9),
               1e-9 * fused.memory_bound);
   EXPECT_DOUBLE_EQ(squared.gemm, fused.gemm);
@@ -344,6 +344,28 @@ TEST(TimeModel, InterleavedChunksReduceTheirGradientsWholeAfterTheirLastBackward
   const double slow = step_time(m, c, t, g).dp;
   t.overlap.dp = 1;
   EXPECT_NEAR(step_time(m, c, t, g).dp / slow, (4 + 2.0 / 2) / 6, 0.01);
+}
+
+// An MTP depth is one more layer of the last stage, its [2h -> h]
+// projection and the LM head again: the step costs what a model of one more
+// layer does, plus a head and the projection.
+TEST(TimeModel, MultiTokenPredictionAddsALayerAndAHeadToTheLastStage) {
+  const ModelSpec m = model_preset("llama2-70b");
+  const ClusterSpec c = cluster_preset("H100", 64);
+  const TrainSpec t{1024, 1};
+  const Config g = tp_dp(8, 8);
+  ModelSpec deeper = m, mtp = m;
+  deeper.layers += 1, mtp.mtp_layers = 1;
+  const double base = step_time(m, c, t, g).gemm, one_more = step_time(deeper, c, t, g).gemm;
+  const double head = base - m.layers * (one_more - base);
+  const double projection = 128 * (3 * gemm_seconds(c, c.peak_tflops, 4096, 8192 / 8, 2 * 8192));  // 128 microbatches
+  EXPECT_NEAR(step_time(mtp, c, t, g).gemm, one_more + head + projection, 1e-9 * base);
+  // Over 8 stages the last holds 10 layers and the MTP depth with its two
+  // heads, more than the first's 10: it sets the step (1024 microbatches).
+  Config staged = g;
+  staged.pp = 8, staged.dp = 1;
+  EXPECT_NEAR(step_time(mtp, c, t, staged).gemm - step_time(m, c, t, staged).gemm,
+              1024.0 / 128 * (one_more - base + head + projection), 1e-9 * base);
 }
 
 }  // namespace
