@@ -101,9 +101,6 @@ constexpr const char* kSeeds =
     "the 6D parallelism tutorial's table of typical runs (round MFU figures, configs as the tutorial gives them)";
 
 std::vector<PublishedRun> build() {
-  // Megatron-LM's defaults where a run's source names no other: the
-  // cross-entropy unfused (--cross-entropy-loss-fusion off) and the main
-  // gradients reduced in f32 under bf16.
   // 2021: attention unfused (FlashAttention came in 2022; Megatron fused
   // only scale, mask and softmax); fp16 gradients all-reduced in fp16; no
   // pipeline send/recv overlap (Megatron-LM added it in May 2023, commit
@@ -115,6 +112,9 @@ std::vector<PublishedRun> build() {
                       .recompute = Recompute::full,
                       .distributed_optimizer = false,
                       .sequence_parallel = false};
+  // Megatron-LM's defaults where a run's source names no other: the
+  // cross-entropy unfused (--cross-entropy-loss-fusion off) and the main
+  // gradients reduced in f32 under bf16.
   const Settings mcore{.step = {.overlap = {.tp = 1}, .cross_entropy = CrossEntropy::unfused}};
   const Settings nemo_fp8{
       .step = {.precision = Precision::fp8, .overlap = {.tp = 1}, .cross_entropy = CrossEntropy::unfused}};
@@ -127,8 +127,8 @@ std::vector<PublishedRun> build() {
                                      .grad_reduce = GradReduce::bf16}};
   // Not Megatron: Meta's and DeepSeek's own stacks, whose loss kernels are
   // not published; costed fused.
-  const Settings llama3{.step = {.overlap = {}, .cross_entropy = CrossEntropy::fused}};
-  const Settings seeds{.step = {.overlap = {}, .cross_entropy = CrossEntropy::unfused}, .recompute = Recompute::full};
+  const Settings llama3{.step = {.cross_entropy = CrossEntropy::fused}};
+  const Settings seeds{.step = {.cross_entropy = CrossEntropy::unfused}, .recompute = Recompute::full};
   std::vector<PublishedRun> t;
   auto sc21_row = [&](const char* label, int64_t layers, int64_t hidden, int64_t heads, int64_t gpus, int64_t batch,
                       int64_t micro, Parallel p, double tflops) {
