@@ -432,6 +432,8 @@ class BadInput(unittest.TestCase):
             (["--micro-batch", "9"], "--micro-batch 9 must be at most 8"),
             (["--check", "tp=x"], "--check tp=x must be a whole number from 1 to 1048576"),
             (["--check", "recompute=partial"], "--check recompute=partial must be none, selective or full"),
+            (["--check", "tp=8,vpp=2"], "--check vpp 2 needs pp > 1 (the interleaved schedule splits a pipeline)"),
+            (["--mtp-layers", "-1"], "--mtp-layers -1 must be at least 0"),
             (["--json", "/proc/sextant.json"], "--json '/proc/sextant.json' cannot be written"),
             (["--device", "Z100"], "--device 'Z100' must be one of H100"),
             (["--mlp", "relu"], "--mlp: relu not in {gelu,swiglu,squared-relu}"),

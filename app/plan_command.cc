@@ -111,6 +111,8 @@ plan::Config parse_config(const std::string& text) {
     if (!size) throw UsageError(cat("--check key '", key, "' must be one of tp, cp, pp, dp, ep, etp, vpp, recompute"));
     c.*(*size) = v;
   }
+  require(c.vpp == 1 || c.pp > 1,
+          cat("--check vpp ", c.vpp, " needs pp > 1 (the interleaved schedule splits a pipeline)"));
   c.sp = c.tp > 1;
   return c;
 }

@@ -207,8 +207,8 @@ std::vector<PublishedRun> build() {
   // DeepEP with the A2A overlapped across microbatches, gradient reduce not
   // overlapped, no TP overlap (scripts/performance/run_script.py and
   // src/megatron/bridge/recipes/deepseek/deepseek_v3.py@v0.1.0rc4). Its
-  // config also recomputes mla_up_proj and mlp and trains one MTP layer,
-  // which the planner does not cost. Qwen3 235B (25.11): A2A overlap on, TP
+  // config also recomputes mla_up_proj and mlp, which the planner does not
+  // cost, and trains one MTP layer (the preset's). Qwen3 235B (25.11): A2A overlap on, TP
   // overlap off (scripts/performance/configs/qwen3/*.py@v0.2.0). Qwen3 30B
   // (26.06): HybridEP, A2A overlap off (scripts/performance/configs/qwen/*.py@v0.5.1).
   bridge_row("Bridge DeepSeek-V3", dsv3, 1024, 8192, {.tp = 2, .pp = 8, .dp = 64, .ep = 64, .vpp = 4},

@@ -62,18 +62,17 @@ double dispatch_rows(MemoryLayout::Dispatch d, const Config& g, double routed, d
 
 HeldParams held_params(const ModelSpec& m, const Config& g, int64_t moe_layers_held) {
   HeldParams p;
-  // The first stage's ceil(L / pp) layers, or the last's rest with the MTP
-  // depths where those are more.
-  const int64_t first = (m.layers + g.pp - 1) / g.pp, last = m.layers - (g.pp - 1) * first + m.mtp_layers;
-  const bool mtp_held = m.mtp_layers > 0 && last >= first;
-  p.layers = std::max(first, last);
-  const int64_t moe_share = (m.moe_layers + g.pp - 1) / g.pp + (mtp_held ? m.trained_moe_layers() - m.moe_layers : 0);
+  // One stage holds every layer and the MTP depths (sharing the embedding);
+  // over pp > 1 the first stage's ceil(L / pp) layers.
+  const bool one_stage = g.pp == 1;
+  p.layers = one_stage ? m.layers + m.mtp_layers : (m.layers + g.pp - 1) / g.pp;
+  const int64_t moe_share = one_stage ? m.trained_moe_layers() : (m.moe_layers + g.pp - 1) / g.pp;
   p.moe_layers = std::min<int64_t>(p.layers, moe_layers_held >= 0 ? moe_layers_held : moe_share);
   p.dense_layers = p.layers - p.moe_layers;
   p.dense = p.layers * m.attention_params() / g.tp + p.dense_layers * m.mlp_params(m.ffn) / g.tp +
-            (g.pp == 1 && !m.tied_embeddings ? 2.0 : 1.0) * m.vocab * m.hidden / g.tp +
+            (one_stage && !m.tied_embeddings ? 2.0 : 1.0) * m.vocab * m.hidden / g.tp +
             p.moe_layers * m.shared_experts * m.mlp_params(m.moe_ffn) / g.tp +
-            (mtp_held ? 2.0 * m.mtp_layers * m.hidden * m.hidden / g.tp : 0.0);
+            (one_stage ? 2.0 * m.mtp_layers * m.hidden * m.hidden / g.tp : 0.0);
   p.expert =
       p.moe_layers * (static_cast<double>(m.experts) / g.ep * m.mlp_params(m.moe_ffn) / g.etp + m.hidden * m.experts);
   return p;

@@ -58,8 +58,9 @@ MemoryLayout megatron_layout(GradReduce grads = GradReduce::f32);
 // peer memory or the collectives) and the backward's working set.
 MemoryLayout sextant_step_layout(int compute_dtype_bytes, bool peer_memory_dispatch);
 
-// Parameters one GPU of the heaviest stage holds (the first, or the last
-// with the MTP depths where that holds more layers): its layers split by TP
+// Parameters one GPU of the heaviest stage holds (the first: its pp
+// microbatches in flight outweigh the last stage's MTP depths, which
+// Megatron gives their own embedding there): its layers split by TP
 // (experts by EP and ETP, with the router), the embedding and, at one stage
 // or untied, the LM head. Expert parameters are sharded by EDP, the rest by
 // dp x cp. moe_layers_held: MoE layers of that rank where the caller knows

@@ -134,7 +134,7 @@ std::vector<Estimate> search(const ModelSpec& m, const ClusterSpec& c, const Tra
         const int dp = static_cast<int>(c.gpus / (static_cast<int64_t>(tp) * cp * pp));
         for (int ep : m.experts > 0 ? divisors(m.experts) : std::vector<int>{1})
           for (int etp : m.experts > 0 && tp > 1 ? std::vector<int>{1, tp} : std::vector<int>{1})
-            for (int vpp = 1; vpp <= 8; vpp *= 2)
+            for (int vpp = 1; vpp <= (pp > 1 ? 8 : 1); vpp *= 2)
               // Selective recompute is not searched: it holds what none does
               // and computes more, so it never ranks above none (--check costs it).
               for (Recompute r : {Recompute::none, Recompute::full}) {

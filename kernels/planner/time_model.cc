@@ -83,9 +83,11 @@ struct LayerTime {
   double gemm = 0, gemm_forward = 0, attention = 0, attention_forward = 0, memory = 0, memory_forward = 0;
   // Communication before overlap, and the forward's share of it (what full
   // recompute runs again). TP's collectives either block the gemm that
-  // needs them (tp) or run beside the column-parallel linears' backward
-  // gemms (tp_async, covered by tp_async_cover).
-  double tp = 0, tp_forward = 0, tp_async = 0, tp_async_cover = 0;
+  // needs them (tp) or run beside a column-parallel linear's backward: the
+  // input's re-gather beside its input-gradient gemm (beside_dgrad), the
+  // input gradient's reduction beside its weight-gradient gemm
+  // (beside_wgrad).
+  double tp = 0, tp_forward = 0, tp_beside_dgrad = 0, tp_beside_wgrad = 0, dgrad_cover = 0, wgrad_cover = 0;
   double cp = 0, cp_forward = 0, ep = 0, ep_forward = 0;
   double compute() const { return gemm + attention + memory; }
 };
@@ -101,18 +103,20 @@ class Costing {
 
   // x: [M, K] times w: [K, N], forward, input gradient [M, K] = dy [M, N] w^T
   // and weight gradient [K, N] = x^T dy; FP8 casts of x and dy and their
-  // transposes as memory traffic. Returns the backward gemms' seconds.
-  double linear(LayerTime& l, double rows, double n, double k, double count = 1, bool fp8_capable = true) const {
+  // transposes as memory traffic. A column-parallel linear's backward gemms
+  // are what its asynchronous TP collectives hide behind.
+  void linear(LayerTime& l, double rows, double n, double k, double count = 1, bool fp8_capable = true,
+              bool column_parallel = false) const {
     const bool fp8 = fp8_capable && t_.precision == Precision::fp8;
-    const double forward = gemm(rows, n, k, fp8), backward = gemm(rows, k, n, fp8) + gemm(k, n, rows, fp8);
+    const double forward = gemm(rows, n, k, fp8), dgrad = gemm(rows, k, n, fp8), wgrad = gemm(k, n, rows, fp8);
     l.gemm_forward += count * forward;
-    l.gemm += count * (forward + backward);
+    l.gemm += count * (forward + dgrad + wgrad);
+    if (column_parallel) l.dgrad_cover += count * dgrad, l.wgrad_cover += count * wgrad;
     if (fp8) {
       const double cast_bytes = count * (rows * k + rows * n) * (kActivationBytes + 1 + 1);
       l.memory += cast_bytes / bandwidth();
       l.memory_forward += count * rows * k * (kActivationBytes + 1) / bandwidth();
     }
-    return count * backward;
   }
 
   LayerTime layer(bool moe) const {
@@ -124,7 +128,7 @@ class Costing {
     // qkv: [b s/cp, h] -> [b s/cp, (q + kv) / tp] (MLA: its projections' width)
     const double qkv_width =
         m_.attention_params_override > 0 ? (m_.attention_params_override - o * h) / h / tp : q / tp + kv / kv_split;
-    const double qkv_backward = linear(l, tokens_, qkv_width, h);
+    linear(l, tokens_, qkv_width, h, 1, true, true);
     linear(l, tokens_, h, o / tp);  // output projection
     // Attention core: per head 2 s_q s_k (d + dv) forward, half of it causal.
     const double core = 2.0 * tokens_ * m_.seq * (m_.heads / tp) * (m_.dhead() + m_.dv()) * (m_.causal ? 0.5 : 1.0);
@@ -153,9 +157,8 @@ class Costing {
     const double gates = m_.swiglu ? 2 : 1;
     // The activation's forward bytes per element of an MLP's inner width.
     const double activation_bytes = (gates + 1) * kActivationBytes + (m_.squared_relu ? kSquaredReluExtraBytes : 0);
-    double mlp_in_backward = 0;  // a TP-split MLP's column-parallel linear, backward
     if (!moe) {
-      mlp_in_backward = linear(l, tokens_, gates * m_.ffn / tp, h);
+      linear(l, tokens_, gates * m_.ffn / tp, h, 1, true, true);
       linear(l, tokens_, h, m_.ffn / tp);
       forward_bytes += tokens_ * m_.ffn / tp * activation_bytes;
     } else {
@@ -167,7 +170,7 @@ class Costing {
       linear(l, rows / local_experts, gates * width, h, local_experts);
       linear(l, rows / local_experts, h, width, local_experts);
       if (m_.shared_experts > 0) {
-        linear(l, tokens_, gates * m_.shared_experts * m_.moe_ffn / tp, h);
+        linear(l, tokens_, gates * m_.shared_experts * m_.moe_ffn / tp, h, 1, true, true);
         linear(l, tokens_, h, static_cast<double>(m_.shared_experts) * m_.moe_ffn / tp);
         forward_bytes += tokens_ * m_.shared_experts * m_.moe_ffn / tp * activation_bytes;
       }
@@ -181,8 +184,8 @@ class Costing {
     }
     l.memory_forward += forward_bytes / bandwidth();
     l.memory += 3 * forward_bytes / bandwidth();  // the backward reads about twice what the forward does
-    // TP around attention and a TP-split MLP (an MoE layer without expert TP
-    // has the attention's alone), in units of one all-gather or
+    // TP around attention and each TP-split MLP (in an MoE layer without
+    // expert TP, the shared experts', which Megatron splits over TP), in units of one all-gather or
     // reduce-scatter of [b s/cp, h] (an all-reduce is two), as Megatron's
     // column- and row-parallel linears run them (tensor_parallel/layers.py):
     //   forward     SP: all-gather before the column-parallel linear,
@@ -194,12 +197,12 @@ class Costing {
     //               gradient reduce-scattered beside its weight-gradient gemm;
     //               without SP that input gradient all-reduced beside the
     //               weight-gradient gemm
-    const double blocks = moe && g_.etp == 1 ? 1 : 2;  // attention, and the MLP if TP-split
+    const double blocks = moe && g_.etp == 1 && m_.shared_experts == 0 ? 1 : 2;
     const double unit = ring_seconds(tokens_ * h * kActivationBytes, g_.tp, (tp - 1) / tp, link(g_.tp), alpha());
     l.tp_forward = blocks * 2 * unit;
     l.tp = l.tp_forward + (g_.sp ? blocks * unit : 0);
-    l.tp_async = blocks * 2 * unit;
-    l.tp_async_cover = qkv_backward + mlp_in_backward;
+    l.tp_beside_dgrad = g_.sp ? blocks * unit : 0;
+    l.tp_beside_wgrad = blocks * (g_.sp ? 1 : 2) * unit;
     // CP ring: K and V of this rank's chunk pass cp - 1 times forward, with
     // K, V and dK, dV backward.
     const double kv_bytes = tokens_ * kv / kv_split * kActivationBytes;
@@ -291,11 +294,14 @@ StepTime step_time(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t,
       // Full recompute runs the forward's collectives again. TP overlap
       // (userbuffers) hides all of TP behind the gemms; without it the
       // asynchronous ones still hide behind their own backward gemms.
-      const double tp = l.tp + full * l.tp_forward;
-      mb.tp += count * ((1 - o.tp) * (tp + std::max(0.0, l.tp_async - l.tp_async_cover)) +
-                        o.tp * std::max(0.0, tp + l.tp_async - l.gemm - full * l.gemm_forward));
-      mb.cp += count * exposed(l.cp + full * l.cp_forward, o.cp, l.attention);
-      mb.ep += count * exposed(l.ep + full * l.ep_forward, o.ep, l.compute());
+      const double tp = l.tp + full * l.tp_forward, tp_async = l.tp_beside_dgrad + l.tp_beside_wgrad;
+      const double async_exposed =
+          std::max(0.0, l.tp_beside_dgrad - l.dgrad_cover) + std::max(0.0, l.tp_beside_wgrad - l.wgrad_cover);
+      mb.tp += count * ((1 - o.tp) * (tp + async_exposed) +
+                        o.tp * std::max(0.0, tp + tp_async - l.gemm - full * l.gemm_forward));
+      mb.cp += count * exposed(l.cp + full * l.cp_forward, o.cp, l.attention + forward_again * l.attention_forward);
+      const double recomputed = full * (l.gemm_forward + l.memory_forward) + forward_again * l.attention_forward;
+      mb.ep += count * exposed(l.ep + full * l.ep_forward, o.ep, l.compute() + recomputed);
     };
     const double moe_share = static_cast<double>(held.moe_layers) / held.layers;
     add(dense, layers * (1 - moe_share));
@@ -341,7 +347,7 @@ StepTime step_time(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t,
                                      cost.collective_GBps(g.tp, dp_cp), cost.alpha()) +
                         ring_seconds(per_param * held.expert, edp, (edp - 1.0) / edp,
                                      cost.collective_GBps(static_cast<int64_t>(g.etp) * g.ep, edp), cost.alpha());
-  if (g.vpp == 1) {
+  if (g.vpp == 1 || g.pp == 1) {
     // Bucket by bucket behind the last microbatch's backward and the
     // first one's forward.
     s.dp = exposed(reduce, o.dp, mb.compute());
@@ -372,7 +378,7 @@ StepTime step_time(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t,
     const double p2p_bytes = cost.tokens() / g.tp * m.hidden * kActivationBytes;
     const double message =
         p2p_bytes / (cost.link(static_cast<int64_t>(g.tp) * g.cp * g.dp * g.pp) * 1e9) + cost.alpha();
-    const double chunk_forward = (mb.gemm + mb.attention + mb.memory_bound) / (3 * g.vpp);
+    const double chunk_forward = mb.compute() / (3 * g.vpp);
     s.pp = 2.0 * (microbatches * g.vpp + g.pp - 1) * exposed(message, g.vpp > 1 ? o.pp : 0, chunk_forward);
   }
   return s;
