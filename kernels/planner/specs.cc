@@ -14,18 +14,18 @@ double ModelSpec::mlp_params(int64_t width) const { return (swiglu ? 3.0 : 2.0) 
 double ModelSpec::embedding_params() const {
   return (tied_embeddings ? 1.0 : 2.0) * vocab * hidden + (learned_positions ? 1.0 * seq * hidden : 0.0);
 }
+double ModelSpec::moe_mlp_params() const { return (experts + shared_experts) * mlp_params(moe_ffn) + hidden * experts; }
 double ModelSpec::total_params() const {
-  return layers * attention_params() + dense_layers() * mlp_params(ffn) +
-         moe_layers * ((experts + shared_experts) * mlp_params(moe_ffn) + hidden * experts) + embedding_params();
+  return layers * attention_params() + dense_layers() * mlp_params(ffn) + moe_layers * moe_mlp_params() +
+         embedding_params();
 }
 double ModelSpec::active_params() const {
   return layers * attention_params() + dense_layers() * mlp_params(ffn) +
          moe_layers * (topk + shared_experts) * mlp_params(moe_ffn) + embedding_params();
 }
 double ModelSpec::mtp_params() const {
-  const double layer =
-      moe_layers > 0 ? (experts + shared_experts) * mlp_params(moe_ffn) + hidden * experts : mlp_params(ffn);
-  return mtp_layers * (attention_params() + layer + 2.0 * hidden * hidden);
+  const double mlp = moe_layers > 0 ? moe_mlp_params() : mlp_params(ffn);
+  return mtp_layers * (attention_params() + mlp + 2.0 * hidden * hidden);
 }
 
 std::string TrainSpec::settings() const {

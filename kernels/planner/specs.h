@@ -41,6 +41,7 @@ struct ModelSpec {
   int64_t trained_dense_layers() const { return layers + mtp_layers - trained_moe_layers(); }
   double attention_params() const;         // per layer: h((H + K) d + K dv) + H dv h
   double mlp_params(int64_t width) const;  // (2 or 3) h width
+  double moe_mlp_params() const;           // an MoE layer's routed and shared experts and its router
   double embedding_params() const;         // input embedding + LM head (one matrix when tied) + positions
   double total_params() const;             // the model's, without MTP
   double active_params() const;            // per token, without MTP

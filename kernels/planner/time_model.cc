@@ -323,6 +323,8 @@ StepTime step_time(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t,
   const double layers = static_cast<double>(held.layers);
 
   const double microbatches = static_cast<double>(t.global_batch) / (static_cast<double>(g.dp) * t.micro_batch);
+  // One microbatch through one model chunk of the stage, forward and backward.
+  const double chunk_forward = mb.compute() / (3.0 * g.vpp), chunk_backward = 2 * chunk_forward;
   const double mb_seconds = mb.compute() + mb.tp + mb.cp + mb.ep;
   StepTime s;
   s.gemm = microbatches * mb.gemm, s.attention = microbatches * mb.attention;
@@ -360,7 +362,6 @@ StepTime step_time(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t,
     // The next step's all-gather of chunk 0 waits at the first forward; the
     // other chunks' are issued ahead of their forwards.
     const double sync = reduce * sync_bytes / per_param, gather = reduce - sync;
-    const double chunk_backward = 2.0 / 3 * mb.compute() / g.vpp, chunk_forward = mb.compute() / (3.0 * g.vpp);
     double queue = 0;
     for (int j = 0; j < g.vpp; ++j) queue = std::max(queue, (j + 1.0) * sync / g.vpp - j * g.pp * chunk_backward);
     s.dp = (1 - o.dp) * reduce + o.dp * (queue + std::max(0.0, gather / g.vpp - chunk_forward));
@@ -378,7 +379,6 @@ StepTime step_time(const ModelSpec& m, const ClusterSpec& c, const TrainSpec& t,
     const double p2p_bytes = cost.tokens() / g.tp * m.hidden * kActivationBytes;
     const double message =
         p2p_bytes / (cost.link(static_cast<int64_t>(g.tp) * g.cp * g.dp * g.pp) * 1e9) + cost.alpha();
-    const double chunk_forward = mb.compute() / (3 * g.vpp);
     s.pp = 2.0 * (microbatches * g.vpp + g.pp - 1) * exposed(message, g.vpp > 1 ? o.pp : 0, chunk_forward);
   }
   return s;
